@@ -1,0 +1,90 @@
+package v1alpha1
+
+// ReadyCondition is the condition type every Latchkey kind reports. True means the object is part
+// of the configuration the server is using right now; False means it is not, and the reason and
+// message say why (for example a referenced Secret does not exist yet).
+const ReadyCondition = "Ready"
+
+// SecretKeyReference names one key of a Secret in the namespace of the object that refers to it.
+type SecretKeyReference struct {
+	// name of the Secret, in the same namespace as the object that refers to it. The Secret may be
+	// created before or after the object; until it exists the object reports Ready=False with
+	// reason SecretMissing. At most 253 characters.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	Name string `json:"name"`
+
+	// key within the Secret's data. At most 253 characters of letters, digits, '-', '_' and '.'.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +required
+	Key string `json:"key"`
+}
+
+// SecretReference names a whole Secret in the namespace of the object that refers to it.
+type SecretReference struct {
+	// name of the Secret, in the same namespace as the object that refers to it. Until it exists
+	// the object reports Ready=False with reason SecretMissing. At most 253 characters.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	Name string `json:"name"`
+}
+
+// ProjectReference points an OAuthClient, Connector or RedirectPolicy at the Project it belongs
+// to.
+type ProjectReference struct {
+	// name of the Project. At most 253 characters.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	Name string `json:"name"`
+
+	// namespace of the Project. Defaults to the namespace of the referring object. A Project in
+	// another namespace accepts the reference only if its spec.allowedNamespaces admits the
+	// referring object's namespace; otherwise the referring object reports Ready=False with
+	// reason NotAllowed. At most 63 characters.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// Reasons shared by the kinds that attach to a Project (OAuthClient, Connector, RedirectPolicy).
+// Each kind re-exports the ones it uses under its own name (ConnectorNotAllowedReason, …).
+const (
+	// ReadyReason: the object is valid and in use.
+	ReadyReason = "Ready"
+	// ProjectNotFoundReason: spec.projectRef names a Project that does not exist.
+	ProjectNotFoundReason = "ProjectNotFound"
+	// ProjectNotReadyReason: the Project exists but is not Ready itself.
+	ProjectNotReadyReason = "ProjectNotReady"
+	// NotAllowedReason: the Project's spec.allowedNamespaces does not admit the object's
+	// namespace.
+	NotAllowedReason = "NotAllowed"
+	// SecretMissingReason: a referenced Secret does not exist (yet).
+	SecretMissingReason = "SecretMissing"
+	// SecretInvalidReason: a referenced Secret exists but lacks the key, or its content cannot be
+	// used; the message names the Secret and the problem.
+	SecretInvalidReason = "SecretInvalid"
+)
+
+// EndpointURL is an absolute URL Latchkey calls or sends people to: https with a host, or plain
+// http only to a loopback host (127.0.0.1, [::1], localhost) so tests and local development can
+// use a server on the same machine. A fragment is never allowed.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=2048
+// +kubebuilder:validation:XValidation:rule="!self.contains('#')",message="must not contain a fragment (#)"
+// +kubebuilder:validation:XValidation:rule="isURL(self) && ((url(self).getScheme() == 'https' && size(url(self).getHostname()) > 0) || (url(self).getScheme() == 'http' && url(self).getHostname() in ['127.0.0.1', '::1', 'localhost']))",message="must be an absolute https URL, or http to a loopback host (127.0.0.1, [::1], localhost)"
+type EndpointURL string
+
+// Scope is one OAuth scope token (RFC 6749 §3.3): printable ASCII without spaces, '"' or '\'.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=128
+// +kubebuilder:validation:Pattern=`^[!#-\[\]-~]+$`
+type Scope string

@@ -1,0 +1,273 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// OAuthClient condition types and reasons. The reasons double as Event reasons.
+const (
+	// OAuthClientReadyCondition is True when the client is compiled into its Project's
+	// configuration and its credentials are in status.secretName.
+	OAuthClientReadyCondition = ReadyCondition
+	// OAuthClientConnectorsResolvedCondition is True when every entry of spec.connectors names a
+	// Ready Connector of the same Project. While it is False the client still works; token
+	// exchange for the unresolved connectors is refused.
+	OAuthClientConnectorsResolvedCondition = "ConnectorsResolved"
+
+	// OAuthClientReadyReason: the client is in use.
+	OAuthClientReadyReason = ReadyReason
+	// OAuthClientProjectNotFoundReason: spec.projectRef names no Project.
+	OAuthClientProjectNotFoundReason = ProjectNotFoundReason
+	// OAuthClientProjectNotReadyReason: the Project is not Ready, so none of its clients serve.
+	OAuthClientProjectNotReadyReason = ProjectNotReadyReason
+	// OAuthClientNotAllowedReason: the Project does not admit this namespace.
+	OAuthClientNotAllowedReason = NotAllowedReason
+	// OAuthClientSecretPendingReason: the credentials Secret has not been written yet.
+	OAuthClientSecretPendingReason = "SecretPending"
+	// OAuthClientSecretConflictReason: the Secret named by spec.secretName is controlled by
+	// another object, so the controller does not write into it.
+	OAuthClientSecretConflictReason = "SecretConflict"
+	// OAuthClientSecretInvalidReason: the credentials Secret holds a client secret too short to
+	// be safe (an administrator replaced it with fewer than 32 characters).
+	OAuthClientSecretInvalidReason = SecretInvalidReason
+	// OAuthClientSigningKeyRequiredReason: accessTokenFormat is jwt but the Project has no
+	// spec.signingKeySecretRef.
+	OAuthClientSigningKeyRequiredReason = "SigningKeyRequired"
+	// OAuthClientConnectorsResolvedReason: every listed connector resolved.
+	OAuthClientConnectorsResolvedReason = "Resolved"
+	// OAuthClientConnectorNotFoundReason: a listed connector does not exist, is not Ready, or
+	// belongs to another Project.
+	OAuthClientConnectorNotFoundReason = "ConnectorNotFound"
+)
+
+// Keys of the credentials Secret the controller writes for each OAuthClient.
+const (
+	// ClientIDSecretKey holds the client id (every client).
+	ClientIDSecretKey = "client_id"
+	// ClientSecretSecretKey holds the client secret (confidential clients only). An
+	// administrator may replace it to rotate; the controller keeps whatever is there.
+	ClientSecretSecretKey = "client_secret"
+)
+
+// GrantType is an OAuth grant type the client may use at the token endpoint.
+// +kubebuilder:validation:Enum=authorization_code;refresh_token;client_credentials;"urn:ietf:params:oauth:grant-type:token-exchange"
+type GrantType string
+
+const (
+	GrantAuthorizationCode GrantType = "authorization_code"
+	GrantRefreshToken      GrantType = "refresh_token"
+	GrantClientCredentials GrantType = "client_credentials"
+	// GrantTokenExchange (RFC 8693) lets an agent trade a person's token for that person's
+	// token at a Connector (seed 000).
+	GrantTokenExchange GrantType = "urn:ietf:params:oauth:grant-type:token-exchange"
+)
+
+// TokenEndpointAuthMethod is how the client authenticates at the token endpoint (RFC 7591).
+// +kubebuilder:validation:Enum=client_secret_basic;client_secret_post;none
+type TokenEndpointAuthMethod string
+
+const (
+	AuthClientSecretBasic TokenEndpointAuthMethod = "client_secret_basic"
+	AuthClientSecretPost  TokenEndpointAuthMethod = "client_secret_post"
+	// AuthNone makes the client public: it gets no secret and must use PKCE.
+	AuthNone TokenEndpointAuthMethod = "none"
+)
+
+// AccessTokenFormat is the shape of access tokens issued to the client.
+// +kubebuilder:validation:Enum=opaque;jwt
+type AccessTokenFormat string
+
+const (
+	// AccessTokenOpaque tokens are random strings checked by introspection.
+	AccessTokenOpaque AccessTokenFormat = "opaque"
+	// AccessTokenJWT tokens are signed JWTs (RFC 9068) checkable offline with the issuer's keys.
+	AccessTokenJWT AccessTokenFormat = "jwt"
+)
+
+// RedirectURI is one redirect URI, matched exactly (the same string, not a prefix or origin).
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=2048
+// +kubebuilder:validation:XValidation:rule="!self.contains('#')",message="redirectURIs: a redirect URI must not contain a fragment (#)"
+// +kubebuilder:validation:XValidation:rule="((self.startsWith('https://') || self.startsWith('http://')) && isURL(self) && size(url(self).getHostname()) > 0) || self.matches('^[a-zA-Z][a-zA-Z0-9+-]*([.][a-zA-Z0-9+-]+)+:/[^/]')",message="redirectURIs: a redirect URI must be absolute: https://…, http:// to a loopback host, or a private-use reverse-domain scheme such as com.example.app:/callback"
+// +kubebuilder:validation:XValidation:rule="!self.startsWith('http://') || (isURL(self) && url(self).getHostname() in ['127.0.0.1', '::1', 'localhost'])",message="redirectURIs: http is allowed only to a loopback host (127.0.0.1, [::1], localhost); use https"
+type RedirectURI string
+
+// ConnectorName names a Connector: "name" in the OAuthClient's namespace, or "namespace/name".
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=317
+// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+type ConnectorName string
+
+// OAuthClientSpec declares one OAuth client of a Project.
+// +kubebuilder:validation:XValidation:rule="!has(self.grantTypes) || !('client_credentials' in self.grantTypes) || !has(self.tokenEndpointAuthMethod) || self.tokenEndpointAuthMethod != 'none'",message="grantTypes: client_credentials needs a confidential client; set tokenEndpointAuthMethod to client_secret_basic or client_secret_post"
+// +kubebuilder:validation:XValidation:rule="!has(self.grantTypes) || !('authorization_code' in self.grantTypes) || (has(self.redirectURIs) && size(self.redirectURIs) > 0)",message="redirectURIs: grant type authorization_code needs at least one redirect URI"
+// +kubebuilder:validation:XValidation:rule="!has(self.grantTypes) || !('refresh_token' in self.grantTypes) || 'authorization_code' in self.grantTypes || 'urn:ietf:params:oauth:grant-type:token-exchange' in self.grantTypes",message="grantTypes: refresh_token needs authorization_code or token-exchange, which issue refresh tokens"
+type OAuthClientSpec struct {
+	// projectRef is the Project this client belongs to.
+	// +required
+	ProjectRef ProjectReference `json:"projectRef"`
+
+	// displayName is the client's name on the consent and account pages. Defaults to the
+	// resource's name. At most 100 characters.
+	// +kubebuilder:validation:MaxLength=100
+	// +optional
+	DisplayName string `json:"displayName,omitempty"`
+
+	// redirectURIs are where authorization codes may be sent, compared as exact strings. Each is
+	// https, http only to a loopback host (127.0.0.1, [::1], localhost), or a private-use
+	// reverse-domain scheme such as com.example.app:/callback (RFC 8252 §7.1); never with a
+	// fragment. Required (at least one) for grant type authorization_code. At most 20.
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=set
+	// +optional
+	RedirectURIs []RedirectURI `json:"redirectURIs,omitempty"`
+
+	// grantTypes the client may use. Defaults to authorization_code and refresh_token.
+	// client_credentials needs a confidential client; refresh_token needs authorization_code or
+	// token-exchange.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:default={authorization_code,refresh_token}
+	// +listType=set
+	// +optional
+	GrantTypes []GrantType `json:"grantTypes,omitempty"`
+
+	// scopes the client may ask for. Empty means any scope the Project offers. At most 64.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	// +optional
+	Scopes []Scope `json:"scopes,omitempty"`
+
+	// tokenEndpointAuthMethod is how the client authenticates at the token endpoint:
+	// client_secret_basic (default), client_secret_post, or none. none makes the client public:
+	// it gets only a client id (no secret), must use PKCE, and cannot use client_credentials.
+	// +kubebuilder:default=client_secret_basic
+	// +optional
+	TokenEndpointAuthMethod TokenEndpointAuthMethod `json:"tokenEndpointAuthMethod,omitempty"`
+
+	// accessTokenFormat is opaque (default; checked by introspection) or jwt (RFC 9068; needs
+	// the Project's spec.signingKeySecretRef, else the client reports SigningKeyRequired).
+	// +kubebuilder:default=opaque
+	// +optional
+	AccessTokenFormat AccessTokenFormat `json:"accessTokenFormat,omitempty"`
+
+	// connectors this client may exchange a person's token for (RFC 8693 token exchange, with the
+	// Connector's audience), each "name" in this namespace or "namespace/name". They must attach
+	// to the same Project. Empty means none. At most 32.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=set
+	// +optional
+	Connectors []ConnectorName `json:"connectors,omitempty"`
+
+	// secretName is the Secret in this namespace the controller writes the credentials into:
+	// client_id, and client_secret for confidential clients (256 random bits). The controller
+	// creates it with an owner reference to this OAuthClient and never replaces an existing
+	// client_secret, so rotation is the administrator's choice (edit or delete the key). A Secret
+	// controlled by another object is left alone (reason SecretConflict). Defaults to
+	// "<name>-credentials". At most 253 characters.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+}
+
+// RedirectClassification is how the server reads a redirect URI on the consent screen (seed 004).
+// +kubebuilder:validation:Enum=Claude;ChatGPT;Named;Loopback;AppScheme;Other
+type RedirectClassification string
+
+const (
+	RedirectClaude    RedirectClassification = "Claude"
+	RedirectChatGPT   RedirectClassification = "ChatGPT"
+	RedirectNamed     RedirectClassification = "Named"
+	RedirectLoopback  RedirectClassification = "Loopback"
+	RedirectAppScheme RedirectClassification = "AppScheme"
+	// RedirectOther is any other website: a warning and a tick box on consent, refused when the
+	// Project only allows recognised apps.
+	RedirectOther RedirectClassification = "Other"
+)
+
+// RedirectStatus is one registered redirect URI as the Project's RedirectPolicies read it.
+type RedirectStatus struct {
+	// uri is the redirect URI as registered.
+	// +kubebuilder:validation:MaxLength=2048
+	// +required
+	URI string `json:"uri"`
+
+	// classification says where access goes through this URI; unset until classified.
+	// +optional
+	Classification RedirectClassification `json:"classification,omitempty"`
+
+	// name is the recognised callback's name, for classification Named.
+	// +kubebuilder:validation:MaxLength=100
+	// +optional
+	Name string `json:"name,omitempty"`
+}
+
+// OAuthClientStatus is what the controller observed.
+type OAuthClientStatus struct {
+	// conditions: Ready says whether the client is in use; ConnectorsResolved whether every
+	// listed connector was found.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// clientID is the client id, also in the credentials Secret. It is derived from the
+	// resource's uid, so it never changes while the resource exists and is never reused.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	ClientID string `json:"clientID,omitempty"`
+
+	// secretName is the Secret holding the credentials.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+
+	// redirects lists the registered redirect URIs with their classification.
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	Redirects []RedirectStatus `json:"redirects,omitempty"`
+
+	// observedGeneration is the metadata.generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// OAuthClient is an OAuth client of a Project declared by an app team or GitOps: its redirect
+// URIs, grant types, scopes and authentication method. The controller writes its client id and
+// secret into a Secret.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=latchkey
+// +kubebuilder:printcolumn:name="Project",type=string,JSONPath=`.spec.projectRef.name`
+// +kubebuilder:printcolumn:name="Client ID",type=string,JSONPath=`.status.clientID`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.status.secretName`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type OAuthClient struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired client.
+	// +required
+	Spec OAuthClientSpec `json:"spec"`
+
+	// status is what the controller observed.
+	// +optional
+	Status OAuthClientStatus `json:"status,omitempty"`
+}
+
+// OAuthClientList is a list of OAuthClients.
+// +kubebuilder:object:root=true
+type OAuthClientList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []OAuthClient `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&OAuthClient{}, &OAuthClientList{})
+}

@@ -1,0 +1,322 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Project condition types and reasons. The reasons double as Event reasons.
+const (
+	// ProjectReadyCondition is True when the Project is compiled into the server's configuration
+	// and its issuer is serving.
+	ProjectReadyCondition = ReadyCondition
+	// ProjectReadyReason: everything the Project references resolved.
+	ProjectReadyReason = ReadyReason
+	// ProjectSecretMissingReason: a Secret named in the spec (password file, OIDC client secret,
+	// initial access tokens, event sink HMAC key, signing keys) does not exist.
+	ProjectSecretMissingReason = SecretMissingReason
+	// ProjectSecretInvalidReason: a referenced Secret lacks the key or its content is unusable
+	// (for example a malformed password file); the message says which and why.
+	ProjectSecretInvalidReason = SecretInvalidReason
+)
+
+// RegistrationMode is who may register OAuth clients at run time through the Project's
+// /register endpoint (RFC 7591 dynamic client registration).
+// +kubebuilder:validation:Enum=Open;Closed;InitialAccessToken
+type RegistrationMode string
+
+const (
+	// RegistrationOpen lets any client register, as MCP clients such as Claude and ChatGPT
+	// expect. The consent screen and RedirectPolicies are the protection (seed 004).
+	RegistrationOpen RegistrationMode = "Open"
+	// RegistrationClosed refuses every registration; only OAuthClient resources exist.
+	RegistrationClosed RegistrationMode = "Closed"
+	// RegistrationInitialAccessToken accepts a registration only with a bearer token listed in
+	// spec.registration.initialAccessTokenSecretRef.
+	RegistrationInitialAccessToken RegistrationMode = "InitialAccessToken"
+)
+
+// FromNamespaces says which namespaces may attach objects to a Project, after Gateway API's
+// allowedRoutes.namespaces.from.
+// +kubebuilder:validation:Enum=Same;All;Selector
+type FromNamespaces string
+
+const (
+	// NamespacesFromSame admits only the Project's own namespace.
+	NamespacesFromSame FromNamespaces = "Same"
+	// NamespacesFromAll admits every namespace.
+	NamespacesFromAll FromNamespaces = "All"
+	// NamespacesFromSelector admits namespaces whose labels match spec.allowedNamespaces.selector
+	// (and the Project's own namespace).
+	NamespacesFromSelector FromNamespaces = "Selector"
+)
+
+// ProjectSpec declares a set of people, how they sign in, and the rules for the apps and agents
+// they use.
+// +kubebuilder:validation:XValidation:rule="!has(self.registration) || !has(self.registration.mode) || self.registration.mode != 'InitialAccessToken' || has(self.registration.initialAccessTokenSecretRef)",message="registration.initialAccessTokenSecretRef is required when registration.mode is InitialAccessToken"
+type ProjectSpec struct {
+	// displayName is what people see on the sign-in, consent and account pages ("Acme
+	// Engineering"). Defaults to the Project's name. At most 100 characters.
+	// +kubebuilder:validation:MaxLength=100
+	// +optional
+	DisplayName string `json:"displayName,omitempty"`
+
+	// signIn says how people sign in: a password file, an upstream OpenID Connect provider, or
+	// both. At least one must be set.
+	// +required
+	SignIn SignIn `json:"signIn"`
+
+	// lifetimes of what the Project issues. Each unset lifetime takes its documented default.
+	// +optional
+	Lifetimes *Lifetimes `json:"lifetimes,omitempty"`
+
+	// registration is the dynamic client registration policy. Defaults to mode Closed without
+	// client ID metadata documents.
+	// +optional
+	Registration *Registration `json:"registration,omitempty"`
+
+	// allowedNamespaces says which namespaces may attach OAuthClients, Connectors and
+	// RedirectPolicies to this Project. Defaults to the Project's own namespace only (from: Same).
+	// +optional
+	AllowedNamespaces *AllowedNamespaces `json:"allowedNamespaces,omitempty"`
+
+	// eventSinks receive the Project's security events (for example a refused connect link) as
+	// CloudEvents over HTTP, signed with HMAC-SHA256. At most 8; names must be unique.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	EventSinks []EventSink `json:"eventSinks,omitempty"`
+
+	// signingKeySecretRef names a Secret of private keys that sign JWT access tokens (RFC 9068)
+	// for OAuthClients with accessTokenFormat jwt; their public halves are published at the
+	// issuer's /jwks.json. Each data entry is one PEM private key (PKCS#8, SEC 1 "EC PRIVATE KEY"
+	// or PKCS#1 "RSA PRIVATE KEY"): an ECDSA P-256 key signs with ES256, an RSA key of at least
+	// 2048 bits with RS256. The entry's name is the key id; the entry whose name sorts last signs,
+	// the others stay published so tokens they signed still verify during rotation (so name
+	// entries by date, e.g. "2026-07.pem"). Unset means this Project issues only opaque tokens.
+	// +optional
+	SigningKeySecretRef *SecretReference `json:"signingKeySecretRef,omitempty"`
+}
+
+// SignIn is how people prove who they are to the Project.
+// +kubebuilder:validation:XValidation:rule="has(self.passwordSecretRef) || has(self.oidc)",message="signIn must set passwordSecretRef, oidc, or both"
+type SignIn struct {
+	// passwordSecretRef names a password file: one key of a Secret holding a YAML or JSON list of
+	// people, each {email, name, hash}, for example
+	//
+	//   - email: alice@example.com
+	//     name: Alice
+	//     hash: $2a$10$…
+	//
+	// email is matched case-insensitively and must be unique; hash is a bcrypt hash ("$2a$",
+	// "$2b$" or "$2y$") or an argon2id PHC string ("$argon2id$v=19$m=…,t=…,p=…$salt$hash").
+	// Plain passwords are refused. Editing the Secret takes effect without a restart.
+	// +optional
+	PasswordSecretRef *SecretKeyReference `json:"passwordSecretRef,omitempty"`
+
+	// oidc signs people in with the organisation's OpenID Connect provider.
+	// +optional
+	OIDC *OIDCSignIn `json:"oidc,omitempty"`
+}
+
+// OIDCSignIn is an upstream OpenID Connect provider people sign in with.
+type OIDCSignIn struct {
+	// issuer is the provider's issuer URL, as in its discovery document; https, or http only to a
+	// loopback host.
+	// +required
+	Issuer EndpointURL `json:"issuer"`
+
+	// clientID is the client id Latchkey was registered with at the provider. At most 256
+	// characters.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +required
+	ClientID string `json:"clientID"`
+
+	// clientSecretRef names the Secret key holding the client secret registered at the provider.
+	// +required
+	ClientSecretRef SecretKeyReference `json:"clientSecretRef"`
+
+	// scopes requested from the provider. Defaults to openid, email and profile; "openid" must be
+	// included. At most 16.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="'openid' in self",message="oidc.scopes must include openid"
+	// +listType=set
+	// +optional
+	Scopes []Scope `json:"scopes,omitempty"`
+
+	// label is the sign-in button's text. Defaults to "Sign in with SSO". At most 64 characters.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Label string `json:"label,omitempty"`
+}
+
+// Lifetimes of what a Project issues. Values are Go durations ("90s", "15m", "720h").
+type Lifetimes struct {
+	// session is how long a browser stays signed in. Defaults to 12h; 5m to 720h (30 days).
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('5m') && duration(self) <= duration('720h')",message="lifetimes.session must be between 5m and 720h"
+	// +kubebuilder:default="12h"
+	// +optional
+	Session *metav1.Duration `json:"session,omitempty"`
+
+	// recentSignIn is how recently a person must have signed in to open a connect link or change
+	// a connection (seed 000, check 4). Defaults to 15m; 1m to 24h.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1m') && duration(self) <= duration('24h')",message="lifetimes.recentSignIn must be between 1m and 24h"
+	// +kubebuilder:default="15m"
+	// +optional
+	RecentSignIn *metav1.Duration `json:"recentSignIn,omitempty"`
+
+	// authCode is how long an authorization code may wait to be redeemed. Defaults to 1m; 10s to
+	// 10m (RFC 6749 §4.1.2 recommends at most ten minutes).
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('10s') && duration(self) <= duration('10m')",message="lifetimes.authCode must be between 10s and 10m"
+	// +kubebuilder:default="1m"
+	// +optional
+	AuthCode *metav1.Duration `json:"authCode,omitempty"`
+
+	// accessToken is the lifetime of access tokens. Defaults to 1h; 1m to 24h.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1m') && duration(self) <= duration('24h')",message="lifetimes.accessToken must be between 1m and 24h"
+	// +kubebuilder:default="1h"
+	// +optional
+	AccessToken *metav1.Duration `json:"accessToken,omitempty"`
+
+	// refreshToken is the lifetime of refresh tokens. Defaults to 720h (30 days); 1h to 8760h
+	// (365 days).
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1h') && duration(self) <= duration('8760h')",message="lifetimes.refreshToken must be between 1h and 8760h"
+	// +kubebuilder:default="720h"
+	// +optional
+	RefreshToken *metav1.Duration `json:"refreshToken,omitempty"`
+
+	// refreshGrace is how long after a refresh token was rotated a repeat of the same refresh
+	// (a retry, a second tab) gets the same answer instead of counting as reuse and ending the
+	// grant (seed 004). Defaults to 10s; 0s (no grace) to 2m.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('0s') && duration(self) <= duration('2m')",message="lifetimes.refreshGrace must be between 0s and 2m"
+	// +kubebuilder:default="10s"
+	// +optional
+	RefreshGrace *metav1.Duration `json:"refreshGrace,omitempty"`
+
+	// link is how long a connect link stays open (seed 000). Defaults to 30m; 1m to 24h.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1m') && duration(self) <= duration('24h')",message="lifetimes.link must be between 1m and 24h"
+	// +kubebuilder:default="30m"
+	// +optional
+	Link *metav1.Duration `json:"link,omitempty"`
+
+	// callbackState is how long an upstream authorization (state, PKCE verifier, binding cookie)
+	// may take before its callback is refused (seed 002). Defaults to 10m; 1m to 1h.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1m') && duration(self) <= duration('1h')",message="lifetimes.callbackState must be between 1m and 1h"
+	// +kubebuilder:default="10m"
+	// +optional
+	CallbackState *metav1.Duration `json:"callbackState,omitempty"`
+}
+
+// Registration is the Project's dynamic client registration policy.
+type Registration struct {
+	// mode is who may register: Open (anyone, as MCP clients expect), Closed (nobody; only
+	// OAuthClient resources) or InitialAccessToken (bearers of a token from
+	// initialAccessTokenSecretRef). Defaults to Closed.
+	// +kubebuilder:default=Closed
+	// +optional
+	Mode RegistrationMode `json:"mode,omitempty"`
+
+	// initialAccessTokenSecretRef names a Secret whose every data value is an accepted initial
+	// access token (several at once allow rotation). Required when mode is InitialAccessToken;
+	// ignored otherwise.
+	// +optional
+	InitialAccessTokenSecretRef *SecretReference `json:"initialAccessTokenSecretRef,omitempty"`
+
+	// clientIDMetadataDocuments accepts an https URL as client_id and fetches the client's
+	// metadata from it, as MCP clients do, without prior registration. Defaults to false.
+	// +optional
+	ClientIDMetadataDocuments bool `json:"clientIDMetadataDocuments,omitempty"`
+}
+
+// AllowedNamespaces says which namespaces may attach objects to a Project.
+// +kubebuilder:validation:XValidation:rule="(has(self.from) && self.from == 'Selector') == has(self.selector)",message="allowedNamespaces.selector is required when allowedNamespaces.from is Selector, and not allowed otherwise"
+type AllowedNamespaces struct {
+	// from is Same (only the Project's namespace), All (every namespace) or Selector (the
+	// namespaces selector matches). The Project's own namespace is always admitted. Defaults to
+	// Same.
+	// +kubebuilder:default=Same
+	// +optional
+	From FromNamespaces `json:"from,omitempty"`
+
+	// selector matches the labels of admitted namespaces. Required when from is Selector and not
+	// allowed otherwise.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
+// EventSink is an HTTP endpoint that receives the Project's security events.
+type EventSink struct {
+	// name identifies the sink in metrics and the event outbox. A DNS label, at most 63
+	// characters; unique within the Project.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+
+	// url receives a POST per event (CloudEvents structured mode); https, or http only to a
+	// loopback host.
+	// +required
+	URL EndpointURL `json:"url"`
+
+	// hmacSecretRef names the Secret key whose value (at least 32 bytes) signs each delivery with
+	// HMAC-SHA256, so the receiver can tell the events came from Latchkey.
+	// +required
+	HMACSecretRef SecretKeyReference `json:"hmacSecretRef"`
+}
+
+// ProjectStatus is what the controller observed.
+type ProjectStatus struct {
+	// conditions: Ready says whether the Project is serving, and if not, why.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// issuer is the Project's OAuth issuer, {publicURL}/{namespace}/{name}; clients discover
+	// every endpoint from {issuer}/.well-known/oauth-authorization-server.
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	Issuer string `json:"issuer,omitempty"`
+
+	// observedGeneration is the metadata.generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// Project is a set of people and the apps and agents they sign in to: one OAuth issuer, how
+// people sign in, token lifetimes, registration policy, and which namespaces may attach
+// OAuthClients, Connectors and RedirectPolicies.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=latchkey
+// +kubebuilder:printcolumn:name="Issuer",type=string,JSONPath=`.status.issuer`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Project struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired Project.
+	// +required
+	Spec ProjectSpec `json:"spec"`
+
+	// status is what the controller observed.
+	// +optional
+	Status ProjectStatus `json:"status,omitempty"`
+}
+
+// ProjectList is a list of Projects.
+// +kubebuilder:object:root=true
+type ProjectList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Project `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Project{}, &ProjectList{})
+}

@@ -1,0 +1,389 @@
+// Command latchkey runs the Latchkey operator: the controllers that compile Project,
+// OAuthClient, RedirectPolicy and Connector resources into a runtime snapshot, and the HTTP
+// server that serves every project's OAuth endpoints and pages from that snapshot.
+//
+// This file holds flags and wiring only; behaviour lives in the packages it wires.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	latchkeyv1alpha1 "latchkey.dev/latchkey/api/v1alpha1"
+	"latchkey.dev/latchkey/controllers"
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/store"
+	sqlstore "latchkey.dev/latchkey/internal/store/sql"
+	"latchkey.dev/latchkey/webhook"
+)
+
+// defaultDatabase is the embedded single-replica store used by `make run`.
+const defaultDatabase = "sqlite:.latchkey/latchkey.db"
+
+// devKeysDir holds the generated sealing key when no keys are given, next to the default
+// database, so sealed upstream tokens survive a restart of the development server.
+const devKeysDir = ".latchkey/keys"
+
+type options struct {
+	publicURL     string
+	listen        string
+	metricsListen string
+	database      string
+	keysDir       string
+	keysFile      string
+	primaryKey    string
+	leaderElect   bool
+	leaderNS      string
+	gcInterval    time.Duration
+	shutdownGrace time.Duration
+	logLevel      string
+	logFormat     string
+}
+
+func main() {
+	var o options
+	fs := flag.CommandLine // controller-runtime registers --kubeconfig here
+	fs.StringVar(&o.publicURL, "public-url", "http://127.0.0.1:8080",
+		"URL people and agents reach this server at; every issuer is {public-url}/{namespace}/{project}")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address the HTTP server listens on")
+	fs.StringVar(&o.metricsListen, "metrics-listen", "127.0.0.1:9090",
+		`address for Prometheus metrics at /metrics ("0" disables)`)
+	fs.StringVar(&o.database, "database", envOr("LATCHKEY_DATABASE", defaultDatabase),
+		"runtime state store: sqlite:/path/file.db (one replica) or postgres://… (production, many replicas); env LATCHKEY_DATABASE")
+	fs.StringVar(&o.keysDir, "keys-dir", "",
+		"directory of AES-256 sealing keys, one file per key named by its id (a mounted Secret)")
+	fs.StringVar(&o.keysFile, "keys-file", "",
+		`file of AES-256 sealing keys, one "id=key" per line (key as base64 or hex)`)
+	fs.StringVar(&o.primaryKey, "primary-key", "",
+		"id of the key new values are sealed with (default: the lexically greatest id)")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false,
+		"elect one replica to run the controllers (the HTTP server runs on every replica)")
+	fs.StringVar(&o.leaderNS, "leader-election-namespace", "",
+		"namespace of the leader election Lease (default: the pod's own namespace)")
+	fs.DurationVar(&o.gcInterval, "gc-interval", 5*time.Minute,
+		"how often expired sessions, codes, tokens and links are deleted (0 disables)")
+	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 20*time.Second,
+		"how long in-flight requests may take to finish after a stop signal")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "json", "json or text")
+	flag.Parse()
+
+	log, err := newLogger(o.logLevel, o.logFormat)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "latchkey:", err)
+		os.Exit(2)
+	}
+	ctrl.SetLogger(log)
+	klog.SetLogger(log.WithName("client-go"))
+
+	if err := run(ctrl.SetupSignalHandler(), o, log); err != nil {
+		log.Error(err, "latchkey stopped")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options, log logr.Logger) error {
+	publicURL := strings.TrimSuffix(o.publicURL, "/")
+	if err := checkPublicURL(publicURL); err != nil {
+		return err
+	}
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(latchkeyv1alpha1.AddToScheme(scheme))
+
+	restConfig, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubernetes client configuration: %w", err)
+	}
+	grace := o.shutdownGrace + 5*time.Second
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme: scheme,
+		Logger: log,
+		Cache:  controllers.CacheOptions(),
+		// Metrics are served below from one handler that also carries Latchkey's own
+		// collectors, so the manager's server stays off.
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              "latchkey.latchkey.dev",
+		LeaderElectionNamespace:       o.leaderNS,
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &grace,
+	})
+	if err != nil {
+		return fmt.Errorf("controller manager: %w", err)
+	}
+
+	st, err := openStore(ctx, o.database)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	kr, err := loadKeyring(o, log)
+	if err != nil {
+		return err
+	}
+
+	holder := &config.Holder{}
+	if err := controllers.Setup(mgr, controllers.Options{
+		PublicURL: publicURL,
+		Config:    holder,
+		Store:     st,
+		Clock:     time.Now,
+	}); err != nil {
+		return fmt.Errorf("controllers: %w", err)
+	}
+
+	handler, err := webhook.New(webhook.Options{
+		Config:    holder,
+		Store:     st,
+		Keyring:   kr,
+		Logger:    log.WithName("http"),
+		Now:       time.Now,
+		PublicURL: publicURL,
+		// Ready until the controllers have published the first snapshot: before that every
+		// issuer would answer 404, which a load balancer must not route people to.
+		Ready: func(context.Context) error {
+			if holder.Load() == nil {
+				return errors.New("no configuration compiled yet")
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("http server: %w", err)
+	}
+
+	// Listening before the manager starts turns a busy port into an immediate, clear error.
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("http server: %w", err)
+	}
+	if err := mgr.Add(&httpServer{name: "http", ln: ln, grace: o.shutdownGrace, log: log, srv: &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logr.ToSlogHandler(log.WithName("http")), slog.LevelWarn),
+	}}); err != nil {
+		return err
+	}
+
+	if o.metricsListen != "" && o.metricsListen != "0" {
+		mln, err := net.Listen("tcp", o.metricsListen)
+		if err != nil {
+			return fmt.Errorf("metrics server: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(metricsGatherer(), promhttp.HandlerOpts{
+			ErrorHandling: promhttp.ContinueOnError,
+		}))
+		if err := mgr.Add(&httpServer{name: "metrics", ln: mln, grace: o.shutdownGrace, log: log, srv: &http.Server{
+			Handler:           mux,
+			ReadHeaderTimeout: 5 * time.Second,
+			MaxHeaderBytes:    16 << 10,
+		}}); err != nil {
+			return err
+		}
+	}
+
+	if o.gcInterval > 0 {
+		if err := mgr.Add(&collector{store: st, every: o.gcInterval, log: log.WithName("gc")}); err != nil {
+			return err
+		}
+	}
+
+	log.Info("starting", "publicURL", publicURL, "listen", ln.Addr().String(),
+		"metrics", o.metricsListen, "database", redactDSN(o.database), "leaderElect", o.leaderElect)
+	return mgr.Start(ctx)
+}
+
+// checkPublicURL refuses a public URL that would produce issuers clients reject.
+func checkPublicURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("--public-url: %w", err)
+	}
+	if u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("--public-url %q: want scheme://host[:port][/path] without query or fragment", raw)
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		// Plain HTTP is fine on loopback (development); OAuth 2.1 forbids it elsewhere.
+		h := u.Hostname()
+		if ip := net.ParseIP(h); h == "localhost" || (ip != nil && ip.IsLoopback()) {
+			return nil
+		}
+	}
+	return fmt.Errorf("--public-url %q: must be https:// (or http:// on a loopback address)", raw)
+}
+
+func openStore(ctx context.Context, dsn string) (*sqlstore.Store, error) {
+	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
+		if dir := filepath.Dir(path); dir != "." {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return nil, fmt.Errorf("database directory: %w", err)
+			}
+		}
+	}
+	st, err := sqlstore.Open(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("database %s: %w", redactDSN(dsn), err)
+	}
+	return st, nil
+}
+
+// redactDSN hides a password in a postgres:// DSN so the address can be logged.
+func redactDSN(dsn string) string {
+	scheme, rest, ok := strings.Cut(dsn, "://")
+	if !ok {
+		return dsn
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return dsn
+	}
+	user, _, _ := strings.Cut(rest[:at], ":")
+	return scheme + "://" + user + ":***" + rest[at:]
+}
+
+// metricsGatherer serves controller-runtime's registry (controllers, work queues, client-go,
+// Go runtime, process) together with anything registered on Prometheus's default registry.
+// Both registries carry Go and process collectors; the default registry's copies are dropped so
+// each family appears once.
+func metricsGatherer() prometheus.Gatherer {
+	own := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		mfs, err := prometheus.DefaultGatherer.Gather()
+		kept := mfs[:0]
+		for _, mf := range mfs {
+			if n := mf.GetName(); strings.HasPrefix(n, "go_") || strings.HasPrefix(n, "process_") {
+				continue
+			}
+			kept = append(kept, mf)
+		}
+		return kept, err
+	})
+	return prometheus.Gatherers{ctrlmetrics.Registry, own}
+}
+
+// httpServer runs an http.Server as a manager Runnable on every replica (not only the leader)
+// and drains in-flight requests when the manager stops.
+type httpServer struct {
+	name  string
+	ln    net.Listener
+	srv   *http.Server
+	grace time.Duration
+	log   logr.Logger
+}
+
+func (s *httpServer) NeedLeaderElection() bool { return false }
+
+func (s *httpServer) Start(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.srv.Serve(s.ln) }()
+	s.log.Info("serving", "server", s.name, "addr", s.ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("%s server: %w", s.name, err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.grace)
+	defer cancel()
+	if err := s.srv.Shutdown(shutdownCtx); err != nil {
+		s.log.Error(err, "requests still running at shutdown were cut off", "server", s.name)
+		return s.srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// collector deletes expired runtime state periodically. It runs on every replica: on PostgreSQL
+// the store lets one replica at a time collect, and SQLite has only one replica.
+type collector struct {
+	store store.Store
+	every time.Duration
+	log   logr.Logger
+}
+
+func (c *collector) NeedLeaderElection() bool { return false }
+
+func (c *collector) Start(ctx context.Context) error {
+	t := time.NewTicker(c.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		removed, err := c.store.GarbageCollect(ctx, time.Now())
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			c.log.Error(err, "garbage collection failed; retrying at the next interval")
+			continue
+		}
+		var total int64
+		for _, n := range removed {
+			total += n
+		}
+		if total > 0 {
+			c.log.Info("deleted expired rows", "removed", removed)
+		}
+	}
+}
+
+func newLogger(level, format string) (logr.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return logr.Logger{}, fmt.Errorf("--log-level %q: %w", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	var h slog.Handler
+	switch format {
+	case "json":
+		h = slog.NewJSONHandler(os.Stderr, opts)
+	case "text":
+		h = slog.NewTextHandler(os.Stderr, opts)
+	default:
+		return logr.Logger{}, fmt.Errorf("--log-format %q: want json or text", format)
+	}
+	return logr.FromSlogHandler(h), nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,327 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"latchkey.dev/latchkey/api/v1alpha1"
+	"latchkey.dev/latchkey/internal/config"
+)
+
+// Compiler builds the server's configuration (config.Snapshot) from the informer cache and
+// publishes it to a config.Holder. It is a manager Runnable that runs on every replica, leader or
+// not, because every replica serves requests from its own snapshot.
+//
+// Each compilation starts from scratch (no incremental state to drift) and uses the same
+// resolver as the reconcilers, so an object is in the snapshot exactly when its reconciler
+// reports it Ready. Changes are debounced: a burst of edits (a GitOps sync, thousands of
+// OAuthClients) costs a few compilations, not one per object.
+type Compiler struct {
+	cache     cache.Cache
+	publicURL string
+	holder    *config.Holder
+	debounce  time.Duration
+	log       logr.Logger
+
+	trigger   chan struct{}
+	first     chan struct{}
+	firstOnce sync.Once
+	version   uint64
+
+	// compiling is set while a compilation reads the cache: any Secret event then triggers
+	// another compilation, since the set of referenced Secrets is not known until it ends.
+	compiling atomic.Bool
+	mu        sync.Mutex
+	secrets   map[types.NamespacedName]struct{}
+}
+
+// NewCompiler returns a compiler reading from c and publishing to opts.Config. Setup creates
+// and registers one; use this only to run a compiler on its own.
+func NewCompiler(c cache.Cache, opts Options) *Compiler {
+	debounce := opts.Debounce
+	if debounce <= 0 {
+		debounce = 100 * time.Millisecond
+	}
+	return &Compiler{
+		cache:     c,
+		publicURL: opts.PublicURL,
+		holder:    opts.Config,
+		debounce:  debounce,
+		log:       ctrl.Log.WithName("compiler"),
+		trigger:   make(chan struct{}, 1),
+		first:     make(chan struct{}),
+	}
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: every replica compiles.
+func (c *Compiler) NeedLeaderElection() bool { return false }
+
+// WaitForFirst blocks until the first snapshot is published or ctx ends.
+func (c *Compiler) WaitForFirst(ctx context.Context) error {
+	select {
+	case <-c.first:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Checker is a healthz.Checker for /-/readyz: ready once the first snapshot is published.
+func (c *Compiler) Checker(_ *http.Request) error {
+	select {
+	case <-c.first:
+		return nil
+	default:
+		return errors.New("configuration not compiled yet")
+	}
+}
+
+// Start implements manager.Runnable.
+func (c *Compiler) Start(ctx context.Context) error {
+	if err := c.watch(ctx); err != nil {
+		return err
+	}
+	if !c.cache.WaitForCacheSync(ctx) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return errors.New("compiler: cache did not sync")
+	}
+
+	const maxBackoff = 30 * time.Second
+	backoff := time.Second
+	var retry <-chan time.Time
+	var last time.Duration
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-c.trigger:
+			case <-retry:
+			}
+			// Gather the rest of the burst, and never spend more than a third of the time
+			// compiling when changes arrive without pause.
+			if !sleep(ctx, max(c.debounce, 2*last)) {
+				return nil
+			}
+			select {
+			case <-c.trigger:
+			default:
+			}
+		}
+		started := time.Now()
+		snap, err := c.compileOnce(ctx)
+		last = time.Since(started)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			c.log.Error(err, "compiling configuration failed; keeping the previous snapshot", "retryIn", backoff)
+			retry = time.After(backoff)
+			backoff = min(2*backoff, maxBackoff)
+			continue
+		}
+		retry, backoff = nil, time.Second
+		c.version++
+		snap.Version = c.version
+		c.holder.Store(snap)
+		c.firstOnce.Do(func() { close(c.first) })
+		c.log.V(1).Info("published configuration", "version", snap.Version, "projects", len(snap.Projects), "took", last)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (c *Compiler) kick() {
+	select {
+	case c.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// watch subscribes to the informers the snapshot is built from. Status updates of Latchkey
+// objects (which the reconcilers write) do not change the snapshot, so only spec changes,
+// creations and deletions count.
+func (c *Compiler) watch(ctx context.Context) error {
+	specChanged := toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { c.kick() },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(client.Object)
+			n, ok2 := newObj.(client.Object)
+			if !ok1 || !ok2 || o.GetGeneration() != n.GetGeneration() || o.GetUID() != n.GetUID() {
+				c.kick()
+			}
+		},
+		DeleteFunc: func(any) { c.kick() },
+	}
+	for _, obj := range []client.Object{&v1alpha1.Project{}, &v1alpha1.OAuthClient{}, &v1alpha1.Connector{}, &v1alpha1.RedirectPolicy{}} {
+		if err := c.subscribe(ctx, obj, specChanged); err != nil {
+			return err
+		}
+	}
+	if err := c.subscribe(ctx, &corev1.Namespace{}, toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { c.kick() },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(client.Object)
+			n, ok2 := newObj.(client.Object)
+			if !ok1 || !ok2 || !equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) {
+				c.kick()
+			}
+		},
+		DeleteFunc: func(any) { c.kick() },
+	}); err != nil {
+		return err
+	}
+	onSecret := func(obj any) {
+		o, ok := obj.(client.Object)
+		if !ok || c.compiling.Load() || c.references(client.ObjectKeyFromObject(o)) {
+			// Tombstones (not a client.Object) are rare; compiling again is the safe answer.
+			c.kick()
+		}
+	}
+	return c.subscribe(ctx, &corev1.Secret{}, toolscache.ResourceEventHandlerFuncs{
+		AddFunc: onSecret,
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(client.Object)
+			n, ok2 := newObj.(client.Object)
+			if !ok1 || !ok2 || o.GetResourceVersion() != n.GetResourceVersion() {
+				onSecret(newObj)
+			}
+		},
+		DeleteFunc: onSecret,
+	})
+}
+
+func (c *Compiler) subscribe(ctx context.Context, obj client.Object, h toolscache.ResourceEventHandler) error {
+	inf, err := c.cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("compiler: informer for %T: %w", obj, err)
+	}
+	if _, err := inf.AddEventHandler(h); err != nil {
+		return fmt.Errorf("compiler: watching %T: %w", obj, err)
+	}
+	return nil
+}
+
+func (c *Compiler) references(key types.NamespacedName) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.secrets[key]
+	return ok
+}
+
+func (c *Compiler) compileOnce(ctx context.Context) (*config.Snapshot, error) {
+	c.compiling.Store(true)
+	defer c.compiling.Store(false)
+	snap, secrets, err := compile(ctx, c.cache, c.publicURL)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.secrets = secrets
+	c.mu.Unlock()
+	return snap, nil
+}
+
+// compile builds a complete snapshot from what r holds, and reports every Secret it looked up.
+// It is linear in the number of objects: one List per kind and cache lookups per object.
+func compile(ctx context.Context, r client.Reader, publicURL string) (*config.Snapshot, map[types.NamespacedName]struct{}, error) {
+	res := newResolver(r, publicURL)
+	snap := &config.Snapshot{Projects: map[string]*config.Project{}}
+
+	var projects v1alpha1.ProjectList
+	if err := r.List(ctx, &projects, noCopy); err != nil {
+		return nil, nil, fmt.Errorf("listing Projects: %w", err)
+	}
+	for i := range projects.Items {
+		pr, err := res.projectFromObject(ctx, &projects.Items[i])
+		if err != nil {
+			return nil, nil, err
+		}
+		if pr.err == nil {
+			snap.Projects[pr.compiled.Key] = pr.compiled
+		}
+	}
+
+	var connectors v1alpha1.ConnectorList
+	if err := r.List(ctx, &connectors, noCopy); err != nil {
+		return nil, nil, fmt.Errorf("listing Connectors: %w", err)
+	}
+	for i := range connectors.Items {
+		cr, err := res.connector(ctx, &connectors.Items[i])
+		if err != nil {
+			return nil, nil, err
+		}
+		if p := snap.Projects[cr.project]; cr.err == nil && p != nil {
+			p.Connectors[cr.compiled.Key] = cr.compiled
+			p.ConnectorsByAudience[cr.compiled.Audience] = cr.compiled
+		}
+	}
+
+	var policies v1alpha1.RedirectPolicyList
+	if err := r.List(ctx, &policies, noCopy); err != nil {
+		return nil, nil, fmt.Errorf("listing RedirectPolicies: %w", err)
+	}
+	byProject := map[string][]*v1alpha1.RedirectPolicy{}
+	for i := range policies.Items {
+		key, err := res.policy(ctx, &policies.Items[i])
+		if _, ok := asNotReady(err); err != nil && !ok {
+			return nil, nil, err
+		}
+		if err == nil {
+			byProject[key] = append(byProject[key], &policies.Items[i])
+		}
+	}
+	for key, ps := range byProject {
+		if p := snap.Projects[key]; p != nil {
+			p.Redirects = mergeRedirectRules(ps)
+		}
+	}
+
+	var clients v1alpha1.OAuthClientList
+	if err := r.List(ctx, &clients, noCopy); err != nil {
+		return nil, nil, fmt.Errorf("listing OAuthClients: %w", err)
+	}
+	for i := range clients.Items {
+		oc := &clients.Items[i]
+		sec, err := res.optionalSecret(ctx, oc.Namespace, credentialsSecretName(oc))
+		if err != nil {
+			return nil, nil, err
+		}
+		cr, err := res.client(ctx, oc, sec)
+		if err != nil {
+			if _, ok := asNotReady(err); ok {
+				continue
+			}
+			return nil, nil, err
+		}
+		if p := snap.Projects[cr.project]; p != nil {
+			p.Clients[cr.compiled.ID] = cr.compiled
+		}
+	}
+	return snap, res.secrets, nil
+}

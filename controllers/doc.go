@@ -1,0 +1,23 @@
+// Package controllers reconciles Latchkey's resources and compiles them into the configuration
+// the HTTP server reads.
+//
+// One reconciler per kind (Project, OAuthClient, Connector, RedirectPolicy) reports status,
+// conditions and Events, and writes the only thing the controllers create: each OAuthClient's
+// credentials Secret. They run on the leader. The Compiler runs on every replica and publishes a
+// config.Snapshot built from the informer cache. Reconcilers and compiler share one resolver, so
+// "Ready" in status and "in the snapshot" always agree. Nothing here writes spec.
+//
+// Regenerate deep copies, CRDs and RBAC with `go generate ./controllers/` from the repository
+// root (the command below), and commit the result.
+//
+//go:generate go tool controller-gen object paths=../api/... crd paths=../api/... rbac:roleName=latchkey-manager paths=./... output:crd:artifacts:config=../config/crd/bases output:rbac:artifacts:config=../config/rbac
+package controllers
+
+// Everything the controllers and the compiler read, and the little they write.
+//
+// +kubebuilder:rbac:groups=latchkey.dev,resources=projects;oauthclients;connectors;redirectpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=latchkey.dev,resources=projects/status;oauthclients/status;connectors/status;redirectpolicies/status,verbs=get;patch
+// +kubebuilder:rbac:groups=latchkey.dev,resources=oauthclients/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -1,0 +1,222 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"latchkey.dev/latchkey/api/v1alpha1"
+	"latchkey.dev/latchkey/internal/secret"
+)
+
+// Labels on the credentials Secrets the controller writes, so people (and a label-selected
+// cache) can find them.
+const (
+	managedByLabel       = "app.kubernetes.io/managed-by"
+	managedByValue       = "latchkey"
+	oauthClientNameLabel = "latchkey.dev/oauthclient"
+)
+
+// OAuthClientReconciler writes an OAuthClient's credentials into its Secret and reports whether
+// the client is usable.
+type OAuthClientReconciler struct {
+	base
+	deps *dependents
+}
+
+type clientScope struct {
+	oc  *v1alpha1.OAuthClient
+	res *resolver
+	// secret is the credentials Secret as it now stands (nil: could not be written).
+	secret *corev1.Secret
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *OAuthClientReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	oc := &v1alpha1.OAuthClient{}
+	if err := r.client.Get(ctx, req.NamespacedName, oc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !oc.DeletionTimestamp.IsZero() {
+		// The Secret goes with the owner reference; nothing to report on the way out.
+		return ctrl.Result{}, nil
+	}
+	before := oc.DeepCopy()
+	defer func() {
+		oc.Status.ObservedGeneration = oc.Generation
+		changed := !equality.Semantic.DeepEqual(before.Status, oc.Status)
+		if err := r.finish(ctx, before, oc, before.Status.Conditions, oc.Status.Conditions, changed); err != nil {
+			reterr = kerrors.NewAggregate([]error{reterr, err})
+		}
+	}()
+	s := &clientScope{oc: oc, res: r.resolver()}
+	return runPhases(ctx, s, r.reconcileSecret, r.reconcileReady, r.reconcileRedirects)
+}
+
+// reconcileSecret makes sure the credentials Secret holds the client id and, for a confidential
+// client, a client secret. An existing client secret is kept: rotation is the administrator's
+// choice. A Secret controlled by another object is left untouched (reconcileReady reports the
+// conflict). The Secret is written only when something is missing or different.
+func (r *OAuthClientReconciler) reconcileSecret(ctx context.Context, s *clientScope) (ctrl.Result, error) {
+	oc := s.oc
+	key := types.NamespacedName{Namespace: oc.Namespace, Name: credentialsSecretName(oc)}
+	oc.Status.SecretName = key.Name
+	oc.Status.ClientID = clientIDFor(oc)
+
+	current := &corev1.Secret{}
+	if err := r.client.Get(ctx, key, current); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("reading Secret %s: %w", key, err)
+		}
+		desired, err := r.desiredSecret(oc, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+			Type:       corev1.SecretTypeOpaque,
+		})
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.client.Create(ctx, desired); err != nil {
+			// AlreadyExists means the cache lags behind a Secret written moments ago; the retry
+			// reads it.
+			return ctrl.Result{}, fmt.Errorf("creating Secret %s: %w", key, err)
+		}
+		s.secret = desired
+		return ctrl.Result{}, nil
+	}
+	if owner := metav1.GetControllerOf(current); owner != nil && owner.UID != oc.UID {
+		s.secret = current
+		return ctrl.Result{}, nil
+	}
+	desired, err := r.desiredSecret(oc, current.DeepCopy())
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if equality.Semantic.DeepEqual(current.Data, desired.Data) &&
+		equality.Semantic.DeepEqual(current.Labels, desired.Labels) &&
+		equality.Semantic.DeepEqual(current.OwnerReferences, desired.OwnerReferences) {
+		s.secret = current
+		return ctrl.Result{}, nil
+	}
+	// The optimistic lock keeps an administrator's concurrent rotation from being overwritten.
+	if err := r.client.Patch(ctx, desired, client.MergeFromWithOptions(current, client.MergeFromWithOptimisticLock{})); err != nil {
+		return ctrl.Result{}, fmt.Errorf("updating Secret %s: %w", key, err)
+	}
+	s.secret = desired
+	return ctrl.Result{}, nil
+}
+
+// desiredSecret adds to sec what the OAuthClient needs there.
+func (r *OAuthClientReconciler) desiredSecret(oc *v1alpha1.OAuthClient, sec *corev1.Secret) (*corev1.Secret, error) {
+	sec.Labels = maps.Clone(sec.Labels)
+	if sec.Labels == nil {
+		sec.Labels = map[string]string{}
+	}
+	sec.Labels[managedByLabel] = managedByValue
+	sec.Labels[oauthClientNameLabel] = truncateLabel(oc.Name)
+	if err := controllerutil.SetControllerReference(oc, sec, r.client.Scheme()); err != nil {
+		return nil, fmt.Errorf("owning Secret %s/%s: %w", sec.Namespace, sec.Name, err)
+	}
+	data := maps.Clone(sec.Data)
+	if data == nil {
+		data = map[string][]byte{}
+	}
+	data[v1alpha1.ClientIDSecretKey] = []byte(clientIDFor(oc))
+	if isPublic(oc) {
+		// A public client has no secret; a leftover one would only mislead whoever reads this.
+		delete(data, v1alpha1.ClientSecretSecretKey)
+	} else if len(data[v1alpha1.ClientSecretSecretKey]) == 0 {
+		data[v1alpha1.ClientSecretSecretKey] = []byte(secret.New(secret.PrefixClientSecret))
+	}
+	sec.Data = data
+	return sec, nil
+}
+
+// truncateLabel fits a resource name into a label value (63 characters).
+func truncateLabel(s string) string {
+	if len(s) <= 63 {
+		return s
+	}
+	return strings.TrimRight(s[:63], "-.")
+}
+
+func (r *OAuthClientReconciler) reconcileReady(ctx context.Context, s *clientScope) (ctrl.Result, error) {
+	oc := s.oc
+	res, err := s.res.client(ctx, oc, s.secret)
+	if err != nil {
+		if _, ok := asNotReady(err); !ok {
+			return ctrl.Result{}, err
+		}
+		r.setReady(&oc.Status.Conditions, oc.Generation, err, "")
+		meta.RemoveStatusCondition(&oc.Status.Conditions, v1alpha1.OAuthClientConnectorsResolvedCondition)
+		return ctrl.Result{}, nil
+	}
+	r.setReady(&oc.Status.Conditions, oc.Generation, nil,
+		fmt.Sprintf("client %s of Project %s; credentials in Secret %s/%s", oc.Status.ClientID, res.project, oc.Namespace, oc.Status.SecretName))
+
+	var connErr error
+	msg := fmt.Sprintf("%d of %d connectors usable", len(res.compiled.Connectors), len(oc.Spec.Connectors))
+	if len(res.unresolved) > 0 {
+		connErr = notReadyf(v1alpha1.OAuthClientConnectorNotFoundReason, "%s", strings.Join(res.unresolved, "; "))
+	}
+	r.setCondition(&oc.Status.Conditions, oc.Generation, v1alpha1.OAuthClientConnectorsResolvedCondition, connErr,
+		v1alpha1.OAuthClientConnectorsResolvedReason, msg)
+	return ctrl.Result{}, nil
+}
+
+// reconcileRedirects lists the registered redirect URIs in status. Classification against the
+// Project's RedirectPolicies is filled in by the policy enforcement that lands later; until then
+// entries carry only the URI.
+func (r *OAuthClientReconciler) reconcileRedirects(_ context.Context, s *clientScope) (ctrl.Result, error) {
+	oc := s.oc
+	if len(oc.Spec.RedirectURIs) == 0 {
+		oc.Status.Redirects = nil
+		return ctrl.Result{}, nil
+	}
+	old := map[string]v1alpha1.RedirectStatus{}
+	for _, rs := range oc.Status.Redirects {
+		old[rs.URI] = rs
+	}
+	out := make([]v1alpha1.RedirectStatus, len(oc.Spec.RedirectURIs))
+	for i, u := range oc.Spec.RedirectURIs {
+		if rs, ok := old[string(u)]; ok {
+			out[i] = rs
+		} else {
+			out[i] = v1alpha1.RedirectStatus{URI: string(u)}
+		}
+	}
+	oc.Status.Redirects = out
+	return ctrl.Result{}, nil
+}
+
+// SetupWithManager watches OAuthClients, the Secrets they and their Projects use, their Projects,
+// the Connectors they list, and namespace labels.
+func (r *OAuthClientReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.OAuthClient{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsForSecret)).
+		Watches(&v1alpha1.Project{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsForProject),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.Connector{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsForConnector),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsForNamespace),
+			builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		WithOptions(opts).
+		Named("oauthclient").
+		Complete(r)
+}

@@ -1,0 +1,73 @@
+package controllers
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"latchkey.dev/latchkey/api/v1alpha1"
+)
+
+// ProjectReconciler reports whether a Project compiles (its Secrets exist and parse) and its
+// issuer. The Project's configuration reaches the server through the Compiler, not through this
+// reconciler.
+type ProjectReconciler struct {
+	base
+	deps *dependents
+}
+
+type projectScope struct {
+	project *v1alpha1.Project
+	res     *resolver
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *ProjectReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	p := &v1alpha1.Project{}
+	if err := r.client.Get(ctx, req.NamespacedName, p); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := p.DeepCopy()
+	defer func() {
+		p.Status.ObservedGeneration = p.Generation
+		changed := !equality.Semantic.DeepEqual(before.Status, p.Status)
+		if err := r.finish(ctx, before, p, before.Status.Conditions, p.Status.Conditions, changed); err != nil {
+			reterr = kerrors.NewAggregate([]error{reterr, err})
+		}
+	}()
+	s := &projectScope{project: p, res: r.resolver()}
+	return runPhases(ctx, s, r.reconcileIssuer, r.reconcileReady)
+}
+
+func (r *ProjectReconciler) reconcileIssuer(_ context.Context, s *projectScope) (ctrl.Result, error) {
+	s.project.Status.Issuer = s.res.issuer(s.project.Namespace, s.project.Name)
+	return ctrl.Result{}, nil
+}
+
+func (r *ProjectReconciler) reconcileReady(ctx context.Context, s *projectScope) (ctrl.Result, error) {
+	pr, err := s.res.projectFromObject(ctx, s.project)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	r.setReady(&s.project.Status.Conditions, s.project.Generation, pr.err, "serving at "+s.project.Status.Issuer)
+	return ctrl.Result{}, nil
+}
+
+// SetupWithManager watches Projects and the Secrets they refer to.
+func (r *ProjectReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.Project{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.deps.projectsForSecret)).
+		WithOptions(opts).
+		Named("project").
+		Complete(r)
+}

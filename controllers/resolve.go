@@ -1,0 +1,774 @@
+package controllers
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"latchkey.dev/latchkey/api/v1alpha1"
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/secret"
+)
+
+// notReady says why an object is left out of the compiled configuration. Reconcilers turn it
+// into Ready=False with this reason and message; the compiler skips the object. Because both
+// get it from the same resolver, an object is missing from the snapshot exactly when its
+// reconciler reports it not Ready. Any other error is a failure to read the cache and is retried.
+type notReady struct {
+	reason  string
+	message string
+}
+
+func (e *notReady) Error() string { return e.reason + ": " + e.message }
+
+func notReadyf(reason, format string, args ...any) *notReady {
+	return &notReady{reason: reason, message: fmt.Sprintf(format, args...)}
+}
+
+// asNotReady reports whether err is a notReady.
+func asNotReady(err error) (*notReady, bool) {
+	var nr *notReady
+	ok := errors.As(err, &nr)
+	return nr, ok
+}
+
+// joinNotReady folds several notReady errors into one: the reason of the first, every message.
+func joinNotReady(errs []*notReady) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.message
+	}
+	return &notReady{reason: errs[0].reason, message: strings.Join(msgs, "; ")}
+}
+
+// resolver turns Latchkey objects into compiled configuration, reading everything they refer to
+// from a client.Reader (the manager's cache). It memoises within one pass: a reconciler makes one
+// per reconcile, the compiler one per compilation. Objects read from the cache are shared, never
+// modified.
+type resolver struct {
+	c         client.Reader
+	publicURL string
+
+	projects   map[types.NamespacedName]*projectResult
+	namespaces map[string]*corev1.Namespace
+	connBase   map[types.NamespacedName]*connectorResult
+	connFull   map[types.NamespacedName]*connectorResult
+	// secrets records every Secret looked up, present or not, so the compiler knows which Secret
+	// events matter.
+	secrets map[types.NamespacedName]struct{}
+}
+
+type projectResult struct {
+	obj      *v1alpha1.Project // nil: not found
+	compiled *config.Project   // nil when err is set
+	err      error
+}
+
+type connectorResult struct {
+	compiled *config.Connector
+	project  string // key of the Project it attaches to
+	err      error
+}
+
+func newResolver(c client.Reader, publicURL string) *resolver {
+	return &resolver{
+		c:          c,
+		publicURL:  strings.TrimRight(publicURL, "/"),
+		projects:   map[types.NamespacedName]*projectResult{},
+		namespaces: map[string]*corev1.Namespace{},
+		connBase:   map[types.NamespacedName]*connectorResult{},
+		connFull:   map[types.NamespacedName]*connectorResult{},
+		secrets:    map[types.NamespacedName]struct{}{},
+	}
+}
+
+// noCopy reads straight from the informer cache: the resolver never modifies what it reads.
+var noCopy = client.UnsafeDisableDeepCopy
+
+// issuer is the Project's issuer URL; the HTTP server routes on exactly this shape.
+func (r *resolver) issuer(namespace, name string) string {
+	return r.publicURL + "/" + namespace + "/" + name
+}
+
+// callbackURL is the one fixed upstream callback of a Project (seed 002).
+func (r *resolver) callbackURL(projectKey types.NamespacedName) string {
+	return r.issuer(projectKey.Namespace, projectKey.Name) + "/connectors/callback"
+}
+
+// ---------------------------------------------------------------------------------------------
+// Secrets
+
+// secret returns a Secret, or notReady(SecretMissing) naming it and the field that refers to it.
+func (r *resolver) secret(ctx context.Context, namespace, name, field string) (*corev1.Secret, error) {
+	sec, err := r.optionalSecret(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	if sec == nil {
+		return nil, notReadyf(v1alpha1.SecretMissingReason, "Secret %s/%s (%s) not found", namespace, name, field)
+	}
+	return sec, nil
+}
+
+// optionalSecret returns a Secret or nil when it does not exist.
+func (r *resolver) optionalSecret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	r.secrets[key] = struct{}{}
+	sec := &corev1.Secret{}
+	if err := r.c.Get(ctx, key, sec, noCopy); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading Secret %s: %w", key, err)
+	}
+	return sec, nil
+}
+
+// secretValue returns one non-empty value of a Secret.
+func (r *resolver) secretValue(ctx context.Context, namespace string, ref v1alpha1.SecretKeyReference, field string) ([]byte, error) {
+	sec, err := r.secret(ctx, namespace, ref.Name, field)
+	if err != nil {
+		return nil, err
+	}
+	v, ok := sec.Data[ref.Key]
+	if !ok {
+		return nil, notReadyf(v1alpha1.SecretInvalidReason, "Secret %s/%s (%s) has no key %q", namespace, ref.Name, field, ref.Key)
+	}
+	if len(v) == 0 {
+		return nil, notReadyf(v1alpha1.SecretInvalidReason, "Secret %s/%s (%s) key %q is empty", namespace, ref.Name, field, ref.Key)
+	}
+	return v, nil
+}
+
+// ---------------------------------------------------------------------------------------------
+// Projects
+
+// project resolves a Project by key: the object (nil if it does not exist) and its compiled form
+// without attachments, or why it cannot be compiled.
+func (r *resolver) project(ctx context.Context, key types.NamespacedName) (*projectResult, error) {
+	if pr, ok := r.projects[key]; ok {
+		return pr, nil
+	}
+	p := &v1alpha1.Project{}
+	if err := r.c.Get(ctx, key, p, noCopy); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("reading Project %s: %w", key, err)
+		}
+		pr := &projectResult{err: notReadyf(v1alpha1.ProjectNotFoundReason, "Project %s not found", key)}
+		r.projects[key] = pr
+		return pr, nil
+	}
+	return r.projectFromObject(ctx, p)
+}
+
+// projectFromObject compiles a Project already read (the reconciler's own object, or a cache
+// list item in the compiler).
+func (r *resolver) projectFromObject(ctx context.Context, p *v1alpha1.Project) (*projectResult, error) {
+	key := client.ObjectKeyFromObject(p)
+	if pr, ok := r.projects[key]; ok {
+		return pr, nil
+	}
+	compiled, err := r.compileProject(ctx, p)
+	if err != nil {
+		if _, ok := asNotReady(err); !ok {
+			return nil, err
+		}
+	}
+	pr := &projectResult{obj: p, compiled: compiled, err: err}
+	r.projects[key] = pr
+	return pr, nil
+}
+
+func (r *resolver) compileProject(ctx context.Context, p *v1alpha1.Project) (*config.Project, error) {
+	out := &config.Project{
+		Key:                  p.Namespace + "/" + p.Name,
+		Namespace:            p.Namespace,
+		Name:                 p.Name,
+		DisplayName:          cmp.Or(p.Spec.DisplayName, p.Name),
+		Issuer:               r.issuer(p.Namespace, p.Name),
+		Lifetimes:            lifetimes(p.Spec.Lifetimes),
+		Registration:         config.Registration{Mode: config.RegistrationClosed},
+		Clients:              map[string]*config.Client{},
+		Connectors:           map[string]*config.Connector{},
+		ConnectorsByAudience: map[string]*config.Connector{},
+		Redirects:            config.DefaultRedirectRules(),
+	}
+	var problems []*notReady
+	// collect keeps going after a problem so the condition lists all of them at once.
+	collect := func(err error) error {
+		if err == nil {
+			return nil
+		}
+		if nr, ok := asNotReady(err); ok {
+			problems = append(problems, nr)
+			return nil
+		}
+		return err
+	}
+
+	if ref := p.Spec.SignIn.PasswordSecretRef; ref != nil {
+		data, err := r.secretValue(ctx, p.Namespace, *ref, "spec.signIn.passwordSecretRef")
+		if err == nil {
+			out.SignIn.Passwords, err = parsePasswordFile(data)
+			if err != nil {
+				err = notReadyf(v1alpha1.SecretInvalidReason, "Secret %s/%s key %q (spec.signIn.passwordSecretRef): %v", p.Namespace, ref.Name, ref.Key, err)
+			}
+		}
+		if err := collect(err); err != nil {
+			return nil, err
+		}
+	}
+	if o := p.Spec.SignIn.OIDC; o != nil {
+		sec, err := r.secretValue(ctx, p.Namespace, o.ClientSecretRef, "spec.signIn.oidc.clientSecretRef")
+		if err := collect(err); err != nil {
+			return nil, err
+		}
+		scopes := scopeStrings(o.Scopes)
+		if len(scopes) == 0 {
+			scopes = []string{"openid", "email", "profile"}
+		}
+		out.SignIn.OIDC = &config.OIDCProvider{
+			Issuer:       string(o.Issuer),
+			ClientID:     o.ClientID,
+			ClientSecret: string(sec),
+			Scopes:       scopes,
+			Label:        cmp.Or(o.Label, "Sign in with SSO"),
+		}
+	}
+
+	if reg := p.Spec.Registration; reg != nil {
+		out.Registration.Mode = config.RegistrationMode(cmp.Or(reg.Mode, v1alpha1.RegistrationClosed))
+		out.Registration.ClientIDMetadataDocuments = reg.ClientIDMetadataDocuments
+		if out.Registration.Mode == config.RegistrationInitialAccessToken && reg.InitialAccessTokenSecretRef != nil {
+			hashes, err := r.initialAccessTokens(ctx, p.Namespace, reg.InitialAccessTokenSecretRef.Name)
+			if err := collect(err); err != nil {
+				return nil, err
+			}
+			out.Registration.InitialAccessTokenHashes = hashes
+		}
+	}
+
+	for i, sink := range p.Spec.EventSinks {
+		field := fmt.Sprintf("spec.eventSinks[%d].hmacSecretRef", i)
+		key, err := r.secretValue(ctx, p.Namespace, sink.HMACSecretRef, field)
+		if err == nil && len(key) < 32 {
+			err = notReadyf(v1alpha1.SecretInvalidReason, "Secret %s/%s key %q (%s) must hold at least 32 bytes", p.Namespace, sink.HMACSecretRef.Name, sink.HMACSecretRef.Key, field)
+		}
+		if err := collect(err); err != nil {
+			return nil, err
+		}
+		out.EventSinks = append(out.EventSinks, config.EventSink{Name: sink.Name, URL: string(sink.URL), HMACKey: key})
+	}
+
+	if ref := p.Spec.SigningKeySecretRef; ref != nil {
+		sec, err := r.secret(ctx, p.Namespace, ref.Name, "spec.signingKeySecretRef")
+		if err == nil {
+			out.SigningKeys, err = parseSigningKeys(sec.Data)
+			if err != nil {
+				err = notReadyf(v1alpha1.SecretInvalidReason, "Secret %s/%s (spec.signingKeySecretRef): %v", p.Namespace, ref.Name, err)
+			}
+		}
+		if err := collect(err); err != nil {
+			return nil, err
+		}
+	}
+
+	if err := joinNotReady(problems); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (r *resolver) initialAccessTokens(ctx context.Context, namespace, name string) ([][]byte, error) {
+	const field = "spec.registration.initialAccessTokenSecretRef"
+	sec, err := r.secret(ctx, namespace, name, field)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(sec.Data))
+	for k, v := range sec.Data {
+		if len(v) > 0 {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, notReadyf(v1alpha1.SecretInvalidReason, "Secret %s/%s (%s) holds no token", namespace, name, field)
+	}
+	slices.Sort(keys)
+	hashes := make([][]byte, len(keys))
+	for i, k := range keys {
+		hashes[i] = secret.Hash(strings.TrimSpace(string(sec.Data[k])))
+	}
+	return hashes, nil
+}
+
+// lifetimes fills every unset lifetime with its default. The API server applies the same
+// defaults when spec.lifetimes is present; this also covers an absent spec.lifetimes.
+func lifetimes(l *v1alpha1.Lifetimes) config.Lifetimes {
+	out := config.DefaultLifetimes()
+	if l == nil {
+		return out
+	}
+	set := func(dst *time.Duration, src *metav1.Duration) {
+		if src != nil {
+			*dst = src.Duration
+		}
+	}
+	set(&out.Session, l.Session)
+	set(&out.RecentSignIn, l.RecentSignIn)
+	set(&out.AuthCode, l.AuthCode)
+	set(&out.AccessToken, l.AccessToken)
+	set(&out.RefreshToken, l.RefreshToken)
+	set(&out.RefreshGrace, l.RefreshGrace)
+	set(&out.Link, l.Link)
+	set(&out.CallbackState, l.CallbackState)
+	return out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attachment to a Project
+
+// projectKeyOf is the Project an attached object refers to.
+func projectKeyOf(ref v1alpha1.ProjectReference, ownNamespace string) types.NamespacedName {
+	return types.NamespacedName{Namespace: cmp.Or(ref.Namespace, ownNamespace), Name: ref.Name}
+}
+
+// attach resolves the Project an OAuthClient, Connector or RedirectPolicy refers to. It returns
+// the Project object whenever it exists (so status can show the issuer even when not Ready), and
+// the compiled Project when the object may attach to it.
+func (r *resolver) attach(ctx context.Context, ref v1alpha1.ProjectReference, namespace string) (*v1alpha1.Project, *config.Project, error) {
+	key := projectKeyOf(ref, namespace)
+	pr, err := r.project(ctx, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if pr.obj == nil {
+		return nil, nil, pr.err
+	}
+	ok, why, err := r.admits(ctx, pr.obj, namespace)
+	if err != nil {
+		return pr.obj, nil, err
+	}
+	if !ok {
+		return pr.obj, nil, notReadyf(v1alpha1.NotAllowedReason, "Project %s does not admit namespace %q: %s", key, namespace, why)
+	}
+	if pr.err != nil {
+		nr, _ := asNotReady(pr.err)
+		return pr.obj, nil, notReadyf(v1alpha1.ProjectNotReadyReason, "Project %s is not ready: %s", key, nr.message)
+	}
+	return pr.obj, pr.compiled, nil
+}
+
+// admits applies the Project's spec.allowedNamespaces. The Project's own namespace is always
+// admitted: whoever can create objects there can edit the Project itself.
+func (r *resolver) admits(ctx context.Context, p *v1alpha1.Project, namespace string) (bool, string, error) {
+	if namespace == p.Namespace {
+		return true, "", nil
+	}
+	an := p.Spec.AllowedNamespaces
+	from := v1alpha1.NamespacesFromSame
+	if an != nil && an.From != "" {
+		from = an.From
+	}
+	switch from {
+	case v1alpha1.NamespacesFromAll:
+		return true, "", nil
+	case v1alpha1.NamespacesFromSelector:
+		if an.Selector == nil {
+			return false, "spec.allowedNamespaces.selector is not set", nil
+		}
+		sel, err := metav1.LabelSelectorAsSelector(an.Selector)
+		if err != nil {
+			return false, fmt.Sprintf("spec.allowedNamespaces.selector is invalid: %v", err), nil
+		}
+		ns, err := r.namespace(ctx, namespace)
+		if err != nil {
+			return false, "", err
+		}
+		if ns == nil || !sel.Matches(labels.Set(ns.Labels)) {
+			return false, fmt.Sprintf("its labels do not match spec.allowedNamespaces.selector (%s)", sel), nil
+		}
+		return true, "", nil
+	default:
+		return false, "spec.allowedNamespaces.from is Same", nil
+	}
+}
+
+func (r *resolver) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	if ns, ok := r.namespaces[name]; ok {
+		return ns, nil
+	}
+	ns := &corev1.Namespace{}
+	if err := r.c.Get(ctx, types.NamespacedName{Name: name}, ns, noCopy); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("reading Namespace %s: %w", name, err)
+		}
+		ns = nil
+	}
+	r.namespaces[name] = ns
+	return ns, nil
+}
+
+// ---------------------------------------------------------------------------------------------
+// Connectors
+
+// GitHub's OAuth app endpoints, used by the github preset unless spec.endpoints overrides them.
+const (
+	githubAuthorizationURL = "https://github.com/login/oauth/authorize"
+	githubTokenURL         = "https://github.com/login/oauth/access_token"
+	githubUserInfoURL      = "https://api.github.com/user"
+)
+
+// connectorAudience is the effective token-exchange audience of a Connector.
+func connectorAudience(c *v1alpha1.Connector) string {
+	if c.Spec.Audience != "" {
+		return c.Spec.Audience
+	}
+	if c.Spec.Preset != "" {
+		return string(c.Spec.Preset)
+	}
+	return c.Name
+}
+
+// connector resolves a Connector completely: attachment, client secret, and the audience rule
+// (the oldest otherwise valid Connector of a Project keeps a contested audience).
+func (r *resolver) connector(ctx context.Context, c *v1alpha1.Connector) (*connectorResult, error) {
+	key := client.ObjectKeyFromObject(c)
+	if res, ok := r.connFull[key]; ok {
+		return res, nil
+	}
+	base, err := r.connectorBase(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	res := base
+	if base.err == nil {
+		winner, err := r.audienceOwner(ctx, c, base.project)
+		if err != nil {
+			return nil, err
+		}
+		if winner != nil {
+			res = &connectorResult{project: base.project, err: notReadyf(v1alpha1.ConnectorAudienceConflictReason,
+				"audience %q is already used by Connector %s/%s of Project %s; set spec.audience to tell them apart",
+				connectorAudience(c), winner.Namespace, winner.Name, base.project)}
+		}
+	}
+	r.connFull[key] = res
+	return res, nil
+}
+
+// connectorByKey resolves a Connector named by key; a missing one is notReady.
+func (r *resolver) connectorByKey(ctx context.Context, key types.NamespacedName) (*connectorResult, error) {
+	if res, ok := r.connFull[key]; ok {
+		return res, nil
+	}
+	c := &v1alpha1.Connector{}
+	if err := r.c.Get(ctx, key, c, noCopy); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("reading Connector %s: %w", key, err)
+		}
+		res := &connectorResult{err: notReadyf(v1alpha1.OAuthClientConnectorNotFoundReason, "Connector %s not found", key)}
+		r.connFull[key] = res
+		return res, nil
+	}
+	return r.connector(ctx, c)
+}
+
+// audienceOwner returns an older Connector of the same Project with the same audience that is
+// otherwise valid, or nil.
+func (r *resolver) audienceOwner(ctx context.Context, c *v1alpha1.Connector, projectKey string) (*v1alpha1.Connector, error) {
+	var list v1alpha1.ConnectorList
+	if err := r.c.List(ctx, &list, client.MatchingFields{projectIndex: projectKey}, noCopy); err != nil {
+		return nil, fmt.Errorf("listing Connectors of Project %s: %w", projectKey, err)
+	}
+	audience := connectorAudience(c)
+	var winner *v1alpha1.Connector
+	for i := range list.Items {
+		other := &list.Items[i]
+		if other.UID == c.UID || connectorAudience(other) != audience || !older(other, c) {
+			continue
+		}
+		base, err := r.connectorBase(ctx, other)
+		if err != nil {
+			return nil, err
+		}
+		if base.err == nil && base.project == projectKey && (winner == nil || older(other, winner)) {
+			winner = other
+		}
+	}
+	return winner, nil
+}
+
+// older orders objects by creation time, then by namespace/name, so every replica and every
+// reconcile agrees on who came first.
+func older(a, b client.Object) bool {
+	ta, tb := a.GetCreationTimestamp(), b.GetCreationTimestamp()
+	if !ta.Equal(&tb) {
+		return ta.Before(&tb)
+	}
+	return a.GetNamespace()+"/"+a.GetName() < b.GetNamespace()+"/"+b.GetName()
+}
+
+// connectorBase resolves a Connector without the audience rule.
+func (r *resolver) connectorBase(ctx context.Context, c *v1alpha1.Connector) (*connectorResult, error) {
+	key := client.ObjectKeyFromObject(c)
+	if res, ok := r.connBase[key]; ok {
+		return res, nil
+	}
+	res, err := r.compileConnector(ctx, c)
+	if err != nil {
+		if _, ok := asNotReady(err); !ok {
+			return nil, err
+		}
+		res = &connectorResult{project: projectKeyOf(c.Spec.ProjectRef, c.Namespace).String(), err: err}
+	}
+	r.connBase[key] = res
+	return res, nil
+}
+
+func (r *resolver) compileConnector(ctx context.Context, c *v1alpha1.Connector) (*connectorResult, error) {
+	pk := projectKeyOf(c.Spec.ProjectRef, c.Namespace)
+	if _, _, err := r.attach(ctx, c.Spec.ProjectRef, c.Namespace); err != nil {
+		return nil, err
+	}
+	sec, err := r.secretValue(ctx, c.Namespace, c.Spec.ClientSecretRef, "spec.clientSecretRef")
+	if err != nil {
+		return nil, err
+	}
+	out := &config.Connector{
+		Key:         c.Namespace + "/" + c.Name,
+		Namespace:   c.Namespace,
+		Name:        c.Name,
+		DisplayName: c.Spec.DisplayName,
+		Preset:      string(c.Spec.Preset),
+		Audience:    connectorAudience(c),
+		CallbackURL: r.callbackURL(pk),
+		ClientID:    c.Spec.ClientID,
+		// Plaintext on purpose: the server presents it to the upstream token endpoint.
+		ClientSecret: strings.TrimSpace(string(sec)),
+		Scopes:       scopeStrings(c.Spec.Scopes),
+		PKCE:         c.Spec.PKCE == nil || *c.Spec.PKCE,
+	}
+	idField, nameField := "id", "email"
+	switch c.Spec.Preset {
+	case v1alpha1.PresetGitHub:
+		out.DisplayName = cmp.Or(out.DisplayName, "GitHub")
+		out.AuthURL, out.TokenURL, out.UserInfoURL = githubAuthorizationURL, githubTokenURL, githubUserInfoURL
+		nameField = "login"
+	}
+	if e := c.Spec.Endpoints; e != nil {
+		out.AuthURL = cmp.Or(string(e.AuthorizationURL), out.AuthURL)
+		out.TokenURL = cmp.Or(string(e.TokenURL), out.TokenURL)
+		out.UserInfoURL = cmp.Or(string(e.UserInfoURL), out.UserInfoURL)
+		out.RevocationURL = cmp.Or(string(e.RevocationURL), out.RevocationURL)
+		out.OIDCIssuer = string(e.OIDCIssuer)
+		if e.OIDCIssuer != "" {
+			idField = "sub"
+		}
+	}
+	out.DisplayName = cmp.Or(out.DisplayName, c.Name)
+	if a := c.Spec.Account; a != nil {
+		idField = cmp.Or(a.IDField, idField)
+		nameField = cmp.Or(a.NameField, nameField)
+	}
+	out.AccountIDField, out.AccountNameField = idField, nameField
+	if len(c.Spec.AuthParams) > 0 {
+		out.AuthParams = make(map[string]string, len(c.Spec.AuthParams))
+		for k, v := range c.Spec.AuthParams {
+			out.AuthParams[k] = string(v)
+		}
+	}
+	return &connectorResult{compiled: out, project: pk.String()}, nil
+}
+
+// ---------------------------------------------------------------------------------------------
+// OAuthClients
+
+// clientSecretMinLength refuses secrets an administrator shortened by hand; generated ones
+// carry 256 bits.
+const clientSecretMinLength = 32
+
+// clientIDFor derives the client id from the resource's uid: stable for the resource's life,
+// unique across the cluster, and never reused by a later resource of the same name (whose old
+// tokens must not carry over).
+func clientIDFor(oc *v1alpha1.OAuthClient) string {
+	return "lkc_" + strings.ReplaceAll(string(oc.UID), "-", "")
+}
+
+// credentialsSecretName is the Secret an OAuthClient's credentials go to.
+func credentialsSecretName(oc *v1alpha1.OAuthClient) string {
+	return cmp.Or(oc.Spec.SecretName, oc.Name+"-credentials")
+}
+
+func isPublic(oc *v1alpha1.OAuthClient) bool {
+	return oc.Spec.TokenEndpointAuthMethod == v1alpha1.AuthNone
+}
+
+// clientResult is a resolved OAuthClient. unresolved lists spec.connectors entries that are not
+// usable; the client works without them.
+type clientResult struct {
+	compiled   *config.Client
+	project    string
+	unresolved []string
+}
+
+// client resolves an OAuthClient given its credentials Secret (nil when it does not exist yet):
+// the reconciler passes the Secret it just wrote, the compiler the one in the cache.
+func (r *resolver) client(ctx context.Context, oc *v1alpha1.OAuthClient, sec *corev1.Secret) (*clientResult, error) {
+	pk := projectKeyOf(oc.Spec.ProjectRef, oc.Namespace)
+	_, project, err := r.attach(ctx, oc.Spec.ProjectRef, oc.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	secretHash, err := clientCredentials(oc, sec)
+	if err != nil {
+		return nil, err
+	}
+	if oc.Spec.AccessTokenFormat == v1alpha1.AccessTokenJWT && len(project.SigningKeys) == 0 {
+		return nil, notReadyf(v1alpha1.OAuthClientSigningKeyRequiredReason,
+			"accessTokenFormat is jwt but Project %s sets no spec.signingKeySecretRef", pk)
+	}
+	grants := make([]string, len(oc.Spec.GrantTypes))
+	for i, g := range oc.Spec.GrantTypes {
+		grants[i] = string(g)
+	}
+	if len(grants) == 0 {
+		grants = []string{string(v1alpha1.GrantAuthorizationCode), string(v1alpha1.GrantRefreshToken)}
+	}
+	redirects := make([]string, len(oc.Spec.RedirectURIs))
+	for i, u := range oc.Spec.RedirectURIs {
+		redirects[i] = string(u)
+	}
+	out := &config.Client{
+		ID:                      clientIDFor(oc),
+		SecretHash:              secretHash,
+		Name:                    cmp.Or(oc.Spec.DisplayName, oc.Name),
+		RedirectURIs:            redirects,
+		GrantTypes:              grants,
+		Scopes:                  scopeStrings(oc.Spec.Scopes),
+		TokenEndpointAuthMethod: string(cmp.Or(oc.Spec.TokenEndpointAuthMethod, v1alpha1.AuthClientSecretBasic)),
+		AccessTokenFormat:       config.TokenFormat(cmp.Or(oc.Spec.AccessTokenFormat, v1alpha1.AccessTokenOpaque)),
+		Source:                  oc.Namespace + "/" + oc.Name,
+	}
+	res := &clientResult{compiled: out, project: pk.String()}
+	for _, name := range oc.Spec.Connectors {
+		key := connectorKey(string(name), oc.Namespace)
+		cr, err := r.connectorByKey(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case cr.err != nil:
+			nr, _ := asNotReady(cr.err)
+			if nr.reason == v1alpha1.OAuthClientConnectorNotFoundReason {
+				res.unresolved = append(res.unresolved, nr.message)
+			} else {
+				res.unresolved = append(res.unresolved, fmt.Sprintf("Connector %s is not ready: %s", key, nr.message))
+			}
+		case cr.project != res.project:
+			res.unresolved = append(res.unresolved, fmt.Sprintf("Connector %s belongs to Project %s, not %s", key, cr.project, res.project))
+		default:
+			out.Connectors = append(out.Connectors, key.String())
+		}
+	}
+	return res, nil
+}
+
+// clientCredentials checks the credentials Secret and returns the client secret's hash (nil for
+// a public client). The plaintext never leaves this function.
+func clientCredentials(oc *v1alpha1.OAuthClient, sec *corev1.Secret) ([]byte, error) {
+	name := credentialsSecretName(oc)
+	if sec == nil {
+		return nil, notReadyf(v1alpha1.OAuthClientSecretPendingReason, "Secret %s/%s (spec.secretName) has not been written yet", oc.Namespace, name)
+	}
+	if owner := metav1.GetControllerOf(sec); owner != nil && owner.UID != oc.UID {
+		return nil, notReadyf(v1alpha1.OAuthClientSecretConflictReason, "Secret %s/%s (spec.secretName) is controlled by %s %s; choose another spec.secretName", oc.Namespace, name, owner.Kind, owner.Name)
+	}
+	if isPublic(oc) {
+		return nil, nil
+	}
+	v, ok := sec.Data[v1alpha1.ClientSecretSecretKey]
+	if !ok {
+		return nil, notReadyf(v1alpha1.OAuthClientSecretPendingReason, "Secret %s/%s (spec.secretName) has no %s yet", oc.Namespace, name, v1alpha1.ClientSecretSecretKey)
+	}
+	if len(v) < clientSecretMinLength {
+		return nil, notReadyf(v1alpha1.OAuthClientSecretInvalidReason, "Secret %s/%s key %s is shorter than %d characters; delete the key to have a new secret generated", oc.Namespace, name, v1alpha1.ClientSecretSecretKey, clientSecretMinLength)
+	}
+	return secret.Hash(string(v)), nil
+}
+
+// connectorKey reads "name" or "namespace/name".
+func connectorKey(ref, namespace string) types.NamespacedName {
+	if ns, name, ok := strings.Cut(ref, "/"); ok {
+		return types.NamespacedName{Namespace: ns, Name: name}
+	}
+	return types.NamespacedName{Namespace: namespace, Name: ref}
+}
+
+// ---------------------------------------------------------------------------------------------
+// RedirectPolicies
+
+// policy resolves a RedirectPolicy: it is in force when it may attach to a Ready Project.
+func (r *resolver) policy(ctx context.Context, p *v1alpha1.RedirectPolicy) (string, error) {
+	_, _, err := r.attach(ctx, p.Spec.ProjectRef, p.Namespace)
+	return projectKeyOf(p.Spec.ProjectRef, p.Namespace).String(), err
+}
+
+// mergeRedirectRules combines the policies attached to one Project (seed 004): a built-in is
+// recognised when any policy enables it, recognised entries are the union, and
+// onlyRecognisedApps is on when any policy turns it on. No policy means the defaults.
+func mergeRedirectRules(policies []*v1alpha1.RedirectPolicy) config.RedirectRules {
+	if len(policies) == 0 {
+		return config.DefaultRedirectRules()
+	}
+	on := func(b *bool) bool { return b == nil || *b }
+	var out config.RedirectRules
+	seen := map[config.NamedRedirect]bool{}
+	for _, p := range policies {
+		b := p.Spec.Builtins
+		if b == nil {
+			b = &v1alpha1.Builtins{}
+		}
+		out.Claude = out.Claude || on(b.Claude)
+		out.ChatGPT = out.ChatGPT || on(b.ChatGPT)
+		out.Loopback = out.Loopback || on(b.Loopback)
+		out.AppSchemes = out.AppSchemes || on(b.AppSchemes)
+		out.OnlyRecognisedApps = out.OnlyRecognisedApps || p.Spec.OnlyRecognisedApps
+		for _, rr := range p.Spec.Recognised {
+			nr := config.NamedRedirect{Name: rr.Name, Pattern: string(rr.URI)}
+			if !seen[nr] {
+				seen[nr] = true
+				out.Named = append(out.Named, nr)
+			}
+		}
+	}
+	slices.SortFunc(out.Named, func(a, b config.NamedRedirect) int {
+		return cmp.Or(cmp.Compare(a.Pattern, b.Pattern), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+func scopeStrings(in []v1alpha1.Scope) []string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = string(s)
+	}
+	return out
+}

@@ -1,0 +1,366 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"latchkey.dev/latchkey/api/v1alpha1"
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/store"
+)
+
+// Options configures the controllers and the compiler.
+type Options struct {
+	// PublicURL is the server's external base URL (scheme, host, optional path prefix); issuers
+	// are {PublicURL}/{namespace}/{project}. Required.
+	PublicURL string
+	// Config receives every compiled Snapshot. Required.
+	Config *config.Holder
+	// Store is the runtime state; RedirectPolicy enforcement (revoking the tokens of clients a
+	// policy now refuses) uses it once it lands. May be nil.
+	Store store.Store
+	// Clock stamps condition transitions. Defaults to time.Now.
+	Clock func() time.Time
+	// MaxConcurrentReconciles per kind. Defaults to 4.
+	MaxConcurrentReconciles int
+	// Debounce is how long the compiler waits after a change for more changes before it
+	// compiles. Defaults to 100ms.
+	Debounce time.Duration
+}
+
+func (o *Options) defaults() error {
+	if o.Config == nil {
+		return errors.New("controllers: Options.Config is required")
+	}
+	u, err := url.Parse(o.PublicURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("controllers: Options.PublicURL %q must be an absolute http(s) URL without query or fragment", o.PublicURL)
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.MaxConcurrentReconciles <= 0 {
+		o.MaxConcurrentReconciles = 4
+	}
+	if o.Debounce <= 0 {
+		o.Debounce = 100 * time.Millisecond
+	}
+	return nil
+}
+
+// Setup registers the field indexes, the four reconcilers and the compiler with mgr. The
+// reconcilers run on the leader only; the compiler runs on every replica, since every replica
+// serves requests from its own snapshot.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	_, err := SetupWithCompiler(mgr, opts)
+	return err
+}
+
+// SetupWithCompiler is Setup, also returning the compiler so /-/readyz can wait for the first
+// snapshot (Compiler.Checker, Compiler.WaitForFirst).
+func SetupWithCompiler(mgr ctrl.Manager, opts Options) (*Compiler, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	if err := addIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
+	b := base{
+		client:    mgr.GetClient(),
+		recorder:  mgr.GetEventRecorder("latchkey"),
+		publicURL: opts.PublicURL,
+		clock:     opts.Clock,
+	}
+	deps := &dependents{c: mgr.GetClient()}
+	copts := controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}
+	if err := (&ProjectReconciler{base: b, deps: deps}).SetupWithManager(mgr, copts); err != nil {
+		return nil, fmt.Errorf("setting up the Project controller: %w", err)
+	}
+	if err := (&OAuthClientReconciler{base: b, deps: deps}).SetupWithManager(mgr, copts); err != nil {
+		return nil, fmt.Errorf("setting up the OAuthClient controller: %w", err)
+	}
+	if err := (&ConnectorReconciler{base: b, deps: deps}).SetupWithManager(mgr, copts); err != nil {
+		return nil, fmt.Errorf("setting up the Connector controller: %w", err)
+	}
+	if err := (&RedirectPolicyReconciler{base: b, deps: deps, store: opts.Store}).SetupWithManager(mgr, copts); err != nil {
+		return nil, fmt.Errorf("setting up the RedirectPolicy controller: %w", err)
+	}
+	c := NewCompiler(mgr.GetCache(), opts)
+	if err := mgr.Add(c); err != nil {
+		return nil, fmt.Errorf("adding the compiler: %w", err)
+	}
+	return c, nil
+}
+
+// CacheOptions returns cache options suited to these controllers: managed fields are dropped
+// from every cached object (they are large and never read), which matters because Secrets are
+// cached cluster-wide. Callers may restrict cache.Options.DefaultNamespaces further.
+func CacheOptions() cache.Options {
+	return cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+}
+
+// ---------------------------------------------------------------------------------------------
+// Field indexes
+
+const (
+	// projectIndex indexes OAuthClients, Connectors and RedirectPolicies by "namespace/name" of
+	// the Project they refer to.
+	projectIndex = "spec.projectRef"
+	// secretIndex indexes Projects, Connectors and OAuthClients by the names of the Secrets (in
+	// their own namespace) they read or write.
+	secretIndex = "secretRefs"
+	// connectorIndex indexes OAuthClients by the "namespace/name" of every Connector they list.
+	connectorIndex = "spec.connectors"
+)
+
+func addIndexes(ctx context.Context, fi client.FieldIndexer) error {
+	indexes := []struct {
+		obj   client.Object
+		field string
+		fn    client.IndexerFunc
+	}{
+		{&v1alpha1.OAuthClient{}, projectIndex, func(o client.Object) []string {
+			oc := o.(*v1alpha1.OAuthClient)
+			return []string{projectKeyOf(oc.Spec.ProjectRef, oc.Namespace).String()}
+		}},
+		{&v1alpha1.Connector{}, projectIndex, func(o client.Object) []string {
+			c := o.(*v1alpha1.Connector)
+			return []string{projectKeyOf(c.Spec.ProjectRef, c.Namespace).String()}
+		}},
+		{&v1alpha1.RedirectPolicy{}, projectIndex, func(o client.Object) []string {
+			p := o.(*v1alpha1.RedirectPolicy)
+			return []string{projectKeyOf(p.Spec.ProjectRef, p.Namespace).String()}
+		}},
+		{&v1alpha1.Project{}, secretIndex, func(o client.Object) []string {
+			return projectSecretNames(o.(*v1alpha1.Project))
+		}},
+		{&v1alpha1.Connector{}, secretIndex, func(o client.Object) []string {
+			return []string{o.(*v1alpha1.Connector).Spec.ClientSecretRef.Name}
+		}},
+		{&v1alpha1.OAuthClient{}, secretIndex, func(o client.Object) []string {
+			return []string{credentialsSecretName(o.(*v1alpha1.OAuthClient))}
+		}},
+		{&v1alpha1.OAuthClient{}, connectorIndex, func(o client.Object) []string {
+			oc := o.(*v1alpha1.OAuthClient)
+			out := make([]string, len(oc.Spec.Connectors))
+			for i, name := range oc.Spec.Connectors {
+				out[i] = connectorKey(string(name), oc.Namespace).String()
+			}
+			return out
+		}},
+	}
+	for _, ix := range indexes {
+		if err := fi.IndexField(ctx, ix.obj, ix.field, ix.fn); err != nil {
+			return fmt.Errorf("indexing %T by %s: %w", ix.obj, ix.field, err)
+		}
+	}
+	return nil
+}
+
+// projectSecretNames lists every Secret a Project reads.
+func projectSecretNames(p *v1alpha1.Project) []string {
+	var out []string
+	if r := p.Spec.SignIn.PasswordSecretRef; r != nil {
+		out = append(out, r.Name)
+	}
+	if o := p.Spec.SignIn.OIDC; o != nil {
+		out = append(out, o.ClientSecretRef.Name)
+	}
+	if reg := p.Spec.Registration; reg != nil && reg.InitialAccessTokenSecretRef != nil {
+		out = append(out, reg.InitialAccessTokenSecretRef.Name)
+	}
+	for _, s := range p.Spec.EventSinks {
+		out = append(out, s.HMACSecretRef.Name)
+	}
+	if r := p.Spec.SigningKeySecretRef; r != nil {
+		out = append(out, r.Name)
+	}
+	return out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Watch mappings: which objects to reconcile again when something they depend on changes.
+
+// dependents maps a changed object to the objects whose readiness may follow from it. Lookups go
+// through the field indexes, so a change costs what it affects, not the size of the cluster.
+type dependents struct {
+	c client.Reader
+}
+
+func requests[T any, PT interface {
+	*T
+	client.Object
+}](items []T) []reconcile.Request {
+	out := make([]reconcile.Request, len(items))
+	for i := range items {
+		o := PT(&items[i])
+		out[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)}
+	}
+	return out
+}
+
+// list runs one indexed List and logs, rather than fails, on error: a map function cannot
+// return one, and the periodic resync of the cache recovers.
+func (d *dependents) list(ctx context.Context, l client.ObjectList, opts ...client.ListOption) bool {
+	if err := d.c.List(ctx, l, append(opts, noCopy)...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing dependents")
+		return false
+	}
+	return true
+}
+
+// projectKeysForSecret returns the Projects a Secret matters to: those that read it, and those
+// whose Connectors read it.
+func (d *dependents) projectKeysForSecret(ctx context.Context, sec client.Object) map[string]bool {
+	keys := map[string]bool{}
+	var projects v1alpha1.ProjectList
+	if d.list(ctx, &projects, client.InNamespace(sec.GetNamespace()), client.MatchingFields{secretIndex: sec.GetName()}) {
+		for i := range projects.Items {
+			keys[client.ObjectKeyFromObject(&projects.Items[i]).String()] = true
+		}
+	}
+	var conns v1alpha1.ConnectorList
+	if d.list(ctx, &conns, client.InNamespace(sec.GetNamespace()), client.MatchingFields{secretIndex: sec.GetName()}) {
+		for i := range conns.Items {
+			c := &conns.Items[i]
+			keys[projectKeyOf(c.Spec.ProjectRef, c.Namespace).String()] = true
+		}
+	}
+	return keys
+}
+
+func (d *dependents) projectsForSecret(ctx context.Context, sec client.Object) []reconcile.Request {
+	var projects v1alpha1.ProjectList
+	if !d.list(ctx, &projects, client.InNamespace(sec.GetNamespace()), client.MatchingFields{secretIndex: sec.GetName()}) {
+		return nil
+	}
+	return requests(projects.Items)
+}
+
+// attached lists the objects of one kind attached to the given Projects.
+func attached[T any, PT interface {
+	*T
+	client.Object
+}, L interface {
+	client.ObjectList
+	*LT
+}, LT any](ctx context.Context, d *dependents, projectKeys map[string]bool, items func(L) []T) []reconcile.Request {
+	var out []reconcile.Request
+	for key := range projectKeys {
+		l := L(new(LT))
+		if d.list(ctx, l, client.MatchingFields{projectIndex: key}) {
+			out = append(out, requests[T, PT](items(l))...)
+		}
+	}
+	return out
+}
+
+func connectorItems(l *v1alpha1.ConnectorList) []v1alpha1.Connector        { return l.Items }
+func clientItems(l *v1alpha1.OAuthClientList) []v1alpha1.OAuthClient       { return l.Items }
+func policyItems(l *v1alpha1.RedirectPolicyList) []v1alpha1.RedirectPolicy { return l.Items }
+func projectKeySet(o client.Object) map[string]bool {
+	return map[string]bool{client.ObjectKeyFromObject(o).String(): true}
+}
+
+// connectorsForSecret: every Connector of a Project the Secret matters to (the Connector that
+// reads it, and its siblings, whose audience contest may change), plus Connectors that read it
+// but point at a missing Project.
+func (d *dependents) connectorsForSecret(ctx context.Context, sec client.Object) []reconcile.Request {
+	out := attached[v1alpha1.Connector](ctx, d, d.projectKeysForSecret(ctx, sec), connectorItems)
+	var conns v1alpha1.ConnectorList
+	if d.list(ctx, &conns, client.InNamespace(sec.GetNamespace()), client.MatchingFields{secretIndex: sec.GetName()}) {
+		out = append(out, requests(conns.Items)...)
+	}
+	return out
+}
+
+func (d *dependents) connectorsForProject(ctx context.Context, p client.Object) []reconcile.Request {
+	return attached[v1alpha1.Connector](ctx, d, projectKeySet(p), connectorItems)
+}
+
+func (d *dependents) connectorsForNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
+	var conns v1alpha1.ConnectorList
+	if !d.list(ctx, &conns, client.InNamespace(ns.GetName())) {
+		return nil
+	}
+	return requests(conns.Items)
+}
+
+// connectorSiblings: the other Connectors of the same Project, whose audience contest may
+// change when this one appears, changes or goes.
+func (d *dependents) connectorSiblings(ctx context.Context, o client.Object) []reconcile.Request {
+	c := o.(*v1alpha1.Connector)
+	key := projectKeyOf(c.Spec.ProjectRef, c.Namespace).String()
+	return attached[v1alpha1.Connector](ctx, d, map[string]bool{key: true}, connectorItems)
+}
+
+// clientsForSecret: the OAuthClients writing that Secret, those of Projects it matters to, and
+// those listing a Connector that reads it.
+func (d *dependents) clientsForSecret(ctx context.Context, sec client.Object) []reconcile.Request {
+	out := attached[v1alpha1.OAuthClient](ctx, d, d.projectKeysForSecret(ctx, sec), clientItems)
+	var clients v1alpha1.OAuthClientList
+	if d.list(ctx, &clients, client.InNamespace(sec.GetNamespace()), client.MatchingFields{secretIndex: sec.GetName()}) {
+		out = append(out, requests(clients.Items)...)
+	}
+	var conns v1alpha1.ConnectorList
+	if d.list(ctx, &conns, client.InNamespace(sec.GetNamespace()), client.MatchingFields{secretIndex: sec.GetName()}) {
+		for i := range conns.Items {
+			out = append(out, d.clientsForConnector(ctx, &conns.Items[i])...)
+		}
+	}
+	return out
+}
+
+func (d *dependents) clientsForProject(ctx context.Context, p client.Object) []reconcile.Request {
+	return attached[v1alpha1.OAuthClient](ctx, d, projectKeySet(p), clientItems)
+}
+
+func (d *dependents) clientsForConnector(ctx context.Context, c client.Object) []reconcile.Request {
+	var clients v1alpha1.OAuthClientList
+	if !d.list(ctx, &clients, client.MatchingFields{connectorIndex: client.ObjectKeyFromObject(c).String()}) {
+		return nil
+	}
+	return requests(clients.Items)
+}
+
+// clientsForNamespace: OAuthClients in the namespace, and those listing a Connector there.
+func (d *dependents) clientsForNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
+	var clients v1alpha1.OAuthClientList
+	var out []reconcile.Request
+	if d.list(ctx, &clients, client.InNamespace(ns.GetName())) {
+		out = requests(clients.Items)
+	}
+	var conns v1alpha1.ConnectorList
+	if d.list(ctx, &conns, client.InNamespace(ns.GetName())) {
+		for i := range conns.Items {
+			out = append(out, d.clientsForConnector(ctx, &conns.Items[i])...)
+		}
+	}
+	return out
+}
+
+func (d *dependents) policiesForSecret(ctx context.Context, sec client.Object) []reconcile.Request {
+	return attached[v1alpha1.RedirectPolicy](ctx, d, d.projectKeysForSecret(ctx, sec), policyItems)
+}
+
+func (d *dependents) policiesForProject(ctx context.Context, p client.Object) []reconcile.Request {
+	return attached[v1alpha1.RedirectPolicy](ctx, d, projectKeySet(p), policyItems)
+}
+
+func (d *dependents) policiesForNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
+	var policies v1alpha1.RedirectPolicyList
+	if !d.list(ctx, &policies, client.InNamespace(ns.GetName())) {
+		return nil
+	}
+	return requests(policies.Items)
+}

@@ -1,0 +1,3 @@
+// Package tools is a separate module for the command-line tools CI uses that the operator does
+// not import (Helm, for `make chart-lint`), so their dependencies stay out of the main go.mod.
+package tools

@@ -1,0 +1,227 @@
+// Package config is the compiled, validated runtime configuration the HTTP server reads. The
+// controllers build it from Project, OAuthClient, RedirectPolicy and Connector resources and the
+// Secrets they reference; handlers only ever see a Snapshot, never the raw objects, and never
+// call the Kubernetes API.
+//
+// A Snapshot is immutable once published: handlers Load it once per request and use that one
+// value throughout, so a request never sees half of an update.
+package config
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Snapshot is everything the server needs, for every project.
+type Snapshot struct {
+	// Projects by key "namespace/name".
+	Projects map[string]*Project
+	// Version increases with every publication (for metrics and logs).
+	Version uint64
+}
+
+// Project returns the project with the given key, or nil.
+func (s *Snapshot) Project(key string) *Project {
+	if s == nil {
+		return nil
+	}
+	return s.Projects[key]
+}
+
+// Project is one compiled Project resource with everything attached to it.
+type Project struct {
+	Key         string // "namespace/name"
+	Namespace   string
+	Name        string
+	DisplayName string
+	// Issuer is {publicURL}/{namespace}/{name}, without a trailing slash.
+	Issuer string
+
+	SignIn       SignIn
+	Lifetimes    Lifetimes
+	Registration Registration
+	// Clients declared as OAuthClient resources, by client id.
+	Clients map[string]*Client
+	// Connectors by key "namespace/name", and by their token-exchange audience.
+	Connectors           map[string]*Connector
+	ConnectorsByAudience map[string]*Connector
+	// Redirects is the union of every RedirectPolicy attached to the project.
+	Redirects RedirectRules
+	// EventSinks receive security events (CloudEvents over HTTP, HMAC-signed).
+	EventSinks []EventSink
+	// SigningKeys sign JWT access tokens (RFC 9068) and are published at jwks.json; the first is
+	// current, the rest are kept for overlap during rotation.
+	SigningKeys []SigningKey
+}
+
+// SignIn says how people sign in to the project; either or both may be set.
+type SignIn struct {
+	// Passwords by lower-cased email.
+	Passwords map[string]PasswordUser
+	OIDC      *OIDCProvider
+}
+
+// PasswordUser is one line of the password file Secret.
+type PasswordUser struct {
+	Email string
+	Name  string
+	// Hash is a bcrypt ("$2a$…"/"$2b$…") or argon2id PHC ("$argon2id$…") string.
+	Hash string
+}
+
+// OIDCProvider is the company's identity provider.
+type OIDCProvider struct {
+	Issuer       string
+	ClientID     string
+	ClientSecret string
+	Scopes       []string
+	// Label on the sign-in button ("Sign in with Acme SSO").
+	Label string
+}
+
+// Lifetimes of everything a project issues. Controllers fill defaults, so every field is set.
+type Lifetimes struct {
+	Session       time.Duration // default 12h
+	RecentSignIn  time.Duration // default 15m: "signed in within the last fifteen minutes"
+	AuthCode      time.Duration // default 1m
+	AccessToken   time.Duration // default 1h
+	RefreshToken  time.Duration // default 30 days
+	RefreshGrace  time.Duration // default 10s
+	Link          time.Duration // default 30m
+	CallbackState time.Duration // default 10m
+}
+
+// DefaultLifetimes are the values the seeds specify or peers use.
+func DefaultLifetimes() Lifetimes {
+	return Lifetimes{
+		Session:       12 * time.Hour,
+		RecentSignIn:  15 * time.Minute,
+		AuthCode:      time.Minute,
+		AccessToken:   time.Hour,
+		RefreshToken:  30 * 24 * time.Hour,
+		RefreshGrace:  10 * time.Second,
+		Link:          30 * time.Minute,
+		CallbackState: 10 * time.Minute,
+	}
+}
+
+// RegistrationMode is the project's dynamic client registration policy.
+type RegistrationMode string
+
+const (
+	RegistrationOpen               RegistrationMode = "Open"
+	RegistrationClosed             RegistrationMode = "Closed"
+	RegistrationInitialAccessToken RegistrationMode = "InitialAccessToken"
+)
+
+type Registration struct {
+	Mode RegistrationMode
+	// InitialAccessTokenHashes are SHA-256 hashes of accepted initial access tokens.
+	InitialAccessTokenHashes [][]byte
+	// ClientIDMetadataDocuments: accept https client ids whose metadata document is fetched.
+	ClientIDMetadataDocuments bool
+}
+
+// TokenFormat of access tokens issued to a client.
+type TokenFormat string
+
+const (
+	TokenOpaque TokenFormat = "opaque"
+	TokenJWT    TokenFormat = "jwt"
+)
+
+// Client is a statically declared OAuthClient.
+type Client struct {
+	ID string
+	// SecretHash is SHA-256 of the client secret; nil for public clients.
+	SecretHash              []byte
+	Name                    string
+	RedirectURIs            []string
+	GrantTypes              []string
+	Scopes                  []string
+	TokenEndpointAuthMethod string
+	AccessTokenFormat       TokenFormat
+	// Connectors this client may exchange tokens for (keys); empty means none.
+	Connectors []string
+	// Resources are the RFC 8707 resource identifiers this client serves as a resource server
+	// (an MCP server's URL). A person's access token issued for one of them may be presented
+	// by this client in a token exchange, as an MCP server exchanges its caller's token.
+	Resources []string
+	// Source names the resource, "namespace/name", for messages.
+	Source string
+}
+
+// Connector is a compiled upstream OAuth service.
+type Connector struct {
+	Key         string // "namespace/name"
+	Namespace   string
+	Name        string
+	DisplayName string // "GitHub"
+	Preset      string // "github" or ""
+	// Audience is the identifier agents send as `audience` in token exchange.
+	Audience string
+	// CallbackURL is the one fixed callback for the project (seed 002).
+	CallbackURL string
+
+	AuthURL       string
+	TokenURL      string
+	UserInfoURL   string
+	RevocationURL string
+	// OIDCIssuer, when set, reads the account from the ID token instead of UserInfoURL.
+	OIDCIssuer       string
+	ClientID         string
+	ClientSecret     string
+	Scopes           []string
+	PKCE             bool
+	AuthParams       map[string]string
+	AccountIDField   string // JSON field of userinfo naming the stable account id ("id")
+	AccountNameField string // JSON field naming the account for people ("login")
+}
+
+// RedirectRules is what the project recognises as a safe place for access to go (seed 004).
+type RedirectRules struct {
+	Claude     bool
+	ChatGPT    bool
+	Loopback   bool
+	AppSchemes bool
+	// Named are the policies' own recognised callbacks.
+	Named []NamedRedirect
+	// OnlyRecognisedApps refuses clients with any unrecognised registered redirect.
+	OnlyRecognisedApps bool
+}
+
+// NamedRedirect is an exact URI, or one with a single "{placeholder}" path segment.
+type NamedRedirect struct {
+	Name    string
+	Pattern string
+}
+
+// DefaultRedirectRules applies when no RedirectPolicy attaches to a project.
+func DefaultRedirectRules() RedirectRules {
+	return RedirectRules{Claude: true, ChatGPT: true, Loopback: true, AppSchemes: true}
+}
+
+// EventSink receives CloudEvents.
+type EventSink struct {
+	Name    string
+	URL     string
+	HMACKey []byte
+}
+
+// SigningKey is a private key for JWT access tokens, PEM or JWK as stored in its Secret.
+type SigningKey struct {
+	ID        string
+	Algorithm string // "ES256" or "RS256"
+	Private   any    // crypto.Signer
+}
+
+// Holder publishes snapshots to readers. The zero value holds nothing (Load returns nil).
+type Holder struct {
+	p atomic.Pointer[Snapshot]
+}
+
+// Load returns the current snapshot, nil before the first publication.
+func (h *Holder) Load() *Snapshot { return h.p.Load() }
+
+// Store publishes a snapshot.
+func (h *Holder) Store(s *Snapshot) { h.p.Store(s) }

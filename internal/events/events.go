@@ -1,0 +1,239 @@
+// Package events turns security-relevant moments (a connect link opened by the wrong person, a
+// retired refresh token presented again, a consent refused by policy, a callback that needed
+// confirmation) into what an operator can watch and subscribe to:
+//
+//   - an audit record in the store (the source of truth; Kubernetes Events on the Project are
+//     derived from it by a leader-elected tailer in controllers, so HTTP handlers never call the
+//     Kubernetes API);
+//   - the counter latchkey_security_events_total{type};
+//   - one outbox row per event sink of the project, delivered by Deliverer as a CloudEvents 1.0
+//     structured JSON POST, signed with HMAC-SHA256, retried with backoff until the sink takes it.
+//
+// Delivery is at least once: an event whose POST succeeded but whose success could not be
+// recorded (a crash, a lost database connection) is sent again with the same CloudEvents id.
+// Sinks deduplicate by id.
+package events
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/store"
+)
+
+// Security event types. Each is also the Action of the audit record that reports it, and the
+// suffix of the CloudEvents type ("dev.latchkey." + type).
+const (
+	// LinkWrongPerson: a connect link was opened by someone signed in as another person than the
+	// one it was made for (seed 000, check 3). Actor is who opened it, Subject whom it was for.
+	LinkWrongPerson = "link.wrong_person"
+	// RefreshReuse: a retired refresh token was presented again; the client's tokens for the
+	// person were ended (seed 004).
+	RefreshReuse = "refresh.reuse"
+	// ConsentRefusedByPolicy: the project's redirect policy refused a client at the consent step
+	// (seed 004, "Only recognised apps can connect").
+	ConsentRefusedByPolicy = "consent.refused_by_policy"
+	// CallbackConfirmation: an upstream callback arrived without the starting browser's binding
+	// cookie and stopped at the confirmation page (seed 002).
+	CallbackConfirmation = "callback.confirmation"
+)
+
+// Types lists every security event type, in a stable order.
+func Types() []string {
+	return []string{LinkWrongPerson, RefreshReuse, ConsentRefusedByPolicy, CallbackConfirmation}
+}
+
+// IsSecurity reports whether an audit action is a security event.
+func IsSecurity(action string) bool { return slices.Contains(Types(), action) }
+
+// CloudEventType is the CloudEvents type attribute of a security event type.
+func CloudEventType(t string) string { return "dev.latchkey." + t }
+
+// Event is one security event as a handler reports it.
+type Event struct {
+	// Type is one of the constants above.
+	Type string
+	// Actor is who did it: a person's id, "client:<id>", or "system".
+	Actor string
+	// Subject is whom or what it concerns (the person a link was for, a client id).
+	Subject string
+	// Details are short, non-secret facts (ids, names, counts); never tokens or codes.
+	Details map[string]string
+}
+
+// Emitter records security events. It is safe for concurrent use.
+type Emitter struct {
+	store  store.Store
+	config *config.Holder
+	now    func() time.Time
+	log    logr.Logger
+	total  *prometheus.CounterVec
+}
+
+// EmitterOptions configure an Emitter.
+type EmitterOptions struct {
+	Store store.Store
+	// Config finds a project's event sinks for Recorded; Emit is given the project.
+	Config *config.Holder
+	// Now is the injected clock; time.Now when nil.
+	Now    func() time.Time
+	Logger logr.Logger
+	// Registerer receives latchkey_security_events_total; prometheus.DefaultRegisterer when nil.
+	// Registering twice on one registry reuses the first counter.
+	Registerer prometheus.Registerer
+}
+
+// NewEmitter returns an Emitter.
+func NewEmitter(o EmitterOptions) (*Emitter, error) {
+	if o.Store == nil {
+		return nil, errors.New("events: EmitterOptions.Store is required")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Registerer == nil {
+		o.Registerer = prometheus.DefaultRegisterer
+	}
+	total := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "latchkey_security_events_total",
+		Help: "Security events by type (link.wrong_person, refresh.reuse, consent.refused_by_policy, callback.confirmation).",
+	}, []string{"type"})
+	if err := o.Registerer.Register(total); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if !errors.As(err, &are) {
+			return nil, fmt.Errorf("events: registering the counter: %w", err)
+		}
+		existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
+		if !ok {
+			return nil, fmt.Errorf("events: latchkey_security_events_total is registered as another kind of collector")
+		}
+		total = existing
+	}
+	// Every type has a series from the start, so a rate() over it is 0 rather than absent.
+	for _, t := range Types() {
+		total.WithLabelValues(t)
+	}
+	return &Emitter{store: o.Store, config: o.Config, now: o.Now, log: o.Logger, total: total}, nil
+}
+
+// Counter is latchkey_security_events_total, for tests and dashboards.
+func (e *Emitter) Counter() *prometheus.CounterVec { return e.total }
+
+// Emit records a security event of project p: the audit record, the counter, and one outbox
+// row per event sink. The audit record and the outbox rows are separate writes; an error from
+// either is returned after the other was attempted.
+func (e *Emitter) Emit(ctx context.Context, p *config.Project, ev Event) error {
+	if ev.Type == "" {
+		return errors.New("events: an event needs a type")
+	}
+	if p == nil {
+		return errors.New("events: an event needs a project")
+	}
+	r := store.AuditRecord{
+		Project: p.Key, Time: e.now(), Actor: ev.Actor, Action: ev.Type, Target: ev.Subject, Details: ev.Details,
+	}
+	err := e.store.AppendAudit(ctx, r)
+	if err != nil {
+		e.log.Error(err, "cannot append the audit record of a security event", "project", p.Key, "type", ev.Type)
+	}
+	return errors.Join(err, e.fanOut(ctx, p, r))
+}
+
+// Recorded fans out an audit record that was already appended elsewhere (site.Env.Record), if
+// its action is a security event type: counter and outbox, no second audit record. Failures are
+// logged; the action the record describes has already happened.
+func (e *Emitter) Recorded(ctx context.Context, r store.AuditRecord) {
+	if !IsSecurity(r.Action) {
+		return
+	}
+	if r.Time.IsZero() {
+		r.Time = e.now()
+	}
+	var p *config.Project
+	if e.config != nil {
+		p = e.config.Load().Project(r.Project)
+	}
+	if p == nil {
+		// The project vanished from the configuration: count it, nothing to deliver to.
+		e.total.WithLabelValues(r.Action).Inc()
+		return
+	}
+	if err := e.fanOut(ctx, p, r); err != nil {
+		e.log.Error(err, "cannot queue a security event", "project", r.Project, "type", r.Action)
+	}
+}
+
+func (e *Emitter) fanOut(ctx context.Context, p *config.Project, r store.AuditRecord) error {
+	e.total.WithLabelValues(r.Action).Inc()
+	if len(p.EventSinks) == 0 {
+		return nil
+	}
+	id := NewID()
+	body, err := Envelope(id, p, r)
+	if err != nil {
+		return err
+	}
+	out := make([]store.Event, 0, len(p.EventSinks))
+	for _, s := range p.EventSinks {
+		out = append(out, store.Event{
+			ID: id, Project: p.Key, Sink: s.Name, Type: CloudEventType(r.Action), Data: body,
+			CreatedAt: r.Time, NextAttempt: r.Time,
+		})
+	}
+	if err := e.store.EnqueueEvents(ctx, out...); err != nil {
+		return fmt.Errorf("events: queueing %s for %d sinks: %w", r.Action, len(out), err)
+	}
+	return nil
+}
+
+// CloudEvent is the structured-mode JSON of one event (CloudEvents 1.0).
+type CloudEvent struct {
+	SpecVersion     string `json:"specversion"`
+	ID              string `json:"id"`
+	Source          string `json:"source"`
+	Type            string `json:"type"`
+	Subject         string `json:"subject,omitempty"`
+	Time            string `json:"time"`
+	DataContentType string `json:"datacontenttype"`
+	Data            Data   `json:"data"`
+}
+
+// Data is the payload of every security event.
+type Data struct {
+	Project string            `json:"project"`
+	Actor   string            `json:"actor,omitempty"`
+	Subject string            `json:"subject,omitempty"`
+	Details map[string]string `json:"details,omitempty"`
+}
+
+// Envelope is the CloudEvent body that is stored in the outbox and POSTed unchanged, so every
+// attempt (and every replica) sends the same bytes. source is the project's issuer.
+func Envelope(id string, p *config.Project, r store.AuditRecord) ([]byte, error) {
+	return json.Marshal(CloudEvent{
+		SpecVersion:     "1.0",
+		ID:              id,
+		Source:          p.Issuer,
+		Type:            CloudEventType(r.Action),
+		Subject:         r.Target,
+		Time:            r.Time.UTC().Format(time.RFC3339Nano),
+		DataContentType: "application/json",
+		Data:            Data{Project: p.Key, Actor: r.Actor, Subject: r.Target, Details: r.Details},
+	})
+}
+
+// NewID returns a random CloudEvents id (128 bits, hex).
+func NewID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

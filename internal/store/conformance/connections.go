@@ -1,0 +1,319 @@
+package conformance
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"latchkey.dev/latchkey/internal/store"
+)
+
+func newConnection(subject, connector, account string) store.Connection {
+	return store.Connection{
+		ID: "conn-" + subject + "-" + connector + "-" + account, Project: project, Subject: subject,
+		Connector: connector, AccountID: account, AccountName: "login-" + account, KeyID: "k1",
+		AccessToken: []byte("sealed access"), RefreshToken: []byte("sealed refresh"), TokenType: "bearer",
+		Expiry: tp(at(8 * time.Hour)), Scopes: []string{"repo", "read:user"}, Status: store.ConnectionActive,
+		CreatedAt: base, UpdatedAt: base,
+	}
+}
+
+func saveConnection(t testing.TB, s store.Store, subject, connector, account string) store.Connection {
+	t.Helper()
+	c, err := s.SaveConnection(t.Context(), newConnection(subject, connector, account))
+	must(t, err)
+	return c
+}
+
+func testConnectionSaveGet(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	c := newConnection("alice", "github", "1001")
+	got, err := s.SaveConnection(ctx, c)
+	must(t, err)
+	equal(t, "saved", got, c)
+	got, err = s.GetConnection(ctx, project, c.ID)
+	must(t, err)
+	equal(t, "get", got, c)
+
+	// Reconnecting the same account updates in place: same ID, same CreatedAt, new tokens.
+	must(t, s.AllowAgent(ctx, store.AgentPermission{Project: project, Subject: "alice", Connector: "github",
+		ClientID: "c1", ConnectionID: c.ID, CreatedAt: base}))
+	re := c
+	re.ID, re.AccountName, re.AccessToken, re.RefreshToken, re.Expiry = "conn-new", "renamed", []byte("new access"), nil, nil
+	re.Status, re.CreatedAt, re.UpdatedAt = store.ConnectionActive, at(time.Hour), at(time.Hour)
+	got, err = s.SaveConnection(ctx, re)
+	must(t, err)
+	want := re
+	want.ID, want.CreatedAt = c.ID, c.CreatedAt
+	equal(t, "reconnected", got, want)
+	got, err = s.GetConnection(ctx, project, c.ID)
+	must(t, err)
+	equal(t, "reconnected, stored", got, want)
+	_, err = s.FindPermission(ctx, project, "alice", "github", "c1")
+	must(t, err)
+
+	// Another account is another connection; an ID already in use is a conflict.
+	second := saveConnection(t, s, "alice", "github", "2002")
+	clash := newConnection("alice", "github", "3003")
+	clash.ID = second.ID
+	_, err = s.SaveConnection(ctx, clash)
+	wantErr(t, err, store.ErrConflict)
+
+	other := newConnection("bob", "github", "1001")
+	other.CreatedAt = at(-time.Hour)
+	_, err = s.SaveConnection(ctx, other)
+	must(t, err)
+
+	list, err := s.ListConnections(ctx, project, "alice")
+	must(t, err)
+	equal(t, "alice's connections", len(list), 2)
+	equal(t, "first", list[0].ID, c.ID)
+	equal(t, "second", list[1].ID, second.ID)
+
+	_, err = s.GetConnection(ctx, "team-b/main", c.ID)
+	wantErr(t, err, store.ErrNotFound)
+}
+
+func testConnectionUpdate(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	c := saveConnection(t, s, "alice", "github", "1001")
+	got, err := s.UpdateConnection(ctx, project, c.ID, func(cur store.Connection) (store.Connection, error) {
+		equal(t, "fn sees the stored connection", cur, c)
+		cur.AccessToken, cur.Expiry, cur.UpdatedAt = []byte("refreshed"), tp(at(16*time.Hour)), at(time.Minute)
+		cur.AccountID, cur.Subject = "someone-else", "mallory" // cannot change
+		return cur, nil
+	})
+	must(t, err)
+	want := c
+	want.AccessToken, want.Expiry, want.UpdatedAt = []byte("refreshed"), tp(at(16*time.Hour)), at(time.Minute)
+	equal(t, "returned", got, want)
+	got, err = s.GetConnection(ctx, project, c.ID)
+	must(t, err)
+	equal(t, "stored", got, want)
+
+	// A failed refresh leaves the row as it was.
+	boom := errors.New("upstream said no")
+	_, err = s.UpdateConnection(ctx, project, c.ID, func(cur store.Connection) (store.Connection, error) {
+		cur.Status = store.ConnectionBroken
+		return cur, boom
+	})
+	wantErr(t, err, boom)
+	got, err = s.GetConnection(ctx, project, c.ID)
+	must(t, err)
+	equal(t, "after failed fn", got, want)
+
+	// Marking it broken.
+	got, err = s.UpdateConnection(ctx, project, c.ID, func(cur store.Connection) (store.Connection, error) {
+		cur.Status = store.ConnectionBroken
+		return cur, nil
+	})
+	must(t, err)
+	equal(t, "status", got.Status, store.ConnectionBroken)
+
+	_, err = s.UpdateConnection(ctx, project, "missing", func(cur store.Connection) (store.Connection, error) { return cur, nil })
+	wantErr(t, err, store.ErrNotFound)
+	_, err = s.UpdateConnection(ctx, "team-b/main", c.ID, func(cur store.Connection) (store.Connection, error) { return cur, nil })
+	wantErr(t, err, store.ErrNotFound)
+}
+
+// Twenty callers each read a counter, "refresh" it and write it back: with the row held for
+// the whole of fn, each sees the previous one's write and none is lost.
+func testConnectionUpdateConcurrent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	c := newConnection("alice", "github", "1001")
+	c.AccessToken = []byte("0")
+	c, err := s.SaveConnection(ctx, c)
+	must(t, err)
+	const n = 20
+	seen := make([]int, n)
+	errs := make([]error, n)
+	parallel(n, func(i int) {
+		_, errs[i] = s.UpdateConnection(ctx, project, c.ID, func(cur store.Connection) (store.Connection, error) {
+			v, err := strconv.Atoi(string(cur.AccessToken))
+			if err != nil {
+				return cur, err
+			}
+			seen[i] = v
+			cur.AccessToken = []byte(strconv.Itoa(v + 1))
+			return cur, nil
+		})
+	})
+	for _, err := range errs {
+		must(t, err)
+	}
+	got, err := s.GetConnection(ctx, project, c.ID)
+	must(t, err)
+	equal(t, "counter", string(got.AccessToken), strconv.Itoa(n))
+	slices.Sort(seen)
+	for i, v := range seen {
+		if v != i {
+			t.Fatalf("values seen by fn = %v, want each of 0..%d once", seen, n-1)
+		}
+	}
+}
+
+func testConnectionDelete(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	c := saveConnection(t, s, "alice", "github", "1001")
+	keep := saveConnection(t, s, "alice", "github", "2002")
+	for _, p := range []store.AgentPermission{
+		{Project: project, Subject: "alice", Connector: "github", ClientID: "c1", ConnectionID: c.ID, CreatedAt: base},
+		{Project: project, Subject: "alice", Connector: "github", ClientID: "c2", ConnectionID: keep.ID, CreatedAt: base},
+	} {
+		must(t, s.AllowAgent(ctx, p))
+	}
+	must(t, s.DeleteConnection(ctx, project, c.ID))
+	_, err := s.GetConnection(ctx, project, c.ID)
+	wantErr(t, err, store.ErrNotFound)
+	_, err = s.FindPermission(ctx, project, "alice", "github", "c1")
+	wantErr(t, err, store.ErrNotFound)
+	_, err = s.FindPermission(ctx, project, "alice", "github", "c2")
+	must(t, err)
+	wantErr(t, s.DeleteConnection(ctx, project, c.ID), store.ErrNotFound)
+}
+
+func testPermissionLifecycle(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	c1 := saveConnection(t, s, "alice", "github", "1001")
+	c2 := saveConnection(t, s, "alice", "github", "2002")
+	gl := saveConnection(t, s, "alice", "gitlab", "7")
+	p := store.AgentPermission{Project: project, Subject: "alice", Connector: "github", ClientID: "repo-helper",
+		ConnectionID: c1.ID, CreatedAt: base}
+	must(t, s.AllowAgent(ctx, p))
+	got, err := s.FindPermission(ctx, project, "alice", "github", "repo-helper")
+	must(t, err)
+	equal(t, "permission", got, p)
+
+	// Allowing again with another account of the same connector switches the permission.
+	p2 := p
+	p2.ConnectionID = c2.ID
+	must(t, s.AllowAgent(ctx, p2))
+	got, err = s.FindPermission(ctx, project, "alice", "github", "repo-helper")
+	must(t, err)
+	equal(t, "switched", got.ConnectionID, c2.ID)
+
+	must(t, s.AllowAgent(ctx, store.AgentPermission{Project: project, Subject: "alice", Connector: "gitlab",
+		ClientID: "repo-helper", ConnectionID: gl.ID, CreatedAt: base}))
+	must(t, s.AllowAgent(ctx, store.AgentPermission{Project: project, Subject: "alice", Connector: "github",
+		ClientID: "a-bot", ConnectionID: c1.ID, CreatedAt: base}))
+	list, err := s.ListPermissions(ctx, project, "alice")
+	must(t, err)
+	var keys []string
+	for _, p := range list {
+		keys = append(keys, p.Connector+"/"+p.ClientID)
+	}
+	equal(t, "permissions", keys, []string{"github/a-bot", "github/repo-helper", "gitlab/repo-helper"})
+
+	must(t, s.DeletePermission(ctx, project, "alice", "github", "repo-helper"))
+	_, err = s.FindPermission(ctx, project, "alice", "github", "repo-helper")
+	wantErr(t, err, store.ErrNotFound)
+	wantErr(t, s.DeletePermission(ctx, project, "alice", "github", "repo-helper"), store.ErrNotFound)
+	_, err = s.FindPermission(ctx, project, "bob", "github", "a-bot")
+	wantErr(t, err, store.ErrNotFound)
+}
+
+// A permission can only point at a connection of the same person and connector: an agent of
+// Mallory's must never be allowed to use Alice's account.
+func testPermissionOtherPerson(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	alices := saveConnection(t, s, "alice", "github", "1001")
+	err := s.AllowAgent(ctx, store.AgentPermission{Project: project, Subject: "mallory", Connector: "github",
+		ClientID: "repo-helper", ConnectionID: alices.ID, CreatedAt: base})
+	wantErr(t, err, store.ErrNotFound)
+	err = s.AllowAgent(ctx, store.AgentPermission{Project: project, Subject: "alice", Connector: "gitlab",
+		ClientID: "repo-helper", ConnectionID: alices.ID, CreatedAt: base})
+	wantErr(t, err, store.ErrNotFound)
+	err = s.AllowAgent(ctx, store.AgentPermission{Project: project, Subject: "alice", Connector: "github",
+		ClientID: "repo-helper", ConnectionID: "missing", CreatedAt: base})
+	wantErr(t, err, store.ErrNotFound)
+	_, err = s.FindPermission(ctx, project, "mallory", "github", "repo-helper")
+	wantErr(t, err, store.ErrNotFound)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Callback state (seed 002)
+
+func newCallback(name string) store.CallbackState {
+	return store.CallbackState{StateHash: hash("state-" + name), Project: project, Subject: "alice", Connector: "github",
+		Purpose: "connect", LinkID: "link-1", Verifier: []byte("sealed verifier"), KeyID: "k1",
+		BindingHash: hash("binding-" + name), ExpiresAt: at(10 * time.Minute), CreatedAt: base}
+}
+
+func testCallbackLifecycle(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	cb := newCallback("a")
+	must(t, s.CreateCallbackState(ctx, cb))
+	wantErr(t, s.CreateCallbackState(ctx, cb), store.ErrConflict)
+	got, err := s.GetCallbackState(ctx, cb.StateHash, at(time.Minute))
+	must(t, err)
+	equal(t, "state", got, cb)
+	_, err = s.GetCallbackState(ctx, cb.StateHash, cb.ExpiresAt)
+	wantErr(t, err, store.ErrNotFound)
+
+	// Rendering the confirmation page twice leaves only the second token.
+	must(t, s.SetConfirmHash(ctx, cb.StateHash, hash("confirm-1"), at(time.Minute)))
+	must(t, s.SetConfirmHash(ctx, cb.StateHash, hash("confirm-2"), at(2*time.Minute)))
+	got, err = s.GetCallbackState(ctx, cb.StateHash, at(2*time.Minute))
+	must(t, err)
+	equal(t, "confirm hash", got.ConfirmHash, hash("confirm-2"))
+	wantErr(t, s.SetConfirmHash(ctx, cb.StateHash, hash("late"), cb.ExpiresAt), store.ErrNotFound)
+	wantErr(t, s.SetConfirmHash(ctx, hash("unknown"), hash("x"), base), store.ErrNotFound)
+
+	// Consumed once.
+	got, err = s.ConsumeCallbackState(ctx, cb.StateHash, at(3*time.Minute), nil)
+	must(t, err)
+	equal(t, "consumed", got.Subject, "alice")
+	_, err = s.ConsumeCallbackState(ctx, cb.StateHash, at(3*time.Minute), nil)
+	wantErr(t, err, store.ErrNotFound)
+	_, err = s.GetCallbackState(ctx, cb.StateHash, at(3*time.Minute))
+	wantErr(t, err, store.ErrNotFound)
+
+	// An expired state cannot be consumed.
+	late := newCallback("late")
+	must(t, s.CreateCallbackState(ctx, late))
+	_, err = s.ConsumeCallbackState(ctx, late.StateHash, late.ExpiresAt, nil)
+	wantErr(t, err, store.ErrNotFound)
+}
+
+func testCallbackCheckKeepsRow(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	cb := newCallback("a")
+	must(t, s.CreateCallbackState(ctx, cb))
+	wrongBrowser := errors.New("binding cookie does not match")
+	got, err := s.ConsumeCallbackState(ctx, cb.StateHash, at(time.Minute), func(c store.CallbackState) error {
+		equal(t, "check sees the row", c, cb)
+		return wrongBrowser
+	})
+	wantErr(t, err, wrongBrowser)
+	equal(t, "row returned with the check's error", got.StateHash, cb.StateHash)
+	_, err = s.GetCallbackState(ctx, cb.StateHash, at(time.Minute))
+	must(t, err)
+
+	got, err = s.ConsumeCallbackState(ctx, cb.StateHash, at(time.Minute), func(store.CallbackState) error { return nil })
+	must(t, err)
+	equal(t, "consumed", got, cb)
+}
+
+func testCallbackConsumeConcurrent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	cb := newCallback("a")
+	must(t, s.CreateCallbackState(ctx, cb))
+	const n = 20
+	errs := make([]error, n)
+	parallel(n, func(i int) {
+		_, errs[i] = s.ConsumeCallbackState(ctx, cb.StateHash, at(time.Minute), func(store.CallbackState) error { return nil })
+	})
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case errors.Is(err, store.ErrNotFound):
+		default:
+			t.Fatalf("unexpected error: %v", err)
+		}
+	}
+	equal(t, "successful consumptions", won, 1)
+}

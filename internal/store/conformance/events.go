@@ -1,0 +1,219 @@
+package conformance
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"latchkey.dev/latchkey/internal/store"
+)
+
+func testAudit(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	recs := []store.AuditRecord{
+		{Project: project, Time: base, Actor: "alice", Action: "connection.saved", Target: "conn-1",
+			Details: map[string]string{"connector": "github", "account": "alice-gh"}},
+		{Project: project, Time: at(time.Second), Actor: "system", Action: "link.refused", Target: "link-1"},
+		{Project: "team-b/main", Time: at(time.Second), Actor: "bob", Action: "x", Target: "y"},
+		{Project: project, Time: at(2 * time.Second), Actor: "client:c1", Action: "token.reuse", Target: "f1"},
+	}
+	for _, r := range recs {
+		must(t, s.AppendAudit(ctx, r))
+	}
+	got, err := s.ListAudit(ctx, project, 2)
+	must(t, err)
+	if len(got) != 2 {
+		t.Fatalf("ListAudit(limit 2) returned %d records", len(got))
+	}
+	equal(t, "newest first", got[0].Action, "token.reuse")
+	equal(t, "then", got[1].Action, "link.refused")
+	if got[0].ID <= got[1].ID {
+		t.Fatalf("ids not increasing: %d then %d", got[1].ID, got[0].ID)
+	}
+
+	all, err := s.ListAudit(ctx, project, 0)
+	must(t, err)
+	equal(t, "all of the project", len(all), 3)
+	first := all[2]
+	first.ID = 0
+	equal(t, "round trip", first, recs[0])
+}
+
+func newEvent(id, sink string, created time.Time) store.Event {
+	return store.Event{ID: id, Project: project, Sink: sink, Type: "dev.latchkey.link.refused",
+		Data: []byte(`{"link":"` + id + `"}`), CreatedAt: created}
+}
+
+func testOutboxLifecycle(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	later := newEvent("e3", "ops", base)
+	later.NextAttempt = at(time.Hour)
+	must(t, s.EnqueueEvents(ctx, newEvent("e1", "ops", base), newEvent("e2", "ops", at(time.Second)), later))
+	depth, err := s.OutboxDepth(ctx)
+	must(t, err)
+	equal(t, "depth", depth, int64(3))
+
+	const lease = 30 * time.Second
+	now := at(time.Minute)
+	got, err := s.ClaimEvents(ctx, now, lease, 10)
+	must(t, err)
+	if len(got) != 2 || got[0].ID != "e1" || got[1].ID != "e2" {
+		t.Fatalf("claimed %+v, want e1 and e2", got)
+	}
+	want := newEvent("e1", "ops", base)
+	want.NextAttempt = now.Add(lease)
+	equal(t, "claimed event", got[0], want)
+
+	// Leased: not due again until the lease ends.
+	got, err = s.ClaimEvents(ctx, now.Add(lease-time.Nanosecond), lease, 10)
+	must(t, err)
+	equal(t, "claimed while leased", len(got), 0)
+
+	must(t, s.MarkDelivered(ctx, "e1", "ops", now.Add(time.Second)))
+	must(t, s.MarkDelivered(ctx, "e1", "ops", now.Add(2*time.Second))) // again: no change
+	must(t, s.MarkFailed(ctx, "e2", "ops", now.Add(5*time.Minute)))
+	wantErr(t, s.MarkDelivered(ctx, "nope", "ops", now), store.ErrNotFound)
+	wantErr(t, s.MarkFailed(ctx, "e1", "ops", now), store.ErrNotFound) // already delivered
+	depth, err = s.OutboxDepth(ctx)
+	must(t, err)
+	equal(t, "depth after delivery", depth, int64(2))
+
+	// After the lease, the failed one waits for its retry time; the delivered one never returns.
+	got, err = s.ClaimEvents(ctx, now.Add(lease), lease, 10)
+	must(t, err)
+	equal(t, "claimed before retry time", len(got), 0)
+	got, err = s.ClaimEvents(ctx, now.Add(5*time.Minute), lease, 10)
+	must(t, err)
+	if len(got) != 1 || got[0].ID != "e2" || got[0].Attempts != 1 {
+		t.Fatalf("claimed %+v, want e2 after one failed attempt", got)
+	}
+	must(t, s.MarkDelivered(ctx, "e2", "ops", now.Add(5*time.Minute)))
+	got, err = s.ClaimEvents(ctx, at(time.Hour), lease, 10)
+	must(t, err)
+	if len(got) != 1 || got[0].ID != "e3" {
+		t.Fatalf("claimed %+v, want e3 when it falls due", got)
+	}
+
+	// The limit is honoured.
+	var many []store.Event
+	for i := range 5 {
+		many = append(many, newEvent(id("m", i), "ops", base))
+	}
+	must(t, s.EnqueueEvents(ctx, many...))
+	got, err = s.ClaimEvents(ctx, at(2*time.Hour), lease, 3)
+	must(t, err)
+	equal(t, "limit", len(got), 3)
+}
+
+func testOutboxDuplicate(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	must(t, s.EnqueueEvents(ctx, newEvent("e1", "ops", base), newEvent("e1", "audit-log", base)))
+	wantErr(t, s.EnqueueEvents(ctx, newEvent("e2", "ops", base), newEvent("e1", "ops", base)), store.ErrConflict)
+	depth, err := s.OutboxDepth(ctx)
+	must(t, err)
+	equal(t, "depth (the failed batch stored nothing)", depth, int64(2))
+}
+
+// Two replicas claiming at once never both get an event.
+func testOutboxClaimConcurrent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const n = 100
+	var evs []store.Event
+	for i := range n {
+		evs = append(evs, newEvent(id("e", i), "ops", base))
+	}
+	must(t, s.EnqueueEvents(ctx, evs...))
+
+	var mu sync.Mutex
+	claims := map[string]int{}
+	const workers = 4
+	errs := make([]error, workers)
+	parallel(workers, func(w int) {
+		for {
+			got, err := s.ClaimEvents(ctx, at(time.Minute), time.Minute, 7)
+			if err != nil {
+				errs[w] = err
+				return
+			}
+			if len(got) == 0 {
+				return
+			}
+			mu.Lock()
+			for _, e := range got {
+				claims[e.ID]++
+			}
+			mu.Unlock()
+		}
+	})
+	for _, err := range errs {
+		must(t, err)
+	}
+	equal(t, "events claimed", len(claims), n)
+	for id, c := range claims {
+		if c != 1 {
+			t.Fatalf("event %s claimed %d times", id, c)
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------------------------
+
+func testGarbageCollect(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	now := at(2 * time.Hour)
+
+	// Expired before now.
+	must(t, s.CreateSession(ctx, store.Session{IDHash: hash("old"), Project: project, Subject: "alice",
+		AuthTime: base, CreatedAt: base, ExpiresAt: at(time.Hour)}))
+	must(t, s.CreateAuthCode(ctx, store.AuthCode{Hash: hash("old"), Project: project, ClientID: "c1",
+		Subject: "alice", CreatedAt: base, ExpiresAt: at(time.Minute)}))
+	issue(t, s, "f1", "c1", "alice") // access expires at base+1h, refresh lives on
+	old := newCallback("old")
+	must(t, s.CreateCallbackState(ctx, old))
+	_, _, err := s.OpenLink(ctx, newLink("old", store.LinkConnect, base), base)
+	must(t, err)
+	must(t, s.EnqueueEvents(ctx, newEvent("done", "ops", base), newEvent("pending", "ops", base)))
+	must(t, s.MarkDelivered(ctx, "done", "ops", at(time.Minute)))
+
+	// Still live at now.
+	must(t, s.CreateSession(ctx, store.Session{IDHash: hash("live"), Project: project, Subject: "alice",
+		AuthTime: now, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}))
+	live := newCallback("live")
+	live.ExpiresAt = now.Add(time.Minute)
+	must(t, s.CreateCallbackState(ctx, live))
+	_, _, err = s.OpenLink(ctx, store.Link{ID: "live", CodeHash: hash("live"), Project: project, Subject: "bob",
+		ClientID: "c1", Connector: "github", Kind: store.LinkConnect, ExpiresAt: now.Add(time.Minute), CreatedAt: now}, now)
+	must(t, err)
+
+	res, err := s.GarbageCollect(ctx, now)
+	must(t, err)
+	for table, want := range map[string]int64{"sessions": 1, "auth_codes": 1, "tokens": 1, "callback_states": 1,
+		"links": 1, "events": 1} {
+		if res[table] != want {
+			t.Errorf("GarbageCollect removed %d from %s, want %d (result %v)", res[table], table, want, res)
+		}
+	}
+
+	_, err = s.GetSession(ctx, hash("live"), now)
+	must(t, err)
+	_, err = s.GetCallbackState(ctx, live.StateHash, now)
+	must(t, err)
+	_, err = s.GetLinkByCode(ctx, hash("live"), now)
+	must(t, err)
+	if !getToken(t, s, "f1/rt").Active(now) {
+		t.Fatal("a live refresh token was collected")
+	}
+	_, err = s.GetToken(ctx, hash("f1/at"))
+	wantErr(t, err, store.ErrNotFound)
+	depth, err := s.OutboxDepth(ctx)
+	must(t, err)
+	equal(t, "undelivered events are kept", depth, int64(1))
+
+	res, err = s.GarbageCollect(ctx, now)
+	must(t, err)
+	for table, n := range res {
+		if n != 0 {
+			t.Errorf("second collection removed %d from %s", n, table)
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package sqlstore
+
+import (
+	"context"
+	"time"
+
+	"latchkey.dev/latchkey/internal/store"
+)
+
+const callbackCols = `state_hash, project, subject, connector, purpose, link_id, verifier, key_id, binding_hash,
+confirm_hash, expires_at, created_at`
+
+var (
+	qCreateCallback = sqlText(`INSERT INTO callback_states (` + callbackCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	qGetCallback    = sqlText(`SELECT ` + callbackCols + ` FROM callback_states WHERE state_hash = ? AND expires_at > ?`)
+	qSetConfirm     = sqlText(`UPDATE callback_states SET confirm_hash = ? WHERE state_hash = ? AND expires_at > ?`)
+	// Deleting first and deciding afterwards (rolling back if check refuses) makes the delete
+	// itself the claim: of two concurrent consumers only one gets the row back.
+	qConsumeCallback = sqlText(`DELETE FROM callback_states WHERE state_hash = ? AND expires_at > ? RETURNING ` + callbackCols)
+)
+
+func scanCallback(c *store.CallbackState) func(scanner) error {
+	return func(r scanner) error {
+		var expires, created int64
+		if err := r.Scan(&c.StateHash, &c.Project, &c.Subject, &c.Connector, &c.Purpose, &c.LinkID, &c.Verifier,
+			&c.KeyID, &c.BindingHash, &c.ConfirmHash, &expires, &created); err != nil {
+			return err
+		}
+		c.ExpiresAt, c.CreatedAt = fromNS(expires), fromNS(created)
+		return nil
+	}
+}
+
+func (s *Store) CreateCallbackState(ctx context.Context, c store.CallbackState) error {
+	_, err := s.wexec(ctx, qCreateCallback, c.StateHash, c.Project, c.Subject, c.Connector, c.Purpose,
+		c.LinkID, blob(c.Verifier), c.KeyID, blob(c.BindingHash), blob(c.ConfirmHash), ns(c.ExpiresAt), ns(c.CreatedAt))
+	return conflict(err)
+}
+
+func (s *Store) GetCallbackState(ctx context.Context, stateHash []byte, now time.Time) (store.CallbackState, error) {
+	var c store.CallbackState
+	err := s.reader().row(ctx, scanCallback(&c), qGetCallback, stateHash, ns(now))
+	return c, err
+}
+
+func (s *Store) SetConfirmHash(ctx context.Context, stateHash, confirmHash []byte, now time.Time) error {
+	n, err := s.wexec(ctx, qSetConfirm, blob(confirmHash), stateHash, ns(now))
+	if err == nil && n == 0 {
+		err = store.ErrNotFound
+	}
+	return err
+}
+
+// ConsumeCallbackState deletes the row and returns it, exactly once. check runs inside the
+// transaction and must not call the store; when it fails the row stays and is returned with
+// check's error, so the caller can still show the confirmation page.
+func (s *Store) ConsumeCallbackState(ctx context.Context, stateHash []byte, now time.Time, check func(store.CallbackState) error) (store.CallbackState, error) {
+	var c store.CallbackState
+	err := s.tx1(ctx, func(x q) error {
+		if err := x.row(ctx, scanCallback(&c), qConsumeCallback, stateHash, ns(now)); err != nil {
+			return err
+		}
+		if check != nil {
+			return check(c)
+		}
+		return nil
+	})
+	if err == store.ErrNotFound {
+		return store.CallbackState{}, err
+	}
+	return c, err
+}

@@ -1,0 +1,71 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"latchkey.dev/latchkey/internal/store"
+)
+
+const codeCols = `hash, project, client_id, subject, redirect_uri, scopes, resource, code_challenge,
+code_challenge_method, nonce, auth_time, expires_at, created_at`
+
+var (
+	qCreateCode = sqlText(`INSERT INTO auth_codes (` + codeCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	// One statement decides the race: whichever UPDATE sets used_at first gets the row back.
+	qRedeemCode = sqlText(`UPDATE auth_codes SET used_at = ? WHERE hash = ? AND used_at IS NULL AND expires_at > ?
+RETURNING ` + codeCols)
+	qGetCode = sqlText(`SELECT ` + codeCols + `, used_at FROM auth_codes WHERE hash = ?`)
+)
+
+func scanCode(c *store.AuthCode, used *sql.NullInt64) func(scanner) error {
+	return func(r scanner) error {
+		var scopes, resource string
+		var auth, expires, created int64
+		dest := []any{&c.Hash, &c.Project, &c.ClientID, &c.Subject, &c.RedirectURI, &scopes, &resource,
+			&c.CodeChallenge, &c.CodeChallengeMethod, &c.Nonce, &auth, &expires, &created}
+		if used != nil {
+			dest = append(dest, used)
+		}
+		if err := r.Scan(dest...); err != nil {
+			return err
+		}
+		var err error
+		if c.Scopes, err = fromList(scopes); err != nil {
+			return err
+		}
+		if c.Resource, err = fromList(resource); err != nil {
+			return err
+		}
+		c.AuthTime, c.ExpiresAt, c.CreatedAt = fromNS(auth), fromNS(expires), fromNS(created)
+		return nil
+	}
+}
+
+func (s *Store) CreateAuthCode(ctx context.Context, c store.AuthCode) error {
+	_, err := s.wexec(ctx, qCreateCode, c.Hash, c.Project, c.ClientID, c.Subject, c.RedirectURI,
+		list(c.Scopes), list(c.Resource), c.CodeChallenge, c.CodeChallengeMethod, c.Nonce,
+		ns(c.AuthTime), ns(c.ExpiresAt), ns(c.CreatedAt))
+	return conflict(err)
+}
+
+// RedeemAuthCode marks the code used, exactly once. A code that was already redeemed comes
+// back with ErrConflict even after it expired (until garbage collection removes it), so a
+// replay always lets the caller revoke what the first redemption issued.
+func (s *Store) RedeemAuthCode(ctx context.Context, hash []byte, now time.Time) (store.AuthCode, error) {
+	var c store.AuthCode
+	err := s.wrow(ctx, scanCode(&c, nil), qRedeemCode, ns(now), hash, ns(now))
+	if !errors.Is(err, store.ErrNotFound) {
+		return c, err
+	}
+	var used sql.NullInt64
+	if err := s.reader().row(ctx, scanCode(&c, &used), qGetCode, hash); err != nil {
+		return store.AuthCode{}, err
+	}
+	if used.Valid {
+		return c, store.ErrConflict
+	}
+	return store.AuthCode{}, store.ErrNotFound
+}

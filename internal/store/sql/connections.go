@@ -1,0 +1,326 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+
+	"latchkey.dev/latchkey/internal/store"
+)
+
+const connectionCols = `id, project, subject, connector, account_id, account_name, key_id, access_token,
+refresh_token, token_type, expiry, scopes, status, created_at, updated_at`
+
+var (
+	qGetConnection  = sqlText(`SELECT ` + connectionCols + `, version FROM connections WHERE project = ? AND id = ?`)
+	qLockConnection = sqlText(`SELECT ` + connectionCols + `, version FROM connections WHERE project = ? AND id = ?` + forUpdate)
+	qSaveConnection = sqlText(`INSERT INTO connections (` + connectionCols + `, version)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+ON CONFLICT (project, subject, connector, account_id) DO UPDATE SET account_name = excluded.account_name,
+key_id = excluded.key_id, access_token = excluded.access_token, refresh_token = excluded.refresh_token,
+token_type = excluded.token_type, expiry = excluded.expiry, scopes = excluded.scopes, status = excluded.status,
+updated_at = excluded.updated_at, version = connections.version + 1
+RETURNING ` + connectionCols + `, version`)
+	qUpdateConnection = sqlText(`UPDATE connections SET account_name = ?, key_id = ?, access_token = ?,
+refresh_token = ?, token_type = ?, expiry = ?, scopes = ?, status = ?, updated_at = ?, version = version + 1
+WHERE project = ? AND id = ? AND version = ?`)
+	qListConnections  = sqlText(`SELECT ` + connectionCols + `, version FROM connections WHERE project = ? AND subject = ? ORDER BY created_at, id`)
+	qDeleteConnection = sqlText(`DELETE FROM connections WHERE project = ? AND id = ?`)
+	// Also removed by the foreign key's cascade; said explicitly so the delete does not depend
+	// on the connection's foreign_keys setting.
+	qDeleteConnectionPerms = sqlText(`DELETE FROM agent_permissions WHERE project = ? AND connection_id = ?`)
+)
+
+func scanConnection(c *store.Connection, version *int64) func(scanner) error {
+	return func(r scanner) error {
+		var scopes, status string
+		var expiry sql.NullInt64
+		var created, updated int64
+		if err := r.Scan(&c.ID, &c.Project, &c.Subject, &c.Connector, &c.AccountID, &c.AccountName, &c.KeyID,
+			&c.AccessToken, &c.RefreshToken, &c.TokenType, &expiry, &scopes, &status, &created, &updated, version); err != nil {
+			return err
+		}
+		var err error
+		c.Scopes, err = fromList(scopes)
+		c.Status = store.ConnectionStatus(status)
+		c.Expiry = fromNullNS(expiry)
+		c.CreatedAt, c.UpdatedAt = fromNS(created), fromNS(updated)
+		return err
+	}
+}
+
+func accountKey(c store.Connection) string {
+	return c.Project + "\x00" + c.Subject + "\x00" + c.Connector + "\x00" + c.AccountID
+}
+
+// SaveConnection stores a connection, or updates the person's existing connection to the same
+// account in place (keeping its ID, CreatedAt and agent permissions). An empty Status is
+// stored as active.
+func (s *Store) SaveConnection(ctx context.Context, c store.Connection) (store.Connection, error) {
+	if c.Status == "" {
+		c.Status = store.ConnectionActive
+	}
+	if !s.postgres() {
+		unlock, err := s.rows.lock(ctx, accountKey(c))
+		if err != nil {
+			return store.Connection{}, err
+		}
+		defer unlock()
+	}
+	var out store.Connection
+	var version int64
+	err := s.wrow(ctx, scanConnection(&out, &version), qSaveConnection, c.ID, c.Project, c.Subject,
+		c.Connector, c.AccountID, c.AccountName, c.KeyID, blob(c.AccessToken), blob(c.RefreshToken), c.TokenType,
+		nullNS(c.Expiry), list(c.Scopes), string(c.Status), ns(c.CreatedAt), ns(c.UpdatedAt))
+	return out, conflict(err)
+}
+
+func (s *Store) GetConnection(ctx context.Context, project, id string) (store.Connection, error) {
+	var c store.Connection
+	var version int64
+	err := s.reader().row(ctx, scanConnection(&c, &version), qGetConnection, project, id)
+	return c, err
+}
+
+func (s *Store) ListConnections(ctx context.Context, project, subject string) ([]store.Connection, error) {
+	rows, err := s.reader().query(ctx, qListConnections, project, subject)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Connection
+	for rows.Next() {
+		var c store.Connection
+		var version int64
+		if err := scanConnection(&c, &version)(rows); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// UpdateConnection applies fn to the connection while no other caller can change it, and
+// stores the result. ID, Project, Subject, Connector, AccountID and CreatedAt cannot change
+// (a different account is a different connection: SaveConnection).
+//
+// PostgreSQL: fn runs inside a transaction holding the row lock (SELECT … FOR UPDATE), which
+// serialises callers on every replica.
+//
+// SQLite: the only lock SQLite has is the database-wide write lock, and fn performs an upstream
+// token refresh over the network; holding that lock meanwhile would stall every token request
+// of the server for as long as the upstream takes. SQLite runs as a single replica, so a lock
+// per account inside this process serialises the callers instead (SaveConnection and
+// DeleteConnection take it too), and the write that follows checks the row's version, so a
+// change made behind the process's back is reported as ErrConflict rather than overwritten.
+func (s *Store) UpdateConnection(ctx context.Context, project, id string, fn func(store.Connection) (store.Connection, error)) (store.Connection, error) {
+	if s.postgres() {
+		var out store.Connection
+		err := s.tx1(ctx, func(x q) error {
+			var cur store.Connection
+			var version int64
+			if err := x.row(ctx, scanConnection(&cur, &version), qLockConnection, project, id); err != nil {
+				return err
+			}
+			next, err := applyConnection(cur, fn)
+			if err != nil {
+				return err
+			}
+			if err := storeConnection(ctx, x, next, version); err != nil {
+				return err
+			}
+			out = next
+			return nil
+		})
+		return out, err
+	}
+
+	cur, err := s.GetConnection(ctx, project, id)
+	if err != nil {
+		return store.Connection{}, err
+	}
+	unlock, err := s.rows.lock(ctx, accountKey(cur))
+	if err != nil {
+		return store.Connection{}, err
+	}
+	defer unlock()
+	// Read again under the lock: the previous holder's write is what fn must see.
+	var version int64
+	if err := s.reader().row(ctx, scanConnection(&cur, &version), qGetConnection, project, id); err != nil {
+		return store.Connection{}, err
+	}
+	next, err := applyConnection(cur, fn)
+	if err != nil {
+		return store.Connection{}, err
+	}
+	if err := s.write(ctx, func(x q) error { return storeConnection(ctx, x, next, version) }); err != nil {
+		return store.Connection{}, err
+	}
+	return next, nil
+}
+
+// applyConnection runs fn and keeps what fn may not change.
+func applyConnection(cur store.Connection, fn func(store.Connection) (store.Connection, error)) (store.Connection, error) {
+	next, err := fn(cur)
+	if err != nil {
+		return store.Connection{}, err
+	}
+	next.ID, next.Project, next.Subject, next.Connector = cur.ID, cur.Project, cur.Subject, cur.Connector
+	next.AccountID, next.CreatedAt = cur.AccountID, cur.CreatedAt
+	if next.Status == "" {
+		next.Status = store.ConnectionActive
+	}
+	return next, nil
+}
+
+// storeConnection writes next if the row is still at version.
+func storeConnection(ctx context.Context, x q, next store.Connection, version int64) error {
+	n, err := x.execN(ctx, qUpdateConnection, next.AccountName, next.KeyID, blob(next.AccessToken),
+		blob(next.RefreshToken), next.TokenType, nullNS(next.Expiry), list(next.Scopes), string(next.Status),
+		ns(next.UpdatedAt), next.Project, next.ID, version)
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return errRace
+	}
+	return nil
+}
+
+// DeleteConnection removes the connection and every agent permission that names it.
+func (s *Store) DeleteConnection(ctx context.Context, project, id string) error {
+	if !s.postgres() {
+		cur, err := s.GetConnection(ctx, project, id)
+		if err != nil {
+			return err
+		}
+		unlock, err := s.rows.lock(ctx, accountKey(cur))
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
+	return s.tx(ctx, func(x q) error {
+		if _, err := x.exec(ctx, qDeleteConnectionPerms, project, id); err != nil {
+			return err
+		}
+		n, err := x.execN(ctx, qDeleteConnection, project, id)
+		if err == nil && n == 0 {
+			err = store.ErrNotFound
+		}
+		return err
+	})
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agent permissions
+
+const permissionCols = `project, subject, connector, client_id, connection_id, created_at`
+
+var (
+	qAllowAgent = sqlText(`INSERT INTO agent_permissions (` + permissionCols + `) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (project, subject, connector, client_id) DO UPDATE SET connection_id = excluded.connection_id`)
+	qFindPermission = sqlText(`SELECT ` + permissionCols + ` FROM agent_permissions
+WHERE project = ? AND subject = ? AND connector = ? AND client_id = ?`)
+	qListPermissions = sqlText(`SELECT ` + permissionCols + ` FROM agent_permissions
+WHERE project = ? AND subject = ? ORDER BY connector, client_id`)
+	qDeletePermission = sqlText(`DELETE FROM agent_permissions WHERE project = ? AND subject = ? AND connector = ? AND client_id = ?`)
+)
+
+func scanPermission(p *store.AgentPermission) func(scanner) error {
+	return func(r scanner) error {
+		var created int64
+		if err := r.Scan(&p.Project, &p.Subject, &p.Connector, &p.ClientID, &p.ConnectionID, &created); err != nil {
+			return err
+		}
+		p.CreatedAt = fromNS(created)
+		return nil
+	}
+}
+
+// AllowAgent lets a client use a connection, replacing the connection it was allowed before
+// for that connector. The connection must belong to the same person and connector, else
+// ErrNotFound (a foreign key enforces it).
+func (s *Store) AllowAgent(ctx context.Context, p store.AgentPermission) error {
+	_, err := s.wexec(ctx, qAllowAgent, p.Project, p.Subject, p.Connector, p.ClientID, p.ConnectionID,
+		ns(p.CreatedAt))
+	if err != nil && isForeignKey(err) {
+		return errors.Join(store.ErrNotFound, err)
+	}
+	return err
+}
+
+func (s *Store) FindPermission(ctx context.Context, project, subject, connector, clientID string) (store.AgentPermission, error) {
+	var p store.AgentPermission
+	err := s.reader().row(ctx, scanPermission(&p), qFindPermission, project, subject, connector, clientID)
+	return p, err
+}
+
+func (s *Store) ListPermissions(ctx context.Context, project, subject string) ([]store.AgentPermission, error) {
+	rows, err := s.reader().query(ctx, qListPermissions, project, subject)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.AgentPermission
+	for rows.Next() {
+		var p store.AgentPermission
+		if err := scanPermission(&p)(rows); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) DeletePermission(ctx context.Context, project, subject, connector, clientID string) error {
+	n, err := s.wexec(ctx, qDeletePermission, project, subject, connector, clientID)
+	if err == nil && n == 0 {
+		err = store.ErrNotFound
+	}
+	return err
+}
+
+// ---------------------------------------------------------------------------------------------
+
+// keyedLock is a set of mutexes created on demand, one per key, that waiting callers can give
+// up on when their context ends.
+type keyedLock struct {
+	mu sync.Mutex
+	m  map[string]*keyedEntry
+}
+
+type keyedEntry struct {
+	ch   chan struct{} // holds one token while the key is locked
+	refs int
+}
+
+func (l *keyedLock) lock(ctx context.Context, key string) (unlock func(), err error) {
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = map[string]*keyedEntry{}
+	}
+	e := l.m[key]
+	if e == nil {
+		e = &keyedEntry{ch: make(chan struct{}, 1)}
+		l.m[key] = e
+	}
+	e.refs++
+	l.mu.Unlock()
+
+	release := func() {
+		l.mu.Lock()
+		if e.refs--; e.refs == 0 {
+			delete(l.m, key)
+		}
+		l.mu.Unlock()
+	}
+	select {
+	case e.ch <- struct{}{}:
+		return func() { <-e.ch; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, ctx.Err()
+	}
+}

@@ -1,0 +1,168 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"latchkey.dev/latchkey/internal/store"
+)
+
+var (
+	qAppendAudit = sqlText(`INSERT INTO audit (project, time, actor, action, target, details) VALUES (?, ?, ?, ?, ?, ?)`)
+	qListAudit   = sqlText(`SELECT id, project, time, actor, action, target, details FROM audit
+WHERE project = ? ORDER BY id DESC LIMIT ?`)
+)
+
+// AppendAudit stores a record; r.ID is ignored (the database numbers records in order).
+func (s *Store) AppendAudit(ctx context.Context, r store.AuditRecord) error {
+	details := "{}"
+	if len(r.Details) > 0 {
+		b, err := json.Marshal(r.Details)
+		if err != nil {
+			return err
+		}
+		details = string(b)
+	}
+	_, err := s.wexec(ctx, qAppendAudit, r.Project, ns(r.Time), r.Actor, r.Action, r.Target, details)
+	return err
+}
+
+// ListAudit returns a project's newest records first; limit <= 0 means 100.
+func (s *Store) ListAudit(ctx context.Context, project string, limit int) ([]store.AuditRecord, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.reader().query(ctx, qListAudit, project, int64(limit))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.AuditRecord
+	for rows.Next() {
+		var r store.AuditRecord
+		var t int64
+		var details string
+		if err := rows.Scan(&r.ID, &r.Project, &t, &r.Actor, &r.Action, &r.Target, &details); err != nil {
+			return nil, err
+		}
+		r.Time = fromNS(t)
+		if details != "{}" {
+			if err := json.Unmarshal([]byte(details), &r.Details); err != nil {
+				return nil, fmt.Errorf("sqlstore: audit %d details: %w", r.ID, err)
+			}
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Outbox
+
+const eventCols = `id, project, sink, type, data, created_at, attempts, next_attempt, delivered_at`
+
+var (
+	qEnqueue = sqlText(`INSERT INTO events (` + eventCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL)`)
+	// One statement picks and leases, so two replicas never lease the same row: on PostgreSQL
+	// the picker skips rows another replica is leasing right now, on SQLite the write lock
+	// serialises the statement.
+	qClaim = sqlText(`UPDATE events SET next_attempt = ? WHERE seq IN (
+	SELECT seq FROM events WHERE delivered_at IS NULL AND next_attempt <= ?
+	ORDER BY next_attempt, seq LIMIT ?` + skipLocked + `
+) RETURNING seq, ` + eventCols)
+	qDelivered = sqlText(`UPDATE events SET delivered_at = COALESCE(delivered_at, ?) WHERE id = ? AND sink = ?`)
+	qFailed    = sqlText(`UPDATE events SET attempts = attempts + 1, next_attempt = ?
+WHERE id = ? AND sink = ? AND delivered_at IS NULL`)
+	qDepth = sqlText(`SELECT COUNT(*) FROM events WHERE delivered_at IS NULL`)
+)
+
+// EnqueueEvents stores events in one transaction. A zero NextAttempt means due at CreatedAt.
+// An event id may repeat for different sinks; the same id and sink twice is ErrConflict.
+func (s *Store) EnqueueEvents(ctx context.Context, events ...store.Event) error {
+	return s.tx(ctx, func(x q) error {
+		for _, e := range events {
+			next := e.NextAttempt
+			if next.IsZero() {
+				next = e.CreatedAt
+			}
+			if _, err := x.exec(ctx, qEnqueue, e.ID, e.Project, e.Sink, e.Type, blob(e.Data), ns(e.CreatedAt),
+				int64(e.Attempts), ns(next)); err != nil {
+				return conflict(err)
+			}
+		}
+		return nil
+	})
+}
+
+// ClaimEvents leases up to limit due events (those due longest first) until now+lease and
+// returns them in the order they were enqueued. A leased event is due again when the lease
+// ends unless it was marked delivered or failed meanwhile.
+func (s *Store) ClaimEvents(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]store.Event, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	type claimed struct {
+		seq  int64
+		data store.Event
+	}
+	var got []claimed
+	err := s.write(ctx, func(x q) error {
+		rows, err := x.query(ctx, qClaim, ns(now.Add(lease)), ns(now), int64(limit))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c claimed
+			var created, next, attempts int64
+			var delivered sql.NullInt64
+			e := &c.data
+			if err := rows.Scan(&c.seq, &e.ID, &e.Project, &e.Sink, &e.Type, &e.Data, &created, &attempts, &next, &delivered); err != nil {
+				return err
+			}
+			e.CreatedAt, e.NextAttempt, e.Attempts = fromNS(created), fromNS(next), int(attempts)
+			e.DeliveredAt = fromNullNS(delivered)
+			got = append(got, c)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(got, func(i, j int) bool { return got[i].seq < got[j].seq })
+	out := make([]store.Event, len(got))
+	for i, c := range got {
+		out[i] = c.data
+	}
+	return out, nil
+}
+
+// MarkDelivered records delivery; marking a delivered event again changes nothing.
+func (s *Store) MarkDelivered(ctx context.Context, id, sink string, now time.Time) error {
+	n, err := s.wexec(ctx, qDelivered, ns(now), id, sink)
+	if err == nil && n == 0 {
+		err = store.ErrNotFound
+	}
+	return err
+}
+
+// MarkFailed counts a failed attempt and makes the event due again at next. An event that was
+// delivered meanwhile is ErrNotFound.
+func (s *Store) MarkFailed(ctx context.Context, id, sink string, next time.Time) error {
+	n, err := s.wexec(ctx, qFailed, ns(next), id, sink)
+	if err == nil && n == 0 {
+		err = store.ErrNotFound
+	}
+	return err
+}
+
+// OutboxDepth counts events not yet delivered.
+func (s *Store) OutboxDepth(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.reader().row(ctx, func(r scanner) error { return r.Scan(&n) }, qDepth)
+	return n, err
+}

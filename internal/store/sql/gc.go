@@ -1,0 +1,98 @@
+package sqlstore
+
+import (
+	"context"
+	"time"
+
+	"latchkey.dev/latchkey/internal/store"
+)
+
+// gcBatch bounds each delete on SQLite, where a delete holds the database write lock: token
+// requests wait at most one batch, not one whole collection.
+const gcBatch = 500
+
+type gcStep struct {
+	name  string
+	query string // arguments: now (and on SQLite the batch size)
+}
+
+// The SQLite forms delete by rowid in batches; PostgreSQL deletes each table in one statement
+// inside one transaction (readers are not blocked there).
+var (
+	qGCLock = `SELECT pg_try_advisory_xact_lock(hashtext(coalesce(current_schema(), '') || ':latchkey:gc'))`
+
+	gcSteps = []struct {
+		name  string
+		table string
+		where string
+		set   string // non-empty: an UPDATE that clears columns instead of a DELETE
+	}{
+		{name: "sessions", table: "sessions", where: "expires_at < ?"},
+		{name: "auth_codes", table: "auth_codes", where: "expires_at < ?"},
+		{name: "tokens", table: "tokens", where: "expires_at < ?"},
+		// A rotated token's stored response is only useful inside the grace window.
+		{name: "token_replays", table: "tokens", where: "sealed IS NOT NULL AND replay_until <= ?",
+			set: "sealed = NULL, replay_until = NULL"},
+		{name: "callback_states", table: "callback_states", where: "expires_at < ?"},
+		{name: "links", table: "links", where: "expires_at < ?"},
+		{name: "events", table: "events", where: "delivered_at IS NOT NULL AND delivered_at < ?"},
+	}
+	sqliteGC, postgresGC []gcStep
+)
+
+func init() {
+	for _, g := range gcSteps {
+		pick := `rowid IN (SELECT rowid FROM ` + g.table + ` WHERE ` + g.where + ` LIMIT ?)`
+		if g.set != "" {
+			sqliteGC = append(sqliteGC, gcStep{g.name, sqlText(`UPDATE ` + g.table + ` SET ` + g.set + ` WHERE ` + pick)})
+			postgresGC = append(postgresGC, gcStep{g.name, `UPDATE ` + g.table + ` SET ` + g.set + ` WHERE ` + g.where})
+			continue
+		}
+		sqliteGC = append(sqliteGC, gcStep{g.name, sqlText(`DELETE FROM ` + g.table + ` WHERE ` + pick)})
+		postgresGC = append(postgresGC, gcStep{g.name, `DELETE FROM ` + g.table + ` WHERE ` + g.where})
+	}
+}
+
+// GarbageCollect removes what expired before now; the result names every table it looked at.
+// On PostgreSQL one replica collects at a time: a replica that finds the lock taken returns an
+// empty result at once.
+func (s *Store) GarbageCollect(ctx context.Context, now time.Time) (store.GCResult, error) {
+	res := store.GCResult{}
+	if s.postgres() {
+		err := s.tx1(ctx, func(x q) error {
+			var got bool
+			if err := x.row(ctx, func(r scanner) error { return r.Scan(&got) }, qGCLock); err != nil {
+				return err
+			}
+			if !got {
+				return nil
+			}
+			for _, g := range postgresGC {
+				n, err := x.execN(ctx, g.query, ns(now))
+				if err != nil {
+					return err
+				}
+				res[g.name] += n
+			}
+			return nil
+		})
+		if err != nil {
+			return store.GCResult{}, err
+		}
+		return res, nil
+	}
+	for _, g := range sqliteGC {
+		res[g.name] += 0
+		for {
+			n, err := s.wexec(ctx, g.query, ns(now), int64(gcBatch))
+			if err != nil {
+				return res, err
+			}
+			res[g.name] += n
+			if n < gcBatch {
+				break
+			}
+		}
+	}
+	return res, nil
+}

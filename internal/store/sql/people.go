@@ -1,0 +1,82 @@
+package sqlstore
+
+import (
+	"context"
+	"time"
+
+	"latchkey.dev/latchkey/internal/store"
+)
+
+const personCols = `project, id, source, source_subject, email, name, created_at`
+
+var (
+	qUpsertPerson = sqlText(`INSERT INTO people (` + personCols + `) VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (project, source, source_subject) DO UPDATE SET email = excluded.email, name = excluded.name
+RETURNING ` + personCols)
+	qGetPerson = sqlText(`SELECT ` + personCols + ` FROM people WHERE project = ? AND id = ?`)
+)
+
+func scanPerson(p *store.Person) func(scanner) error {
+	return func(r scanner) error {
+		var created int64
+		if err := r.Scan(&p.Project, &p.ID, &p.Source, &p.SourceSubject, &p.Email, &p.Name, &created); err != nil {
+			return err
+		}
+		p.CreatedAt = fromNS(created)
+		return nil
+	}
+}
+
+// UpsertPerson finds the person by source identity or creates them. A new person whose ID is
+// already taken in the project is ErrConflict.
+func (s *Store) UpsertPerson(ctx context.Context, p store.Person) (store.Person, error) {
+	var out store.Person
+	err := s.wrow(ctx, scanPerson(&out), qUpsertPerson,
+		p.Project, p.ID, p.Source, p.SourceSubject, p.Email, p.Name, ns(p.CreatedAt))
+	return out, conflict(err)
+}
+
+func (s *Store) GetPerson(ctx context.Context, project, id string) (store.Person, error) {
+	var out store.Person
+	err := s.reader().row(ctx, scanPerson(&out), qGetPerson, project, id)
+	return out, err
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sessions
+
+const sessionCols = `id_hash, project, subject, auth_time, created_at, expires_at`
+
+var (
+	qCreateSession = sqlText(`INSERT INTO sessions (` + sessionCols + `) VALUES (?, ?, ?, ?, ?, ?)`)
+	qGetSession    = sqlText(`SELECT ` + sessionCols + ` FROM sessions WHERE id_hash = ? AND expires_at > ?`)
+	qDeleteSession = sqlText(`DELETE FROM sessions WHERE id_hash = ?`)
+)
+
+func (s *Store) CreateSession(ctx context.Context, x store.Session) error {
+	_, err := s.wexec(ctx, qCreateSession,
+		x.IDHash, x.Project, x.Subject, ns(x.AuthTime), ns(x.CreatedAt), ns(x.ExpiresAt))
+	return conflict(err)
+}
+
+func (s *Store) GetSession(ctx context.Context, idHash []byte, now time.Time) (store.Session, error) {
+	var out store.Session
+	err := s.reader().row(ctx, func(r scanner) error {
+		var auth, created, expires int64
+		if err := r.Scan(&out.IDHash, &out.Project, &out.Subject, &auth, &created, &expires); err != nil {
+			return err
+		}
+		out.AuthTime, out.CreatedAt, out.ExpiresAt = fromNS(auth), fromNS(created), fromNS(expires)
+		return nil
+	}, qGetSession, idHash, ns(now))
+	return out, err
+}
+
+// DeleteSession removes the session; ErrNotFound if there was none.
+func (s *Store) DeleteSession(ctx context.Context, idHash []byte) error {
+	n, err := s.wexec(ctx, qDeleteSession, idHash)
+	if err == nil && n == 0 {
+		err = store.ErrNotFound
+	}
+	return err
+}

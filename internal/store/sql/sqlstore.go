@@ -1,0 +1,600 @@
+// Package sqlstore implements store.Store on SQLite (embedded, one replica) and PostgreSQL
+// (production, any number of replicas) with one body of SQL and a small dialect layer.
+//
+// Conventions that hold for both backends:
+//   - times are BIGINT Unix nanoseconds in UTC (sub-second precision, no time-zone or driver
+//     conversion differences); NULL means "not set";
+//   - string lists and maps are JSON text;
+//   - queries are written with ? placeholders and rewritten to $n for PostgreSQL once;
+//   - every multi-row change runs in one transaction; PostgreSQL runs at READ COMMITTED, so
+//     races are settled by row locks (FOR UPDATE), conditional updates and unique indexes.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"latchkey.dev/latchkey/internal/store"
+)
+
+// Store is a store.Store backed by SQLite or PostgreSQL. Open it with Open.
+type Store struct {
+	d dialect
+	// w runs every write and every transaction. On SQLite it holds exactly one connection,
+	// see openSQLite for why.
+	w *sql.DB
+	// r runs single-statement reads. On PostgreSQL it is w.
+	r *sql.DB
+	// gate admits one writer at a time to w when w has a single connection (see enter).
+	gate chan struct{}
+	// ck checkpoints the SQLite WAL in the background (see openSQLite); nil otherwise.
+	ck             *sql.DB
+	ckStop, ckDone chan struct{}
+
+	rebound sync.Map // query with ? placeholders -> dialect text
+	stmts   sync.Map // stmtKey -> *sql.Stmt (SQLite only)
+
+	// rows serialises changes to one connected account on SQLite, where the only lock is the
+	// database-wide write lock (see UpdateConnection).
+	rows keyedLock
+}
+
+var _ store.Store = (*Store)(nil)
+
+type stmtKey struct {
+	db    *sql.DB
+	query string
+}
+
+// Open connects to dsn and applies pending migrations.
+//
+//	sqlite:/var/lib/latchkey/latchkey.db
+//	postgres://user:pass@host:5432/db?sslmode=verify-full
+//
+// On PostgreSQL the connection's search_path (e.g. ?search_path=latchkey) chooses the schema;
+// advisory locks are scoped to that schema, so two installations can share a database.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	var (
+		s   *Store
+		err error
+	)
+	switch {
+	case strings.HasPrefix(dsn, "sqlite:"):
+		s, err = openSQLite(strings.TrimPrefix(dsn, "sqlite:"), 1)
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		s, err = openPostgres(dsn)
+	default:
+		return nil, errors.New("sqlstore: dsn must start with sqlite: or postgres://")
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Two processes creating the same SQLite file at once can meet SQLITE_BUSY while the
+	// first switches it to WAL (SQLite does not call the busy handler there); the file is
+	// settled a moment later.
+	for attempt := 0; ; attempt++ {
+		err = s.start(ctx)
+		if err == nil {
+			if s.ck != nil {
+				s.ckStop, s.ckDone = make(chan struct{}), make(chan struct{})
+				go s.checkpoints()
+			}
+			return s, nil
+		}
+		if attempt >= 50 || sqliteCode(err)&0xff != sqlite3.SQLITE_BUSY {
+			s.Close()
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			s.Close()
+			return nil, err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// start checks the connection, migrates, and prepares statements.
+func (s *Store) start(ctx context.Context) error {
+	if err := s.w.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlstore: connect: %w", err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		return err
+	}
+	if s.d.prepare {
+		// Statements used inside transactions must be prepared before any transaction
+		// starts: preparing on the pool needs a free connection, and on SQLite a
+		// transaction holds the only write connection.
+		for _, query := range statements {
+			if _, err := s.stmt(ctx, s.w, query); err != nil {
+				return fmt.Errorf("sqlstore: prepare %q: %w", query, err)
+			}
+		}
+	}
+	return nil
+}
+
+// openSQLite opens one write connection and a pool of read-only connections on the same file.
+//
+// SQLite admits one writer at a time. With a pool of read-write connections, writers that
+// collide wait inside SQLite's busy handler, which sleeps and polls (1, 2, 5, 10… ms steps), and
+// fail with SQLITE_BUSY once busy_timeout runs out. A single write connection makes writers
+// queue in database/sql instead, in arrival order and without polling, and WAL lets readers
+// proceed alongside it (BenchmarkSQLiteWriters compares the two). Write transactions still
+// BEGIN IMMEDIATE so that another process opening the same file (a migration job, sqlite3 on
+// the command line) can never turn a read into a failed lock upgrade halfway through.
+//
+// The write connection does not checkpoint: an automatic checkpoint runs on the connection
+// that committed, after the commit, and fsyncs the database file, and with one write connection
+// every writer would wait for it (it was most of the p99 latency). A background connection
+// copies the WAL back into the database instead (PASSIVE: it never blocks the writer).
+//
+// writers > 1 opens a pool of write connections that checkpoint for themselves instead; it
+// exists only so the benchmark can compare.
+func openSQLite(path string, writers int) (*Store, error) {
+	if path == "" || strings.ContainsAny(path, "?#") || strings.Contains(path, ":memory:") {
+		return nil, errors.New("sqlstore: sqlite: needs a file path (no query string, not :memory:)")
+	}
+	common := path + "?_busy_timeout=10000&_foreign_keys=1&_journal_mode=WAL&_synchronous=NORMAL" +
+		"&_pragma=cache_size(-16000)&_pragma=temp_store(MEMORY)"
+	s := &Store{d: sqliteDialect}
+	open := func(dsn string, conns int) *sql.DB {
+		db, _ := sql.Open("sqlite", dsn) // sql.Open only fails for an unknown driver
+		db.SetMaxOpenConns(conns)
+		db.SetMaxIdleConns(conns)
+		db.SetConnMaxIdleTime(0)
+		db.SetConnMaxLifetime(0)
+		return db
+	}
+	if writers == 1 {
+		s.w = open(common+"&_txlock=immediate&_pragma=wal_autocheckpoint(0)", 1)
+		s.ck = open(common, 1)
+		s.gate = make(chan struct{}, 1)
+	} else {
+		s.w = open(common+"&_txlock=immediate", writers)
+	}
+	s.r = open(common+"&_query_only=1", max(4, 2*runtime.GOMAXPROCS(0)))
+	return s, nil
+}
+
+// checkpointEvery bounds how far the WAL grows between checkpoints.
+const checkpointEvery = 250 * time.Millisecond
+
+func (s *Store) checkpoints() {
+	defer close(s.ckDone)
+	t := time.NewTicker(checkpointEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ckStop:
+			return
+		case <-t.C:
+			// Errors are transient (a busy file); the next tick tries again.
+			s.ck.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
+		}
+	}
+}
+
+func openPostgres(dsn string) (*Store, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: postgres dsn: %w", err)
+	}
+	db := stdlib.OpenDB(*cfg)
+	// Enough for the request load of one replica; UpdateConnection holds a connection while
+	// the upstream refresh runs, so leave headroom beyond the CPU count.
+	n := max(16, 4*runtime.GOMAXPROCS(0))
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	db.SetConnMaxLifetime(time.Hour)
+	return &Store{d: postgresDialect, w: db, r: db}, nil
+}
+
+// Close closes every connection.
+func (s *Store) Close() error {
+	s.stmts.Range(func(_, v any) bool {
+		v.(*sql.Stmt).Close()
+		return true
+	})
+	if s.ckStop != nil {
+		close(s.ckStop)
+		<-s.ckDone
+		s.ckStop = nil
+	}
+	err := s.w.Close()
+	if s.r != s.w {
+		err = errors.Join(err, s.r.Close())
+	}
+	if s.ck != nil {
+		err = errors.Join(err, s.ck.Close())
+	}
+	return err
+}
+
+// Ping checks both pools answer.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.w.PingContext(ctx); err != nil {
+		return err
+	}
+	if s.r != s.w {
+		return s.r.PingContext(ctx)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dialect
+
+type dialect struct {
+	name string
+	// dollar rewrites ? placeholders to $1, $2, …
+	dollar bool
+	// prepare caches prepared statements per connection. pgx already caches statements by
+	// text on each connection, so only SQLite needs it.
+	prepare bool
+}
+
+var (
+	sqliteDialect   = dialect{name: "sqlite", prepare: true}
+	postgresDialect = dialect{name: "postgres", dollar: true}
+)
+
+func (s *Store) postgres() bool { return s.d.name == "postgres" }
+
+// Markers that constant queries carry where the dialects differ. SQLite keeps them as
+// comments: its write transaction already holds the database lock, so rows need no locking.
+const (
+	// forUpdate locks the selected rows until the transaction ends.
+	forUpdate = ` /*for update*/`
+	// skipLocked locks the selected rows and passes over rows another transaction holds.
+	skipLocked = ` /*skip locked*/`
+)
+
+// text returns query in the dialect's syntax: markers replaced and ? placeholders rewritten
+// to $1, $2, … for PostgreSQL. Queries are constants, so each is rewritten once.
+func (s *Store) text(query string) string {
+	if !s.d.dollar {
+		return query
+	}
+	if v, ok := s.rebound.Load(query); ok {
+		return v.(string)
+	}
+	t := strings.NewReplacer(forUpdate, " FOR UPDATE", skipLocked, " FOR UPDATE SKIP LOCKED").Replace(query)
+	var b strings.Builder
+	b.Grow(len(t) + 8)
+	n := 0
+	for i := 0; i < len(t); i++ {
+		if t[i] == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(t[i])
+	}
+	t = b.String()
+	s.rebound.Store(query, t)
+	return t
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running statements
+
+// statements lists every constant query, so SQLite can prepare them all at Open.
+var statements []string
+
+// sqlText registers a constant query (call it from package-level var declarations only).
+func sqlText(query string) string {
+	statements = append(statements, query)
+	return query
+}
+
+// q runs statements on a pool or inside a transaction on the write pool.
+type q struct {
+	s  *Store
+	db *sql.DB
+	tx *sql.Tx
+}
+
+func (s *Store) reader() q { return q{s: s, db: s.r} }
+
+// write runs fn's statements on the write pool outside a transaction (each statement commits
+// by itself), after its turn at the gate.
+func (s *Store) write(ctx context.Context, fn func(q) error) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.leave()
+	return fn(q{s: s, db: s.w})
+}
+
+// wexec runs one write statement and reports how many rows it changed.
+func (s *Store) wexec(ctx context.Context, query string, args ...any) (n int64, err error) {
+	err = s.write(ctx, func(x q) error {
+		n, err = x.execN(ctx, query, args...)
+		return err
+	})
+	return n, err
+}
+
+// wrow runs one write statement that returns at most one row (… RETURNING).
+func (s *Store) wrow(ctx context.Context, scan func(scanner) error, query string, args ...any) error {
+	return s.write(ctx, func(x q) error { return x.row(ctx, scan, query, args...) })
+}
+
+// enter waits for the write gate (SQLite with one write connection). Go channels queue
+// waiters first come, first served; database/sql hands a freed connection to a random waiter,
+// which under 16 concurrent writers stretched the tail latency several times over.
+func (s *Store) enter(ctx context.Context) error {
+	if s.gate == nil {
+		return nil
+	}
+	select {
+	case s.gate <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Store) leave() {
+	if s.gate != nil {
+		<-s.gate
+	}
+}
+
+func (s *Store) stmt(ctx context.Context, db *sql.DB, query string) (*sql.Stmt, error) {
+	k := stmtKey{db, query}
+	if v, ok := s.stmts.Load(k); ok {
+		return v.(*sql.Stmt), nil
+	}
+	st, err := db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if v, loaded := s.stmts.LoadOrStore(k, st); loaded {
+		st.Close()
+		return v.(*sql.Stmt), nil
+	}
+	return st, nil
+}
+
+// prepared returns the cached statement for query, bound to the transaction if there is one.
+// Inside a transaction only statements prepared at Open are used (see openSQLite); anything
+// else runs unprepared.
+func (x q) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
+	if !x.s.d.prepare {
+		return nil, nil
+	}
+	if x.tx != nil {
+		v, ok := x.s.stmts.Load(stmtKey{x.db, query})
+		if !ok {
+			return nil, nil
+		}
+		return x.tx.StmtContext(ctx, v.(*sql.Stmt)), nil
+	}
+	return x.s.stmt(ctx, x.db, query)
+}
+
+func (x q) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := x.prepared(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	if x.tx != nil {
+		return x.tx.ExecContext(ctx, x.s.text(query), args...)
+	}
+	return x.db.ExecContext(ctx, x.s.text(query), args...)
+}
+
+// execN runs a statement and reports how many rows it changed.
+func (x q) execN(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := x.exec(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (x q) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := x.prepared(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	if x.tx != nil {
+		return x.tx.QueryContext(ctx, x.s.text(query), args...)
+	}
+	return x.db.QueryContext(ctx, x.s.text(query), args...)
+}
+
+// row runs a query expected to return at most one row and scans it with scan.
+func (x q) row(ctx context.Context, scan func(scanner) error, query string, args ...any) error {
+	rows, err := x.query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return store.ErrNotFound
+	}
+	if err := scan(rows); err != nil {
+		return err
+	}
+	return rows.Close()
+}
+
+// scanner is what sql.Rows and sql.Row have in common.
+type scanner interface{ Scan(dest ...any) error }
+
+// tx runs fn in a write transaction. On PostgreSQL, a transaction that a deadlock or a
+// serialization failure aborted is run again (bounded): the statements that can collide that
+// way (bulk revocations against rotations) are all safe to repeat. fn must not call back into
+// the store: on SQLite the transaction holds the only write connection.
+func (s *Store) tx(ctx context.Context, fn func(q) error) error {
+	for attempt := 0; ; attempt++ {
+		err := s.tx1(ctx, fn)
+		if err == nil || attempt >= 4 || !s.retryable(err) {
+			return err
+		}
+	}
+}
+
+func (s *Store) tx1(ctx context.Context, fn func(q) error) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.leave()
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	// Also on panic (or t.Fatal inside a callback): never leave the write connection in a
+	// transaction. After Commit this is a no-op.
+	defer tx.Rollback()
+	if err := fn(q{s: s, db: s.w, tx: tx}); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+func sqliteCode(err error) int {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code()
+	}
+	return 0
+}
+
+func isUnique(err error) bool {
+	if c := sqliteCode(err); c == sqlite3.SQLITE_CONSTRAINT_UNIQUE || c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY {
+		return true
+	}
+	return pgCode(err) == "23505"
+}
+
+func isForeignKey(err error) bool {
+	return sqliteCode(err) == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY || pgCode(err) == "23503"
+}
+
+func (s *Store) retryable(err error) bool {
+	switch pgCode(err) {
+	case "40001", "40P01": // serialization_failure, deadlock_detected
+		return true
+	}
+	return false
+}
+
+// errRace ends a transaction that lost a race it can win by running again; callers loop a
+// few times and otherwise return it (it is ErrConflict to their callers).
+var errRace = fmt.Errorf("%w: concurrent change, try again", store.ErrConflict)
+
+// conflict maps a unique-key violation to store.ErrConflict, keeping other errors.
+func conflict(err error) error {
+	if err != nil && isUnique(err) {
+		return fmt.Errorf("%w: %v", store.ErrConflict, err)
+	}
+	return err
+}
+
+// ---------------------------------------------------------------------------------------------
+// Column encodings
+
+// ns stores a time as Unix nanoseconds; the zero time is stored as 0 and read back as zero.
+func ns(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNS(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+// nullNS stores an optional time; nil becomes NULL.
+func nullNS(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+func fromNullNS(n sql.NullInt64) *time.Time {
+	if !n.Valid {
+		return nil
+	}
+	t := time.Unix(0, n.Int64).UTC()
+	return &t
+}
+
+// list stores a string list as JSON; nil and empty are both "[]" and read back as nil.
+func list(v []string) string {
+	if len(v) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func fromList(s string) ([]string, error) {
+	if s == "" || s == "[]" {
+		return nil, nil
+	}
+	var v []string
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return nil, fmt.Errorf("sqlstore: bad list column: %w", err)
+	}
+	return v, nil
+}
+
+// blob keeps nil as NULL but stores an empty non-nil slice as an empty value.
+func blob(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return b
+}
+
+// placeholders returns "?, ?, …" for n values.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}

@@ -1,0 +1,378 @@
+package sqlstore
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/internal/store/conformance"
+)
+
+func TestSQLite(t *testing.T) {
+	conformance.Run(t, func(t *testing.T) store.Store { return openTest(t, sqliteDSN(t)) })
+}
+
+func TestPostgres(t *testing.T) {
+	conformance.Run(t, func(t *testing.T) store.Store { return openTest(t, postgresDSN(t)) })
+}
+
+func openTest(t testing.TB, dsn string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func sqliteDSN(t testing.TB) string {
+	return "sqlite:" + filepath.Join(t.TempDir(), "latchkey.db")
+}
+
+var pgAdmin struct {
+	once sync.Once
+	db   *sql.DB
+	err  error
+}
+
+// postgresDSN creates an empty schema for one test (dropped afterwards) and returns a DSN
+// whose search_path selects it: much faster than a database per test, and just as separate.
+func postgresDSN(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv("LATCHKEY_TEST_POSTGRES_DSN")
+	if base == "" {
+		t.Skip("LATCHKEY_TEST_POSTGRES_DSN is not set; set it to a postgres:// URL to run the PostgreSQL tests")
+	}
+	pgAdmin.once.Do(func() {
+		pgAdmin.db, pgAdmin.err = sql.Open("pgx", base)
+	})
+	if pgAdmin.err != nil {
+		t.Fatal(pgAdmin.err)
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	schema := "lk_test_" + hex.EncodeToString(b[:])
+	if _, err := pgAdmin.db.Exec(`CREATE SCHEMA ` + schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := pgAdmin.db.Exec(`DROP SCHEMA ` + schema + ` CASCADE`); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("LATCHKEY_TEST_POSTGRES_DSN: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func schemaOf(t testing.TB, dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Query().Get("search_path")
+}
+
+func TestOpenRejects(t *testing.T) {
+	for _, dsn := range []string{"", "mysql://x", "sqlite:", "sqlite::memory:", "sqlite:/tmp/x.db?mode=ro"} {
+		if s, err := Open(t.Context(), dsn); err == nil {
+			s.Close()
+			t.Errorf("Open(%q) succeeded", dsn)
+		}
+	}
+}
+
+// Replicas (or a restart) opening one database at the same time: the migrations are applied
+// once and everyone starts.
+func TestConcurrentOpen(t *testing.T) {
+	for name, dsn := range map[string]func(testing.TB) string{"sqlite": sqliteDSN, "postgres": postgresDSN} {
+		t.Run(name, func(t *testing.T) {
+			dsn := dsn(t)
+			const n = 4
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					s, err := Open(t.Context(), dsn)
+					if err == nil {
+						err = s.Ping(t.Context())
+						s.Close()
+					}
+					errs[i] = err
+				})
+			}
+			wg.Wait()
+			for _, err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := openTest(t, dsn)
+			var versions int
+			if err := s.w.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&versions); err != nil {
+				t.Fatal(err)
+			}
+			ms, err := migrations(s.d.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if versions != len(ms) {
+				t.Fatalf("schema_migrations has %d rows, want %d", versions, len(ms))
+			}
+		})
+	}
+}
+
+// While one replica collects, another returns at once with nothing done.
+func TestPostgresGCOneReplica(t *testing.T) {
+	dsn := postgresDSN(t)
+	s := openTest(t, dsn)
+	tx, err := pgAdmin.db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(`SELECT pg_advisory_xact_lock(hashtext($1 || ':latchkey:gc'))`, schemaOf(t, dsn)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.GarbageCollect(t.Context(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 0 {
+		t.Fatalf("GarbageCollect while another replica holds the lock = %v, want empty", res)
+	}
+	tx.Rollback()
+	res, err = s.GarbageCollect(t.Context(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := res["tokens"]; !ok {
+		t.Fatalf("GarbageCollect after the lock was released = %v, want a full result", res)
+	}
+}
+
+// Every hot lookup must use an index: a full scan would grow with the number of people.
+func TestSQLiteQueryPlans(t *testing.T) {
+	s := openTest(t, sqliteDSN(t))
+	queries := []string{
+		qGetToken, qLockToken, qSuccessors, qRevokeHolder, qRevokeClient, qRevokeFamily, qRevokeByCode, qCountLive,
+		qGetSession, qGetCallback, qConsumeCallback, qLinkByCode, qOpenLinkFor, qRedeemCode, qGetConnection,
+		qListConnections, qFindPermission, qListPermissions, qGetGrant, qListGrants, qDeleteClientGrant,
+		qDeleteClientPerm, qClaim, qDepth, qListAudit, qGetClient, qListClients,
+	}
+	for _, g := range sqliteGC {
+		queries = append(queries, g.query)
+	}
+	for _, query := range queries {
+		rows, err := s.w.Query(`EXPLAIN QUERY PLAN `+query, slices.Repeat([]any{nil}, countArgs(query))...)
+		if err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		t.Logf("%.60q… %v", query, plan)
+		for _, step := range plan {
+			// The outbox depth walks the partial index of undelivered events, which is the
+			// answer's own size.
+			if query == qDepth && strings.HasPrefix(step, "SCAN events USING COVERING INDEX events_due") ||
+				query == qDepth && strings.HasPrefix(step, "SCAN events USING INDEX events_due") {
+				continue
+			}
+			if strings.HasPrefix(step, "SCAN") {
+				t.Errorf("full scan in %q:\n%v", query, plan)
+			}
+		}
+	}
+}
+
+func countArgs(q string) int {
+	n := 0
+	for i := range len(q) {
+		if q[i] == '?' {
+			n++
+		}
+	}
+	return n
+}
+
+// ---------------------------------------------------------------------------------------------
+// Benchmarks. Each runs on SQLite and, when LATCHKEY_TEST_POSTGRES_DSN is set, on PostgreSQL,
+// with 16 concurrent callers (the load target), and reports latency percentiles.
+
+var backends = []struct {
+	name string
+	dsn  func(testing.TB) string
+}{{"sqlite", sqliteDSN}, {"postgres", postgresDSN}}
+
+var bench = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// concurrent runs op b.N times across 16 goroutines and reports p50 and p99 latency.
+func concurrent(b *testing.B, op func(worker int, i int64) error) {
+	const callers = 16
+	var next atomic.Int64
+	lat := make([][]time.Duration, callers)
+	errs := make([]error, callers)
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for w := range callers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(b.N) {
+					return
+				}
+				start := time.Now()
+				if err := op(w, i); err != nil {
+					errs[w] = err
+					return
+				}
+				lat[w] = append(lat[w], time.Since(start))
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	for _, err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	if len(all) > 0 {
+		b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+		b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+	}
+}
+
+func benchPair(prefix string, i int64) (store.Token, store.Token) {
+	fam := prefix + strconv.FormatInt(i, 10)
+	a := store.Token{Hash: hashOf(fam + "/at"), Kind: store.AccessToken, Project: "bench/p", ClientID: "c" + strconv.FormatInt(i%50, 10),
+		Subject: "u" + strconv.FormatInt(i%1000, 10), Scopes: []string{"read", "write"}, Audience: []string{"https://mcp.example/"},
+		FamilyID: fam, AuthTime: bench, IssuedAt: bench, ExpiresAt: bench.Add(time.Hour)}
+	r := a
+	r.Hash, r.Kind, r.ExpiresAt = hashOf(fam+"/rt"), store.RefreshToken, bench.Add(30*24*time.Hour)
+	return a, r
+}
+
+func hashOf(s string) []byte {
+	h := sha256.Sum256([]byte(s))
+	return h[:]
+}
+
+func BenchmarkCreateTokens(b *testing.B) {
+	for _, be := range backends {
+		b.Run(be.name, func(b *testing.B) {
+			s := openTest(b, be.dsn(b))
+			concurrent(b, func(_ int, i int64) error {
+				a, r := benchPair("f", i)
+				return s.CreateTokens(b.Context(), a, r)
+			})
+		})
+	}
+}
+
+func BenchmarkGetToken(b *testing.B) {
+	for _, be := range backends {
+		b.Run(be.name, func(b *testing.B) {
+			s := openTest(b, be.dsn(b))
+			const n = 10000
+			for i := range int64(n) {
+				a, r := benchPair("f", i)
+				if err := s.CreateTokens(b.Context(), a, r); err != nil {
+					b.Fatal(err)
+				}
+			}
+			concurrent(b, func(_ int, i int64) error {
+				_, err := s.GetToken(b.Context(), hashOf("f"+strconv.FormatInt(i*7919%n, 10)+"/at"))
+				return err
+			})
+		})
+	}
+}
+
+// BenchmarkRotate: each caller walks its own refresh chain, one rotation per operation.
+func BenchmarkRotate(b *testing.B) {
+	for _, be := range backends {
+		b.Run(be.name, func(b *testing.B) {
+			s := openTest(b, be.dsn(b))
+			const callers = 16
+			head := make([][]byte, callers)
+			for w := range callers {
+				a, r := benchPair("chain", int64(w))
+				if err := s.CreateTokens(b.Context(), a, r); err != nil {
+					b.Fatal(err)
+				}
+				head[w] = r.Hash
+			}
+			concurrent(b, func(w int, i int64) error {
+				a, r := benchPair("next", i)
+				a.FamilyID, r.FamilyID, a.ClientID, r.ClientID, a.Subject, r.Subject = "", "", "", "", "", ""
+				rot, err := s.RotateRefreshToken(b.Context(), store.RotateRequest{OldHash: head[w],
+					New: []store.Token{a, r}, Sealed: make([]byte, 600), Now: bench, Grace: 10 * time.Second})
+				if err != nil {
+					return err
+				}
+				if rot.Outcome != store.OutcomeRotated {
+					return fmt.Errorf("outcome %v", rot.Outcome)
+				}
+				head[w] = r.Hash
+				return nil
+			})
+		})
+	}
+}
+
+// BenchmarkSQLiteWriters compares the chosen single write connection with a pool of write
+// connections contending through SQLite's busy handler (see openSQLite).
+func BenchmarkSQLiteWriters(b *testing.B) {
+	for _, writers := range []int{1, 4, 16} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			s, err := openSQLite(filepath.Join(b.TempDir(), "w.db"), writers)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.start(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+			if s.ck != nil {
+				s.ckStop, s.ckDone = make(chan struct{}), make(chan struct{})
+				go s.checkpoints()
+			}
+			concurrent(b, func(_ int, i int64) error {
+				a, r := benchPair("f", i)
+				return s.CreateTokens(b.Context(), a, r)
+			})
+		})
+	}
+}

@@ -1,0 +1,346 @@
+package sqlstore
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"latchkey.dev/latchkey/internal/store"
+)
+
+// A token is live when it is neither revoked nor rotated nor expired. Revocations also mark
+// rotated tokens revoked (so presenting one later is plainly inactive) but count only live
+// ones: those are what a person or an admin would call "connected".
+
+const tokenCols = `hash, kind, project, client_id, subject, scopes, audience, family_id, generation, code_hash,
+auth_time, issued_at, expires_at, revoked_at, rotated_at`
+
+// revokeSet starts every revocation; the WHERE clause continues it. Each revocation returns the
+// rows it ended so the caller can count live ones per client without a second query.
+const revokeSet = `UPDATE tokens SET revoked_at = ?, sealed = NULL, replay_until = NULL
+WHERE revoked_at IS NULL AND expires_at > ? AND `
+
+const revokeReturning = ` RETURNING client_id, rotated_at`
+
+var (
+	qInsertToken = sqlText(`INSERT INTO tokens (` + tokenCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	qGetToken    = sqlText(`SELECT ` + tokenCols + ` FROM tokens WHERE hash = ?`)
+	qLockToken   = sqlText(`SELECT ` + tokenCols + `, sealed FROM tokens WHERE hash = ?` + forUpdate)
+	// The row lock (PostgreSQL) or the write transaction (SQLite) already serialises rotations;
+	// the conditions make a lost race visible instead of silent should that ever change.
+	qRetire = sqlText(`UPDATE tokens SET rotated_at = ?, sealed = ?, replay_until = ?
+WHERE hash = ? AND rotated_at IS NULL AND revoked_at IS NULL`)
+	qSuccessors = sqlText(`SELECT expires_at, revoked_at, rotated_at FROM tokens
+WHERE family_id = ? AND generation = ? AND kind = 'refresh'`)
+
+	qRevokeHash   = sqlText(revokeSet + `hash = ?` + revokeReturning)
+	qRevokeFamily = sqlText(revokeSet + `family_id = ?` + revokeReturning)
+	qRevokeByCode = sqlText(revokeSet + `family_id IN (SELECT family_id FROM tokens WHERE code_hash = ?)` + revokeReturning)
+	qRevokeClient = sqlText(revokeSet + `project = ? AND client_id = ?` + revokeReturning)
+	qRevokeHolder = sqlText(revokeSet + `project = ? AND client_id = ? AND subject = ?` + revokeReturning)
+
+	qCountLive = sqlText(`SELECT client_id, COUNT(*) FROM tokens
+WHERE project = ? AND revoked_at IS NULL AND rotated_at IS NULL AND expires_at > ? GROUP BY client_id`)
+)
+
+func scanToken(t *store.Token, sealed *[]byte) func(scanner) error {
+	return func(r scanner) error {
+		var kind, scopes, audience string
+		var gen, auth, issued, expires int64
+		var revoked, rotated sql.NullInt64
+		dest := []any{&t.Hash, &kind, &t.Project, &t.ClientID, &t.Subject, &scopes, &audience, &t.FamilyID, &gen,
+			&t.CodeHash, &auth, &issued, &expires, &revoked, &rotated}
+		if sealed != nil {
+			dest = append(dest, sealed)
+		}
+		if err := r.Scan(dest...); err != nil {
+			return err
+		}
+		var err error
+		if t.Scopes, err = fromList(scopes); err != nil {
+			return err
+		}
+		if t.Audience, err = fromList(audience); err != nil {
+			return err
+		}
+		t.Kind, t.Generation = store.TokenKind(kind), int(gen)
+		t.AuthTime, t.IssuedAt, t.ExpiresAt = fromNS(auth), fromNS(issued), fromNS(expires)
+		t.RevokedAt, t.RotatedAt = fromNullNS(revoked), fromNullNS(rotated)
+		return nil
+	}
+}
+
+func insertToken(ctx context.Context, x q, t store.Token) error {
+	_, err := x.exec(ctx, qInsertToken, t.Hash, string(t.Kind), t.Project, t.ClientID, t.Subject, list(t.Scopes),
+		list(t.Audience), t.FamilyID, int64(t.Generation), blob(t.CodeHash), ns(t.AuthTime), ns(t.IssuedAt),
+		ns(t.ExpiresAt), nullNS(t.RevokedAt), nullNS(t.RotatedAt))
+	return conflict(err)
+}
+
+// revoke runs one of the qRevoke statements (args continue after revoked_at and the expiry
+// bound) and counts, per client, the live tokens it ended.
+func revoke(ctx context.Context, x q, query string, now time.Time, args ...any) (map[string]int64, error) {
+	rows, err := x.query(ctx, query, append([]any{ns(now), ns(now)}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	live := map[string]int64{}
+	for rows.Next() {
+		var client string
+		var rotated sql.NullInt64
+		if err := rows.Scan(&client, &rotated); err != nil {
+			return nil, err
+		}
+		if !rotated.Valid {
+			live[client]++
+		}
+	}
+	return live, rows.Err()
+}
+
+func sum(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// CreateTokens stores the tokens of one issuance in one transaction; a duplicate hash is
+// ErrConflict and stores none of them.
+func (s *Store) CreateTokens(ctx context.Context, tokens ...store.Token) error {
+	if len(tokens) == 1 {
+		return s.write(ctx, func(x q) error { return insertToken(ctx, x, tokens[0]) })
+	}
+	return s.tx(ctx, func(x q) error {
+		for _, t := range tokens {
+			if err := insertToken(ctx, x, t); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *Store) GetToken(ctx context.Context, hash []byte) (store.Token, error) {
+	var t store.Token
+	err := s.reader().row(ctx, scanToken(&t, nil), qGetToken, hash)
+	return t, err
+}
+
+// RotateRefreshToken implements refresh-token rotation with reuse detection (seed 004) in one
+// transaction that holds the old token's row lock (PostgreSQL) or the write lock (SQLite), so
+// any number of concurrent presentations of one token end with exactly one successor.
+//
+// The new tokens inherit what the old one fixes: family, generation (old+1), project, client,
+// subject, code hash and auth time are filled in when unset and must agree when set.
+func (s *Store) RotateRefreshToken(ctx context.Context, r store.RotateRequest) (store.Rotation, error) {
+	var out store.Rotation
+	err := s.tx(ctx, func(x q) error {
+		out = store.Rotation{}
+		var old store.Token
+		var sealed []byte
+		if err := x.row(ctx, scanToken(&old, &sealed), qLockToken, r.OldHash); err != nil {
+			return err
+		}
+		if old.Kind != store.RefreshToken {
+			return store.ErrNotFound
+		}
+		out.Old = old
+		now := r.Now
+
+		if !old.Active(now) {
+			out.Outcome = store.OutcomeInactive
+			return nil
+		}
+
+		if old.RotatedAt == nil {
+			next, err := successors(old, r.New)
+			if err != nil {
+				return err
+			}
+			n, err := x.execN(ctx, qRetire, ns(now), blob(r.Sealed), ns(now.Add(r.Grace)), old.Hash)
+			if err != nil {
+				return err
+			}
+			if n != 1 {
+				return errRace
+			}
+			for _, t := range next {
+				if err := insertToken(ctx, x, t); err != nil {
+					return err
+				}
+			}
+			out.Outcome = store.OutcomeRotated
+			out.Old.RotatedAt = &now
+			return nil
+		}
+
+		if sealed != nil && now.Before(old.RotatedAt.Add(r.Grace)) {
+			head, err := liveSuccessor(ctx, x, old, now)
+			if err != nil {
+				return err
+			}
+			if head {
+				out.Outcome = store.OutcomeGraceReplay
+				out.Replay = sealed
+				return nil
+			}
+		}
+
+		live, err := revoke(ctx, x, qRevokeHolder, now, old.Project, old.ClientID, old.Subject)
+		if err != nil {
+			return err
+		}
+		out.Outcome = store.OutcomeReuseDetected
+		out.Revoked = live[old.ClientID]
+		out.Old.RevokedAt = &now
+		return nil
+	})
+	return out, err
+}
+
+// liveSuccessor reports whether old's successor refresh token is the family's live head:
+// exactly one, neither rotated nor revoked nor expired.
+func liveSuccessor(ctx context.Context, x q, old store.Token, now time.Time) (bool, error) {
+	rows, err := x.query(ctx, qSuccessors, old.FamilyID, int64(old.Generation+1))
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	n, live := 0, 0
+	for rows.Next() {
+		var expires int64
+		var revoked, rotated sql.NullInt64
+		if err := rows.Scan(&expires, &revoked, &rotated); err != nil {
+			return false, err
+		}
+		n++
+		if !revoked.Valid && !rotated.Valid && ns(now) < expires {
+			live++
+		}
+	}
+	return n == 1 && live == 1, rows.Err()
+}
+
+// successors completes the new tokens from the old one and rejects tokens that would leave the
+// family (a caller bug that would defeat reuse detection).
+func successors(old store.Token, in []store.Token) ([]store.Token, error) {
+	out := make([]store.Token, len(in))
+	for i, t := range in {
+		fill := func(dst *string, src, what string) error {
+			if *dst == "" {
+				*dst = src
+			} else if *dst != src {
+				return fmt.Errorf("sqlstore: successor token has %s %q, old token has %q", what, *dst, src)
+			}
+			return nil
+		}
+		for _, f := range []struct {
+			dst       *string
+			src, what string
+		}{
+			{&t.FamilyID, old.FamilyID, "family"},
+			{&t.Project, old.Project, "project"},
+			{&t.ClientID, old.ClientID, "client"},
+			{&t.Subject, old.Subject, "subject"},
+		} {
+			if err := fill(f.dst, f.src, f.what); err != nil {
+				return nil, err
+			}
+		}
+		switch {
+		case t.Generation == 0:
+			t.Generation = old.Generation + 1
+		case t.Generation != old.Generation+1:
+			return nil, fmt.Errorf("sqlstore: successor token has generation %d, want %d", t.Generation, old.Generation+1)
+		}
+		if t.CodeHash == nil {
+			t.CodeHash = old.CodeHash
+		} else if !bytes.Equal(t.CodeHash, old.CodeHash) {
+			return nil, fmt.Errorf("sqlstore: successor token names another code")
+		}
+		if t.AuthTime.IsZero() {
+			t.AuthTime = old.AuthTime
+		}
+		out[i] = t
+	}
+	return out, nil
+}
+
+// RevokeToken revokes an access token, or a refresh token's whole family.
+func (s *Store) RevokeToken(ctx context.Context, hash []byte, now time.Time) error {
+	return s.tx(ctx, func(x q) error {
+		var t store.Token
+		if err := x.row(ctx, scanToken(&t, nil), qGetToken, hash); err != nil {
+			return err
+		}
+		var err error
+		if t.Kind == store.RefreshToken {
+			_, err = revoke(ctx, x, qRevokeFamily, now, t.FamilyID)
+		} else {
+			_, err = revoke(ctx, x, qRevokeHash, now, hash)
+		}
+		return err
+	})
+}
+
+func (s *Store) RevokeFamily(ctx context.Context, familyID string, now time.Time) (int64, error) {
+	var n int64
+	err := s.tx(ctx, func(x q) error {
+		live, err := revoke(ctx, x, qRevokeFamily, now, familyID)
+		n = sum(live)
+		return err
+	})
+	return n, err
+}
+
+func (s *Store) RevokeByCode(ctx context.Context, codeHash []byte, now time.Time) (int64, error) {
+	var n int64
+	err := s.tx(ctx, func(x q) error {
+		live, err := revoke(ctx, x, qRevokeByCode, now, codeHash)
+		n = sum(live)
+		return err
+	})
+	return n, err
+}
+
+// RevokeClientTokens revokes the live tokens of the given clients in one transaction; every
+// requested client appears in the result, with 0 if it held none.
+func (s *Store) RevokeClientTokens(ctx context.Context, project string, clientIDs []string, now time.Time) (map[string]int64, error) {
+	var out map[string]int64
+	err := s.tx(ctx, func(x q) error {
+		out = make(map[string]int64, len(clientIDs))
+		for _, id := range clientIDs {
+			live, err := revoke(ctx, x, qRevokeClient, now, project, id)
+			if err != nil {
+				return err
+			}
+			out[id] += live[id]
+		}
+		return nil
+	})
+	return out, err
+}
+
+// CountLiveTokens counts live tokens per client; clients with none are absent.
+func (s *Store) CountLiveTokens(ctx context.Context, project string, now time.Time) (map[string]int64, error) {
+	rows, err := s.reader().query(ctx, qCountLive, project, ns(now))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var id string
+		var n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, err
+		}
+		out[id] = n
+	}
+	return out, rows.Err()
+}

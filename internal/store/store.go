@@ -1,0 +1,485 @@
+// Package store defines Latchkey's runtime state: everything that grows with people and agents
+// (sessions, grants, codes, tokens, registered clients, connected accounts, link records,
+// callback state rows, audit records, the event outbox). Configuration declared as Kubernetes
+// resources is not here; it reaches the server as a compiled snapshot (internal/config).
+//
+// Conventions, after Dex's storage package:
+//   - every method takes ctx first and returns value types;
+//   - lookups by secret use the secret's SHA-256 hash (see internal/secret); no plaintext
+//     token, code, cookie or confirmation token is ever handed to the store;
+//   - ErrNotFound and ErrConflict are the only sentinel errors callers branch on;
+//   - every multi-row change is atomic: it happens whole or not at all;
+//   - times are passed in by the caller (an injected clock), never read inside the store.
+//
+// One SQL implementation serves SQLite and PostgreSQL (internal/store/sql); the conformance
+// suite (internal/store/conformance) runs against both.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+var (
+	// ErrNotFound: no live row matches. Expired rows are reported as not found too, so callers
+	// cannot tell "never existed" from "expired" (uniform 404s depend on this).
+	ErrNotFound = errors.New("store: not found")
+	// ErrConflict: a unique row already exists, or a compare-and-swap lost a race.
+	ErrConflict = errors.New("store: conflict")
+)
+
+// Store is the runtime state of every project. Implementations are safe for concurrent use by
+// many goroutines and, on PostgreSQL, by many server replicas.
+type Store interface {
+	// Ping reports whether the database answers; /-/readyz uses it.
+	Ping(ctx context.Context) error
+	Close() error
+
+	People
+	Sessions
+	Clients
+	Grants
+	AuthCodes
+	Tokens
+	Connections
+	CallbackStates
+	Links
+	Audit
+	Outbox
+
+	// GarbageCollect deletes rows that expired before now (sessions, codes, tokens, callback
+	// states, links, delivered events) and reports how many of each it removed. On PostgreSQL
+	// only one replica collects at a time (advisory lock); others return a zero result.
+	GarbageCollect(ctx context.Context, now time.Time) (GCResult, error)
+}
+
+// GCResult counts rows removed by GarbageCollect, by table: "sessions", "auth_codes",
+// "tokens", "callback_states", "links", "events", and "token_replays" (rotated refresh tokens
+// whose stored grace-window response was cleared).
+type GCResult map[string]int64
+
+// ---------------------------------------------------------------------------------------------
+// People and sessions
+
+// Person is someone who signs in to a project. ID is Latchkey's stable, opaque subject; Source
+// and SourceSubject say where the person signs in ("password" + email, or "oidc" + issuer|sub).
+type Person struct {
+	Project       string // "namespace/name"
+	ID            string
+	Source        string
+	SourceSubject string
+	Email         string
+	Name          string
+	CreatedAt     time.Time
+}
+
+type People interface {
+	// UpsertPerson finds the person by (Project, Source, SourceSubject) or creates them with
+	// p.ID; email and name are refreshed either way. It returns the stored person.
+	UpsertPerson(ctx context.Context, p Person) (Person, error)
+	GetPerson(ctx context.Context, project, id string) (Person, error)
+}
+
+// Session is a signed-in browser. The cookie holds a random value; only its hash is stored.
+type Session struct {
+	IDHash    []byte
+	Project   string
+	Subject   string // Person.ID
+	AuthTime  time.Time
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+type Sessions interface {
+	CreateSession(ctx context.Context, s Session) error
+	// GetSession returns a session that has not expired at now.
+	GetSession(ctx context.Context, idHash []byte, now time.Time) (Session, error)
+	// DeleteSession returns ErrNotFound if there was no such session.
+	DeleteSession(ctx context.Context, idHash []byte) error
+}
+
+// ---------------------------------------------------------------------------------------------
+// Clients registered at run time (RFC 7591). Statically declared OAuthClients live in config.
+
+type Client struct {
+	Project                 string
+	ID                      string
+	SecretHash              []byte // nil for public clients
+	RegistrationTokenHash   []byte // RFC 7592 registration access token
+	Name                    string
+	URI                     string
+	LogoURI                 string
+	RedirectURIs            []string
+	GrantTypes              []string
+	ResponseTypes           []string
+	TokenEndpointAuthMethod string
+	Scope                   string
+	// Metadata is the full registration document as the client sent it, normalised; RFC 7592
+	// reads return it.
+	Metadata  []byte
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+type Clients interface {
+	CreateClient(ctx context.Context, c Client) error
+	GetClient(ctx context.Context, project, id string) (Client, error)
+	// UpdateClient applies fn to the stored client and writes the result back atomically.
+	// fn runs inside the write transaction: it must be quick and must not call the store.
+	// Project, ID and CreatedAt cannot be changed.
+	UpdateClient(ctx context.Context, project, id string, fn func(Client) (Client, error)) (Client, error)
+	// DeleteClient removes the client (with its grants and agent permissions) and revokes
+	// every token it holds.
+	DeleteClient(ctx context.Context, project, id string, now time.Time) error
+	ListClients(ctx context.Context, project string) ([]Client, error)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Consent
+
+// Grant records that a person consented to a client with some scopes.
+type Grant struct {
+	Project   string
+	Subject   string
+	ClientID  string
+	Scopes    []string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+type Grants interface {
+	// UpsertGrant stores consent; scopes are replaced by the union of old and new.
+	UpsertGrant(ctx context.Context, g Grant) error
+	GetGrant(ctx context.Context, project, subject, clientID string) (Grant, error)
+	ListGrants(ctx context.Context, project, subject string) ([]Grant, error)
+	// DeleteGrant withdraws consent and revokes every token the client holds for the person.
+	// It returns ErrNotFound only when there was neither a grant nor a live token.
+	DeleteGrant(ctx context.Context, project, subject, clientID string, now time.Time) error
+}
+
+// ---------------------------------------------------------------------------------------------
+// Authorization codes
+
+type AuthCode struct {
+	Hash                []byte
+	Project             string
+	ClientID            string
+	Subject             string
+	RedirectURI         string
+	Scopes              []string
+	Resource            []string
+	CodeChallenge       string
+	CodeChallengeMethod string
+	Nonce               string
+	AuthTime            time.Time
+	ExpiresAt           time.Time
+	CreatedAt           time.Time
+}
+
+type AuthCodes interface {
+	CreateAuthCode(ctx context.Context, c AuthCode) error
+	// RedeemAuthCode marks the code used and returns it, exactly once. A second call for the
+	// same code returns ErrConflict together with the code (so the caller can revoke what the
+	// first redemption issued, RFC 6749 §4.1.2); an unknown or expired code is ErrNotFound.
+	// A redeemed code stays ErrConflict after it expires, until GarbageCollect removes it.
+	RedeemAuthCode(ctx context.Context, hash []byte, now time.Time) (AuthCode, error)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tokens
+
+type TokenKind string
+
+const (
+	AccessToken  TokenKind = "access"
+	RefreshToken TokenKind = "refresh"
+)
+
+// Token is an issued access or refresh token. Tokens issued together belong to one Family
+// (one authorization: a code redemption, a client_credentials call, an exchange).
+type Token struct {
+	Hash     []byte
+	Kind     TokenKind
+	Project  string
+	ClientID string
+	Subject  string // empty for client_credentials
+	Scopes   []string
+	Audience []string // RFC 8707 resources
+	FamilyID string
+	// Generation counts refresh rotations within the family, starting at 0.
+	Generation int
+	// CodeHash links the family to the code it was redeemed from, so a replayed code can
+	// revoke it.
+	CodeHash  []byte
+	AuthTime  time.Time
+	IssuedAt  time.Time
+	ExpiresAt time.Time
+	RevokedAt *time.Time
+	// RotatedAt is set on a refresh token once it has been exchanged for a successor.
+	RotatedAt *time.Time
+}
+
+// Active reports whether the token may be used at now. A rotated refresh token is still
+// Active here: what presenting it means (grace replay or reuse) is RotateRefreshToken's call.
+func (t Token) Active(now time.Time) bool {
+	return t.RevokedAt == nil && now.Before(t.ExpiresAt)
+}
+
+// Rotation is the outcome of RotateRefreshToken.
+type Rotation struct {
+	// Outcome says what happened.
+	Outcome RotationOutcome
+	// Old is the presented refresh token as stored (always set unless ErrNotFound).
+	Old Token
+	// Replay, for OutcomeGraceReplay, is the sealed response the first rotation stored, to be
+	// returned again unchanged (so a retry and the original end with the same live pair).
+	Replay []byte
+	// Revoked counts tokens ended, for OutcomeReuseDetected.
+	Revoked int64
+}
+
+type RotationOutcome int
+
+const (
+	// OutcomeRotated: the old token was live and is now retired; the new tokens are stored.
+	OutcomeRotated RotationOutcome = iota + 1
+	// OutcomeGraceReplay: the old token was retired less than the grace window ago and its
+	// successor is still the family's live head; nothing changed.
+	OutcomeGraceReplay
+	// OutcomeReuseDetected: a retired token was presented outside the rules above; every live
+	// token the client holds for that person in that project has been revoked.
+	OutcomeReuseDetected
+	// OutcomeInactive: the token is revoked or expired; nothing changed.
+	OutcomeInactive
+)
+
+// RotateRequest asks to retire Old and store New (a new access token and a new refresh token,
+// in Old's family, Generation+1). Sealed is the encrypted token response kept with the old row
+// for the grace window. In New, FamilyID, Generation, Project, ClientID, Subject, CodeHash and
+// AuthTime may be left zero: they are taken from the old token (values that disagree with it
+// are an error).
+type RotateRequest struct {
+	OldHash []byte
+	New     []Token
+	Sealed  []byte
+	Now     time.Time
+	Grace   time.Duration
+}
+
+type Tokens interface {
+	// CreateTokens stores tokens of one issuance atomically. "Live" below means not revoked,
+	// not rotated and not expired.
+	CreateTokens(ctx context.Context, tokens ...Token) error
+	// GetToken returns a token by hash whether or not it is active; callers check Active.
+	GetToken(ctx context.Context, hash []byte) (Token, error)
+	// RotateRefreshToken implements rotation with reuse detection (seed 004); it is atomic and
+	// correct under any number of concurrent calls for the same token, on every replica.
+	RotateRefreshToken(ctx context.Context, r RotateRequest) (Rotation, error)
+	// RevokeToken revokes one token and, for a refresh token, its whole family.
+	RevokeToken(ctx context.Context, hash []byte, now time.Time) error
+	// RevokeFamily revokes every token of a family; it returns how many were live.
+	RevokeFamily(ctx context.Context, familyID string, now time.Time) (int64, error)
+	// RevokeByCode revokes every family issued from a code (replayed code, RFC 6749 §4.1.2).
+	RevokeByCode(ctx context.Context, codeHash []byte, now time.Time) (int64, error)
+	// RevokeClientTokens revokes every live token held by the given clients of a project,
+	// reporting how many were live per client (policy enforcement, seed 004).
+	RevokeClientTokens(ctx context.Context, project string, clientIDs []string, now time.Time) (map[string]int64, error)
+	// CountLiveTokens counts live tokens per client of a project (for status and tests).
+	CountLiveTokens(ctx context.Context, project string, now time.Time) (map[string]int64, error)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Connected accounts (seed 002, seed 000) and which agents may use them
+
+type ConnectionStatus string
+
+const (
+	ConnectionActive ConnectionStatus = "active"
+	// ConnectionBroken: the service rejected a refresh; the person must reconnect.
+	ConnectionBroken ConnectionStatus = "broken"
+)
+
+// Connection is a person's account at an upstream service. Upstream tokens are sealed with
+// AEAD (internal/secret); KeyID names the key that sealed them.
+type Connection struct {
+	ID           string
+	Project      string
+	Subject      string
+	Connector    string // connector key "namespace/name"
+	AccountID    string // the service's stable id for the account
+	AccountName  string // how the service names it (e.g. the GitHub login)
+	KeyID        string
+	AccessToken  []byte // sealed
+	RefreshToken []byte // sealed, may be nil
+	TokenType    string
+	Expiry       *time.Time
+	Scopes       []string
+	Status       ConnectionStatus
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// AgentPermission lets a client (an agent) use one connection.
+type AgentPermission struct {
+	Project      string
+	Subject      string
+	Connector    string
+	ClientID     string
+	ConnectionID string
+	CreatedAt    time.Time
+}
+
+type Connections interface {
+	// SaveConnection stores a connection; an existing connection of the same person, connector
+	// and AccountID is updated in place (reconnect keeps its ID and permissions).
+	SaveConnection(ctx context.Context, c Connection) (Connection, error)
+	GetConnection(ctx context.Context, project, id string) (Connection, error)
+	ListConnections(ctx context.Context, project, subject string) ([]Connection, error)
+	// UpdateConnection applies fn under a row lock (SELECT … FOR UPDATE on PostgreSQL): the
+	// vault refreshes upstream tokens inside fn, so concurrent callers on any replica cause
+	// exactly one upstream refresh. fn returning an error leaves the row unchanged. fn may not
+	// change ID, Project, Subject, Connector, AccountID or CreatedAt.
+	UpdateConnection(ctx context.Context, project, id string, fn func(Connection) (Connection, error)) (Connection, error)
+	DeleteConnection(ctx context.Context, project, id string) error
+
+	// AllowAgent stores (or re-points) the permission; ErrNotFound unless ConnectionID is a
+	// connection of the same person and connector.
+	AllowAgent(ctx context.Context, p AgentPermission) error
+	// FindPermission returns the permission for person×connector×client.
+	FindPermission(ctx context.Context, project, subject, connector, clientID string) (AgentPermission, error)
+	ListPermissions(ctx context.Context, project, subject string) ([]AgentPermission, error)
+	DeletePermission(ctx context.Context, project, subject, connector, clientID string) error
+}
+
+// ---------------------------------------------------------------------------------------------
+// Upstream OAuth callback state (seed 002)
+
+type CallbackState struct {
+	// State is the random state value sent upstream; it is not a secret from the person who
+	// started (they see it in the URL), so it is stored as a hash to keep DB reads useless.
+	StateHash   []byte
+	Project     string
+	Subject     string
+	Connector   string
+	Purpose     string // "connect" | "reconnect" | …
+	LinkID      string // the connect link that started it, if any
+	Verifier    []byte // PKCE code verifier, sealed
+	KeyID       string
+	BindingHash []byte // hash of the binding cookie
+	ConfirmHash []byte // hash of the current confirmation token, nil until rendered
+	ExpiresAt   time.Time
+	CreatedAt   time.Time
+}
+
+type CallbackStates interface {
+	CreateCallbackState(ctx context.Context, s CallbackState) error
+	GetCallbackState(ctx context.Context, stateHash []byte, now time.Time) (CallbackState, error)
+	// SetConfirmHash replaces the confirmation token hash (rendering the page again voids the
+	// previous token).
+	SetConfirmHash(ctx context.Context, stateHash, confirmHash []byte, now time.Time) error
+	// ConsumeCallbackState deletes the row and returns it, exactly once. If check is non-nil it
+	// runs on the row first and the row is kept when it returns an error (the row is returned
+	// with that error). check runs inside the write transaction and must not call the store.
+	ConsumeCallbackState(ctx context.Context, stateHash []byte, now time.Time, check func(CallbackState) error) (CallbackState, error)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Connect links (seed 000)
+
+type LinkKind string
+
+const (
+	LinkConnect   LinkKind = "connect"
+	LinkAllow     LinkKind = "allow"
+	LinkReconnect LinkKind = "reconnect"
+)
+
+type LinkState string
+
+const (
+	LinkOpen     LinkState = "open"
+	LinkDone     LinkState = "done"
+	LinkDeclined LinkState = "declined"
+	LinkReplaced LinkState = "replaced"
+)
+
+// Link is a connect link record. CodeHash finds it; SealedCode lets the server hand the same
+// link out again while it is open, without a database read alone being enough to open it.
+type Link struct {
+	ID         string // connect_id
+	CodeHash   []byte
+	SealedCode []byte
+	KeyID      string
+	Project    string
+	Subject    string
+	ClientID   string
+	Connector  string
+	Kind       LinkKind
+	State      LinkState
+	ExpiresAt  time.Time
+	CreatedAt  time.Time
+}
+
+type Links interface {
+	// OpenLink returns the open, unexpired link for l's person×agent×connector if it has l.Kind;
+	// otherwise it marks any open link replaced and stores l. Atomic under concurrency: many
+	// callers racing end with one open link. created says whether l was stored.
+	OpenLink(ctx context.Context, l Link, now time.Time) (link Link, created bool, err error)
+	// GetLinkByCode returns an open, unexpired link; anything else is ErrNotFound.
+	GetLinkByCode(ctx context.Context, codeHash []byte, now time.Time) (Link, error)
+	// CloseLink moves an open link to done or declined; ErrNotFound unless the link is open.
+	CloseLink(ctx context.Context, id string, state LinkState, now time.Time) error
+	// GetLink returns a link by id in whatever state it is in, expired or not; ErrNotFound only
+	// when there is no such row. It serves the flow that finishes a link it started (the
+	// upstream callback), never the link page, which finds links by code.
+	GetLink(ctx context.Context, id string) (Link, error)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Audit and events
+
+type AuditRecord struct {
+	ID      int64
+	Project string
+	Time    time.Time
+	Actor   string // Person.ID or "client:<id>" or "system"
+	Action  string // e.g. "connection.saved", "link.refused"
+	Target  string
+	Details map[string]string
+}
+
+type Audit interface {
+	AppendAudit(ctx context.Context, r AuditRecord) error
+	ListAudit(ctx context.Context, project string, limit int) ([]AuditRecord, error)
+	// ListAuditAfter returns up to limit records of every project whose ID is greater than
+	// afterID and whose Time is not before since (zero: any time), in ID order. Security events
+	// are tailed into Kubernetes Events this way. On PostgreSQL ids are handed out before
+	// commit, so a record may become visible after one with a higher id: a tail may miss it.
+	ListAuditAfter(ctx context.Context, afterID int64, since time.Time, limit int) ([]AuditRecord, error)
+}
+
+// Event is a security event waiting for delivery to one sink. The outbox is written in the
+// same transaction as the change it reports where possible, and delivered with retries.
+type Event struct {
+	ID          string // CloudEvents id
+	Project     string
+	Sink        string
+	Type        string
+	Data        []byte // JSON
+	CreatedAt   time.Time
+	Attempts    int
+	NextAttempt time.Time
+	DeliveredAt *time.Time
+}
+
+type Outbox interface {
+	EnqueueEvents(ctx context.Context, events ...Event) error
+	// ClaimEvents leases up to limit due events for lease (so another replica does not send
+	// them meanwhile) and returns them.
+	ClaimEvents(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Event, error)
+	MarkDelivered(ctx context.Context, id, sink string, now time.Time) error
+	// MarkFailed records a failed attempt and schedules the next one.
+	MarkFailed(ctx context.Context, id, sink string, next time.Time) error
+	OutboxDepth(ctx context.Context) (int64, error)
+}

@@ -1,0 +1,98 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/store"
+)
+
+// Revoke ends the connection's authorization at the service, for a person who disconnects. A
+// connector without a RevocationURL has nothing to call and succeeds. A token the service no
+// longer knows counts as revoked. Callers delete the connection whatever this returns: a
+// service that cannot be reached must not keep a person from disconnecting.
+//
+// The GitHub preset uses GitHub's own endpoint (DELETE /applications/{client_id}/grant with the
+// app's basic credentials and the token in a JSON body), which also withdraws the approval so
+// GitHub asks again next time. Any other connector gets RFC 7009 revocation of each token held.
+func (v *Vault) Revoke(ctx context.Context, c *config.Connector, conn store.Connection) error {
+	if c.RevocationURL == "" {
+		return nil
+	}
+	at, rt, err := v.open(&conn)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, v.timeout())
+	defer cancel()
+	if c.Preset == "github" {
+		return v.revokeGitHub(ctx, c, at)
+	}
+	var errs []error
+	if rt != "" {
+		errs = append(errs, v.revokeRFC7009(ctx, c, rt, "refresh_token"))
+	}
+	errs = append(errs, v.revokeRFC7009(ctx, c, at, "access_token"))
+	return errors.Join(errs...)
+}
+
+func (v *Vault) client() *http.Client {
+	if v.HTTP != nil {
+		return v.HTTP
+	}
+	return http.DefaultClient
+}
+
+func (v *Vault) revokeGitHub(ctx context.Context, c *config.Connector, access string) error {
+	u := strings.ReplaceAll(c.RevocationURL, "{client_id}", url.PathEscape(c.ClientID))
+	body, _ := json.Marshal(map[string]string{"access_token": access})
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("%w: revocation: %v", ErrService, err)
+	}
+	req.SetBasicAuth(c.ClientID, c.ClientSecret)
+	req.Header.Set("Accept", "application/vnd.github+json")
+	req.Header.Set("Content-Type", "application/json")
+	return v.doRevoke(ctx, req, http.StatusNotFound, http.StatusUnprocessableEntity)
+}
+
+func (v *Vault) revokeRFC7009(ctx context.Context, c *config.Connector, tok, hint string) error {
+	form := url.Values{"token": {tok}, "token_type_hint": {hint}, "client_id": {c.ClientID}}
+	if c.ClientSecret != "" {
+		form.Set("client_secret", c.ClientSecret)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.RevocationURL, strings.NewReader(form.Encode()))
+	if err != nil {
+		return fmt.Errorf("%w: revocation: %v", ErrService, err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return v.doRevoke(ctx, req)
+}
+
+// doRevoke sends req; any 2xx, or one of gone (the service's way of saying it no longer knows
+// the token), is success.
+func (v *Vault) doRevoke(ctx context.Context, req *http.Request, gone ...int) error {
+	resp, err := v.client().Do(req)
+	if err != nil {
+		return classify(ctx, err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+	if resp.StatusCode/100 == 2 {
+		return nil
+	}
+	for _, g := range gone {
+		if resp.StatusCode == g {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: revocation answered %d", ErrService, resp.StatusCode)
+}

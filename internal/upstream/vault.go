@@ -1,0 +1,277 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/sync/singleflight"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
+)
+
+// expirySkew treats a token as expired this long before the service would, so a token handed to
+// an agent does not die on its way to the service.
+const expirySkew = 30 * time.Second
+
+// Vault keeps upstream tokens sealed at rest and fresh on demand.
+//
+// Tokens are sealed with the Keyring's primary key and the key id is stored in the row, so a
+// new primary key takes over without downtime: old rows still open with the key that sealed
+// them and are re-sealed with the primary on their next refresh.
+//
+// Refreshing is serialised per connection twice over: within one process by a singleflight (so
+// fifty waiting requests do not queue fifty transactions on the database), and across replicas
+// by store.UpdateConnection's row lock, inside which the expiry is checked again. A service
+// that rotates refresh tokens therefore sees one refresh, and the rotated token is never lost.
+type Vault struct {
+	Store   store.Store
+	Keyring *secret.Keyring
+	// HTTP is the client for calls to services; nil uses http.DefaultClient.
+	HTTP *http.Client
+	// Now is the clock; nil uses time.Now.
+	Now func() time.Time
+	// Timeout bounds each call to a service; 0 means DefaultTimeout.
+	Timeout time.Duration
+
+	flight singleflight.Group
+}
+
+func (v *Vault) now() time.Time {
+	if v.Now != nil {
+		return v.Now()
+	}
+	return time.Now()
+}
+
+func (v *Vault) timeout() time.Duration {
+	if v.Timeout > 0 {
+		return v.Timeout
+	}
+	return DefaultTimeout
+}
+
+// purpose binds a sealed token to its row, so a sealed value copied into another row (or used
+// as another kind of secret) does not open. The binding uses the row's natural key rather than
+// its id: SaveConnection keeps the existing id when a person reconnects the same account, so
+// the id is not known for certain when the token is sealed, while project, person, connector
+// and account id are, and together they identify the row just as uniquely.
+func purpose(kind string, c *store.Connection) string {
+	return strings.Join([]string{"latchkey/upstream-" + kind, c.Project, c.Subject, c.Connector, c.AccountID}, "\x00")
+}
+
+// Seal stores tok in conn, sealed: AccessToken, RefreshToken (nil when tok has none), KeyID,
+// TokenType, Expiry, and Scopes when the service said which it granted. conn's Project,
+// Subject, Connector and AccountID must already be set; they are bound into the seal.
+func (v *Vault) Seal(conn *store.Connection, tok *oauth2.Token) {
+	keyID, at := v.Keyring.Seal(purpose("access", conn), []byte(tok.AccessToken))
+	conn.KeyID, conn.AccessToken = keyID, at
+	conn.RefreshToken = nil
+	if tok.RefreshToken != "" {
+		_, conn.RefreshToken = v.Keyring.Seal(purpose("refresh", conn), []byte(tok.RefreshToken))
+	}
+	conn.TokenType = tok.TokenType
+	if conn.TokenType == "" {
+		conn.TokenType = "Bearer"
+	}
+	conn.Expiry = expiry(tok, v.now())
+	if s, ok := tok.Extra("scope").(string); ok && s != "" {
+		// GitHub separates granted scopes with commas, RFC 6749 with spaces.
+		conn.Scopes = strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == ',' })
+	}
+}
+
+// expiry prefers expires_in measured from the injected clock over x/oauth2's Expiry, which is
+// measured from the wall clock; nil means the token does not expire (GitHub OAuth apps).
+func expiry(tok *oauth2.Token, now time.Time) *time.Time {
+	secs := tok.ExpiresIn
+	if secs == 0 {
+		switch x := tok.Extra("expires_in").(type) {
+		case string:
+			secs, _ = strconv.ParseInt(x, 10, 64)
+		case int64: // a form-encoded answer
+			secs = x
+		case float64:
+			secs = int64(x)
+		}
+	}
+	if secs > 0 {
+		t := now.Add(time.Duration(secs) * time.Second)
+		return &t
+	}
+	if !tok.Expiry.IsZero() {
+		t := tok.Expiry
+		return &t
+	}
+	return nil
+}
+
+func fresh(c store.Connection, now time.Time) bool {
+	return c.Expiry == nil || now.Add(expirySkew).Before(*c.Expiry)
+}
+
+// open returns the connection's tokens in the clear.
+func (v *Vault) open(c *store.Connection) (access, refresh string, err error) {
+	at, err := v.Keyring.Open(purpose("access", c), c.KeyID, c.AccessToken)
+	if err != nil {
+		return "", "", fmt.Errorf("upstream: opening the access token of connection %s: %w", c.ID, err)
+	}
+	if len(c.RefreshToken) > 0 {
+		rt, err := v.Keyring.Open(purpose("refresh", c), c.KeyID, c.RefreshToken)
+		if err != nil {
+			return "", "", fmt.Errorf("upstream: opening the refresh token of connection %s: %w", c.ID, err)
+		}
+		refresh = string(rt)
+	}
+	return string(at), refresh, nil
+}
+
+// handOut is what callers get: the access token only. The refresh token never leaves the vault.
+func handOut(c *store.Connection, access string) *oauth2.Token {
+	t := &oauth2.Token{AccessToken: access, TokenType: c.TokenType}
+	if c.Expiry != nil {
+		t.Expiry = *c.Expiry
+	}
+	return t
+}
+
+var (
+	errUnchanged = errors.New("upstream: connection already fresh")
+	errBroken    = errors.New("upstream: connection broken")
+)
+
+// Token returns a live access token for the connection, refreshing it first if it has expired.
+//
+// Errors: store.ErrNotFound for an unknown connection; ErrReconnect when the connection is
+// broken or the service rejects the refresh (the connection is then marked broken); ErrTimeout
+// when the service does not answer within Timeout; ErrService when it refuses our client or
+// answers nonsense (the connection is left as it was, since reconnecting would not help);
+// secret.ErrUnknownKey in the chain when the key that sealed the row has been removed.
+func (v *Vault) Token(ctx context.Context, c *config.Connector, project, connectionID string) (*oauth2.Token, error) {
+	conn, err := v.Store.GetConnection(ctx, project, connectionID)
+	if err != nil {
+		return nil, err
+	}
+	if conn.Connector != c.Key {
+		return nil, fmt.Errorf("upstream: connection %s belongs to connector %q, not %q", connectionID, conn.Connector, c.Key)
+	}
+	if conn.Status == store.ConnectionBroken {
+		return nil, ErrReconnect
+	}
+	if fresh(conn, v.now()) {
+		at, _, err := v.open(&conn)
+		if err != nil {
+			return nil, err
+		}
+		return handOut(&conn, at), nil
+	}
+
+	// One refresh per connection in this process; the others wait for its result. The shared
+	// work must not die with whichever caller happened to start it.
+	ch := v.flight.DoChan(project+"\x00"+connectionID, func() (any, error) {
+		return v.refreshLocked(context.WithoutCancel(ctx), c, project, connectionID)
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		tok := *r.Val.(*oauth2.Token)
+		return &tok, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// refreshLocked refreshes under the row lock, after checking again whether another replica
+// refreshed while this one waited for the lock.
+func (v *Vault) refreshLocked(ctx context.Context, c *config.Connector, project, connectionID string) (*oauth2.Token, error) {
+	var (
+		out     *oauth2.Token
+		outcome error
+	)
+	_, err := v.Store.UpdateConnection(ctx, project, connectionID, func(cur store.Connection) (store.Connection, error) {
+		out, outcome = nil, nil
+		now := v.now()
+		if cur.Status == store.ConnectionBroken {
+			return cur, errBroken
+		}
+		at, rt, err := v.open(&cur)
+		if err != nil {
+			return cur, err
+		}
+		if fresh(cur, now) {
+			out = handOut(&cur, at)
+			return cur, errUnchanged
+		}
+		if rt == "" {
+			// Expired and nothing to renew it with: only the person can fix this.
+			cur.Status, cur.UpdatedAt = store.ConnectionBroken, now
+			outcome = ErrReconnect
+			return cur, nil
+		}
+		tok, err := v.refresh(ctx, c, rt)
+		if err != nil {
+			if rejected(err) {
+				cur.Status, cur.UpdatedAt = store.ConnectionBroken, now
+				outcome = ErrReconnect
+				return cur, nil
+			}
+			return cur, err
+		}
+		if tok.RefreshToken == "" {
+			tok.RefreshToken = rt // the service kept the old one
+		}
+		v.Seal(&cur, tok)
+		cur.Status, cur.UpdatedAt = store.ConnectionActive, now
+		out = handOut(&cur, tok.AccessToken)
+		return cur, nil
+	})
+	switch {
+	case errors.Is(err, errUnchanged):
+		return out, nil
+	case errors.Is(err, errBroken):
+		return nil, ErrReconnect
+	case err != nil:
+		return nil, err
+	case outcome != nil:
+		return nil, outcome
+	}
+	return out, nil
+}
+
+// refresh asks the service for new tokens, bounded by the vault's timeout.
+func (v *Vault) refresh(ctx context.Context, c *config.Connector, refreshToken string) (*oauth2.Token, error) {
+	ctx, cancel := context.WithTimeout(ctx, v.timeout())
+	defer cancel()
+	ctx = withClient(ctx, v.HTTP)
+	tok, err := oauthConfig(c).TokenSource(ctx, &oauth2.Token{RefreshToken: refreshToken}).Token()
+	if err != nil {
+		return nil, classify(ctx, err)
+	}
+	return tok, nil
+}
+
+// rejected reports whether the service refused the refresh token itself (revoked, expired,
+// rotated away), as opposed to refusing our client or failing. Only the former needs the person
+// to reconnect; a misconfigured client secret must not break every connection of a connector.
+func rejected(err error) bool {
+	var re *oauth2.RetrieveError
+	if !errors.As(err, &re) {
+		return false
+	}
+	switch re.ErrorCode {
+	case "invalid_grant", "bad_refresh_token":
+		return true
+	case "":
+		return re.Response != nil && (re.Response.StatusCode == http.StatusBadRequest || re.Response.StatusCode == http.StatusUnauthorized)
+	}
+	return false
+}

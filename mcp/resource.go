@@ -1,0 +1,399 @@
+package mcp
+
+import (
+	"container/list"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+)
+
+// Keys of auth.TokenInfo.Extra that ResourceServer.Verify fills in.
+const (
+	// TokenInfoToken holds the access token itself, which the relay exchanges.
+	TokenInfoToken = "latchkey.dev/access_token"
+	// TokenInfoClientID holds the client the token was issued to (the agent).
+	TokenInfoClientID = "latchkey.dev/client_id"
+	// TokenInfoIssuer holds the issuer that introspection reported.
+	TokenInfoIssuer = "latchkey.dev/iss"
+)
+
+// Defaults for the introspection cache.
+const (
+	DefaultCacheSize = 1024
+	DefaultCacheTTL  = time.Minute
+)
+
+// wellKnownProtectedResource is RFC 9728's well-known suffix.
+const wellKnownProtectedResource = "/.well-known/oauth-protected-resource"
+
+// ResourceServer is the OAuth side of an MCP server whose access tokens Latchkey issues: it
+// publishes protected resource metadata (RFC 9728), so clients find Latchkey; answers a request
+// without a valid token with 401 and a WWW-Authenticate header naming that metadata; and
+// verifies tokens by introspection (RFC 7662), accepting only active tokens issued for this
+// server (Resource in aud).
+//
+// Set the fields, then use Handler, or Protect and MetadataHandler separately. Do not change
+// fields while serving.
+type ResourceServer struct {
+	// Resource is this MCP server's canonical URL, as clients name it in the "resource"
+	// parameter (RFC 8707), e.g. https://mcp.example.com/mcp. Tokens must carry it in aud.
+	Resource string
+	// AuthorizationServer is the Latchkey project's issuer, {publicURL}/{namespace}/{project}.
+	// It is published in the metadata and, when introspection reports iss, must match it.
+	AuthorizationServer string
+	// IntrospectionURL is the introspection endpoint; empty means AuthorizationServer +
+	// "/introspect".
+	IntrospectionURL string
+	// ClientID and ClientSecret authenticate this server at the introspection endpoint
+	// (client_secret_basic); usually the same client as the Exchanger's.
+	ClientID     string
+	ClientSecret string
+	// ScopesSupported is published as scopes_supported.
+	ScopesSupported []string
+	// RequiredScopes must all be granted; a token without them gets 403 naming them.
+	RequiredScopes []string
+	// ResourceName is published as resource_name, for display to the person.
+	ResourceName string
+	// HTTP is the client used to reach Latchkey; nil means http.DefaultClient.
+	HTTP *http.Client
+	// CacheSize bounds how many verified tokens are remembered; zero means DefaultCacheSize,
+	// negative turns the cache off.
+	CacheSize int
+	// CacheTTL is how long a verified token is trusted without asking again; zero means
+	// DefaultCacheTTL. An entry never outlives the token's own exp. A revoked token keeps
+	// working here for at most this long.
+	CacheTTL time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger receives why introspection failed; nil discards. Tokens are never logged.
+	Logger *slog.Logger
+
+	once  sync.Once
+	cache *tokenCache
+}
+
+// MetadataPath is where the metadata is served: the well-known path with the resource's path
+// inserted after it (RFC 9728 §3.1), e.g. /.well-known/oauth-protected-resource/mcp.
+func (rs *ResourceServer) MetadataPath() string {
+	u, err := url.Parse(rs.Resource)
+	if err != nil {
+		return wellKnownProtectedResource
+	}
+	return wellKnownProtectedResource + strings.TrimSuffix(u.EscapedPath(), "/")
+}
+
+// MetadataURL is the absolute URL of the metadata, as named in WWW-Authenticate.
+func (rs *ResourceServer) MetadataURL() string {
+	u, err := url.Parse(rs.Resource)
+	if err != nil {
+		return ""
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host}).String() + rs.MetadataPath()
+}
+
+// Metadata is the protected resource metadata document.
+func (rs *ResourceServer) Metadata() *oauthex.ProtectedResourceMetadata {
+	md := &oauthex.ProtectedResourceMetadata{
+		Resource:               rs.Resource,
+		BearerMethodsSupported: []string{"header"},
+		ScopesSupported:        slices.Clone(rs.ScopesSupported),
+		ResourceName:           rs.ResourceName,
+	}
+	if rs.AuthorizationServer != "" {
+		md.AuthorizationServers = []string{rs.AuthorizationServer}
+	}
+	return md
+}
+
+// MetadataHandler serves Metadata (GET, with CORS, as the SDK's handler does).
+func (rs *ResourceServer) MetadataHandler() http.Handler {
+	return auth.ProtectedResourceMetadataHandler(rs.Metadata())
+}
+
+// Protect lets a request through only with a valid bearer token, putting the verified token
+// info on the request for the MCP handler (and so on each tool call's req.Extra.TokenInfo).
+// Otherwise it answers 401 with WWW-Authenticate: Bearer resource_metadata="…", or 403 naming
+// the scopes when the token lacks RequiredScopes.
+func (rs *ResourceServer) Protect(next http.Handler) http.Handler {
+	return auth.RequireBearerToken(rs.Verify, &auth.RequireBearerTokenOptions{
+		ResourceMetadataURL: rs.MetadataURL(),
+		Scopes:              rs.RequiredScopes,
+	})(next)
+}
+
+// Handler serves the metadata at MetadataPath and at the bare well-known path (which some
+// clients try when no WWW-Authenticate names the metadata), and passes every other request
+// through Protect to next, the MCP handler. Those paths reach it only when it is mounted at the
+// server root; mounted at the MCP path, also mount MetadataHandler at MetadataPath.
+func (rs *ResourceServer) Handler(next http.Handler) http.Handler {
+	meta := rs.MetadataHandler()
+	protected := rs.Protect(next)
+	path := rs.MetadataPath()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == path || r.URL.Path == wellKnownProtectedResource {
+			meta.ServeHTTP(w, r)
+			return
+		}
+		protected.ServeHTTP(w, r)
+	})
+}
+
+// errUnavailable is what a client sees when Latchkey cannot answer; the detail goes to Logger.
+var errUnavailable = errors.New("the authorization server cannot verify tokens right now")
+
+// Verify is an auth.TokenVerifier: it introspects token at Latchkey and accepts it only when it
+// is active, unexpired, issued for Resource, and (when reported) issued by AuthorizationServer.
+// Refusals wrap auth.ErrInvalidToken (401); when Latchkey cannot answer, the error does not
+// (500), so a broken link to Latchkey is not mistaken for a bad token.
+func (rs *ResourceServer) Verify(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+	now := rs.now()
+	cache := rs.tokenCache()
+	key := sha256.Sum256([]byte(token))
+	if info, ok := cache.get(key, now); ok {
+		return withToken(info, token), nil
+	}
+	ir, err := rs.introspect(ctx, token)
+	if err != nil {
+		rs.logger().WarnContext(ctx, "latchkey: token introspection failed", "err", err)
+		return nil, errUnavailable
+	}
+	info, until, err := rs.accept(ir, now)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
+	}
+	cache.put(key, info, until, now)
+	return withToken(info, token), nil
+}
+
+func (rs *ResourceServer) now() time.Time {
+	if rs.Now != nil {
+		return rs.Now()
+	}
+	return time.Now()
+}
+
+func (rs *ResourceServer) logger() *slog.Logger {
+	if rs.Logger != nil {
+		return rs.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func (rs *ResourceServer) tokenCache() *tokenCache {
+	rs.once.Do(func() {
+		size := rs.CacheSize
+		if size == 0 {
+			size = DefaultCacheSize
+		}
+		ttl := rs.CacheTTL
+		if ttl <= 0 {
+			ttl = DefaultCacheTTL
+		}
+		rs.cache = newTokenCache(size, ttl)
+	})
+	return rs.cache
+}
+
+// introspection is an RFC 7662 answer, with the members Latchkey sends.
+type introspection struct {
+	Active    bool     `json:"active"`
+	Scope     string   `json:"scope"`
+	ClientID  string   `json:"client_id"`
+	TokenType string   `json:"token_type"`
+	Exp       int64    `json:"exp"`
+	Nbf       int64    `json:"nbf"`
+	Sub       string   `json:"sub"`
+	Aud       audience `json:"aud"`
+	Iss       string   `json:"iss"`
+}
+
+// audience is aud as a list; RFC 7662 allows a single string too.
+type audience []string
+
+func (a *audience) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*a = audience{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return errors.New("aud is neither a string nor a list of strings")
+	}
+	*a = many
+	return nil
+}
+
+func (rs *ResourceServer) introspect(ctx context.Context, token string) (*introspection, error) {
+	endpoint := rs.IntrospectionURL
+	if endpoint == "" {
+		if rs.AuthorizationServer == "" {
+			return nil, errors.New("neither IntrospectionURL nor AuthorizationServer is set")
+		}
+		endpoint = strings.TrimSuffix(rs.AuthorizationServer, "/") + "/introspect"
+	}
+	form := url.Values{"token": {token}, "token_type_hint": {"access_token"}}
+	status, body, err := postForm(ctx, rs.HTTP, endpoint, rs.ClientID, rs.ClientSecret, form)
+	if err != nil {
+		return nil, err
+	}
+	if status != http.StatusOK {
+		// 401 here means this server's own credentials were refused: an operator's problem,
+		// not the caller's.
+		return nil, fmt.Errorf("introspection answered %d: %s", status, oauthErrorCode(body))
+	}
+	var ir introspection
+	if err := json.Unmarshal(body, &ir); err != nil {
+		return nil, fmt.Errorf("introspection answer: %w", err)
+	}
+	return &ir, nil
+}
+
+func oauthErrorCode(body []byte) string {
+	var e struct {
+		Error string `json:"error"`
+	}
+	_ = json.Unmarshal(body, &e)
+	return e.Error
+}
+
+// accept applies the checks that make a token good for this server, and says how long the
+// answer may be remembered.
+func (rs *ResourceServer) accept(ir *introspection, now time.Time) (*auth.TokenInfo, time.Time, error) {
+	if !ir.Active {
+		return nil, time.Time{}, errors.New("token is not active")
+	}
+	if ir.Sub == "" {
+		return nil, time.Time{}, errors.New("token names no person")
+	}
+	if ir.Exp <= 0 {
+		return nil, time.Time{}, errors.New("token has no expiry")
+	}
+	exp := time.Unix(ir.Exp, 0)
+	if !now.Before(exp) {
+		return nil, time.Time{}, errors.New("token has expired")
+	}
+	if ir.Nbf > 0 && now.Before(time.Unix(ir.Nbf, 0)) {
+		return nil, time.Time{}, errors.New("token is not valid yet")
+	}
+	if !slices.Contains(ir.Aud, rs.Resource) {
+		// The confused-deputy guard: a token another MCP server received must not work here.
+		return nil, time.Time{}, errors.New("token was not issued for this server")
+	}
+	if ir.Iss != "" && rs.AuthorizationServer != "" && ir.Iss != rs.AuthorizationServer {
+		return nil, time.Time{}, errors.New("token was issued by another authorization server")
+	}
+	if !bearerType(ir.TokenType) {
+		return nil, time.Time{}, errors.New("token is not an access token")
+	}
+	info := &auth.TokenInfo{
+		Scopes:     strings.Fields(ir.Scope),
+		Expiration: exp,
+		UserID:     ir.Sub,
+		Extra: map[string]any{
+			TokenInfoClientID: ir.ClientID,
+			TokenInfoIssuer:   ir.Iss,
+		},
+	}
+	return info, exp, nil
+}
+
+// bearerType accepts an absent token_type and the ways servers name an access token; anything
+// else (a refresh token above all) is not a bearer credential for this server.
+func bearerType(t string) bool {
+	switch strings.ToLower(t) {
+	case "", "bearer", "access_token", TokenTypeAccessToken:
+		return true
+	}
+	return false
+}
+
+// withToken returns a copy of info carrying the token, so cached entries never hold it and
+// callers cannot change what the cache holds.
+func withToken(info *auth.TokenInfo, token string) *auth.TokenInfo {
+	c := *info
+	c.Scopes = slices.Clone(info.Scopes)
+	c.Extra = maps.Clone(info.Extra)
+	if c.Extra == nil {
+		c.Extra = map[string]any{}
+	}
+	c.Extra[TokenInfoToken] = token
+	return &c
+}
+
+// tokenCache remembers verified tokens by hash: least recently used out first, each entry until
+// the earlier of its TTL and the token's expiry.
+type tokenCache struct {
+	size int
+	ttl  time.Duration
+
+	mu      sync.Mutex
+	order   *list.List // front: most recently used
+	entries map[[32]byte]*list.Element
+}
+
+type cacheEntry struct {
+	key   [32]byte
+	info  *auth.TokenInfo
+	until time.Time
+}
+
+func newTokenCache(size int, ttl time.Duration) *tokenCache {
+	return &tokenCache{size: size, ttl: ttl, order: list.New(), entries: map[[32]byte]*list.Element{}}
+}
+
+func (c *tokenCache) get(key [32]byte, now time.Time) (*auth.TokenInfo, bool) {
+	if c.size <= 0 {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.entries[key]
+	if !ok {
+		return nil, false
+	}
+	e := el.Value.(*cacheEntry)
+	if !now.Before(e.until) {
+		c.order.Remove(el)
+		delete(c.entries, key)
+		return nil, false
+	}
+	c.order.MoveToFront(el)
+	return e.info, true
+}
+
+func (c *tokenCache) put(key [32]byte, info *auth.TokenInfo, exp, now time.Time) {
+	if c.size <= 0 {
+		return
+	}
+	until := now.Add(c.ttl)
+	if exp.Before(until) {
+		until = exp
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[key]; ok {
+		el.Value = &cacheEntry{key: key, info: info, until: until}
+		c.order.MoveToFront(el)
+		return
+	}
+	c.entries[key] = c.order.PushFront(&cacheEntry{key: key, info: info, until: until})
+	for c.order.Len() > c.size {
+		oldest := c.order.Back()
+		c.order.Remove(oldest)
+		delete(c.entries, oldest.Value.(*cacheEntry).key)
+	}
+}

@@ -1,0 +1,206 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"html/template"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+
+	"latchkey.dev/latchkey/webhook/callback"
+	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+)
+
+const cbConfirmSentence = "This connects your GitHub account to the account %s. If you did not start this connection or that account is not yours, close this window."
+
+// TestCallbackInRealBrowsers tells seed 002 with real browsers: Latchkey on 127.0.0.1 and the
+// fake GitHub on 127.0.0.2, two different sites, and one Chromium profile per browser.
+func TestCallbackInRealBrowsers(t *testing.T) {
+	cbChromium(t)
+	h := ct.New(t, ct.Options{LatchkeyHost: "127.0.0.1", GitHubHost: "127.0.0.2"})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	signIn := func(p *cbProfile, email, password string) {
+		t.Helper()
+		p.open(h.Issuer + "/sign-in")
+		p.fill("username", email)
+		p.fill("password", password)
+		p.press("Sign in")
+		p.waitFor("Your account")
+	}
+	signInGitHub := func(p *cbProfile, login, password string) {
+		t.Helper()
+		p.open(h.GitHubURL + "/login")
+		p.fill("login", login)
+		p.fill("password", password)
+		p.press("Sign in")
+		// The fake GitHub goes on to "/", which it does not serve; what matters is its cookie.
+		p.waitFor("404 page not found")
+		if got := p.cookies(h.GitHubURL); len(got) == 0 {
+			t.Fatalf("%s: not signed in at GitHub", p.name)
+		}
+	}
+
+	mallory := cbNewProfile(t, ctx, "mallory's browser")
+	alice := cbNewProfile(t, ctx, "alice's browser")
+
+	// 1. The attack. Mallory starts a GitHub connection and copies the authorization URL
+	// without opening it.
+	signIn(mallory, ct.MalloryEmail, ct.MalloryPassword)
+	mallory.waitFor("Connect GitHub")
+	mallory.block(h.GitHubURL)
+	authURL := mallory.pressAndCapture("Connect GitHub", h.GitHubURL+"/login/oauth/authorize?")
+	if u, _ := url.Parse(authURL); u.Query().Get("redirect_uri") != h.CallbackURL {
+		t.Fatalf("authorization URL %s does not carry the fixed callback", authURL)
+	}
+	var binding *network.Cookie
+	for _, c := range mallory.cookies(h.CallbackURL) {
+		if c.Name == callback.CookieName(h.Server.Env()) {
+			binding = c
+		}
+	}
+	if binding == nil {
+		t.Fatal("Mallory's browser holds no binding cookie")
+	}
+	if !binding.HTTPOnly || binding.SameSite != network.CookieSameSiteLax || binding.Path != "/team/demo/connectors/callback" {
+		t.Errorf("binding cookie: HttpOnly=%v SameSite=%q Path=%q; want HttpOnly, Lax, the callback path", binding.HTTPOnly, binding.SameSite, binding.Path)
+	}
+	if got := cbCountNamed(alice.cookies(h.CallbackURL), binding.Name); got != 0 {
+		t.Fatal("profiles share cookies")
+	}
+
+	// Alice is signed in to Latchkey and to GitHub, and approved the app before, so GitHub
+	// skips its page and sends her straight back to the callback.
+	signIn(alice, ct.AliceEmail, ct.AlicePassword)
+	signInGitHub(alice, ct.AliceLogin, ct.AlicePassword)
+	h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
+	alice.open(authURL)
+	text := alice.waitFor("Finish this connection?")
+	if want := fmt.Sprintf(cbConfirmSentence, "m***@example.com"); !strings.Contains(cbOneLine(text), want) {
+		t.Errorf("Alice sees:\n%s\nwant:\n%s", text, want)
+	}
+	if strings.Contains(text, ct.MalloryEmail) {
+		t.Error("the confirmation page shows Mallory's full address")
+	}
+	if loc := alice.location(); !strings.HasPrefix(loc, h.CallbackURL+"?") {
+		t.Errorf("Alice is at %s, want the callback", loc)
+	}
+	if n := h.CountRows("connections"); n != 0 {
+		t.Fatalf("%d connections saved after Alice opened Mallory's URL; want none for anyone", n)
+	}
+	if n := h.GitHub.ExchangeCalls(); n != 0 {
+		t.Fatalf("the code was exchanged %d times without the binding cookie", n)
+	}
+
+	// Mallory's site auto-submits the confirmation POST in Alice's browser, with the code and
+	// state but without the page's token: refused before anything happens.
+	cb, _ := url.Parse(alice.location())
+	attacker := cbAttackerSite(t, h.CallbackURL, cb.Query().Get("code"), cb.Query().Get("state"))
+	alice.open(attacker)
+	alice.waitFor("came from another site")
+	if h.CountRows("connections") != 0 || h.GitHub.ExchangeCalls() != 0 {
+		t.Fatal("the cross-site POST saved a connection")
+	}
+
+	// 2. The legitimate path: Alice connects from her own browser and it finishes at once.
+	alice.open(h.Issuer + "/account")
+	alice.waitFor("Connect GitHub")
+	alice.press("Connect GitHub")
+	text = alice.waitFor("is now connected.")
+	if !strings.Contains(text, "Your GitHub account "+ct.AliceLogin+" is now connected.") || strings.Contains(text, "Finish this connection?") {
+		t.Errorf("same-browser result:\n%s", text)
+	}
+	if got := cbCountNamed(alice.cookies(h.CallbackURL), binding.Name); got != 0 {
+		t.Error("the binding cookie survived the result page")
+	}
+	conns := h.Connections(ct.AliceEmail)
+	if len(conns) != 1 || conns[0].AccountName != ct.AliceLogin || conns[0].Subject != h.Person(ct.AliceEmail).ID {
+		t.Fatalf("Alice's connections: %+v", conns)
+	}
+	if n := h.CountRows("connections"); n != 1 {
+		t.Fatalf("%d connections in all, want Alice's only", n)
+	}
+	alice.open(h.Issuer + "/account")
+	if text := alice.waitFor(ct.AliceLogin); !strings.Contains(text, ct.AliceLogin+" at GitHub") {
+		t.Errorf("account page does not name the account as GitHub does:\n%s", text)
+	}
+
+	// 3. The app path: Mallory starts in one browser (her app) and finishes in another (the
+	// system browser, without the cookie); she confirms, and the connection is hers.
+	system := cbNewProfile(t, ctx, "mallory's system browser")
+	mallory.open(h.Issuer + "/account")
+	mallory.waitFor("Connect GitHub")
+	appURL := mallory.pressAndCapture("Connect GitHub", h.GitHubURL+"/login/oauth/authorize?")
+	signInGitHub(system, ct.MalloryLogin, ct.MalloryPassword)
+	h.GitHub.Approve(ct.MalloryLogin, ct.ClientID)
+	system.open(appURL)
+	text = system.waitFor("Finish this connection?")
+	if want := fmt.Sprintf(cbConfirmSentence, "m***@example.com"); !strings.Contains(cbOneLine(text), want) {
+		t.Errorf("system browser sees:\n%s", text)
+	}
+	if h.CountRows("connections") != 1 {
+		t.Fatal("the app path saved before confirmation")
+	}
+	system.press("Finish connecting")
+	text = system.waitFor("is now connected.")
+	if !strings.Contains(text, "Your GitHub account "+ct.MalloryLogin+" is now connected.") {
+		t.Errorf("app path result:\n%s", text)
+	}
+	mc := h.Connections(ct.MalloryEmail)
+	if len(mc) != 1 || mc[0].AccountName != ct.MalloryLogin || mc[0].Subject != h.Person(ct.MalloryEmail).ID {
+		t.Fatalf("Mallory's connections: %+v", mc)
+	}
+	if ac := h.Connections(ct.AliceEmail); len(ac) != 1 || ac[0].AccountName != ct.AliceLogin {
+		t.Fatalf("Alice's connections changed: %+v", ac)
+	}
+	for _, r := range h.Audit() {
+		if r.Action == "connection.confirmed" && r.Actor != h.Person(ct.MalloryEmail).ID {
+			t.Errorf("confirmed connection recorded with actor %q", r.Actor)
+		}
+	}
+}
+
+// cbOneLine joins a page's paragraphs into one line of words.
+func cbOneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func cbCountNamed(cs []*network.Cookie, name string) int {
+	n := 0
+	for _, c := range cs {
+		if c.Name == name {
+			n++
+		}
+	}
+	return n
+}
+
+var cbAttackerPage = template.Must(template.New("").Parse(`<!doctype html><title>Free stickers</title>
+<form method="post" action="{{.Action}}">
+<input type="hidden" name="code" value="{{.Code}}"><input type="hidden" name="state" value="{{.State}}">
+</form><script>document.forms[0].submit()</script>`))
+
+// cbAttackerSite serves a page on 127.0.0.3, another site, that submits the confirmation form
+// to Latchkey by itself.
+func cbAttackerSite(t *testing.T, action, code, state string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.3:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		cbAttackerPage.Execute(w, map[string]string{"Action": action, "Code": code, "State": state})
+	}))
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.URL + "/"
+}

@@ -1,0 +1,154 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	lt "latchkey.dev/latchkey/webhook/links/linktest"
+)
+
+// Seed 000's forwarded link, in two real Chromium profiles: Mallory's agent gets a connect link;
+// Mallory sends it to Alice, who is signed in to Latchkey and to GitHub and approved the app
+// before; the link stops her and nothing is connected. Then Mallory opens her own link, signs
+// in, connects at GitHub (another site, 127.0.0.2), and the agent's next exchange returns her
+// token.
+func TestLinkForwardedInRealBrowsers(t *testing.T) {
+	cbChromium(t)
+	h := lt.New(t, lt.Options{LatchkeyHost: "127.0.0.1", GitHubHost: "127.0.0.2"})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	subject := h.AccessToken(ct.MalloryEmail, lt.Agent)
+	refusal := h.AgentExchange(subject)
+	if refusal.Status != http.StatusBadRequest || refusal.String("reason") != "connect_required" {
+		t.Fatalf("first exchange: %d %s", refusal.Status, refusal.Raw)
+	}
+	link := refusal.String("connect_uri")
+
+	alice := cbNewProfile(t, ctx, "alice's browser")
+	mallory := cbNewProfile(t, ctx, "mallory's browser")
+
+	// Alice: signed in to Latchkey and to GitHub, the app approved before.
+	alice.open(h.Issuer + "/sign-in")
+	alice.fill("username", ct.AliceEmail)
+	alice.fill("password", ct.AlicePassword)
+	alice.press("Sign in")
+	alice.waitFor("Your account")
+	alice.open(h.GitHubURL + "/login")
+	alice.fill("login", ct.AliceLogin)
+	alice.fill("password", ct.AlicePassword)
+	alice.press("Sign in")
+	alice.waitFor("404 page not found")
+	h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
+
+	// She opens the link Mallory forwarded.
+	alice.open(link)
+	text := alice.waitFor("This link was made for another account")
+	for _, leak := range []string{"mallory", "Mallory", "Connect GitHub"} {
+		if strings.Contains(text, leak) {
+			t.Errorf("Alice's page says %q:\n%s", leak, text)
+		}
+	}
+	if n := lkButtons(t, alice, "Connect GitHub"); n != 0 {
+		t.Fatalf("Alice is offered %d Connect buttons", n)
+	}
+	if n := h.CountRows("connections") + h.CountRows("callback_states") + h.CountRows("agent_permissions"); n != 0 {
+		t.Fatalf("%d rows of connections, callback states or permissions after Alice opened the link", n)
+	}
+	if h.GitHub.ExchangeCalls() != 0 {
+		t.Fatal("GitHub was asked for a code")
+	}
+	if got := h.SecurityEvents("link.wrong_person"); got != 1 {
+		t.Errorf("link.wrong_person counted %v times, want 1", got)
+	}
+	if a := h.AgentExchange(subject); a.String("connect_id") != refusal.String("connect_id") {
+		t.Fatalf("the link changed after Alice opened it: %s", a.Raw)
+	}
+
+	// Mallory opens her own link: sign in first, then back to the link.
+	mallory.open(link)
+	mallory.waitFor("Sign in to")
+	mallory.fill("username", ct.MalloryEmail)
+	mallory.fill("password", ct.MalloryPassword)
+	mallory.press("Sign in")
+	mallory.waitFor("Connect your GitHub account and let Repo Helper use it.")
+	if loc := mallory.location(); loc != link {
+		t.Errorf("after sign-in Mallory is at %s, want the link", loc)
+	}
+	mallory.press("Connect GitHub")
+	// At GitHub (another site), where she is not signed in yet.
+	mallory.waitFor("Sign in to GitHub")
+	if loc := mallory.location(); !strings.HasPrefix(loc, h.GitHubURL) {
+		t.Fatalf("Mallory is at %s, want GitHub", loc)
+	}
+	mallory.fill("login", ct.MalloryLogin)
+	mallory.fill("password", ct.MalloryPassword)
+	mallory.press("Sign in")
+	mallory.waitFor("Authorize")
+	mallory.press("Authorize")
+	text = mallory.waitFor("is now connected.")
+	if !strings.Contains(text, "Go back to your agent") {
+		t.Errorf("result page:\n%s", text)
+	}
+	if loc := mallory.location(); !strings.HasPrefix(loc, h.CallbackURL) {
+		t.Errorf("finishing went on to %s; it must stay on the result page", loc)
+	}
+
+	// The agent learns the outcome by asking again.
+	ok := h.AgentExchange(subject)
+	if ok.Status != http.StatusOK {
+		t.Fatalf("exchange after connecting: %d %s", ok.Status, ok.Raw)
+	}
+	if login := lkGitHubLogin(t, h, ok.String("access_token")); login != ct.MalloryLogin {
+		t.Fatalf("the agent got a token for %q, want %q", login, ct.MalloryLogin)
+	}
+	if n := len(h.Connections(ct.AliceEmail)); n != 0 {
+		t.Fatalf("Alice has %d connections", n)
+	}
+	// The finished link is gone for everyone.
+	alice.open(link)
+	alice.waitFor("There is nothing at this address")
+}
+
+// lkButtons counts the buttons whose visible text is label.
+func lkButtons(t *testing.T, p *cbProfile, label string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	defer cancel()
+	js := `Array.from(document.querySelectorAll("button")).filter(b => b.textContent.trim() === ` + strconv.Quote(label) + `).length`
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](js))
+	if err != nil {
+		t.Fatalf("%s: counting buttons: %v", p.name, err)
+	}
+	return n
+}
+
+// lkGitHubLogin asks the fake GitHub whose token tok is.
+func lkGitHubLogin(t *testing.T, h *lt.Harness, tok string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, h.GitHubURL+"/user", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var u struct {
+		Login string `json:"login"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &u) != nil {
+		t.Fatalf("GitHub /user: %d %s", resp.StatusCode, body)
+	}
+	return u.Login
+}

@@ -1,0 +1,375 @@
+// Package account is the signed-in person's account page: each connected account named as the
+// service names it (so a person can spot a wrong account, seed 000), when it was connected,
+// whether it still works, which agents may use it, and the apps the person has authorised;
+// with Connect, Reconnect, Disconnect, Remove access and Revoke.
+//
+// Every action is a POST carrying the session's anti-forgery token, behind the router's
+// cross-origin protection, answered with a redirect back to the page (or, for Connect, to the
+// service).
+package account
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/internal/upstream"
+	"latchkey.dev/latchkey/webhook/callback"
+	"latchkey.dev/latchkey/webhook/pages"
+	"latchkey.dev/latchkey/webhook/signin"
+	"latchkey.dev/latchkey/webhook/site"
+)
+
+// Paths under the issuer.
+const (
+	Path           = "/account"
+	ConnectPath    = "/account/connect"
+	DisconnectPath = "/account/disconnect"
+	RemoveAgent    = "/account/agents/remove"
+	RevokeApp      = "/account/apps/revoke"
+)
+
+const maxFormBytes = 16 << 10
+
+// notices are the only texts the page shows from its query string, so a crafted link cannot
+// put words on it.
+var notices = map[string]string{
+	"disconnected": "The account was disconnected. Agents can no longer use it.",
+	"removed":      "The agent can no longer use that account.",
+	"revoked":      "The app's access was revoked.",
+}
+
+type handler struct {
+	env   *site.Env
+	vault *upstream.Vault
+}
+
+// Register mounts the account page and its actions.
+func Register(rt site.Router, env *site.Env) {
+	h := &handler{env: env, vault: &upstream.Vault{Store: env.Store, Keyring: env.Keyring, Now: env.Clock}}
+	rt.Page("GET "+Path, http.HandlerFunc(h.page))
+	rt.Page("POST "+ConnectPath, http.HandlerFunc(h.connect))
+	rt.Page("POST "+DisconnectPath, http.HandlerFunc(h.disconnect))
+	rt.Page("POST "+RemoveAgent, http.HandlerFunc(h.removeAgent))
+	rt.Page("POST "+RevokeApp, http.HandlerFunc(h.revokeApp))
+}
+
+func (h *handler) page(w http.ResponseWriter, r *http.Request) {
+	pages.NoStore(w.Header())
+	p := site.Project(r)
+	_, person, ok := signin.Current(h.env, r)
+	if !ok {
+		signin.Redirect(h.env, w, r, r.URL.RequestURI(), false)
+		return
+	}
+	ctx := r.Context()
+	conns, err := h.env.Store.ListConnections(ctx, p.Key, person.ID)
+	if err != nil {
+		h.internal(w, p, err)
+		return
+	}
+	perms, err := h.env.Store.ListPermissions(ctx, p.Key, person.ID)
+	if err != nil {
+		h.internal(w, p, err)
+		return
+	}
+	grants, err := h.env.Store.ListGrants(ctx, p.Key, person.ID)
+	if err != nil {
+		h.internal(w, p, err)
+		return
+	}
+	base := site.IssuerPath(p)
+	d := pages.AccountData{
+		Frame:             pages.Frame{Title: "Your account", Project: signin.ProjectName(p), SignedInAs: signin.DisplayName(person)},
+		CSRF:              signin.CSRFToken(h.env, r),
+		Notice:            notices[r.URL.Query().Get("done")],
+		ConnectAction:     base + ConnectPath,
+		DisconnectAction:  base + DisconnectPath,
+		RemoveAgentAction: base + RemoveAgent,
+		RevokeAppAction:   base + RevokeApp,
+		SignOut:           base + "/sign-out",
+	}
+	names := map[string]string{}
+	name := func(id string) string {
+		if n, ok := names[id]; ok {
+			return n
+		}
+		n := h.clientName(ctx, p, id)
+		names[id] = n
+		return n
+	}
+	connected := map[string]bool{}
+	for _, c := range conns {
+		connected[c.Connector] = true
+		ac := pages.AccountConnection{
+			ID:          c.ID,
+			Service:     serviceName(p, c.Connector),
+			Connector:   c.Connector,
+			AccountName: c.AccountName,
+			ConnectedAt: day(c.CreatedAt),
+			Broken:      c.Status == store.ConnectionBroken,
+		}
+		for _, perm := range perms {
+			if perm.ConnectionID == c.ID {
+				ac.Agents = append(ac.Agents, pages.AccountAgent{ClientID: perm.ClientID, Name: name(perm.ClientID)})
+			}
+		}
+		d.Connections = append(d.Connections, ac)
+	}
+	var targets []string
+	for _, c := range sortedConnectors(p) {
+		if !connected[c.Key] {
+			d.Available = append(d.Available, pages.AccountConnector{Key: c.Key, Service: serviceName(p, c.Key)})
+		}
+		if o := origin(c.AuthURL); o != "" && !slices.Contains(targets, o) {
+			targets = append(targets, o)
+		}
+	}
+	for _, g := range grants {
+		d.Apps = append(d.Apps, pages.AccountApp{ClientID: g.ClientID, Name: name(g.ClientID), Since: day(g.CreatedAt)})
+	}
+	// Connect answers its form with a redirect to the service, which browsers check against
+	// this page's form-action.
+	pages.AllowFormTargets(w, targets...)
+	h.env.Pages.Account(w, http.StatusOK, d)
+}
+
+// connect starts a connection from the account page and sends the browser to the service.
+// Connecting needs a recent sign-in, as on a connect link (seed 000): a browser left signed in
+// on a shared computer is not enough to attach someone's account to this person.
+func (h *handler) connect(w http.ResponseWriter, r *http.Request) {
+	p, person, session, form, ok := h.action(w, r)
+	if !ok {
+		return
+	}
+	recent := p.Lifetimes.RecentSignIn
+	if recent <= 0 {
+		recent = config.DefaultLifetimes().RecentSignIn
+	}
+	if !signin.Fresh(session, recent, h.env.Now()) {
+		http.Redirect(w, r, signin.URL(p, site.IssuerPath(p)+Path, true), http.StatusSeeOther)
+		return
+	}
+	c := p.Connectors[form.Get("connector")]
+	if c == nil {
+		h.env.Pages.Error(w, http.StatusBadRequest, pages.ErrorData{
+			Frame:   pages.Frame{Title: "Unknown service", Project: signin.ProjectName(p), SignedInAs: signin.DisplayName(person)},
+			Message: "This project has no such service. Go back to your account page and try again.",
+		})
+		return
+	}
+	purpose := callback.PurposeConnect
+	if form.Get("purpose") == callback.PurposeReconnect {
+		purpose = callback.PurposeReconnect
+	}
+	authURL, err := callback.Begin(w, r, h.env, p, c, person.ID, purpose, "")
+	if err != nil {
+		h.internal(w, p, err)
+		return
+	}
+	http.Redirect(w, r, authURL, http.StatusSeeOther)
+}
+
+// disconnect revokes the connection at the service where it can, then deletes it and every
+// agent's permission to use it. The service failing does not keep the person connected.
+func (h *handler) disconnect(w http.ResponseWriter, r *http.Request) {
+	p, person, _, form, ok := h.action(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	id := form.Get("connection_id")
+	conn, err := h.env.Store.GetConnection(ctx, p.Key, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && conn.Subject != person.ID) {
+		h.back(w, r, p, "")
+		return
+	}
+	if err != nil {
+		h.internal(w, p, err)
+		return
+	}
+	revoked := "not_supported"
+	if c := p.Connectors[conn.Connector]; c != nil && c.RevocationURL != "" {
+		revoked = "yes"
+		if err := h.vault.Revoke(ctx, c, conn); err != nil {
+			revoked = "failed"
+			h.env.Logger.Info("upstream revocation failed", "project", p.Key, "connector", c.Key, "error", err.Error())
+		}
+	}
+	if err := h.env.Store.DeleteConnection(ctx, p.Key, conn.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		h.internal(w, p, err)
+		return
+	}
+	h.env.Record(ctx, store.AuditRecord{
+		Project: p.Key, Actor: person.ID, Action: "connection.disconnected", Target: "connection:" + conn.ID,
+		Details: map[string]string{"connector": conn.Connector, "account": conn.AccountName, "revoked": revoked},
+	})
+	h.back(w, r, p, "disconnected")
+}
+
+func (h *handler) removeAgent(w http.ResponseWriter, r *http.Request) {
+	p, person, _, form, ok := h.action(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	connector, clientID := form.Get("connector"), form.Get("client_id")
+	err := h.env.Store.DeletePermission(ctx, p.Key, person.ID, connector, clientID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		h.internal(w, p, err)
+		return
+	}
+	if err == nil {
+		h.env.Record(ctx, store.AuditRecord{
+			Project: p.Key, Actor: person.ID, Action: "permission.removed", Target: "client:" + clientID,
+			Details: map[string]string{"connector": connector},
+		})
+	}
+	h.back(w, r, p, "removed")
+}
+
+// revokeApp withdraws the person's consent to an app, which ends its tokens, and also every
+// permission it had to use the person's connected accounts: an app re-authorised later must be
+// allowed again.
+func (h *handler) revokeApp(w http.ResponseWriter, r *http.Request) {
+	p, person, _, form, ok := h.action(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	clientID := form.Get("client_id")
+	err := h.env.Store.DeleteGrant(ctx, p.Key, person.ID, clientID, h.env.Now())
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		h.internal(w, p, err)
+		return
+	}
+	perms, err := h.env.Store.ListPermissions(ctx, p.Key, person.ID)
+	if err != nil {
+		h.internal(w, p, err)
+		return
+	}
+	for _, perm := range perms {
+		if perm.ClientID != clientID {
+			continue
+		}
+		if err := h.env.Store.DeletePermission(ctx, p.Key, person.ID, perm.Connector, clientID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			h.internal(w, p, err)
+			return
+		}
+	}
+	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: person.ID, Action: "grant.revoked", Target: "client:" + clientID})
+	h.back(w, r, p, "revoked")
+}
+
+// action runs the checks every POST shares: a readable form, a signed-in person and the
+// session's anti-forgery token. It answers the request itself when a check fails.
+func (h *handler) action(w http.ResponseWriter, r *http.Request) (*config.Project, store.Person, store.Session, url.Values, bool) {
+	pages.NoStore(w.Header())
+	p := site.Project(r)
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		h.env.Pages.Error(w, http.StatusBadRequest, pages.ErrorData{Frame: pages.Frame{Project: signin.ProjectName(p)}, Message: "The form could not be read."})
+		return nil, store.Person{}, store.Session{}, nil, false
+	}
+	for _, v := range r.PostForm {
+		if len(v) > 1 {
+			h.env.Pages.Error(w, http.StatusBadRequest, pages.ErrorData{Frame: pages.Frame{Project: signin.ProjectName(p)}, Message: "The form could not be read."})
+			return nil, store.Person{}, store.Session{}, nil, false
+		}
+	}
+	session, person, ok := signin.Current(h.env, r)
+	if !ok {
+		http.Redirect(w, r, signin.URL(p, site.IssuerPath(p)+Path, false), http.StatusSeeOther)
+		return nil, store.Person{}, store.Session{}, nil, false
+	}
+	if !signin.CheckCSRF(h.env, r, r.PostForm.Get("csrf_token")) {
+		h.env.Pages.Error(w, http.StatusForbidden, pages.ErrorData{
+			Frame:   pages.Frame{Title: "Form expired", Project: signin.ProjectName(p), SignedInAs: signin.DisplayName(person)},
+			Message: "This form has expired. Go back, reload the page and try again. Nothing was changed.",
+		})
+		return nil, store.Person{}, store.Session{}, nil, false
+	}
+	return p, person, session, r.PostForm, true
+}
+
+func (h *handler) back(w http.ResponseWriter, r *http.Request, p *config.Project, notice string) {
+	u := site.IssuerPath(p) + Path
+	if notice != "" {
+		u += "?done=" + notice
+	}
+	http.Redirect(w, r, u, http.StatusSeeOther)
+}
+
+func (h *handler) internal(w http.ResponseWriter, p *config.Project, err error) {
+	h.env.Logger.Error(err, "account page failed", "project", p.Key)
+	h.env.Pages.Error(w, http.StatusInternalServerError, pages.ErrorData{
+		Frame:   pages.Frame{Title: "Something went wrong", Project: signin.ProjectName(p)},
+		Message: "This did not work because of a problem on our side. Please try again in a moment.",
+	})
+}
+
+// clientName names an agent for the person. Declared clients and registered ones are read
+// locally; a client ID metadata document is named by its address, since fetching documents to
+// draw a page would let any listed client make the server call out.
+func (h *handler) clientName(ctx context.Context, p *config.Project, id string) string {
+	if c := p.Clients[id]; c != nil {
+		if c.Name != "" {
+			return c.Name
+		}
+		return id
+	}
+	if strings.HasPrefix(id, "https://") {
+		return id
+	}
+	c, err := h.env.Store.GetClient(ctx, p.Key, id)
+	if err != nil || c.Name == "" {
+		return id
+	}
+	return c.Name
+}
+
+func serviceName(p *config.Project, key string) string {
+	c := p.Connectors[key]
+	switch {
+	case c == nil:
+		return key
+	case c.DisplayName != "":
+		return c.DisplayName
+	}
+	return c.Name
+}
+
+func sortedConnectors(p *config.Project) []*config.Connector {
+	out := make([]*config.Connector, 0, len(p.Connectors))
+	for _, c := range p.Connectors {
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b *config.Connector) int {
+		if n := strings.Compare(serviceName(p, a.Key), serviceName(p, b.Key)); n != 0 {
+			return n
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	return out
+}
+
+func origin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+func day(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2 January 2006")
+}

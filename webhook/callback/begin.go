@@ -1,0 +1,160 @@
+// Package callback connects a person's account at an upstream service (GitHub, or any OAuth 2.0
+// / OIDC provider) to their Latchkey account, bound to the browser that started it (seed 002).
+//
+// Begin leaves three things behind: a state row (state and PKCE verifier, the person, the
+// connector, ten minutes), a one-time binding cookie in the starting browser, and only the
+// cookie's hash in the row. The service sends the browser back to the one fixed callback,
+// {issuer}/connectors/callback. There the cookie decides:
+//
+//   - it matches: the code is exchanged at once and the connection saved under the person
+//     recorded with the state (the callback carries no sign-in, so that person is owner and
+//     actor);
+//   - it is missing or different (an app that opened the system browser, or a victim who was
+//     sent someone else's authorization URL): nothing is exchanged or saved, and the browser
+//     gets a confirmation page naming the receiving account, masked, with a one-time token. Only
+//     a POST of that page's current token finishes the connection.
+package callback
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/internal/upstream"
+	"latchkey.dev/latchkey/webhook/site"
+)
+
+// Path is the callback's path under the issuer; a connector's CallbackURL is the issuer
+// followed by it.
+const Path = "/connectors/callback"
+
+// Purposes a connection is started for.
+const (
+	PurposeConnect   = "connect"
+	PurposeReconnect = "reconnect"
+)
+
+// cookieBase names the binding cookie. One name per project (the cookie is scoped to the
+// project's callback path), so it holds one value per authorization: starting a second
+// connection in the same browser replaces the first one's cookie, and the first then finishes
+// through the confirmation page, as seed 002 describes.
+const cookieBase = "latchkey_connect"
+
+// CookieName is the binding cookie's name. Over https it carries the __Secure- prefix (not
+// __Host-, which would forbid scoping it to the callback path).
+func CookieName(env *site.Env) string {
+	if env.Secure() {
+		return "__Secure-" + cookieBase
+	}
+	return cookieBase
+}
+
+// CookiePath scopes the binding cookie to the project's callback, so no other page of the
+// server ever receives it.
+func CookiePath(p *config.Project) string { return site.IssuerPath(p) + Path }
+
+// Begin starts connecting the person subject to connector c and returns the service's
+// authorization URL to send the browser to. It stores the state row, sets the binding cookie on
+// w (so w must not have been written to yet), and records the start in the audit log. purpose
+// is PurposeConnect or PurposeReconnect (or a caller's own word); linkID names the connect link
+// that started it, if any, and is handed to the hooks when the connection is saved.
+//
+// The redirect URI sent to the service is always c.CallbackURL; nothing in the request can
+// change it.
+func Begin(w http.ResponseWriter, r *http.Request, env *site.Env, p *config.Project, c *config.Connector, subject, purpose, linkID string) (authURL string, err error) {
+	if c == nil || subject == "" {
+		return "", errors.New("callback: Begin needs a connector and a person")
+	}
+	now := env.Now()
+	state := secret.New("")
+	verifier := upstream.NewVerifier()
+	authURL = upstream.AuthURL(c, state, verifier)
+	if authURL == "" {
+		return "", fmt.Errorf("callback: connector %s has no usable authorization URL", c.Key)
+	}
+	binding := secret.New("")
+	stateHash := secret.Hash(state)
+	keyID, sealed := env.Keyring.Seal(verifierPurpose(p.Key, stateHash), []byte(verifier))
+	lifetime := p.Lifetimes.CallbackState
+	if lifetime <= 0 {
+		lifetime = config.DefaultLifetimes().CallbackState
+	}
+	err = env.Store.CreateCallbackState(r.Context(), store.CallbackState{
+		StateHash:   stateHash,
+		Project:     p.Key,
+		Subject:     subject,
+		Connector:   c.Key,
+		Purpose:     purpose,
+		LinkID:      linkID,
+		Verifier:    sealed,
+		KeyID:       keyID,
+		BindingHash: secret.Hash(binding),
+		ExpiresAt:   now.Add(lifetime),
+		CreatedAt:   now,
+	})
+	if err != nil {
+		return "", fmt.Errorf("callback: storing the state: %w", err)
+	}
+	setBinding(w, env, p, binding, lifetime)
+	details := map[string]string{"connector": c.Key, "purpose": purpose, "state": stateDigest(stateHash)}
+	if linkID != "" {
+		details["link_id"] = linkID
+	}
+	env.Record(r.Context(), store.AuditRecord{
+		Project: p.Key, Time: now, Actor: subject, Action: "connection.started",
+		Target: "connector:" + c.Key, Details: details,
+	})
+	return authURL, nil
+}
+
+// verifierPurpose binds the sealed PKCE verifier to its own row.
+func verifierPurpose(project string, stateHash []byte) string {
+	return "latchkey/callback-verifier\x00" + project + "\x00" + hex.EncodeToString(stateHash)
+}
+
+// stateDigest names a state row in audit records without giving away anything that finds it.
+func stateDigest(stateHash []byte) string {
+	sum := sha256.Sum256(stateHash)
+	return hex.EncodeToString(sum[:6])
+}
+
+// setBinding sets the one-time binding cookie: HttpOnly, SameSite=Lax (so it rides the
+// top-level navigation back from the service, and no cross-site POST), Secure over https,
+// scoped to the callback path, and gone when the state expires.
+func setBinding(w http.ResponseWriter, env *site.Env, p *config.Project, value string, lifetime time.Duration) {
+	http.SetCookie(w, &http.Cookie{
+		Name:     CookieName(env),
+		Value:    value,
+		Path:     CookiePath(p),
+		MaxAge:   int(lifetime / time.Second),
+		HttpOnly: true,
+		Secure:   env.Secure(),
+		SameSite: http.SameSiteLaxMode,
+	})
+}
+
+func clearBinding(w http.ResponseWriter, env *site.Env, p *config.Project) {
+	http.SetCookie(w, &http.Cookie{
+		Name:     CookieName(env),
+		Path:     CookiePath(p),
+		MaxAge:   -1,
+		HttpOnly: true,
+		Secure:   env.Secure(),
+		SameSite: http.SameSiteLaxMode,
+	})
+}
+
+// readBinding returns the binding cookie's value, or "".
+func readBinding(r *http.Request, env *site.Env) string {
+	c, err := r.Cookie(CookieName(env))
+	if err != nil || len(c.Value) > 128 {
+		return ""
+	}
+	return c.Value
+}

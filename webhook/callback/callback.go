@@ -1,0 +1,475 @@
+package callback
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/oauth2"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/internal/upstream"
+	"latchkey.dev/latchkey/webhook/pages"
+	"latchkey.dev/latchkey/webhook/signin"
+	"latchkey.dev/latchkey/webhook/site"
+)
+
+// Hook runs after a connection has been saved, with the state row it was started from (its
+// Purpose and LinkID say why) and the stored connection. The connect-link flow uses one to let
+// the link's agent use the connection and close the link. An error is logged and the person is
+// told that the connection was saved but the rest did not finish; the connection stays.
+type Hook func(ctx context.Context, p *config.Project, st store.CallbackState, conn store.Connection) error
+
+const (
+	maxFormBytes = 16 << 10
+	maxParam     = 2048
+)
+
+type handler struct {
+	env   *site.Env
+	vault *upstream.Vault
+	hooks []Hook
+	// http is the client for calls to services; nil means http.DefaultClient.
+	http *http.Client
+}
+
+// Register mounts the callback: GET receives the service's redirect, POST is the confirmation
+// step. hooks run, in order, after each saved connection.
+func Register(rt site.Router, env *site.Env, hooks ...Hook) {
+	h := &handler{
+		env:   env,
+		vault: &upstream.Vault{Store: env.Store, Keyring: env.Keyring, Now: env.Clock},
+		hooks: hooks,
+	}
+	rt.Page("GET "+Path, http.HandlerFunc(h.get))
+	rt.Page("POST "+Path, http.HandlerFunc(h.post))
+}
+
+// Errors a consume check returns; the row stays when one does.
+var (
+	errMismatch = errors.New("callback: the browser does not hold this state's binding")
+	errBadToken = errors.New("callback: missing or wrong confirmation token")
+)
+
+// headers are set on every callback response whatever the middleware does: each carries a
+// code, a state, a token or a person's masked address.
+func headers(w http.ResponseWriter) {
+	h := w.Header()
+	pages.NoStore(h)
+	h.Set("Referrer-Policy", "no-referrer")
+	if h.Get("Content-Security-Policy") == "" {
+		h.Set("Content-Security-Policy", pages.CSP)
+	}
+}
+
+func (h *handler) get(w http.ResponseWriter, r *http.Request) {
+	headers(w)
+	if r.Method == http.MethodHead {
+		// Link checkers and previews must not use up a state or replace a confirmation token.
+		return
+	}
+	p := site.Project(r)
+	q := r.URL.Query()
+	// redirect_uri and anything else in the query is ignored: the code was issued for the
+	// fixed callback and is exchanged for it.
+	for _, k := range []string{"state", "code", "error"} {
+		if len(q[k]) > 1 {
+			h.invalid(w, p)
+			return
+		}
+	}
+	state := q.Get("state")
+	if e := q.Get("error"); e != "" {
+		h.upstreamError(w, r, p, state, e)
+		return
+	}
+	code := q.Get("code")
+	if !param(state) || !param(code) {
+		h.invalid(w, p)
+		return
+	}
+	ctx := r.Context()
+	stateHash := secret.Hash(state)
+	st, c, ok := h.lookup(w, r, p, stateHash)
+	if !ok {
+		return
+	}
+	if binding := readBinding(r, h.env); binding != "" && secret.HashEqual(binding, st.BindingHash) {
+		h.finish(w, r, p, c, stateHash, code, "connection.saved", true, func(s store.CallbackState) error {
+			if s.Project != p.Key || !secret.HashEqual(binding, s.BindingHash) {
+				return errMismatch
+			}
+			return nil
+		})
+		return
+	}
+
+	// Another browser (or none of our cookie): show who would receive the connection and stop.
+	reason := "no_cookie"
+	if _, err := r.Cookie(CookieName(h.env)); err == nil {
+		reason = "other_cookie"
+	}
+	token := secret.New("")
+	if err := h.env.Store.SetConfirmHash(ctx, stateHash, confirmHash(token, code), h.env.Now()); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			h.expired(w, p)
+			return
+		}
+		h.internal(w, p, err)
+		return
+	}
+	h.record(ctx, p, st, "connection.confirmation_shown", "connector:"+c.Key, map[string]string{"reason": reason})
+	h.env.Pages.ConnectConfirm(w, http.StatusOK, pages.ConnectConfirmData{
+		Frame:   pages.Frame{Title: "Finish this connection?", Project: signin.ProjectName(p)},
+		Service: serviceName(c),
+		Account: h.maskedOwner(ctx, p, st.Subject),
+		Action:  site.IssuerPath(p) + Path,
+		Code:    code,
+		State:   state,
+		Token:   token,
+	})
+}
+
+func (h *handler) post(w http.ResponseWriter, r *http.Request) {
+	headers(w)
+	p := site.Project(r)
+	form, ok := h.readForm(w, r, p)
+	if !ok {
+		return
+	}
+	state, code, token := form.Get("state"), form.Get("code"), form.Get("confirm_token")
+	if !param(state) || !param(code) {
+		h.invalid(w, p)
+		return
+	}
+	ctx := r.Context()
+	stateHash := secret.Hash(state)
+	st, c, ok := h.lookup(w, r, p, stateHash)
+	if !ok {
+		return
+	}
+	if len(token) > maxParam || !checkToken(token, code, st) {
+		// The row stays: a forged or stale POST must not cost the genuine person their
+		// attempt. Guessing is hopeless (256-bit tokens) and the row dies with the state.
+		h.record(ctx, p, st, "connection.confirmation_refused", "connector:"+c.Key, map[string]string{"reason": "bad_token"})
+		h.refused(w, p)
+		return
+	}
+	h.finish(w, r, p, c, stateHash, code, "connection.confirmed", false, func(s store.CallbackState) error {
+		if s.Project != p.Key {
+			return errMismatch
+		}
+		if !checkToken(token, code, s) {
+			return errBadToken
+		}
+		return nil
+	})
+}
+
+// confirmHash is what the row keeps of a confirmation token. The code shown with the token is
+// bound into it, so a token confirms only the code it was rendered with.
+func confirmHash(token, code string) []byte { return secret.Hash(token + "\x00" + code) }
+
+func checkToken(token, code string, st store.CallbackState) bool {
+	return token != "" && len(st.ConfirmHash) > 0 && secret.HashEqual(token+"\x00"+code, st.ConfirmHash)
+}
+
+// lookup finds the live state row of this project and its connector, or answers the request.
+func (h *handler) lookup(w http.ResponseWriter, r *http.Request, p *config.Project, stateHash []byte) (store.CallbackState, *config.Connector, bool) {
+	ctx := r.Context()
+	st, err := h.env.Store.GetCallbackState(ctx, stateHash, h.env.Now())
+	if errors.Is(err, store.ErrNotFound) || (err == nil && st.Project != p.Key) {
+		h.expired(w, p)
+		return st, nil, false
+	}
+	if err != nil {
+		h.internal(w, p, err)
+		return st, nil, false
+	}
+	c := p.Connectors[st.Connector]
+	if c == nil {
+		// The connector was removed while the person was away: end the attempt.
+		h.env.Store.ConsumeCallbackState(ctx, stateHash, h.env.Now(), nil)
+		h.page(w, p, http.StatusGone, "This service is no longer available",
+			"The service you were connecting has been removed from this project. Nothing was connected. You can close this window.")
+		return st, nil, false
+	}
+	return st, c, true
+}
+
+// finish consumes the state row (once, and only if check passes), exchanges the code, saves the
+// connection under the person recorded with the state and runs the hooks.
+func (h *handler) finish(w http.ResponseWriter, r *http.Request, p *config.Project, c *config.Connector, stateHash []byte, code, action string, sameBrowser bool, check func(store.CallbackState) error) {
+	ctx := r.Context()
+	now := h.env.Now()
+	st, err := h.env.Store.ConsumeCallbackState(ctx, stateHash, now, check)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		h.expired(w, p)
+		return
+	case errors.Is(err, errBadToken):
+		h.record(ctx, p, st, "connection.confirmation_refused", "connector:"+c.Key, map[string]string{"reason": "bad_token"})
+		h.refused(w, p)
+		return
+	case errors.Is(err, errMismatch):
+		h.expired(w, p)
+		return
+	case err != nil:
+		h.internal(w, p, err)
+		return
+	}
+	verifier, err := h.env.Keyring.Open(verifierPurpose(p.Key, stateHash), st.KeyID, st.Verifier)
+	if err != nil {
+		h.internal(w, p, err)
+		return
+	}
+	if !c.PKCE {
+		verifier = nil
+	}
+	acct, tok, err := upstream.Exchange(ctx, h.http, c, code, string(verifier))
+	if err != nil {
+		h.exchangeFailed(w, r, p, c, st, err)
+		return
+	}
+	conn := store.Connection{
+		ID:          newID(),
+		Project:     p.Key,
+		Subject:     st.Subject,
+		Connector:   c.Key,
+		AccountID:   acct.ID,
+		AccountName: acct.Name,
+		Status:      store.ConnectionActive,
+		CreatedAt:   now,
+		UpdatedAt:   now,
+	}
+	h.vault.Seal(&conn, tok)
+	saved, err := h.env.Store.SaveConnection(ctx, conn)
+	if err != nil {
+		h.internal(w, p, err)
+		return
+	}
+	details := map[string]string{
+		"connector": c.Key, "account": saved.AccountName, "account_id": saved.AccountID,
+		"purpose": st.Purpose, "owner": st.Subject, "state": stateDigest(stateHash),
+	}
+	if st.LinkID != "" {
+		details["link_id"] = st.LinkID
+	}
+	if sameBrowser {
+		details["browser"] = "same"
+	} else {
+		details["browser"] = "confirmed"
+	}
+	h.record(ctx, p, st, action, "connection:"+saved.ID, details)
+
+	hookFailed := false
+	for _, hook := range h.hooks {
+		if err := hook(ctx, p, st, saved); err != nil {
+			hookFailed = true
+			h.env.Logger.Error(err, "connection hook failed", "project", p.Key, "connection", saved.ID)
+		}
+	}
+	if b := readBinding(r, h.env); b != "" && secret.HashEqual(b, st.BindingHash) {
+		clearBinding(w, h.env, p)
+	}
+	h.connected(w, p, c, st, saved, hookFailed)
+}
+
+// exchangeFailed ends an attempt the service did not accept. The state is already gone, so
+// the person starts again.
+func (h *handler) exchangeFailed(w http.ResponseWriter, r *http.Request, p *config.Project, c *config.Connector, st store.CallbackState, err error) {
+	h.env.Logger.Info("upstream code exchange failed", "project", p.Key, "connector", c.Key, "error", err.Error())
+	reason := "service"
+	status := http.StatusBadGateway
+	var re *oauth2.RetrieveError
+	switch {
+	case errors.Is(err, upstream.ErrTimeout):
+		reason, status = "timeout", http.StatusGatewayTimeout
+	case errors.As(err, &re) && (re.ErrorCode == "bad_verification_code" || re.ErrorCode == "invalid_grant"):
+		// A code that is wrong, expired or already used is the request's fault, not ours.
+		reason, status = "bad_code", http.StatusBadRequest
+	}
+	h.record(r.Context(), p, st, "connection.failed", "connector:"+c.Key, map[string]string{"reason": reason})
+	name := serviceName(c)
+	h.page(w, p, status, name+" did not complete the connection",
+		"Nothing was connected. Start again from your account page, or ask the agent for a new link.")
+}
+
+func (h *handler) connected(w http.ResponseWriter, p *config.Project, c *config.Connector, st store.CallbackState, conn store.Connection, hookFailed bool) {
+	name := serviceName(c)
+	back := "Go back to the app — you can close this window."
+	if st.LinkID != "" {
+		back = "Go back to your agent — you can close this window."
+	}
+	paras := []string{"Your " + name + " account " + conn.AccountName + " is now connected."}
+	if hookFailed {
+		paras = append(paras, "The connection is saved, but letting the agent use it did not finish. Ask the agent to try again.")
+	}
+	paras = append(paras, back)
+	d := pages.MessageData{
+		Frame:      pages.Frame{Title: "Connected", Project: signin.ProjectName(p)},
+		Heading:    "Connected",
+		Paragraphs: paras,
+	}
+	if st.LinkID == "" {
+		// Our own fixed page, shown as a link: the result never sends the browser anywhere.
+		d.Actions = []pages.Action{{Label: "Your account", URL: site.IssuerPath(p) + "/account"}}
+	}
+	h.env.Pages.Message(w, http.StatusOK, d)
+}
+
+// upstreamError ends an attempt the service reports as failed (access_denied when the person
+// declined). Only known codes change the wording: error_description is the sender's text and
+// never shown.
+func (h *handler) upstreamError(w http.ResponseWriter, r *http.Request, p *config.Project, state, code string) {
+	name := "The service"
+	if param(state) {
+		stateHash := secret.Hash(state)
+		st, err := h.env.Store.ConsumeCallbackState(r.Context(), stateHash, h.env.Now(), func(s store.CallbackState) error {
+			if s.Project != p.Key {
+				return errMismatch
+			}
+			return nil
+		})
+		if err == nil {
+			if c := p.Connectors[st.Connector]; c != nil {
+				name = serviceName(c)
+			}
+			h.record(r.Context(), p, st, "connection.cancelled", "connector:"+st.Connector, map[string]string{"error": errorCode(code)})
+		}
+	}
+	if code == "access_denied" {
+		h.page(w, p, http.StatusOK, "Nothing was connected",
+			name+" says the connection was not allowed, so nothing was connected. You can close this window.")
+		return
+	}
+	h.page(w, p, http.StatusOK, "Nothing was connected",
+		name+" could not complete the connection, so nothing was connected. Start again from your account page, or ask the agent for a new link.")
+}
+
+// errorCode keeps an OAuth error code for the audit log only if it looks like one.
+func errorCode(s string) string {
+	if len(s) > 64 {
+		return "other"
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && r != '_' {
+			return "other"
+		}
+	}
+	return s
+}
+
+func (h *handler) record(ctx context.Context, p *config.Project, st store.CallbackState, action, target string, details map[string]string) {
+	if details == nil {
+		details = map[string]string{}
+	}
+	if _, ok := details["connector"]; !ok {
+		details["connector"] = st.Connector
+	}
+	if _, ok := details["purpose"]; !ok && st.Purpose != "" {
+		details["purpose"] = st.Purpose
+	}
+	if _, ok := details["link_id"]; !ok && st.LinkID != "" {
+		details["link_id"] = st.LinkID
+	}
+	// The callback carries no sign-in: the person recorded with the state is the actor.
+	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Time: h.env.Now(), Actor: st.Subject, Action: action, Target: target, Details: details})
+}
+
+func (h *handler) maskedOwner(ctx context.Context, p *config.Project, subject string) string {
+	person, err := h.env.Store.GetPerson(ctx, p.Key, subject)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			h.env.Logger.Error(err, "cannot read person", "project", p.Key)
+		}
+		return "***"
+	}
+	if person.Email != "" {
+		return Mask(person.Email)
+	}
+	return Mask(person.Name)
+}
+
+// Mask shows an email address by its first character and its domain only ("a***@example.com"),
+// and anything else by its first character.
+func Mask(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "***"
+	}
+	first, _ := utf8.DecodeRuneInString(s)
+	if at := strings.LastIndexByte(s, '@'); at > 0 && at < len(s)-1 {
+		return string(first) + "***" + s[at:]
+	}
+	return string(first) + "***"
+}
+
+func serviceName(c *config.Connector) string {
+	if c.DisplayName != "" {
+		return c.DisplayName
+	}
+	return c.Name
+}
+
+// param accepts a state or code of sane length.
+func param(s string) bool { return s != "" && len(s) <= maxParam }
+
+func (h *handler) readForm(w http.ResponseWriter, r *http.Request, p *config.Project) (url.Values, bool) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		h.invalid(w, p)
+		return nil, false
+	}
+	for _, v := range r.PostForm {
+		if len(v) > 1 {
+			h.invalid(w, p)
+			return nil, false
+		}
+	}
+	return r.PostForm, true
+}
+
+func (h *handler) page(w http.ResponseWriter, p *config.Project, status int, heading, text string) {
+	h.env.Pages.Message(w, status, pages.MessageData{
+		Frame:      pages.Frame{Title: heading, Project: signin.ProjectName(p)},
+		Heading:    heading,
+		Paragraphs: []string{text},
+	})
+}
+
+func (h *handler) invalid(w http.ResponseWriter, p *config.Project) {
+	h.page(w, p, http.StatusBadRequest, "This connection cannot be finished",
+		"The address is incomplete. Nothing was connected. Start again from your account page, or ask the agent for a new link.")
+}
+
+// expired covers unknown, expired, used and foreign states alike, so the page says nothing
+// about which states exist.
+func (h *handler) expired(w http.ResponseWriter, p *config.Project) {
+	h.page(w, p, http.StatusBadRequest, "This connection cannot be finished",
+		"It has expired or has already been used. Nothing was connected. Start again from your account page, or ask the agent for a new link.")
+}
+
+func (h *handler) refused(w http.ResponseWriter, p *config.Project) {
+	h.page(w, p, http.StatusForbidden, "This connection was not finished",
+		"The confirmation did not come from the page we showed, or that page has been replaced. Nothing was connected. If you started this connection, open the confirmation page again and use its button.")
+}
+
+func (h *handler) internal(w http.ResponseWriter, p *config.Project, err error) {
+	h.env.Logger.Error(err, "connector callback failed", "project", p.Key)
+	h.page(w, p, http.StatusInternalServerError, "Something went wrong",
+		"The connection could not be finished because of a problem on our side. Nothing was connected. Please start again in a moment.")
+}
+
+func newID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

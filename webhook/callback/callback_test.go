@@ -1,0 +1,666 @@
+package callback_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/internal/upstream"
+	"latchkey.dev/latchkey/webhook/callback"
+	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+)
+
+const confirmText = "Finish this connection? This connects your GitHub account to the account %s. If you did not start this connection or that account is not yours, close this window."
+
+// assertPrivate checks the headers every callback page carries (seed 002).
+func assertPrivate(t *testing.T, p ct.Page) {
+	t.Helper()
+	if got := p.Header.Get("Cache-Control"); got != "no-store" {
+		t.Errorf("Cache-Control = %q, want no-store", got)
+	}
+	if got := p.Header.Get("Content-Security-Policy"); !strings.Contains(got, "frame-ancestors 'none'") {
+		t.Errorf("Content-Security-Policy = %q, want frame-ancestors 'none'", got)
+	}
+	if got := p.Header.Get("Referrer-Policy"); got != "no-referrer" {
+		t.Errorf("Referrer-Policy = %q, want no-referrer", got)
+	}
+	if loc := p.Header.Get("Location"); loc != "" {
+		t.Errorf("callback page redirects to %q; it must never send the browser anywhere", loc)
+	}
+}
+
+// start signs email in to Latchkey in a new browser, presses Connect and returns that browser
+// with the authorization URL it was sent to (not followed).
+func start(t *testing.T, h *ct.Harness, email, password string) (*ct.Browser, string) {
+	t.Helper()
+	b := h.Browser()
+	b.SignIn(email, password)
+	res := b.Press("Connect GitHub")
+	if res.Status != http.StatusSeeOther {
+		t.Fatalf("Connect answered %d: %s", res.Status, res.Text())
+	}
+	authURL := res.Location()
+	if !strings.HasPrefix(authURL, h.GitHubURL+"/login/oauth/authorize?") {
+		t.Fatalf("Connect sent the browser to %q", authURL)
+	}
+	return b, authURL
+}
+
+// atGitHub opens the authorization URL in b, which is signed in at GitHub as login and has
+// approved the app before, and returns the callback address GitHub sends it back to.
+func atGitHub(t *testing.T, h *ct.Harness, b *ct.Browser, login, authURL string) string {
+	t.Helper()
+	b.SignInGitHub(login)
+	h.GitHub.Approve(login, ct.ClientID)
+	res := b.Get(authURL)
+	if res.Status != http.StatusFound || !strings.HasPrefix(res.Location(), h.CallbackURL+"?") {
+		t.Fatalf("GitHub answered %d, Location %q: %s", res.Status, res.Location(), res.Text())
+	}
+	return res.Location()
+}
+
+func count(t *testing.T, h *ct.Harness, table string) int {
+	t.Helper()
+	return h.CountRows(table)
+}
+
+func lastAudit(t *testing.T, h *ct.Harness, action string) store.AuditRecord {
+	t.Helper()
+	for _, r := range h.Audit() {
+		if r.Action == action {
+			return r
+		}
+	}
+	t.Fatalf("no %q audit record; have %v", action, h.AuditActions())
+	return store.AuditRecord{}
+}
+
+func TestSameBrowserFinishesAtOnce(t *testing.T) {
+	h := ct.New(t, ct.Options{})
+	b := h.Browser()
+	b.SignIn(ct.AliceEmail, ct.AlicePassword)
+	res := b.Press("Connect GitHub")
+	if res.Status != http.StatusSeeOther {
+		t.Fatalf("Connect answered %d", res.Status)
+	}
+
+	// The binding cookie: one-time, HttpOnly, SameSite=Lax, only for the callback path.
+	ck := res.Cookie(callback.CookieName(h.Server.Env()))
+	if ck == nil {
+		t.Fatalf("no binding cookie in %v", res.Header["Set-Cookie"])
+	}
+	if !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.Path != "/team/demo/connectors/callback" || ck.MaxAge != 600 || ck.Secure {
+		t.Errorf("binding cookie = %+v; want HttpOnly, SameSite=Lax, Path=/team/demo/connectors/callback, Max-Age=600, not Secure over http", ck)
+	}
+	if len(ck.Value) < 43 {
+		t.Errorf("binding cookie value %q is too short to be 256 random bits", ck.Value)
+	}
+	if bytes.Contains(h.FileBytes(), []byte(ck.Value)) {
+		t.Error("the binding cookie's value is stored in the database; only its hash may be")
+	}
+
+	// The authorization URL carries the fixed callback and PKCE.
+	au, _ := url.Parse(res.Location())
+	q := au.Query()
+	if q.Get("redirect_uri") != h.CallbackURL || q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" || q.Get("state") == "" || q.Get("client_id") != ct.ClientID {
+		t.Errorf("authorization URL = %s", au)
+	}
+	if bytes.Contains(h.FileBytes(), []byte(q.Get("state"))) {
+		t.Error("the state is stored in the clear")
+	}
+
+	cb := atGitHub(t, h, b, ct.AliceLogin, res.Location())
+	done := b.Get(cb)
+	if done.Status != http.StatusOK || !strings.Contains(done.Text(), "Connected") || !strings.Contains(done.Text(), ct.AliceLogin) {
+		t.Fatalf("callback answered %d: %s", done.Status, done.Text())
+	}
+	if !strings.Contains(done.Text(), "Go back to the app — you can close this window.") {
+		t.Errorf("result page does not send the person back by words: %s", done.Text())
+	}
+	assertPrivate(t, done)
+
+	// The cookie is deleted with the result page.
+	if del := done.Cookie(callback.CookieName(h.Server.Env())); del == nil || del.MaxAge >= 0 {
+		t.Errorf("result page does not delete the binding cookie: %v", done.Header["Set-Cookie"])
+	}
+	if b.BindingCookie() != nil {
+		t.Error("browser still holds the binding cookie")
+	}
+
+	alice := h.Person(ct.AliceEmail)
+	conns := h.Connections(ct.AliceEmail)
+	if len(conns) != 1 {
+		t.Fatalf("alice has %d connections, want 1", len(conns))
+	}
+	c := conns[0]
+	if c.Subject != alice.ID || c.AccountName != ct.AliceLogin || c.AccountID != "2002" || c.Connector != h.Connector.Key || c.Status != store.ConnectionActive {
+		t.Errorf("connection = %+v", c)
+	}
+	if n := count(t, h, "callback_states"); n != 0 {
+		t.Errorf("%d callback state rows left; the callback must delete the row it reads", n)
+	}
+
+	// Tokens are sealed: the vault opens them, the database holds no trace of them.
+	vault := &upstream.Vault{Store: h.Store, Keyring: h.Server.Env().Keyring, Now: h.Clock.Now}
+	tok, err := vault.Token(context.Background(), h.Connector, ct.ProjectKey, c.ID)
+	if err != nil || !strings.HasPrefix(tok.AccessToken, "gho_") {
+		t.Fatalf("vault token = %v, %v", tok, err)
+	}
+	if bytes.Contains(h.ConnectionBytes(), []byte(tok.AccessToken)) || bytes.Contains(h.FileBytes(), []byte(tok.AccessToken)) {
+		t.Error("the upstream access token is stored in the clear")
+	}
+
+	rec := lastAudit(t, h, "connection.saved")
+	if rec.Actor != alice.ID || rec.Details["owner"] != alice.ID || rec.Details["account"] != ct.AliceLogin || rec.Details["browser"] != "same" {
+		t.Errorf("audit record = %+v; the person who started is actor and owner", rec)
+	}
+}
+
+// Seed 002's attack: Mallory starts a connection and sends the authorization URL to Alice, who
+// has approved the app at GitHub before, so GitHub sends her straight back to the callback.
+func TestAnotherBrowserStopsAtConfirmation(t *testing.T) {
+	h := ct.New(t, ct.Options{})
+	_, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
+
+	alice := h.Browser()
+	alice.SignIn(ct.AliceEmail, ct.AlicePassword)
+	cb := atGitHub(t, h, alice, ct.AliceLogin, authURL)
+	res := alice.Get(cb)
+	if res.Status != http.StatusOK {
+		t.Fatalf("callback answered %d: %s", res.Status, res.Text())
+	}
+	want := strings.ReplaceAll(confirmText, "%s", "m***@example.com")
+	if !strings.Contains(res.Text(), want) {
+		t.Errorf("confirmation page text:\n%s\nwant it to contain:\n%s", res.Text(), want)
+	}
+	if _, _, ok := res.Form("Finish connecting"); !ok {
+		t.Error("no Finish connecting button")
+	}
+	if strings.Contains(res.Body, ct.MalloryEmail) {
+		t.Error("the confirmation page shows the full address of the person who started")
+	}
+	assertPrivate(t, res)
+
+	if n := count(t, h, "connections"); n != 0 {
+		t.Errorf("%d connections saved; nothing may be saved without the cookie", n)
+	}
+	if n := h.GitHub.ExchangeCalls(); n != 0 {
+		t.Errorf("%d code exchanges; the code may not be exchanged without the cookie", n)
+	}
+	rec := lastAudit(t, h, "connection.confirmation_shown")
+	if rec.Actor != h.Person(ct.MalloryEmail).ID || rec.Details["reason"] != "no_cookie" {
+		t.Errorf("audit record = %+v", rec)
+	}
+}
+
+// The app path: the person starts in the app (one browser) and finishes in the system browser,
+// which has no cookie; confirming there connects the account of the person who started.
+func TestConfirmFinishesForThePersonWhoStarted(t *testing.T) {
+	h := ct.New(t, ct.Options{})
+	_, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
+
+	system := h.Browser()
+	cb := atGitHub(t, h, system, ct.AliceLogin, authURL)
+	page := system.Get(cb)
+	if !strings.Contains(page.Text(), strings.ReplaceAll(confirmText, "%s", "a***@example.com")) {
+		t.Fatalf("confirmation page: %s", page.Text())
+	}
+	action, fields, ok := page.Form("Finish connecting")
+	if !ok {
+		t.Fatal("no Finish connecting form")
+	}
+	if got, _ := url.Parse(action); got.Path != "/team/demo/connectors/callback" {
+		t.Errorf("form posts to %q, want the callback", action)
+	}
+	done := system.Post(action, fields)
+	if done.Status != http.StatusOK || !strings.Contains(done.Text(), "Connected") {
+		t.Fatalf("confirm answered %d: %s", done.Status, done.Text())
+	}
+	assertPrivate(t, done)
+	conns := h.Connections(ct.AliceEmail)
+	if len(conns) != 1 || conns[0].AccountName != ct.AliceLogin {
+		t.Fatalf("connections = %+v", conns)
+	}
+	rec := lastAudit(t, h, "connection.confirmed")
+	if rec.Actor != h.Person(ct.AliceEmail).ID || rec.Details["browser"] != "confirmed" {
+		t.Errorf("audit record = %+v", rec)
+	}
+	// The same confirmation cannot be used twice.
+	again := system.Post(action, fields)
+	if again.Status != http.StatusBadRequest || len(h.Connections(ct.AliceEmail)) != 1 || h.GitHub.ExchangeCalls() != 1 {
+		t.Errorf("second confirm answered %d; exchanges %d", again.Status, h.GitHub.ExchangeCalls())
+	}
+}
+
+func TestStaleConfirmationTokenIsRefused(t *testing.T) {
+	h := ct.New(t, ct.Options{})
+	_, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
+	system := h.Browser()
+	cb := atGitHub(t, h, system, ct.AliceLogin, authURL)
+
+	_, first, _ := system.Get(cb).Form("Finish connecting")
+	_, second, _ := system.Get(cb).Form("Finish connecting")
+	if first.Get("confirm_token") == second.Get("confirm_token") {
+		t.Fatal("rendering again did not issue a new token")
+	}
+	res := system.Post(h.CallbackURL, first)
+	if res.Status != http.StatusForbidden || !strings.Contains(res.Text(), "Nothing was connected") {
+		t.Errorf("stale token answered %d: %s", res.Status, res.Text())
+	}
+	assertPrivate(t, res)
+	if n := count(t, h, "connections"); n != 0 || h.GitHub.ExchangeCalls() != 0 {
+		t.Fatalf("stale token saved %d connections, %d exchanges", n, h.GitHub.ExchangeCalls())
+	}
+	if rec := lastAudit(t, h, "connection.confirmation_refused"); rec.Details["reason"] != "bad_token" {
+		t.Errorf("audit record = %+v", rec)
+	}
+	// The refusal does not burn the attempt: the current page still finishes it.
+	if res := system.Post(h.CallbackURL, second); res.Status != http.StatusOK || len(h.Connections(ct.AliceEmail)) != 1 {
+		t.Errorf("current token answered %d: %s", res.Status, res.Text())
+	}
+}
+
+// The attacker knows the state and the callback address and can make their own site submit the
+// confirmation POST; without the token from the page rendered in the victim's browser it fails.
+func TestCrossSitePostIsRefused(t *testing.T) {
+	h := ct.New(t, ct.Options{})
+	_, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
+	victim := h.Browser()
+	cb := atGitHub(t, h, victim, ct.AliceLogin, authURL)
+	page := victim.Get(cb) // the confirmation page exists in the victim's browser
+	_, fields, ok := page.Form("Finish connecting")
+	if !ok {
+		t.Fatal("no confirmation page")
+	}
+	u, _ := url.Parse(cb)
+	forged := url.Values{"code": {u.Query().Get("code")}, "state": {u.Query().Get("state")}}
+
+	cases := []struct {
+		name   string
+		form   url.Values
+		origin string
+		says   string
+	}{
+		// Refused by cross-origin protection before the handler runs.
+		{"auto-submitted from another site", forged, "http://attacker.example", "came from another site"},
+		{"another site, even with the token", fields, "http://attacker.example", "came from another site"},
+		// Same-origin (or a client sending no Origin): refused for want of the token.
+		{"no token", forged, "", "did not come from the page we showed"},
+		{"empty token", withToken(forged, ""), "", "did not come from the page we showed"},
+		{"made-up token", withToken(forged, "lk_guess"), "", "did not come from the page we showed"},
+		{"token for another code", withCode(fields, "other-code"), "", "did not come from the page we showed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := victim.PostFrom(h.CallbackURL, tc.form, tc.origin)
+			if res.Status != http.StatusForbidden || !strings.Contains(res.Text(), tc.says) {
+				t.Errorf("answered %d: %s", res.Status, res.Text())
+			}
+			if n := count(t, h, "connections"); n != 0 || h.GitHub.ExchangeCalls() != 0 {
+				t.Fatalf("saved %d connections, %d exchanges", n, h.GitHub.ExchangeCalls())
+			}
+			if n := count(t, h, "callback_states"); n != 1 {
+				t.Fatalf("%d state rows; a refused POST must leave the attempt alone", n)
+			}
+		})
+	}
+}
+
+func withToken(v url.Values, tok string) url.Values {
+	out := url.Values{}
+	for k, vs := range v {
+		out[k] = vs
+	}
+	out.Set("confirm_token", tok)
+	return out
+}
+
+func withCode(v url.Values, code string) url.Values {
+	out := url.Values{}
+	for k, vs := range v {
+		out[k] = vs
+	}
+	out.Set("code", code)
+	return out
+}
+
+func TestExpiredStateIsRefused(t *testing.T) {
+	t.Run("same browser", func(t *testing.T) {
+		h := ct.New(t, ct.Options{})
+		b, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
+		cb := atGitHub(t, h, b, ct.AliceLogin, authURL)
+		h.Clock.Advance(11 * time.Minute)
+		res := b.Get(cb)
+		if res.Status != http.StatusBadRequest || !strings.Contains(res.Text(), "expired or has already been used") {
+			t.Errorf("answered %d: %s", res.Status, res.Text())
+		}
+		assertPrivate(t, res)
+		if count(t, h, "connections") != 0 || h.GitHub.ExchangeCalls() != 0 {
+			t.Error("an expired state saved something")
+		}
+	})
+	t.Run("confirmation", func(t *testing.T) {
+		h := ct.New(t, ct.Options{})
+		_, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
+		system := h.Browser()
+		cb := atGitHub(t, h, system, ct.AliceLogin, authURL)
+		action, fields, _ := system.Get(cb).Form("Finish connecting")
+		h.Clock.Advance(10*time.Minute + time.Second)
+		res := system.Post(action, fields)
+		if res.Status != http.StatusBadRequest || count(t, h, "connections") != 0 || h.GitHub.ExchangeCalls() != 0 {
+			t.Errorf("answered %d: %s", res.Status, res.Text())
+		}
+	})
+	t.Run("just inside ten minutes", func(t *testing.T) {
+		h := ct.New(t, ct.Options{})
+		b, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
+		cb := atGitHub(t, h, b, ct.AliceLogin, authURL)
+		h.Clock.Advance(9*time.Minute + 59*time.Second)
+		if res := b.Get(cb); res.Status != http.StatusOK || len(h.Connections(ct.AliceEmail)) != 1 {
+			t.Errorf("answered %d: %s", res.Status, res.Text())
+		}
+	})
+}
+
+func TestReplayedCallbackIsRefused(t *testing.T) {
+	h := ct.New(t, ct.Options{})
+	b, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
+	binding := *b.BindingCookie()
+	cb := atGitHub(t, h, b, ct.AliceLogin, authURL)
+	if res := b.Get(cb); res.Status != http.StatusOK {
+		t.Fatalf("first callback answered %d", res.Status)
+	}
+	// The same browser, with the cookie put back, and a different browser.
+	cbURL, _ := url.Parse(h.CallbackURL)
+	b.Jar.SetCookies(cbURL, []*http.Cookie{&binding})
+	for name, br := range map[string]*ct.Browser{"same browser": b, "other browser": h.Browser()} {
+		res := br.Get(cb)
+		if res.Status != http.StatusBadRequest || strings.Contains(res.Text(), "Finish connecting") {
+			t.Errorf("%s: replay answered %d: %s", name, res.Status, res.Text())
+		}
+	}
+	if n := count(t, h, "connections"); n != 1 || h.GitHub.ExchangeCalls() != 1 {
+		t.Errorf("after replays: %d connections, %d exchanges; want 1 and 1", n, h.GitHub.ExchangeCalls())
+	}
+}
+
+// A redirect_uri in the callback (or in the Connect form) changes nothing: the code is
+// exchanged for the fixed callback, which the fake GitHub checks exactly, as GitHub does.
+func TestForeignRedirectURIChangesNothing(t *testing.T) {
+	h := ct.New(t, ct.Options{})
+
+	// Control: the fake GitHub does refuse a code exchanged for another redirect_uri.
+	{
+		b, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
+		cb, _ := url.Parse(atGitHub(t, h, b, ct.MalloryLogin, authURL))
+		moved := *h.Connector
+		moved.CallbackURL = "http://attacker.example/steal"
+		_, _, err := upstream.Exchange(context.Background(), nil, &moved, cb.Query().Get("code"), "")
+		if err == nil || !strings.Contains(err.Error(), "redirect_uri_mismatch") {
+			t.Fatalf("the fake GitHub accepted another redirect_uri (err %v); this test would prove nothing", err)
+		}
+	}
+
+	b := h.Browser()
+	b.SignIn(ct.AliceEmail, ct.AlicePassword)
+	acct := b.Account()
+	action, fields, _ := acct.Form("Connect GitHub")
+	fields.Set("redirect_uri", "http://attacker.example/steal")
+	res := b.Post(action, fields)
+	au, _ := url.Parse(res.Location())
+	if got := au.Query().Get("redirect_uri"); got != h.CallbackURL {
+		t.Fatalf("authorization URL redirect_uri = %q, want the fixed callback", got)
+	}
+	cb := atGitHub(t, h, b, ct.AliceLogin, res.Location())
+	done := b.Get(cb + "&redirect_uri=" + url.QueryEscape("http://attacker.example/steal"))
+	if done.Status != http.StatusOK || !strings.Contains(done.Text(), "Connected") {
+		t.Fatalf("callback answered %d: %s", done.Status, done.Text())
+	}
+	assertPrivate(t, done)
+	if strings.Contains(done.Body, "attacker.example") {
+		t.Error("the result page mentions the foreign address")
+	}
+	if conns := h.Connections(ct.AliceEmail); len(conns) != 1 || conns[0].AccountName != ct.AliceLogin {
+		t.Errorf("connections = %+v", conns)
+	}
+}
+
+func TestServiceErrorEndsTheAttempt(t *testing.T) {
+	h := ct.New(t, ct.Options{})
+	b, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
+	// Alice has not approved the app: GitHub shows its page and she presses Cancel.
+	b.SignInGitHub(ct.AliceLogin)
+	approve := b.Get(authURL)
+	action, fields, ok := approve.Form("Cancel")
+	if !ok {
+		t.Fatalf("no approval page at GitHub: %s", approve.Text())
+	}
+	fields.Set("authorize", "0")
+	back := b.Post(h.GitHubURL+action, fields)
+	if back.Status != http.StatusFound || !strings.Contains(back.Location(), "error=access_denied") {
+		t.Fatalf("GitHub answered %d %q", back.Status, back.Location())
+	}
+	res := b.Get(back.Location())
+	if res.Status != http.StatusOK || !strings.Contains(res.Text(), "Nothing was connected") || !strings.Contains(res.Text(), "GitHub says the connection was not allowed") {
+		t.Errorf("answered %d: %s", res.Status, res.Text())
+	}
+	if strings.Contains(res.Text(), "denied your application") {
+		t.Error("the page shows the service's error_description")
+	}
+	assertPrivate(t, res)
+	if count(t, h, "callback_states") != 0 || count(t, h, "connections") != 0 {
+		t.Error("the attempt did not end cleanly")
+	}
+	if rec := lastAudit(t, h, "connection.cancelled"); rec.Details["error"] != "access_denied" || rec.Actor != h.Person(ct.AliceEmail).ID {
+		t.Errorf("audit record = %+v", rec)
+	}
+	// An error for a state nobody knows says the same and changes nothing.
+	odd := b.Get(h.CallbackURL + "?error=access_denied&state=unknown&error_description=" + url.QueryEscape("Call +1 555 0100 to restore access"))
+	if odd.Status != http.StatusOK || strings.Contains(odd.Text(), "555") {
+		t.Errorf("unknown-state error answered %d: %s", odd.Status, odd.Text())
+	}
+}
+
+func TestBadCallbacksGetAClearPage(t *testing.T) {
+	h := ct.New(t, ct.Options{})
+	b, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
+	cb, _ := url.Parse(atGitHub(t, h, b, ct.AliceLogin, authURL))
+	state, code := cb.Query().Get("state"), cb.Query().Get("code")
+	cases := map[string]string{
+		"unknown state":  "?state=nope&code=" + code,
+		"missing code":   "?state=" + url.QueryEscape(state),
+		"missing state":  "?code=" + code,
+		"repeated state": "?state=" + url.QueryEscape(state) + "&state=x&code=" + code,
+		"nothing":        "",
+	}
+	for name, q := range cases {
+		t.Run(name, func(t *testing.T) {
+			res := b.Get(h.CallbackURL + q)
+			if res.Status != http.StatusBadRequest || !strings.Contains(res.Text(), "This connection cannot be finished") {
+				t.Errorf("answered %d: %s", res.Status, res.Text())
+			}
+			assertPrivate(t, res)
+		})
+	}
+	if count(t, h, "connections") != 0 || count(t, h, "callback_states") != 1 || h.GitHub.ExchangeCalls() != 0 {
+		t.Error("a bad callback changed something")
+	}
+	// A code GitHub does not know ends the attempt with the service's refusal, not a 500.
+	res := b.Get(h.CallbackURL + "?state=" + url.QueryEscape(state) + "&code=made-up")
+	if res.Status != http.StatusBadRequest || !strings.Contains(res.Text(), "GitHub did not complete the connection") {
+		t.Errorf("bad code answered %d: %s", res.Status, res.Text())
+	}
+}
+
+// Seed 002: "if you start two connections back to back in the same browser, the earlier one
+// finishes through the confirmation page".
+func TestTwoConnectionsBackToBack(t *testing.T) {
+	h := ct.New(t, ct.Options{})
+	b := h.Browser()
+	b.SignIn(ct.AliceEmail, ct.AlicePassword)
+	first := b.Press("Connect GitHub").Location()
+	second := b.Press("Connect GitHub").Location()
+	cb1 := atGitHub(t, h, b, ct.AliceLogin, first)
+	cb2 := atGitHub(t, h, b, ct.AliceLogin, second)
+
+	p1 := b.Get(cb1)
+	if !strings.Contains(p1.Text(), "Finish this connection?") || count(t, h, "connections") != 0 {
+		t.Fatalf("earlier connection: %d %s", p1.Status, p1.Text())
+	}
+	if rec := lastAudit(t, h, "connection.confirmation_shown"); rec.Details["reason"] != "other_cookie" {
+		t.Errorf("audit record = %+v", rec)
+	}
+	if p2 := b.Get(cb2); !strings.Contains(p2.Text(), "Connected") {
+		t.Fatalf("later connection: %d %s", p2.Status, p2.Text())
+	}
+	action, fields, _ := p1.Form("Finish connecting")
+	if res := b.Post(action, fields); res.Status != http.StatusOK {
+		t.Fatalf("confirming the earlier one answered %d: %s", res.Status, res.Text())
+	}
+	// Same GitHub account twice: one connection, updated in place.
+	if conns := h.Connections(ct.AliceEmail); len(conns) != 1 {
+		t.Errorf("connections = %+v", conns)
+	}
+}
+
+func TestHooksRunWithTheStateRow(t *testing.T) {
+	type call struct {
+		st   store.CallbackState
+		conn store.Connection
+	}
+	var calls []call
+	hook := func(ctx context.Context, p *config.Project, st store.CallbackState, conn store.Connection) error {
+		calls = append(calls, call{st, conn})
+		return nil
+	}
+	h := ct.New(t, ct.Options{Hooks: []callback.Hook{hook}})
+	b := h.Browser()
+	b.SignIn(ct.AliceEmail, ct.AlicePassword)
+	alice := h.Person(ct.AliceEmail)
+
+	// A connect link starts the connection with its link id (as webhook/links does).
+	rec := httptest.NewRecorder()
+	authURL, err := callback.Begin(rec, httptest.NewRequest(http.MethodPost, h.Issuer+"/account/services/link/x", nil),
+		h.Server.Env(), h.Project, h.Connector, alice.ID, callback.PurposeConnect, "link-123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cbURL, _ := url.Parse(h.CallbackURL)
+	b.Jar.SetCookies(cbURL, rec.Result().Cookies())
+	res := b.Get(atGitHub(t, h, b, ct.AliceLogin, authURL))
+	if res.Status != http.StatusOK || !strings.Contains(res.Text(), "Go back to your agent") {
+		t.Fatalf("callback answered %d: %s", res.Status, res.Text())
+	}
+	if len(calls) != 1 {
+		t.Fatalf("hook ran %d times", len(calls))
+	}
+	c := calls[0]
+	if c.st.LinkID != "link-123" || c.st.Purpose != callback.PurposeConnect || c.st.Subject != alice.ID || c.conn.AccountName != ct.AliceLogin || c.conn.ID == "" {
+		t.Errorf("hook got %+v", c)
+	}
+	if rec := lastAudit(t, h, "connection.saved"); rec.Details["link_id"] != "link-123" {
+		t.Errorf("audit record = %+v", rec)
+	}
+}
+
+func TestBindingCookieIsSecureOverHTTPS(t *testing.T) {
+	h := ct.New(t, ct.Options{})
+	env := *h.Server.Env()
+	pub := *env.PublicURL
+	pub.Scheme = "https"
+	env.PublicURL = &pub
+	b := h.Browser()
+	b.SignIn(ct.AliceEmail, ct.AlicePassword)
+	rec := httptest.NewRecorder()
+	if _, err := callback.Begin(rec, httptest.NewRequest(http.MethodPost, "/", nil), &env, h.Project, h.Connector, h.Person(ct.AliceEmail).ID, callback.PurposeConnect, ""); err != nil {
+		t.Fatal(err)
+	}
+	cookies := rec.Result().Cookies()
+	if len(cookies) != 1 {
+		t.Fatalf("cookies = %v", cookies)
+	}
+	c := cookies[0]
+	if c.Name != "__Secure-latchkey_connect" || !c.Secure || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Path != "/team/demo/connectors/callback" {
+		t.Errorf("cookie over https = %+v", c)
+	}
+}
+
+func TestRefreshableTokensAreSealed(t *testing.T) {
+	h := ct.New(t, ct.Options{AccessTokenTTL: 8 * time.Hour})
+	b, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
+	if res := b.Get(atGitHub(t, h, b, ct.AliceLogin, authURL)); res.Status != http.StatusOK {
+		t.Fatalf("callback answered %d", res.Status)
+	}
+	conns := h.Connections(ct.AliceEmail)
+	if len(conns) != 1 || len(conns[0].RefreshToken) == 0 || conns[0].Expiry == nil {
+		t.Fatalf("connections = %+v", conns)
+	}
+	// GitHub's token prefixes never appear in what is stored.
+	for _, prefix := range []string{"ghu_", "ghr_", "gho_"} {
+		if bytes.Contains(h.ConnectionBytes(), []byte(prefix)) || bytes.Contains(h.FileBytes(), []byte(prefix)) {
+			t.Errorf("a %s token is stored in the clear", prefix)
+		}
+	}
+}
+
+func TestMask(t *testing.T) {
+	for in, want := range map[string]string{
+		"alice@example.com":   "a***@example.com",
+		"Ünal@example.org":    "Ü***@example.org",
+		"m@x.io":              "m***@x.io",
+		"Mallory":             "M***",
+		"":                    "***",
+		"odd@":                "o***",
+		"first.last@sub.a.bc": "f***@sub.a.bc",
+	} {
+		if got := callback.Mask(in); got != want {
+			t.Errorf("Mask(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestAuditTrail(t *testing.T) {
+	h := ct.New(t, ct.Options{})
+	_, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
+	victim := h.Browser()
+	cb := atGitHub(t, h, victim, ct.AliceLogin, authURL)
+	_, fields, _ := victim.Get(cb).Form("Finish connecting")
+	victim.Post(h.CallbackURL, withToken(fields, "wrong"))
+	got := h.AuditActions()
+	for _, want := range []string{"connection.started", "connection.confirmation_shown", "connection.confirmation_refused"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("audit actions %v lack %q", got, want)
+		}
+	}
+	mallory := h.Person(ct.MalloryEmail).ID
+	for _, r := range h.Audit() {
+		if strings.HasPrefix(r.Action, "connection.") && r.Actor != mallory {
+			t.Errorf("%s has actor %q; the person who started is the actor", r.Action, r.Actor)
+		}
+	}
+}
+
+// Link checkers and previews send HEAD; it must neither finish nor use up the attempt.
+func TestHeadChangesNothing(t *testing.T) {
+	h := ct.New(t, ct.Options{})
+	b, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
+	cb := atGitHub(t, h, b, ct.AliceLogin, authURL)
+	req, _ := http.NewRequest(http.MethodHead, cb, nil)
+	if res := b.Do(req); res.Status != http.StatusOK {
+		t.Errorf("HEAD answered %d", res.Status)
+	}
+	if count(t, h, "callback_states") != 1 || count(t, h, "connections") != 0 || h.GitHub.ExchangeCalls() != 0 {
+		t.Fatal("HEAD changed something")
+	}
+	if res := b.Get(cb); res.Status != http.StatusOK || len(h.Connections(ct.AliceEmail)) != 1 {
+		t.Errorf("GET after HEAD answered %d: %s", res.Status, res.Text())
+	}
+}

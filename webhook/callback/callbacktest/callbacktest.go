@@ -1,0 +1,517 @@
+// Package callbacktest runs the connector flows for tests: the real HTTP server (webhook.New)
+// with the callback and account flows mounted, a real SQLite store in a temporary directory,
+// the fake GitHub (internal/upstream/fakegithub) on its own listener, an injected clock, and
+// browsers with their own cookie jars. Two people are set up: Alice and Mallory, each with a
+// Latchkey password and an account at the fake GitHub.
+package callbacktest
+
+import (
+	"context"
+	"database/sql"
+	"html"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
+	sqlstore "latchkey.dev/latchkey/internal/store/sql"
+	"latchkey.dev/latchkey/internal/upstream/fakegithub"
+	"latchkey.dev/latchkey/webhook"
+	"latchkey.dev/latchkey/webhook/account"
+	"latchkey.dev/latchkey/webhook/callback"
+)
+
+// The people of the stories.
+const (
+	ProjectKey = "team/demo"
+
+	AliceEmail    = "alice@example.com"
+	AlicePassword = "alice's long password"
+	AliceLogin    = "alice-gh"
+	AliceGitHubID = 2002
+
+	MalloryEmail    = "mallory@example.com"
+	MalloryPassword = "mallory's long password"
+	MalloryLogin    = "mallory-gh"
+	MalloryGitHubID = 1001
+
+	ClientID     = "Iv1.latchkeytest"
+	ClientSecret = "github-client-secret-for-tests"
+)
+
+// Clock is the injected clock: tests move it, nothing sleeps.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// Options configure a Harness.
+type Options struct {
+	// LatchkeyHost and GitHubHost are the loopback addresses to listen on; default 127.0.0.1.
+	// A browser test puts them on different hosts (127.0.0.1 and 127.0.0.2), which makes them
+	// different sites: cookies are per host, not per port.
+	LatchkeyHost, GitHubHost string
+	// AccessTokenTTL > 0 makes the fake GitHub issue expiring tokens with refresh tokens.
+	AccessTokenTTL time.Duration
+	// Hooks run after each saved connection.
+	Hooks []callback.Hook
+}
+
+// Harness is one running installation.
+type Harness struct {
+	T         testing.TB
+	Clock     *Clock
+	Store     store.Store
+	DBPath    string
+	Holder    *config.Holder
+	Project   *config.Project
+	Connector *config.Connector
+	Server    *webhook.Server
+	Latchkey  *httptest.Server
+	GitHub    *fakegithub.Server
+	GitHubURL string
+	// Issuer and CallbackURL are absolute.
+	Issuer, CallbackURL string
+}
+
+var hashes = sync.OnceValue(func() map[string]string {
+	out := map[string]string{}
+	for email, pw := range map[string]string{AliceEmail: AlicePassword, MalloryEmail: MalloryPassword} {
+		b, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
+		if err != nil {
+			panic(err)
+		}
+		out[email] = string(b)
+	}
+	return out
+})
+
+func listen(t testing.TB, host string) net.Listener {
+	t.Helper()
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatalf("listen on %s: %v", host, err)
+	}
+	return ln
+}
+
+// New starts an installation; everything stops when the test ends.
+func New(t testing.TB, o Options) *Harness {
+	t.Helper()
+	dbPath := filepath.Join(t.TempDir(), "latchkey.db")
+	st, err := sqlstore.Open(context.Background(), "sqlite:"+dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h := &Harness{
+		T:      t,
+		Clock:  &Clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)},
+		Store:  st,
+		DBPath: dbPath,
+		Holder: &config.Holder{},
+	}
+
+	var handler http.Handler
+	h.Latchkey = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
+	h.Latchkey.Listener.Close()
+	h.Latchkey.Listener = listen(t, o.LatchkeyHost)
+	h.Latchkey.Start()
+	t.Cleanup(h.Latchkey.Close)
+	h.Issuer = h.Latchkey.URL + "/team/demo"
+	h.CallbackURL = h.Issuer + callback.Path
+
+	// The fake GitHub knows the one fixed callback exactly, as GitHub's OAuth app settings do,
+	// so a code exchanged for any other redirect_uri fails.
+	h.GitHub = fakegithub.New(fakegithub.Options{
+		ClientID:     ClientID,
+		ClientSecret: ClientSecret,
+		Accounts: []fakegithub.Account{
+			{ID: AliceGitHubID, Login: AliceLogin, Name: "Alice", Password: AlicePassword,
+				Repos: []fakegithub.Repo{{Name: "diary", Private: true}}},
+			{ID: MalloryGitHubID, Login: MalloryLogin, Name: "Mallory", Password: MalloryPassword},
+		},
+		RedirectURIs:   []string{h.CallbackURL},
+		Now:            h.Clock.Now,
+		AccessTokenTTL: o.AccessTokenTTL,
+	})
+	gh := httptest.NewUnstartedServer(h.GitHub)
+	gh.Listener.Close()
+	gh.Listener = listen(t, o.GitHubHost)
+	gh.Start()
+	t.Cleanup(gh.Close)
+	h.GitHubURL = gh.URL
+	h.Connector = h.GitHub.Connector(gh.URL, h.CallbackURL)
+
+	hs := hashes()
+	h.Project = &config.Project{
+		Key: ProjectKey, Namespace: "team", Name: "demo", DisplayName: "Demo Team", Issuer: h.Issuer,
+		SignIn: config.SignIn{Passwords: map[string]config.PasswordUser{
+			AliceEmail:   {Email: AliceEmail, Name: "Alice", Hash: hs[AliceEmail]},
+			MalloryEmail: {Email: MalloryEmail, Name: "Mallory", Hash: hs[MalloryEmail]},
+		}},
+		Lifetimes:    config.DefaultLifetimes(),
+		Registration: config.Registration{Mode: config.RegistrationOpen},
+		Clients: map[string]*config.Client{
+			"repo-helper": {ID: "repo-helper", Name: "Repo Helper", RedirectURIs: []string{"http://127.0.0.1/cb"},
+				TokenEndpointAuthMethod: "none", Connectors: []string{h.Connector.Key}},
+		},
+		Connectors:           map[string]*config.Connector{h.Connector.Key: h.Connector},
+		ConnectorsByAudience: map[string]*config.Connector{h.Connector.Audience: h.Connector},
+		Redirects:            config.DefaultRedirectRules(),
+	}
+	h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{ProjectKey: h.Project}, Version: 1})
+
+	h.Server, err = webhook.New(webhook.Options{
+		Config:    h.Holder,
+		Store:     st,
+		Keyring:   secret.NewRandomKeyring(),
+		Now:       h.Clock.Now,
+		PublicURL: h.Latchkey.URL,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registering again replaces whatever the server mounted at these paths.
+	callback.Register(h.Server.Router(), h.Server.Env(), o.Hooks...)
+	account.Register(h.Server.Router(), h.Server.Env())
+	handler = h.Server
+	return h
+}
+
+// Person returns the stored person with that email (they exist once they have signed in).
+func (h *Harness) Person(email string) store.Person {
+	h.T.Helper()
+	db := h.rawDB()
+	defer db.Close()
+	var id string
+	if err := db.QueryRow(`SELECT id FROM people WHERE project = ? AND email = ?`, ProjectKey, email).Scan(&id); err != nil {
+		h.T.Fatalf("person %s: %v", email, err)
+	}
+	p, err := h.Store.GetPerson(context.Background(), ProjectKey, id)
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	return p
+}
+
+// Connections lists a person's connections.
+func (h *Harness) Connections(email string) []store.Connection {
+	h.T.Helper()
+	cs, err := h.Store.ListConnections(context.Background(), ProjectKey, h.Person(email).ID)
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	return cs
+}
+
+// CountRows counts the rows of a table, straight from the database file.
+func (h *Harness) CountRows(table string) int {
+	h.T.Helper()
+	db := h.rawDB()
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM ` + table).Scan(&n); err != nil {
+		h.T.Fatal(err)
+	}
+	return n
+}
+
+// ConnectionBytes is every stored connection row's token and name columns, as the database
+// holds them, for "the token is not stored in the clear" checks.
+func (h *Harness) ConnectionBytes() []byte {
+	h.T.Helper()
+	db := h.rawDB()
+	defer db.Close()
+	var out []byte
+	rows, err := db.Query(`SELECT coalesce(access_token, x''), coalesce(refresh_token, x''), account_name FROM connections`)
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var at, rt []byte
+		var name string
+		if err := rows.Scan(&at, &rt, &name); err != nil {
+			h.T.Fatal(err)
+		}
+		out = append(append(append(out, at...), rt...), name...)
+	}
+	return out
+}
+
+// FileBytes is the database file and its write-ahead log, byte for byte.
+func (h *Harness) FileBytes() []byte {
+	h.T.Helper()
+	var out []byte
+	for _, f := range []string{h.DBPath, h.DBPath + "-wal"} {
+		b, err := os.ReadFile(f)
+		if err != nil && !os.IsNotExist(err) {
+			h.T.Fatal(err)
+		}
+		out = append(out, b...)
+	}
+	return out
+}
+
+func (h *Harness) rawDB() *sql.DB {
+	db, err := sql.Open("sqlite", h.DBPath+"?_busy_timeout=10000&_query_only=1")
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	return db
+}
+
+// Audit returns the project's audit records, newest first.
+func (h *Harness) Audit() []store.AuditRecord {
+	h.T.Helper()
+	recs, err := h.Store.ListAudit(context.Background(), ProjectKey, 1000)
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	return recs
+}
+
+// AuditActions lists the actions of the audit records, oldest first.
+func (h *Harness) AuditActions() []string {
+	recs := h.Audit()
+	out := make([]string, 0, len(recs))
+	for i := len(recs) - 1; i >= 0; i-- {
+		out = append(out, recs[i].Action)
+	}
+	return out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Browsers
+
+// Browser is one person's browser: its own cookie jar; redirects are followed by hand.
+type Browser struct {
+	H   *Harness
+	Jar http.CookieJar
+	C   *http.Client
+}
+
+// Browser returns a new browser with an empty jar.
+func (h *Harness) Browser() *Browser {
+	jar, _ := cookiejar.New(nil)
+	return &Browser{H: h, Jar: jar, C: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}}
+}
+
+// Page is a response as a test reads it.
+type Page struct {
+	Status int
+	Header http.Header
+	Body   string
+	URL    string
+	// SetCookies are the cookies the response set.
+	SetCookies []*http.Cookie
+}
+
+// Location is the redirect target, resolved against the request URL.
+func (p Page) Location() string {
+	loc := p.Header.Get("Location")
+	if loc == "" {
+		return ""
+	}
+	base, err := url.Parse(p.URL)
+	if err != nil {
+		return loc
+	}
+	u, err := base.Parse(loc)
+	if err != nil {
+		return loc
+	}
+	return u.String()
+}
+
+// Cookie returns the cookie the response set with that name, or nil.
+func (p Page) Cookie(name string) *http.Cookie {
+	for _, c := range p.SetCookies {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// Text is the body as a reader sees it: tags removed (inline ones without a gap), whitespace
+// collapsed, entities decoded.
+func (p Page) Text() string {
+	s := reInline.ReplaceAllString(p.Body, "")
+	s = reTag.ReplaceAllString(s, " ")
+	return strings.Join(strings.Fields(html.UnescapeString(s)), " ")
+}
+
+var (
+	reTag    = regexp.MustCompile(`<[^>]*>`)
+	reInline = regexp.MustCompile(`</?(?:strong|em|code|span|a|b|i)\b[^>]*>`)
+	reForm   = regexp.MustCompile(`(?s)<form [^>]*action="([^"]*)"[^>]*>(.*?)</form>`)
+	reHidden = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
+)
+
+// Form finds the form whose submit button says label and returns its action and fields.
+func (p Page) Form(label string) (action string, fields url.Values, ok bool) {
+	for _, m := range reForm.FindAllStringSubmatch(p.Body, -1) {
+		inner := m[2]
+		if !strings.Contains(reTag.ReplaceAllString(inner, " "), label) {
+			continue
+		}
+		fields = url.Values{}
+		for _, f := range reHidden.FindAllStringSubmatch(inner, -1) {
+			fields.Set(html.UnescapeString(f[1]), html.UnescapeString(f[2]))
+		}
+		return html.UnescapeString(m[1]), fields, true
+	}
+	return "", nil, false
+}
+
+func (b *Browser) abs(u string) string {
+	if strings.HasPrefix(u, "/") {
+		return b.H.Latchkey.URL + u
+	}
+	return u
+}
+
+// Do sends a request through the browser's jar.
+func (b *Browser) Do(req *http.Request) Page {
+	b.H.T.Helper()
+	resp, err := b.C.Do(req)
+	if err != nil {
+		b.H.T.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return Page{Status: resp.StatusCode, Header: resp.Header, Body: string(body), URL: req.URL.String(), SetCookies: resp.Cookies()}
+}
+
+// Get loads an address (absolute, or a path on Latchkey).
+func (b *Browser) Get(u string) Page {
+	b.H.T.Helper()
+	req, err := http.NewRequest(http.MethodGet, b.abs(u), nil)
+	if err != nil {
+		b.H.T.Fatal(err)
+	}
+	return b.Do(req)
+}
+
+// Post submits a form as a page of the same origin would (browsers send Origin on POST).
+func (b *Browser) Post(u string, form url.Values) Page {
+	b.H.T.Helper()
+	return b.PostFrom(u, form, "")
+}
+
+// PostFrom submits a form as a page at origin would; "" means the target's own origin.
+func (b *Browser) PostFrom(u string, form url.Values, origin string) Page {
+	b.H.T.Helper()
+	req, err := http.NewRequest(http.MethodPost, b.abs(u), strings.NewReader(form.Encode()))
+	if err != nil {
+		b.H.T.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if origin == "" {
+		origin = req.URL.Scheme + "://" + req.URL.Host
+	}
+	req.Header.Set("Origin", origin)
+	return b.Do(req)
+}
+
+// Follow follows redirects from p (at most ten) and returns the first page that is not one.
+func (b *Browser) Follow(p Page) Page {
+	b.H.T.Helper()
+	for range 10 {
+		if p.Status < 300 || p.Status > 399 {
+			return p
+		}
+		p = b.Get(p.Location())
+	}
+	b.H.T.Fatalf("too many redirects, last at %s", p.URL)
+	return p
+}
+
+// SignIn signs the browser in to Latchkey through the sign-in page.
+func (b *Browser) SignIn(email, password string) {
+	b.H.T.Helper()
+	// prompt=login shows the form even to a browser that is signed in already.
+	form := b.Get(b.H.Issuer + "/sign-in?prompt=login")
+	if form.Status != http.StatusOK {
+		b.H.T.Fatalf("sign-in page: %d", form.Status)
+	}
+	action, fields, ok := form.Form("Sign in")
+	if !ok {
+		b.H.T.Fatalf("no sign-in form: %s", form.Body)
+	}
+	fields.Set("username", email)
+	fields.Set("password", password)
+	res := b.Post(action, fields)
+	if res.Status != http.StatusOK || !strings.Contains(res.Body, "You are signed in") {
+		b.H.T.Fatalf("sign-in failed: %d %s", res.Status, res.Text())
+	}
+}
+
+// SignInGitHub signs the browser in at the fake GitHub, as if the person had done so earlier.
+func (b *Browser) SignInGitHub(login string) {
+	u, _ := url.Parse(b.H.GitHubURL)
+	b.Jar.SetCookies(u, []*http.Cookie{b.H.GitHub.SessionCookie(login)})
+}
+
+// Account loads the account page.
+func (b *Browser) Account() Page {
+	b.H.T.Helper()
+	return b.Get(b.H.Issuer + "/account")
+}
+
+// Press loads the account page, presses the button that says label (the first one) and
+// returns the answer without following it; "Connect GitHub" answers with a redirect to GitHub
+// that carries the binding cookie.
+func (b *Browser) Press(label string) Page {
+	b.H.T.Helper()
+	acct := b.Account()
+	action, fields, ok := acct.Form(label)
+	if !ok {
+		b.H.T.Fatalf("no %q button on the account page: %s", label, acct.Text())
+	}
+	return b.Post(action, fields)
+}
+
+// BindingCookie is the binding cookie the browser holds for the callback, or nil.
+func (b *Browser) BindingCookie() *http.Cookie {
+	u, _ := url.Parse(b.H.CallbackURL)
+	for _, c := range b.Jar.Cookies(u) {
+		if c.Name == callback.CookieName(b.H.Server.Env()) {
+			return c
+		}
+	}
+	return nil
+}

@@ -1,0 +1,216 @@
+// Package consent is the authorization endpoint (authorization code with PKCE, S256 only) and
+// the consent page. An unknown client or an unregistered redirect address gets an HTML error
+// page, never a redirect; every other answer goes to the verified redirect address with state
+// and iss (RFC 9207).
+package consent
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/webhook/oauth"
+	"latchkey.dev/latchkey/webhook/pages"
+	"latchkey.dev/latchkey/webhook/signin"
+	"latchkey.dev/latchkey/webhook/site"
+)
+
+const maxFormBytes = 32 << 10
+
+type authorizer struct{ env *site.Env }
+
+// Register mounts /authorize: GET is the authorization request, POST the consent decision.
+func Register(rt site.Router, env *site.Env) {
+	a := &authorizer{env: env}
+	rt.Page("GET /authorize", http.HandlerFunc(a.authorize))
+	rt.Page("POST /authorize", http.HandlerFunc(a.decide))
+}
+
+func (a *authorizer) authorize(w http.ResponseWriter, r *http.Request) {
+	p := site.Project(r)
+	q := r.URL.Query()
+	req, perr, err := parse(r.Context(), a.env, p, q)
+	if perr != nil {
+		a.page(w, p, perr)
+		return
+	}
+	if err != nil {
+		a.fail(w, r, p, req, err)
+		return
+	}
+	now := a.env.Now()
+	sess, person, ok := signin.Current(a.env, r)
+	if !ok || a.needsSignIn(req, sess, now) {
+		if req.has("none") {
+			a.fail(w, r, p, req, oauth.Error{Code: "login_required", Description: "the person must sign in"})
+			return
+		}
+		back := req.query()
+		if forced(req) {
+			back.Set("login_after", strconv.FormatInt(now.Unix(), 10))
+		}
+		signin.Redirect(a.env, w, r, site.IssuerPath(p)+"/authorize?"+back.Encode(), ok || forced(req))
+		return
+	}
+	if a.needsConsent(r, p, req, person) {
+		if req.has("none") {
+			a.fail(w, r, p, req, oauth.Error{Code: "consent_required", Description: "the person must consent"})
+			return
+		}
+		a.consentPage(w, r, p, req, person, http.StatusOK, "")
+		return
+	}
+	a.issue(w, r, p, req, sess, person)
+}
+
+// forced: prompt=login, or max_age=0, which OpenID Connect treats the same.
+func forced(req *request) bool { return req.has("login") || req.MaxAge == 0 }
+
+func (a *authorizer) needsSignIn(req *request, s store.Session, now time.Time) bool {
+	if forced(req) {
+		after := min(req.LoginAfter, now.Unix())
+		return after == 0 || s.AuthTime.Unix() < after
+	}
+	return req.MaxAge > 0 && now.Sub(s.AuthTime) > time.Duration(req.MaxAge)*time.Second
+}
+
+// needsConsent: consent is remembered per person×client and covers the scopes allowed so far;
+// new scopes or prompt=consent ask again.
+func (a *authorizer) needsConsent(r *http.Request, p *config.Project, req *request, person store.Person) bool {
+	if req.has("consent") {
+		return true
+	}
+	g, err := a.env.Store.GetGrant(r.Context(), p.Key, person.ID, req.Client.ID)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			a.env.Logger.Error(err, "cannot read grant", "project", p.Key)
+		}
+		return true
+	}
+	return !oauth.Subset(req.Scopes, g.Scopes)
+}
+
+func (a *authorizer) decide(w http.ResponseWriter, r *http.Request) {
+	p := site.Project(r)
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		a.page(w, p, &pageError{http.StatusBadRequest, "This request is not valid", "The form could not be read."})
+		return
+	}
+	form := r.PostForm
+	req, perr, err := parse(r.Context(), a.env, p, form)
+	if perr != nil {
+		a.page(w, p, perr)
+		return
+	}
+	if err != nil {
+		a.fail(w, r, p, req, err)
+		return
+	}
+	sess, person, ok := signin.Current(a.env, r)
+	if !ok {
+		signin.Redirect(a.env, w, r, site.IssuerPath(p)+"/authorize?"+req.query().Encode(), false)
+		return
+	}
+	if !signin.CheckCSRF(a.env, r, form.Get("csrf_token")) {
+		a.page(w, p, &pageError{http.StatusForbidden, "This form has expired",
+			"Go back to the app and start connecting again."})
+		return
+	}
+	switch form.Get("decision") {
+	case "deny":
+		a.fail(w, r, p, req, oauth.ErrAccessDenied.WithDescription("the person denied access"))
+		return
+	case "allow":
+	default:
+		a.consentPage(w, r, p, req, person, http.StatusBadRequest, "Choose Allow or Deny.")
+		return
+	}
+	dest := a.env.Destination(p, req.To)
+	if dest.ConfirmRequired && form.Get("confirm_destination") != dest.URI {
+		a.consentPage(w, r, p, req, person, http.StatusBadRequest,
+			"Tick the box to confirm where access goes, or choose Deny.")
+		return
+	}
+	now := a.env.Now()
+	if err := a.env.Store.UpsertGrant(r.Context(), store.Grant{
+		Project: p.Key, Subject: person.ID, ClientID: req.Client.ID, Scopes: req.Scopes, CreatedAt: now, UpdatedAt: now,
+	}); err != nil {
+		a.fail(w, r, p, req, oauth.Internal(err))
+		return
+	}
+	a.env.Record(r.Context(), store.AuditRecord{
+		Project: p.Key, Actor: person.ID, Action: "consent.granted", Target: req.Client.ID,
+		Details: map[string]string{"redirect_uri": req.To},
+	})
+	a.issue(w, r, p, req, sess, person)
+}
+
+// issue stores a one-time code and sends it to the client.
+func (a *authorizer) issue(w http.ResponseWriter, r *http.Request, p *config.Project, req *request, sess store.Session, person store.Person) {
+	now := a.env.Now()
+	code := secret.New(secret.PrefixCode)
+	err := a.env.Store.CreateAuthCode(r.Context(), store.AuthCode{
+		Hash:                secret.Hash(code),
+		Project:             p.Key,
+		ClientID:            req.Client.ID,
+		Subject:             person.ID,
+		RedirectURI:         req.To,
+		Scopes:              req.Scopes,
+		Resource:            req.Resources,
+		CodeChallenge:       req.Challenge,
+		CodeChallengeMethod: "S256",
+		Nonce:               req.Nonce,
+		AuthTime:            sess.AuthTime,
+		ExpiresAt:           now.Add(p.Lifetimes.AuthCode),
+		CreatedAt:           now,
+	})
+	if err != nil {
+		a.fail(w, r, p, req, oauth.Internal(err))
+		return
+	}
+	a.respond(w, r, p, req, url.Values{"code": {code}})
+}
+
+// respond sends an authorization response to the verified redirect URI, with state and iss.
+func (a *authorizer) respond(w http.ResponseWriter, r *http.Request, p *config.Project, req *request, params url.Values) {
+	if req.State != "" {
+		params.Set("state", req.State)
+	}
+	params.Set("iss", p.Issuer)
+	status := http.StatusFound
+	if r.Method == http.MethodPost {
+		status = http.StatusSeeOther
+	}
+	http.Redirect(w, r, appendQuery(req.To, params), status)
+}
+
+// fail answers with an error: on the redirect URI once it is verified, as a page otherwise.
+func (a *authorizer) fail(w http.ResponseWriter, r *http.Request, p *config.Project, req *request, err error) {
+	e := oauth.AsError(err)
+	if e.Status >= 500 {
+		a.env.Logger.Error(err, "authorization failed", "project", p.Key)
+	}
+	if req == nil || req.To == "" {
+		a.page(w, p, &pageError{http.StatusInternalServerError, "Something went wrong", "Please go back to the app and try again."})
+		return
+	}
+	params := url.Values{"error": {e.Code}}
+	if e.Description != "" {
+		params.Set("error_description", e.Description)
+	}
+	a.respond(w, r, p, req, params)
+}
+
+func (a *authorizer) page(w http.ResponseWriter, p *config.Project, e *pageError) {
+	a.env.Pages.Error(w, e.Status, pages.ErrorData{
+		Frame:   pages.Frame{Title: e.Heading, Project: signin.ProjectName(p)},
+		Heading: e.Heading,
+		Message: e.Message,
+	})
+}

@@ -1,0 +1,66 @@
+package consent
+
+import (
+	"net/http"
+	"net/url"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/webhook/pages"
+	"latchkey.dev/latchkey/webhook/signin"
+	"latchkey.dev/latchkey/webhook/site"
+)
+
+// scopeWords describes the scopes every project knows; others are shown by name.
+var scopeWords = map[string]string{
+	"openid":         "confirm who you are",
+	"profile":        "see your name",
+	"email":          "see your email address",
+	"offline_access": "keep access while you are away",
+}
+
+// consentPage is the one place the consent page is put together. It leads with where access
+// goes (the one fact a client cannot fake), then who is asking — the app's name as its own
+// claim — then what it asks for.
+func (a *authorizer) consentPage(w http.ResponseWriter, r *http.Request, p *config.Project, req *request, person store.Person, status int, problem string) {
+	c := req.Client
+	name := c.Name
+	if name == "" {
+		name = c.ID
+	}
+	d := pages.ConsentData{
+		Frame:       pages.Frame{Title: "Allow access?", Project: signin.ProjectName(p), SignedInAs: signin.DisplayName(person)},
+		Action:      site.IssuerPath(p) + "/authorize",
+		CSRF:        signin.CSRFToken(a.env, r),
+		Request:     req.echo(),
+		AppName:     name,
+		AppURI:      httpsOnly(c.URI),
+		LogoURI:     httpsOnly(c.LogoURI),
+		ClientID:    c.ID,
+		Registered:  c.Registered,
+		Destination: a.env.Destination(p, req.To),
+		Resources:   req.Resources,
+		Error:       problem,
+	}
+	for _, s := range req.Scopes {
+		d.Scopes = append(d.Scopes, pages.Scope{Name: s, Description: scopeWords[s]})
+	}
+	if src := formSource(req.To); src != "" {
+		pages.AllowFormTargets(w, src)
+	}
+	a.env.Pages.Consent(w, status, d)
+}
+
+func httpsOnly(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return ""
+	}
+	return s
+}
+
+// WebsiteDestination is the default Destination: every address is shown in full as a
+// website, without a tick box. Issue 4 replaces it with internal/redirect's classification.
+func WebsiteDestination(_ *config.Project, redirectURI string) pages.Destination {
+	return pages.Destination{URI: redirectURI, Kind: pages.DestinationWebsite}
+}

@@ -1,0 +1,195 @@
+package consent
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/webhook/oauth"
+	"latchkey.dev/latchkey/webhook/pages"
+	"latchkey.dev/latchkey/webhook/site"
+)
+
+const (
+	maxStateLen = 2048
+	maxNonceLen = 512
+)
+
+// request is a validated authorization request.
+type request struct {
+	Client *site.Client
+	// RedirectURI is redirect_uri as sent ("" when omitted); To is where responses go.
+	RedirectURI string
+	To          string
+	State       string
+	Scopes      []string
+	Challenge   string
+	Resources   []string
+	Nonce       string
+	Prompt      []string
+	// MaxAge is max_age in seconds, -1 when absent.
+	MaxAge int64
+	// LoginAfter is set by this server when it sends the browser to sign in for prompt=login
+	// (or max_age=0): a sign-in at or after it satisfies the request. A client that sets it
+	// can only weaken its own prompt=login.
+	LoginAfter int64
+}
+
+func (q *request) has(prompt string) bool { return slices.Contains(q.Prompt, prompt) }
+
+// pageError is shown as an HTML page, never as a redirect: the redirect address is not
+// verified (or the client is refused outright).
+type pageError struct {
+	Status  int
+	Heading string
+	Message string
+}
+
+// parse validates an authorization request. Errors about the client or its redirect address
+// come back as pageError; every other error is an oauth.Error for the redirect.
+func parse(ctx context.Context, env *site.Env, p *config.Project, q url.Values) (*request, *pageError, error) {
+	for _, k := range []string{"client_id", "redirect_uri"} {
+		if len(q[k]) > 1 {
+			return nil, &pageError{http.StatusBadRequest, "This request is not valid", "The request names more than one " + k + "."}, nil
+		}
+	}
+	client, err := env.Client(ctx, p, q.Get("client_id"))
+	if errors.Is(err, site.ErrUnknownClient) {
+		return nil, &pageError{http.StatusBadRequest, "Unknown app",
+			"The app that sent you here is not known to this project, so there is nothing to allow. If you followed a link, it may be wrong or out of date."}, nil
+	}
+	if err != nil {
+		return nil, nil, oauth.Internal(err)
+	}
+	req := &request{Client: client, RedirectURI: q.Get("redirect_uri"), MaxAge: -1}
+	switch {
+	case req.RedirectURI != "" && MatchRedirect(client.RedirectURIs, req.RedirectURI):
+		req.To = req.RedirectURI
+	case req.RedirectURI == "" && len(client.RedirectURIs) == 1:
+		req.To = client.RedirectURIs[0]
+	default:
+		return nil, &pageError{http.StatusBadRequest, "Unregistered address",
+			"The app asked to send you back to an address it has not registered. Nothing was sent there. If you did not expect this, close this page."}, nil
+	}
+	if err := env.RedirectPolicy(p, client.RedirectURIs); err != nil {
+		return nil, &pageError{http.StatusForbidden, "This app cannot connect", err.Error()}, nil
+	}
+	// From here on errors go back to the verified redirect URI, with state and iss.
+	req.State = q.Get("state")
+	if len(req.State) > maxStateLen {
+		req.State = ""
+		return req, nil, oauth.ErrInvalidRequest.WithDescription("state is too long")
+	}
+	if err := oauth.CheckRepeats(q); err != nil {
+		return req, nil, err
+	}
+	if q.Get("request") != "" {
+		return req, nil, oauth.Error{Code: "request_not_supported", Description: "request objects are not supported"}
+	}
+	if q.Get("request_uri") != "" {
+		return req, nil, oauth.Error{Code: "request_uri_not_supported", Description: "request_uri is not supported"}
+	}
+	switch rt := q.Get("response_type"); {
+	case rt == "":
+		return req, nil, oauth.ErrInvalidRequest.WithDescription("response_type is required")
+	case rt != "code":
+		return req, nil, oauth.Error{Code: "unsupported_response_type", Description: "only response_type=code is supported"}
+	}
+	if rm := q.Get("response_mode"); rm != "" && rm != "query" {
+		return req, nil, oauth.ErrInvalidRequest.WithDescription("only response_mode=query is supported")
+	}
+	if !client.HasGrant(site.GrantAuthorizationCode) {
+		return req, nil, oauth.ErrUnauthorizedClient.WithDescription("the client may not use the authorization code flow")
+	}
+	req.Challenge = q.Get("code_challenge")
+	switch m := q.Get("code_challenge_method"); {
+	case req.Challenge == "":
+		return req, nil, oauth.ErrInvalidRequest.WithDescription("code_challenge is required (PKCE with S256)")
+	case m != "S256":
+		return req, nil, oauth.ErrInvalidRequest.WithDescription("code_challenge_method must be S256")
+	case !oauth.ValidChallenge(req.Challenge):
+		return req, nil, oauth.ErrInvalidRequest.WithDescription("code_challenge is malformed")
+	}
+	if req.Scopes, err = oauth.ParseScope(q.Get("scope")); err != nil {
+		return req, nil, err
+	}
+	if !client.AllowsScopes(req.Scopes) {
+		return req, nil, oauth.ErrInvalidScope.WithDescription("the client may not ask for this scope")
+	}
+	if req.Resources, err = oauth.ParseResources(q["resource"]); err != nil {
+		return req, nil, err
+	}
+	if req.Nonce = q.Get("nonce"); len(req.Nonce) > maxNonceLen {
+		return req, nil, oauth.ErrInvalidRequest.WithDescription("nonce is too long")
+	}
+	for v := range strings.FieldsSeq(q.Get("prompt")) {
+		switch v {
+		case "none", "login", "consent", "select_account":
+			req.Prompt = append(req.Prompt, v)
+		default:
+			return req, nil, oauth.ErrInvalidRequest.WithDescription("unknown prompt value")
+		}
+	}
+	if req.has("none") && len(req.Prompt) > 1 {
+		return req, nil, oauth.ErrInvalidRequest.WithDescription("prompt=none cannot be combined with other values")
+	}
+	if s := q.Get("max_age"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return req, nil, oauth.ErrInvalidRequest.WithDescription("max_age must be a non-negative integer")
+		}
+		req.MaxAge = n
+	}
+	if s := q.Get("login_after"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err == nil && n > 0 {
+			req.LoginAfter = n
+		}
+	}
+	return req, nil, nil
+}
+
+// echo is the request as hidden form fields for the consent page; the decision POST is
+// validated again from them, and tampering with them changes nothing that parse would not
+// refuse on a fresh request.
+func (q *request) echo() []pages.Field {
+	f := []pages.Field{
+		{Name: "client_id", Value: q.Client.ID},
+		{Name: "response_type", Value: "code"},
+		{Name: "code_challenge", Value: q.Challenge},
+		{Name: "code_challenge_method", Value: "S256"},
+	}
+	add := func(k, v string) {
+		if v != "" {
+			f = append(f, pages.Field{Name: k, Value: v})
+		}
+	}
+	add("redirect_uri", q.RedirectURI)
+	add("state", q.State)
+	add("scope", strings.Join(q.Scopes, " "))
+	add("nonce", q.Nonce)
+	for _, r := range q.Resources {
+		f = append(f, pages.Field{Name: "resource", Value: r})
+	}
+	return f
+}
+
+// query is the request as an /authorize query string (to come back after signing in).
+func (q *request) query() url.Values {
+	v := url.Values{}
+	for _, f := range q.echo() {
+		v.Add(f.Name, f.Value)
+	}
+	if len(q.Prompt) > 0 {
+		v.Set("prompt", strings.Join(q.Prompt, " "))
+	}
+	if q.MaxAge >= 0 {
+		v.Set("max_age", strconv.FormatInt(q.MaxAge, 10))
+	}
+	return v
+}

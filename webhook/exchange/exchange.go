@@ -1,0 +1,330 @@
+// Package exchange is RFC 8693 token exchange at the token endpoint: an agent (or the MCP
+// server it calls) trades a person's Latchkey access token for that person's access token at a
+// connected service, or gets a connect link made for that person (seed 000).
+//
+// Who may exchange which token:
+//
+//   - the subject token is a live access token of this project issued for a person
+//     (subject_token_type access_token); client_credentials tokens have no person and are refused;
+//   - the requesting client either holds it (the token was issued to it), or is its audience:
+//     the token's audience (RFC 8707 resources) contains the client's id or one of the
+//     resource URIs the client declares (config.Client.Resources) — an MCP server exchanging its
+//     caller's token;
+//   - the requesting client is permitted to exchange for the connector: a declared OAuthClient
+//     lists it in spec.connectors. Dynamically registered clients and clients described by
+//     metadata documents are never permitted: their names and addresses are their own claims,
+//     and nothing an administrator wrote lets them reach people's upstream tokens.
+//
+// The "agent" is the client the subject token was issued to: it is the one the person allows
+// to use an account, and the one the refusal's message names.
+//
+// audience (or resource) names the connector by its token-exchange audience. Exactly one
+// connector may be named; anything else is invalid_target.
+package exchange
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/oauth2"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/internal/upstream"
+	"latchkey.dev/latchkey/webhook/links"
+	"latchkey.dev/latchkey/webhook/oauth"
+	"latchkey.dev/latchkey/webhook/site"
+)
+
+// RFC 8693 identifiers.
+const (
+	GrantType            = site.GrantTokenExchange
+	TokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token"
+)
+
+// Reasons of the refusal (ARCHITECTURE.md §3).
+const (
+	ReasonConnectRequired   = "connect_required"
+	ReasonAllowRequired     = "allow_required"
+	ReasonReconnectRequired = "reconnect_required"
+)
+
+// maxTargets bounds audience and resource values; one is what a valid request sends.
+const maxTargets = 10
+
+// Vault hands out a connection's live upstream access token (upstream.Vault).
+type Vault interface {
+	Token(ctx context.Context, c *config.Connector, project, connectionID string) (*oauth2.Token, error)
+}
+
+// Grant is the token-exchange grant handler.
+type Grant struct {
+	env   *site.Env
+	vault Vault
+}
+
+// New returns the grant handler. A nil vault means an upstream.Vault over env's store, keyring
+// and clock.
+func New(env *site.Env, vault Vault) *Grant {
+	if vault == nil {
+		vault = &upstream.Vault{Store: env.Store, Keyring: env.Keyring, Now: env.Clock}
+	}
+	return &Grant{env: env, vault: vault}
+}
+
+// Register adds token exchange to a token endpoint: handle is webhook.Server.Grant or
+// oauth.TokenEndpoint.Handle. A nil vault: see New.
+func Register(handle func(grantType string, h oauth.GrantHandler), env *site.Env, vault Vault) {
+	handle(GrantType, New(env, vault))
+}
+
+// Grant answers one token-exchange request.
+func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.TokenResponse, error) {
+	f, p, client, now := req.Form, req.Project, req.Client, req.Now
+
+	subjectToken := f.Get("subject_token")
+	if subjectToken == "" {
+		return nil, oauth.ErrInvalidRequest.WithDescription("subject_token is required")
+	}
+	switch f.Get("subject_token_type") {
+	case "":
+		return nil, oauth.ErrInvalidRequest.WithDescription("subject_token_type is required")
+	case TokenTypeAccessToken:
+	default:
+		return nil, oauth.ErrInvalidRequest.WithDescription("subject_token_type must be " + TokenTypeAccessToken)
+	}
+	if rt := f.Get("requested_token_type"); rt != "" && rt != TokenTypeAccessToken {
+		return nil, oauth.ErrInvalidRequest.WithDescription("requested_token_type must be " + TokenTypeAccessToken)
+	}
+	if f.Get("actor_token") != "" || f.Get("actor_token_type") != "" {
+		return nil, oauth.ErrInvalidRequest.WithDescription("actor tokens are not supported")
+	}
+	requested, err := oauth.ParseScope(f.Get("scope"))
+	if err != nil {
+		return nil, err
+	}
+	connector, err := target(p, f["audience"], f["resource"])
+	if err != nil {
+		return nil, err
+	}
+
+	subject, err := g.subject(ctx, p, subjectToken, now)
+	if err != nil {
+		return nil, err
+	}
+	if subject.ClientID != client.ID && !audienceOf(subject, client, p.Clients[client.ID]) {
+		return nil, oauth.ErrInvalidGrant.WithDescription("the subject token was issued neither to this client nor for it")
+	}
+	if !permitted(client, p.Clients[client.ID], connector) {
+		return nil, oauth.ErrUnauthorizedClient.WithDescription("this client may not exchange tokens for " + connector.Audience)
+	}
+	agent, err := g.agent(ctx, p, subject, client)
+	if err != nil {
+		return nil, err
+	}
+
+	conn, kind, err := g.decide(ctx, p, subject.Subject, agent.ID, connector)
+	if err != nil {
+		return nil, oauth.Internal(err)
+	}
+	if kind == "" {
+		tok, err := g.vault.Token(ctx, connector, p.Key, conn.ID)
+		switch {
+		case err == nil:
+			if len(requested) > 0 && len(conn.Scopes) > 0 && !oauth.Subset(requested, conn.Scopes) {
+				return nil, oauth.ErrInvalidScope.WithDescription("the connected account was not granted the requested scope")
+			}
+			return response(tok, conn, now), nil
+		case errors.Is(err, upstream.ErrReconnect):
+			kind = store.LinkReconnect
+		case errors.Is(err, store.ErrNotFound):
+			// Disconnected between the two reads: decide again from what is there now.
+			if conn, kind, err = g.decide(ctx, p, subject.Subject, agent.ID, connector); err != nil {
+				return nil, oauth.Internal(err)
+			}
+			if kind == "" {
+				return nil, oauth.ErrTemporarilyUnavailable.WithDescription("the connection changed while it was read; try again")
+			}
+		case errors.Is(err, upstream.ErrTimeout):
+			g.env.Logger.Info("connected service did not answer a refresh", "project", p.Key, "connector", connector.Key)
+			return nil, oauth.ErrTemporarilyUnavailable.WithDescription(links.ServiceName(connector) + " did not answer in time; try again")
+		case errors.Is(err, upstream.ErrService):
+			g.env.Logger.Error(err, "connected service refused a refresh", "project", p.Key, "connector", connector.Key)
+			return nil, oauth.ErrTemporarilyUnavailable.WithDescription(links.ServiceName(connector) + " refused Latchkey's request; try again later")
+		default:
+			return nil, oauth.Internal(err)
+		}
+	}
+	return nil, g.refuse(ctx, p, subject.Subject, agent, connector, kind, now)
+}
+
+// target finds the one connector that audience and resource name.
+func target(p *config.Project, audience, resource []string) (*config.Connector, error) {
+	if len(audience)+len(resource) > maxTargets {
+		return nil, oauth.ErrInvalidTarget.WithDescription("too many audience and resource values")
+	}
+	var found *config.Connector
+	for _, v := range slices.Concat(audience, resource) {
+		if v == "" {
+			continue
+		}
+		c := p.ConnectorsByAudience[v]
+		if c == nil {
+			return nil, oauth.ErrInvalidTarget.WithDescription("no connected service has that audience in this project")
+		}
+		if found != nil && found != c {
+			return nil, oauth.ErrInvalidTarget.WithDescription("name exactly one connected service")
+		}
+		found = c
+	}
+	if found == nil {
+		return nil, oauth.ErrInvalidTarget.WithDescription("audience is required: the connected service's identifier")
+	}
+	return found, nil
+}
+
+// subject finds the person's live access token. Anything wrong with it is invalid_grant
+// (RFC 8693 §2.2.2).
+func (g *Grant) subject(ctx context.Context, p *config.Project, raw string, now time.Time) (store.Token, error) {
+	dead := oauth.ErrInvalidGrant.WithDescription("the subject token is invalid, expired or revoked")
+	if len(raw) > oauth.MaxFormBytes {
+		return store.Token{}, dead
+	}
+	t, err := g.env.Store.GetToken(ctx, secret.Hash(raw))
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Token{}, dead
+	}
+	if err != nil {
+		return store.Token{}, oauth.Internal(err)
+	}
+	if t.Kind != store.AccessToken || t.Project != p.Key || !t.Active(now) {
+		return store.Token{}, dead
+	}
+	if t.Subject == "" {
+		return store.Token{}, oauth.ErrInvalidGrant.WithDescription("the subject token was not issued for a person")
+	}
+	return t, nil
+}
+
+// audienceOf reports whether the requesting client is an audience the token was issued for.
+func audienceOf(t store.Token, client *site.Client, declared *config.Client) bool {
+	for _, aud := range t.Audience {
+		if aud == client.ID {
+			return true
+		}
+		if declared != nil && slices.Contains(declared.Resources, aud) {
+			return true
+		}
+	}
+	return false
+}
+
+// permitted: only declared clients, and only for the connectors their resource lists.
+func permitted(client *site.Client, declared *config.Client, c *config.Connector) bool {
+	if client.Registered || declared == nil {
+		return false
+	}
+	return slices.Contains(declared.Connectors, c.Key)
+}
+
+// agent is the client the subject token was issued to.
+func (g *Grant) agent(ctx context.Context, p *config.Project, t store.Token, requester *site.Client) (*site.Client, error) {
+	if t.ClientID == requester.ID {
+		return requester, nil
+	}
+	a, err := g.env.Client(ctx, p, t.ClientID)
+	if errors.Is(err, site.ErrUnknownClient) {
+		return nil, oauth.ErrInvalidGrant.WithDescription("the client the subject token was issued to no longer exists")
+	}
+	if err != nil {
+		return nil, oauth.Internal(err)
+	}
+	return a, nil
+}
+
+// decide returns the connection to hand out, or the kind of link the person needs:
+// no connection to the service → connect; connections but none this agent may use → allow (or
+// reconnect, when every one of them is broken); the permitted connection broken → reconnect.
+func (g *Grant) decide(ctx context.Context, p *config.Project, subject, agent string, c *config.Connector) (store.Connection, store.LinkKind, error) {
+	perm, err := g.env.Store.FindPermission(ctx, p.Key, subject, c.Key, agent)
+	switch {
+	case err == nil:
+		conn, err := g.env.Store.GetConnection(ctx, p.Key, perm.ConnectionID)
+		switch {
+		case err == nil && conn.Subject == subject && conn.Connector == c.Key:
+			if conn.Status == store.ConnectionBroken {
+				return conn, store.LinkReconnect, nil
+			}
+			return conn, "", nil
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return store.Connection{}, "", err
+		}
+		// The permission points at nothing usable: decide as if there were none.
+	case !errors.Is(err, store.ErrNotFound):
+		return store.Connection{}, "", err
+	}
+	all, err := g.env.Store.ListConnections(ctx, p.Key, subject)
+	if err != nil {
+		return store.Connection{}, "", err
+	}
+	mine := slices.DeleteFunc(all, func(x store.Connection) bool { return x.Connector != c.Key })
+	switch {
+	case len(mine) == 0:
+		return store.Connection{}, store.LinkConnect, nil
+	case slices.ContainsFunc(mine, func(x store.Connection) bool { return x.Status == store.ConnectionActive }):
+		return store.Connection{}, store.LinkAllow, nil
+	default:
+		return store.Connection{}, store.LinkReconnect, nil
+	}
+}
+
+// refuse is the refusal of ARCHITECTURE.md §3, with the person's one open link for this agent
+// and service.
+func (g *Grant) refuse(ctx context.Context, p *config.Project, subject string, agent *site.Client, c *config.Connector, kind store.LinkKind, now time.Time) error {
+	offer, err := links.Open(ctx, g.env, p, links.Request{Subject: subject, Agent: agent.ID, Connector: c, Kind: kind}, now)
+	if err != nil {
+		return oauth.Internal(err)
+	}
+	desc, msg := links.Texts(offer.Kind, links.ServiceName(c), links.AgentName(agent))
+	return oauth.ErrInvalidGrant.WithDescription(desc).WithExtra(map[string]any{
+		"reason":             reason(offer.Kind),
+		"connect_uri":        offer.URI,
+		"connect_id":         offer.ID,
+		"connect_expires_in": offer.ExpiresIn(now),
+		"connect_message":    msg,
+	})
+}
+
+func reason(k store.LinkKind) string {
+	switch k {
+	case store.LinkAllow:
+		return ReasonAllowRequired
+	case store.LinkReconnect:
+		return ReasonReconnectRequired
+	default:
+		return ReasonConnectRequired
+	}
+}
+
+// response hands out the upstream token. token_type is the service's, in RFC 6750's spelling
+// when it is a bearer token (GitHub says "bearer").
+func response(tok *oauth2.Token, conn store.Connection, now time.Time) *oauth.TokenResponse {
+	tt := tok.TokenType
+	if tt == "" || strings.EqualFold(tt, "bearer") {
+		tt = "Bearer"
+	}
+	r := &oauth.TokenResponse{
+		AccessToken:     tok.AccessToken,
+		IssuedTokenType: TokenTypeAccessToken,
+		TokenType:       tt,
+		Scope:           strings.Join(conn.Scopes, " "),
+	}
+	if !tok.Expiry.IsZero() {
+		r.ExpiresIn = max(int64((tok.Expiry.Sub(now)+time.Second-1)/time.Second), 1)
+	}
+	return r
+}

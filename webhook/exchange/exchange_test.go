@@ -1,0 +1,216 @@
+package exchange_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
+	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/webhook/exchange"
+	lt "latchkey.dev/latchkey/webhook/links/linktest"
+)
+
+const plainSecret = "lk_cs_plain-secret-for-tests-0123456789abcdefghijklm"
+
+func form(subject string, change func(url.Values)) url.Values {
+	f := url.Values{
+		"grant_type":           {exchange.GrantType},
+		"subject_token":        {subject},
+		"subject_token_type":   {exchange.TokenTypeAccessToken},
+		"requested_token_type": {exchange.TokenTypeAccessToken},
+		"audience":             {lt.Audience},
+	}
+	if change != nil {
+		change(f)
+	}
+	return f
+}
+
+func TestExchangeErrors(t *testing.T) {
+	h := lt.New(t, lt.Options{})
+	ctx := context.Background()
+	alice := h.AccessToken(ct.AliceEmail, lt.Agent)
+	expired := h.AccessToken(ct.AliceEmail, lt.Agent)
+	revoked := h.AccessToken(ct.AliceEmail, lt.Agent)
+	if err := h.Store.RevokeToken(ctx, secret.Hash(revoked), h.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	h.Clock.Advance(30 * time.Minute)
+	alice = h.AccessToken(ct.AliceEmail, lt.Agent) // the others are 30 minutes older
+	h.Clock.Advance(31 * time.Minute)              // expired is dead now, alice lives
+	forAnother := h.AccessToken(ct.AliceEmail, lt.Copycat)
+	h.Project.Clients["plain"] = &config.Client{ID: "plain", SecretHash: secret.Hash(plainSecret), GrantTypes: []string{"authorization_code"}}
+	copycatOwn := h.AccessToken(ct.AliceEmail, lt.Copycat)
+	registeredOwn := h.AccessToken(ct.AliceEmail, lt.Registered)
+	machine := secret.New(secret.PrefixAccessToken)
+	now := h.Clock.Now()
+	if err := h.Store.CreateTokens(ctx, store.Token{
+		Hash: secret.Hash(machine), Kind: store.AccessToken, Project: ct.ProjectKey, ClientID: lt.Agent,
+		FamilyID: "cc", IssuedAt: now, ExpiresAt: now.Add(time.Hour),
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name           string
+		client, secret string
+		form           url.Values
+		status         int
+		code           string
+	}{
+		{"unknown subject token", lt.Agent, lt.AgentSecret, form("lk_at_nonsense", nil), 400, "invalid_grant"},
+		{"expired subject token", lt.Agent, lt.AgentSecret, form(expired, nil), 400, "invalid_grant"},
+		{"revoked subject token", lt.Agent, lt.AgentSecret, form(revoked, nil), 400, "invalid_grant"},
+		{"client_credentials token", lt.Agent, lt.AgentSecret, form(machine, nil), 400, "invalid_grant"},
+		{"token of another client", lt.Agent, lt.AgentSecret, form(forAnother, nil), 400, "invalid_grant"},
+		{"MCP server with a token not for it", lt.MCP, lt.MCPSecret, form(alice, nil), 400, "invalid_grant"},
+		{"unknown audience", lt.Agent, lt.AgentSecret, form(alice, func(f url.Values) { f.Set("audience", "gitlab") }), 400, "invalid_target"},
+		{"unknown resource", lt.Agent, lt.AgentSecret, form(alice, func(f url.Values) { f.Del("audience"); f.Set("resource", "https://gitlab.example") }), 400, "invalid_target"},
+		{"no audience", lt.Agent, lt.AgentSecret, form(alice, func(f url.Values) { f.Del("audience") }), 400, "invalid_target"},
+		{"two audiences, one unknown", lt.Agent, lt.AgentSecret, form(alice, func(f url.Values) { f.Add("audience", "gitlab") }), 400, "invalid_target"},
+		{"client not permitted for the connector", lt.Copycat, lt.CopycatSecret, form(copycatOwn, nil), 400, "unauthorized_client"},
+		{"registered client", lt.Registered, lt.RegisteredSecret, form(registeredOwn, nil), 400, "unauthorized_client"},
+		{"no subject token", lt.Agent, lt.AgentSecret, form("", func(f url.Values) { f.Del("subject_token") }), 400, "invalid_request"},
+		{"no subject token type", lt.Agent, lt.AgentSecret, form(alice, func(f url.Values) { f.Del("subject_token_type") }), 400, "invalid_request"},
+		{"id token as subject", lt.Agent, lt.AgentSecret, form(alice, func(f url.Values) { f.Set("subject_token_type", "urn:ietf:params:oauth:token-type:id_token") }), 400, "invalid_request"},
+		{"refresh token requested", lt.Agent, lt.AgentSecret, form(alice, func(f url.Values) { f.Set("requested_token_type", "urn:ietf:params:oauth:token-type:refresh_token") }), 400, "invalid_request"},
+		{"actor token", lt.Agent, lt.AgentSecret, form(alice, func(f url.Values) {
+			f.Set("actor_token", alice)
+			f.Set("actor_token_type", exchange.TokenTypeAccessToken)
+		}), 400, "invalid_request"},
+		{"wrong client secret", lt.Agent, "lk_cs_wrong", form(alice, nil), 401, "invalid_client"},
+		{"grant not allowed for the client", "plain", plainSecret, form(alice, nil), 400, "unauthorized_client"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := h.ExchangeForm(tc.client, tc.secret, tc.form)
+			if a.Status != tc.status || a.String("error") != tc.code {
+				t.Fatalf("got %d %s, want %d %s", a.Status, a.Raw, tc.status, tc.code)
+			}
+			if a.Header.Get("Cache-Control") != "no-store" {
+				t.Errorf("Cache-Control %q", a.Header.Get("Cache-Control"))
+			}
+			if _, ok := a.Body["connect_uri"]; ok {
+				t.Errorf("an error other than the refusal carries a link: %s", a.Raw)
+			}
+		})
+	}
+	// None of them made a link.
+	if n := h.CountRows("links"); n != 0 {
+		t.Fatalf("%d links made by bad requests", n)
+	}
+	// And the live token still works.
+	if a := h.AgentExchange(alice); a.String("reason") != "connect_required" {
+		t.Fatalf("valid request: %d %s", a.Status, a.Raw)
+	}
+}
+
+// An MCP server exchanges the token its caller presented to it: the agent is the caller, and
+// the link is for the caller's person and agent.
+func TestMCPServerExchangesItsCallersToken(t *testing.T) {
+	h := lt.New(t, lt.Options{})
+	conn := h.ConnectDirectly(ct.AliceEmail, "2002", "alice-gh", "gho_alice")
+	subject := h.AccessToken(ct.AliceEmail, lt.Registered, lt.MCPResource)
+	a := h.Exchange(lt.MCP, lt.MCPSecret, subject, lt.Audience)
+	if a.Status != 400 || a.String("reason") != "allow_required" ||
+		a.String("connect_message") != "Open this link to let Repo Helper use your GitHub account." {
+		t.Fatalf("refusal: %d %s", a.Status, a.Raw)
+	}
+	// Allowing the agent (the registered client the token was issued to) is what counts, not
+	// the MCP server.
+	h.Allow(ct.AliceEmail, lt.MCP, conn)
+	if a := h.Exchange(lt.MCP, lt.MCPSecret, subject, lt.Audience); a.Status != 400 {
+		t.Fatalf("allowing the MCP server let the agent through: %s", a.Raw)
+	}
+	h.Allow(ct.AliceEmail, lt.Registered, conn)
+	a = h.Exchange(lt.MCP, lt.MCPSecret, subject, lt.Audience)
+	if a.Status != 200 || a.String("access_token") != "gho_alice" {
+		t.Fatalf("exchange: %d %s", a.Status, a.Raw)
+	}
+	if _, ok := a.Body["expires_in"]; ok {
+		t.Errorf("a token that does not expire has expires_in: %s", a.Raw)
+	}
+	// The resource may also be named by the token's audience holding the client id.
+	byID := h.AccessToken(ct.AliceEmail, lt.Registered, lt.MCP)
+	if a := h.Exchange(lt.MCP, lt.MCPSecret, byID, lt.Audience); a.Status != 200 {
+		t.Fatalf("audience by client id: %d %s", a.Status, a.Raw)
+	}
+	// Another declared client may not present a token issued for the MCP server.
+	if a := h.Exchange(lt.Agent, lt.AgentSecret, subject, lt.Audience); a.String("error") != "invalid_grant" {
+		t.Fatalf("token for the MCP server used by another client: %s", a.Raw)
+	}
+}
+
+func TestExpiringTokenReportsExpiresIn(t *testing.T) {
+	h := lt.New(t, lt.Options{AccessTokenTTL: time.Hour})
+	b := h.Browser()
+	b.SignIn(ct.AliceEmail, ct.AlicePassword)
+	b.SignInGitHub(ct.AliceLogin)
+	h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
+	b.Follow(b.Press("Connect GitHub"))
+	conns := h.Connections(ct.AliceEmail)
+	h.Allow(ct.AliceEmail, lt.Agent, conns[0])
+	subject := h.AccessToken(ct.AliceEmail, lt.Agent)
+
+	h.Clock.Advance(10 * time.Minute)
+	a := h.AgentExchange(subject)
+	if a.Status != 200 || a.String("expires_in") != "3000" {
+		t.Fatalf("exchange: %d %s, want expires_in 3000", a.Status, a.Raw)
+	}
+	// After expiry the vault refreshes once, and the agent gets the new token.
+	h.Clock.Advance(time.Hour)
+	subject = h.AccessToken(ct.AliceEmail, lt.Agent)
+	b2 := h.AgentExchange(subject)
+	if b2.Status != 200 || b2.String("access_token") == a.String("access_token") || h.GitHub.RefreshCalls() != 1 {
+		t.Fatalf("after expiry: %d %s (refreshes %d)", b2.Status, b2.Raw, h.GitHub.RefreshCalls())
+	}
+}
+
+func TestRefusalSurvivesAnUnknownAgentName(t *testing.T) {
+	h := lt.New(t, lt.Options{})
+	h.Project.Clients[lt.Agent].Name = ""
+	a := h.AgentExchange(h.AccessToken(ct.AliceEmail, lt.Agent))
+	if want := "Open this link to connect your GitHub account and let repo-helper use it."; a.String("connect_message") != want {
+		t.Fatalf("connect_message %q, want %q", a.String("connect_message"), want)
+	}
+}
+
+func BenchmarkExchangeToken(b *testing.B) {
+	h := lt.New(b, lt.Options{})
+	conn := h.ConnectDirectly(ct.AliceEmail, "2002", "alice-gh", "gho_alice")
+	h.Allow(ct.AliceEmail, lt.Agent, conn)
+	f := form(h.AccessToken(ct.AliceEmail, lt.Agent), nil).Encode()
+	bench(b, h, f, http.StatusOK)
+}
+
+func BenchmarkExchangeRefusal(b *testing.B) {
+	h := lt.New(b, lt.Options{})
+	f := form(h.AccessToken(ct.AliceEmail, lt.Agent), nil).Encode()
+	bench(b, h, f, http.StatusBadRequest)
+}
+
+func bench(b *testing.B, h *lt.Harness, body string, want int) {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, _ := http.NewRequest(http.MethodPost, h.Issuer+"/token", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.SetBasicAuth(lt.Agent, lt.AgentSecret)
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				b.Fatalf("status %d, want %d", resp.StatusCode, want)
+			}
+		}
+	})
+}

@@ -1,0 +1,347 @@
+package links
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/webhook/callback"
+	"latchkey.dev/latchkey/webhook/pages"
+	"latchkey.dev/latchkey/webhook/signin"
+	"latchkey.dev/latchkey/webhook/site"
+)
+
+// maxCode bounds what is hashed from the path; real codes are 43 characters.
+const maxCode = 256
+
+// opened is a link that passed checks 1 to 4, with everything the offer needs.
+type opened struct {
+	p         *config.Project
+	code      string
+	link      store.Link
+	connector *config.Connector
+	agent     *site.Client
+	person    store.Person
+}
+
+// check runs checks 1 to 4. When it returns false it has answered the request.
+func (h *handler) check(w http.ResponseWriter, r *http.Request) (*opened, bool) {
+	ctx := r.Context()
+	p := site.Project(r)
+	now := h.env.Now()
+	code := r.PathValue("code")
+	if len(code) > maxCode {
+		code = ""
+	}
+	// Check 1. Every code costs one hash and one indexed lookup, found or not, and every code
+	// that is not an open link of this project gets the same page.
+	link, err := h.env.Store.GetLinkByCode(ctx, secret.Hash(code), now)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		h.internal(w, p, err)
+		return nil, false
+	}
+	if err != nil || link.Project != p.Key {
+		h.env.Pages.NotFound(w)
+		return nil, false
+	}
+	// A link outlives neither its connector nor its agent.
+	connector := p.Connectors[link.Connector]
+	agent, err := h.env.Client(ctx, p, link.ClientID)
+	if errors.Is(err, site.ErrUnknownClient) || (err == nil && connector == nil) {
+		h.env.Pages.NotFound(w)
+		return nil, false
+	}
+	if err != nil {
+		h.internal(w, p, err)
+		return nil, false
+	}
+
+	// Check 2.
+	sess, person, signedIn := signin.Current(h.env, r)
+	if !signedIn {
+		signin.Redirect(h.env, w, r, Path(p, code), false)
+		return nil, false
+	}
+	// Check 3, before freshness: someone else gets no sign-in prompt that would hint at whose
+	// link this is, only the refusal.
+	if person.ID != link.Subject {
+		h.wrongPerson(w, r, p, code, link, person)
+		return nil, false
+	}
+	// Check 4.
+	if !signin.Fresh(sess, p.Lifetimes.RecentSignIn, now) {
+		signin.Redirect(h.env, w, r, Path(p, code), true)
+		return nil, false
+	}
+	return &opened{p: p, code: code, link: link, connector: connector, agent: agent, person: person}, true
+}
+
+func (h *handler) wrongPerson(w http.ResponseWriter, r *http.Request, p *config.Project, code string, link store.Link, person store.Person) {
+	h.env.Record(r.Context(), store.AuditRecord{
+		Project: p.Key, Time: h.env.Now(), Actor: person.ID, Action: events.LinkWrongPerson, Target: link.Subject,
+		Details: map[string]string{
+			"link_id": link.ID, "kind": string(link.Kind), "connector": link.Connector, "client_id": link.ClientID,
+		},
+	})
+	// Nothing here may say whose link it is, what it is for, or which agent asked.
+	h.env.Pages.Message(w, http.StatusForbidden, pages.MessageData{
+		Frame: pages.Frame{
+			Title: "This link was made for another account", Project: signin.ProjectName(p),
+			SignedInAs: signin.DisplayName(person),
+		},
+		Heading: "This link was made for another account",
+		Paragraphs: []string{
+			"You are signed in as " + signin.DisplayName(person) + ", and this link was made for someone else. Nothing has been connected or changed.",
+			"If someone sent you this link, do not use it with your own accounts: whoever asked for it would get access to them. You can close this window.",
+		},
+		Actions: []pages.Action{{Label: "Sign in with another account", URL: signin.URL(p, Path(p, code), true)}},
+	})
+}
+
+// page is GET: the checks, then what the link was made for.
+func (h *handler) page(w http.ResponseWriter, r *http.Request) {
+	o, ok := h.check(w, r)
+	if !ok {
+		return
+	}
+	h.offer(w, r, o, http.StatusOK, "")
+}
+
+func (h *handler) offer(w http.ResponseWriter, r *http.Request, o *opened, status int, problem string) {
+	service, agent := ServiceName(o.connector), AgentName(o.agent)
+	base := Path(o.p, o.code)
+	d := pages.LinkData{
+		Frame:           pages.Frame{Project: signin.ProjectName(o.p), SignedInAs: signin.DisplayName(o.person)},
+		Kind:            string(o.link.Kind),
+		Service:         service,
+		Agent:           agent,
+		AgentRegistered: o.agent.Registered,
+		ConnectAction:   base + "/connect",
+		AllowAction:     base + "/allow",
+		DeclineAction:   base + "/decline",
+		CSRF:            signin.CSRFToken(h.env, r),
+		Error:           problem,
+	}
+	conns, err := h.connections(r, o)
+	if err != nil {
+		h.internal(w, o.p, err)
+		return
+	}
+	switch o.link.Kind {
+	case store.LinkAllow:
+		for _, c := range conns {
+			if c.Status == store.ConnectionActive {
+				d.Accounts = append(d.Accounts, pages.LinkAccount{ID: c.ID, Name: accountName(c)})
+			}
+		}
+		if len(d.Accounts) == 0 {
+			// The account went away or broke since the link was made: connecting is what is left.
+			d.Kind = string(store.LinkConnect)
+		} else if len(d.Accounts) > 1 {
+			d.Accounts[0].Checked = true
+		}
+	case store.LinkReconnect:
+		d.Broken = h.brokenName(r, o, conns)
+	}
+	switch store.LinkKind(d.Kind) {
+	case store.LinkAllow:
+		d.Heading = "Let " + agent + " use your " + service + " account?"
+	case store.LinkReconnect:
+		d.Heading = "Reconnect your " + service + " account"
+	default:
+		d.Heading = "Connect your " + service + " account"
+	}
+	// Connect answers its form with a redirect to the service; browsers hold that redirect to
+	// the form-action of this page.
+	if u, err := url.Parse(o.connector.AuthURL); err == nil && u.Host != "" {
+		pages.AllowFormTargets(w, u.Scheme+"://"+u.Host)
+	}
+	h.env.Pages.Link(w, status, d)
+}
+
+// connections are the person's connections to the link's connector, oldest first.
+func (h *handler) connections(r *http.Request, o *opened) ([]store.Connection, error) {
+	all, err := h.env.Store.ListConnections(r.Context(), o.p.Key, o.person.ID)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(c store.Connection) bool { return c.Connector != o.link.Connector }), nil
+}
+
+func accountName(c store.Connection) string {
+	if c.AccountName != "" {
+		return c.AccountName
+	}
+	return c.AccountID
+}
+
+// brokenName names the account a reconnect link is about: the one the agent was allowed to
+// use, else any broken one.
+func (h *handler) brokenName(r *http.Request, o *opened, conns []store.Connection) string {
+	perm, err := h.env.Store.FindPermission(r.Context(), o.p.Key, o.person.ID, o.link.Connector, o.link.ClientID)
+	if err == nil {
+		for _, c := range conns {
+			if c.ID == perm.ConnectionID {
+				return accountName(c)
+			}
+		}
+	}
+	for _, c := range conns {
+		if c.Status == store.ConnectionBroken {
+			return accountName(c)
+		}
+	}
+	return ""
+}
+
+// form runs checks 1 to 4 for a POST, then reads the form and checks the session's form token.
+func (h *handler) form(w http.ResponseWriter, r *http.Request) (*opened, url.Values, bool) {
+	o, ok := h.check(w, r)
+	if !ok {
+		return nil, nil, false
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		h.env.Pages.Error(w, http.StatusBadRequest, pages.ErrorData{
+			Frame: pages.Frame{Title: "Form not readable", Project: signin.ProjectName(o.p)}, Message: "The form could not be read.",
+		})
+		return nil, nil, false
+	}
+	for _, v := range r.PostForm {
+		if len(v) > 1 {
+			h.env.Pages.Error(w, http.StatusBadRequest, pages.ErrorData{
+				Frame: pages.Frame{Title: "Form not readable", Project: signin.ProjectName(o.p)}, Message: "The form could not be read.",
+			})
+			return nil, nil, false
+		}
+	}
+	if !signin.CheckCSRF(h.env, r, r.PostForm.Get("csrf_token")) {
+		h.env.Pages.Error(w, http.StatusForbidden, pages.ErrorData{
+			Frame:   pages.Frame{Title: "Form expired", Project: signin.ProjectName(o.p), SignedInAs: signin.DisplayName(o.person)},
+			Message: "This form has expired. Open the link again and try once more.",
+		})
+		return nil, nil, false
+	}
+	return o, r.PostForm, true
+}
+
+// connect starts the connection at the service, bound to this browser; the callback's hook
+// lets the agent use it and closes the link.
+func (h *handler) connect(w http.ResponseWriter, r *http.Request) {
+	o, _, ok := h.form(w, r)
+	if !ok {
+		return
+	}
+	purpose := callback.PurposeConnect
+	if o.link.Kind == store.LinkReconnect {
+		purpose = callback.PurposeReconnect
+	}
+	authURL, err := h.begin(w, r, h.env, o.p, o.connector, o.person.ID, purpose, o.link.ID)
+	if err != nil {
+		h.internal(w, o.p, err)
+		return
+	}
+	http.Redirect(w, r, authURL, http.StatusSeeOther)
+}
+
+// allow lets the agent use one of the person's working accounts.
+func (h *handler) allow(w http.ResponseWriter, r *http.Request) {
+	o, form, ok := h.form(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	conns, err := h.connections(r, o)
+	if err != nil {
+		h.internal(w, o.p, err)
+		return
+	}
+	chosen := form.Get("connection_id")
+	i := slices.IndexFunc(conns, func(c store.Connection) bool {
+		return c.ID == chosen && c.Status == store.ConnectionActive
+	})
+	if i < 0 {
+		h.offer(w, r, o, http.StatusBadRequest, "Choose which "+ServiceName(o.connector)+" account "+AgentName(o.agent)+" may use.")
+		return
+	}
+	now := h.env.Now()
+	// Closing first claims the link: of two submissions, or a submission racing a newer link,
+	// only one goes on to change anything.
+	if err := h.env.Store.CloseLink(ctx, o.link.ID, store.LinkDone, now); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			h.env.Pages.NotFound(w)
+			return
+		}
+		h.internal(w, o.p, err)
+		return
+	}
+	if err := h.env.Store.AllowAgent(ctx, store.AgentPermission{
+		Project: o.p.Key, Subject: o.person.ID, Connector: o.link.Connector, ClientID: o.link.ClientID,
+		ConnectionID: conns[i].ID, CreatedAt: now,
+	}); err != nil {
+		h.internal(w, o.p, err)
+		return
+	}
+	h.env.Record(ctx, store.AuditRecord{
+		Project: o.p.Key, Time: now, Actor: o.person.ID, Action: "agent.allowed", Target: "client:" + o.link.ClientID,
+		Details: map[string]string{"connector": o.link.Connector, "connection_id": conns[i].ID, "link_id": o.link.ID},
+	})
+	h.done(w, o, accountName(conns[i]))
+}
+
+func (h *handler) done(w http.ResponseWriter, o *opened, account string) {
+	service, agent := ServiceName(o.connector), AgentName(o.agent)
+	first := agent + " may now use your " + service + " account."
+	if account != "" {
+		first = agent + " may now use your " + service + " account " + account + "."
+	}
+	h.env.Pages.Message(w, http.StatusOK, pages.MessageData{
+		Frame:      pages.Frame{Title: "Done", Project: signin.ProjectName(o.p), SignedInAs: signin.DisplayName(o.person)},
+		Heading:    "Done: go back to " + agent,
+		Paragraphs: []string{first, "Go back to " + agent + " and ask it to try again. You can close this window."},
+		Actions:    []pages.Action{{Label: "See your connected accounts", URL: site.IssuerPath(o.p) + "/account"}},
+	})
+}
+
+// decline closes the link; the code then leads to the 404 page.
+func (h *handler) decline(w http.ResponseWriter, r *http.Request) {
+	o, _, ok := h.form(w, r)
+	if !ok {
+		return
+	}
+	now := h.env.Now()
+	if err := h.env.Store.CloseLink(r.Context(), o.link.ID, store.LinkDeclined, now); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			h.env.Pages.NotFound(w)
+			return
+		}
+		h.internal(w, o.p, err)
+		return
+	}
+	h.env.Record(r.Context(), store.AuditRecord{
+		Project: o.p.Key, Time: now, Actor: o.person.ID, Action: "link.declined", Target: "client:" + o.link.ClientID,
+		Details: map[string]string{"connector": o.link.Connector, "link_id": o.link.ID, "kind": string(o.link.Kind)},
+	})
+	service, agent := ServiceName(o.connector), AgentName(o.agent)
+	h.env.Pages.Message(w, http.StatusOK, pages.MessageData{
+		Frame:   pages.Frame{Title: "Declined", Project: signin.ProjectName(o.p), SignedInAs: signin.DisplayName(o.person)},
+		Heading: "Declined",
+		Paragraphs: []string{
+			"Nothing was connected, and " + agent + " cannot use your " + service + " account through this link.",
+			"You can close this window.",
+		},
+	})
+}
+
+func (h *handler) internal(w http.ResponseWriter, p *config.Project, err error) {
+	h.env.Logger.Error(err, "connect link failed", "project", p.Key)
+	h.env.Pages.Error(w, http.StatusInternalServerError, pages.ErrorData{
+		Frame:   pages.Frame{Title: "Something went wrong", Project: signin.ProjectName(p)},
+		Message: "This link could not be handled on our side. Please try again in a moment.",
+	})
+}

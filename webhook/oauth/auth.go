@@ -1,0 +1,93 @@
+package oauth
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/webhook/site"
+)
+
+var errAuthFailed = ErrInvalidClient.WithDescription("client authentication failed")
+
+// Authenticate identifies the client of a request to the token, revocation or introspection
+// endpoint. It accepts exactly one method per request: client_secret_basic (RFC 6749 §2.3.1,
+// with the id and secret form-url-encoded inside the header), client_secret_post, or none for
+// public clients, which then prove themselves with PKCE. A confidential client may use either
+// secret method. Unknown clients and wrong secrets get the same answer.
+//
+// Client secrets are 256-bit random values stored as SHA-256, so a single hash and a
+// constant-time compare are the whole cost of authentication.
+func Authenticate(ctx context.Context, env *site.Env, p *config.Project, r *http.Request, form url.Values) (*site.Client, error) {
+	if form.Get("client_assertion") != "" || form.Get("client_assertion_type") != "" {
+		return nil, ErrInvalidClient.WithDescription("client assertions are not supported; use client_secret_basic, client_secret_post or none")
+	}
+	id, sec, basic, err := basicAuth(r)
+	if err != nil {
+		return nil, err
+	}
+	method := site.AuthNone
+	switch {
+	case basic:
+		if form.Get("client_secret") != "" {
+			return nil, ErrInvalidRequest.WithDescription("use one client authentication method per request")
+		}
+		if fid := form.Get("client_id"); fid != "" && fid != id {
+			return nil, ErrInvalidRequest.WithDescription("client_id does not match the Authorization header")
+		}
+		method = site.AuthClientSecretBasic
+	case form.Get("client_secret") != "":
+		id, sec = form.Get("client_id"), form.Get("client_secret")
+		method = site.AuthClientSecretPost
+	default:
+		id = form.Get("client_id")
+	}
+	if id == "" {
+		return nil, ErrInvalidClient.WithDescription("client_id is required")
+	}
+	c, err := env.Client(ctx, p, id)
+	if errors.Is(err, site.ErrUnknownClient) {
+		return nil, errAuthFailed
+	}
+	if err != nil {
+		return nil, Internal(err)
+	}
+	if method == site.AuthNone {
+		if !c.Public() {
+			return nil, errAuthFailed
+		}
+		return c, nil
+	}
+	if c.Public() || !secret.HashEqual(sec, c.SecretHash) {
+		return nil, errAuthFailed
+	}
+	return c, nil
+}
+
+// basicAuth reads an HTTP Basic Authorization header. Other schemes are ignored here.
+func basicAuth(r *http.Request) (id, sec string, ok bool, err error) {
+	h := r.Header.Get("Authorization")
+	if len(h) < 6 || !strings.EqualFold(h[:6], "basic ") {
+		return "", "", false, nil
+	}
+	raw, derr := base64.StdEncoding.DecodeString(strings.TrimSpace(h[6:]))
+	if derr != nil {
+		return "", "", false, ErrInvalidClient.WithDescription("malformed Basic credentials")
+	}
+	uid, usec, found := strings.Cut(string(raw), ":")
+	if !found {
+		return "", "", false, ErrInvalidClient.WithDescription("malformed Basic credentials")
+	}
+	// RFC 6749 §2.3.1: both parts are form-url-encoded before they are joined.
+	id, err1 := url.QueryUnescape(uid)
+	sec, err2 := url.QueryUnescape(usec)
+	if err1 != nil || err2 != nil {
+		return "", "", false, ErrInvalidClient.WithDescription("malformed Basic credentials")
+	}
+	return id, sec, true, nil
+}

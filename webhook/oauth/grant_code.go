@@ -1,0 +1,93 @@
+package oauth
+
+import (
+	"context"
+	"errors"
+
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
+)
+
+// authorizationCode redeems an authorization code (RFC 6749 §4.1.3 with PKCE, RFC 7636).
+// A code is good once: a second redemption revokes everything the first one issued.
+func authorizationCode(ctx context.Context, req *TokenRequest) (*TokenResponse, error) {
+	f, env, p, client := req.Form, req.Env, req.Project, req.Client
+	code := f.Get("code")
+	if code == "" {
+		return nil, ErrInvalidRequest.WithDescription("code is required")
+	}
+	verifier := f.Get("code_verifier")
+	if verifier == "" {
+		return nil, ErrInvalidRequest.WithDescription("code_verifier is required (PKCE)")
+	}
+	if !ValidVerifier(verifier) {
+		return nil, ErrInvalidRequest.WithDescription("code_verifier is malformed")
+	}
+	resources, err := ParseResources(f["resource"])
+	if err != nil {
+		return nil, err
+	}
+
+	hash := secret.Hash(code)
+	ac, err := env.Store.RedeemAuthCode(ctx, hash, req.Now)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, ErrInvalidGrant.WithDescription("the code is invalid or has expired")
+	case errors.Is(err, store.ErrConflict):
+		if ac.Project == p.Key {
+			n, rerr := env.Store.RevokeByCode(ctx, hash, req.Now)
+			if rerr != nil {
+				return nil, Internal(rerr)
+			}
+			env.Record(ctx, store.AuditRecord{
+				Project: p.Key, Actor: "client:" + client.ID, Action: "code.replay", Target: ac.Subject,
+				Details: map[string]string{"client_id": ac.ClientID, "revoked": itoa(n)},
+			})
+		}
+		return nil, ErrInvalidGrant.WithDescription("the code has already been used")
+	case err != nil:
+		return nil, Internal(err)
+	}
+	if ac.Project != p.Key || ac.ClientID != client.ID {
+		return nil, ErrInvalidGrant.WithDescription("the code was not issued to this client")
+	}
+	if f.Get("redirect_uri") != ac.RedirectURI {
+		return nil, ErrInvalidGrant.WithDescription("redirect_uri does not match the authorization request")
+	}
+	if ac.CodeChallengeMethod != "S256" || !VerifyS256(verifier, ac.CodeChallenge) {
+		return nil, ErrInvalidGrant.WithDescription("code_verifier does not match the code challenge")
+	}
+	audience := ac.Resource
+	if resources != nil {
+		if !Subset(resources, ac.Resource) {
+			return nil, ErrInvalidTarget.WithDescription("resource was not part of the authorization")
+		}
+		audience = resources
+	}
+
+	is := Issue{
+		Client:   client,
+		Subject:  ac.Subject,
+		Scopes:   ac.Scopes,
+		Audience: audience,
+		AuthTime: ac.AuthTime,
+		CodeHash: hash,
+		Refresh:  client.HasGrant("refresh_token"),
+		Nonce:    ac.Nonce,
+	}
+	if hasScope(ac.Scopes, "openid") && len(p.SigningKeys) > 0 {
+		person, err := env.Store.GetPerson(ctx, p.Key, ac.Subject)
+		if err != nil {
+			return nil, Internal(err)
+		}
+		is.Person = &person
+	}
+	tokens, resp, err := Mint(p, req.Now, is)
+	if err != nil {
+		return nil, Internal(err)
+	}
+	if err := env.Store.CreateTokens(ctx, tokens...); err != nil {
+		return nil, Internal(err)
+	}
+	return &resp, nil
+}

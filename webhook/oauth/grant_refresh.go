@@ -1,0 +1,149 @@
+package oauth
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/webhook/site"
+)
+
+// refreshToken rotates a refresh token (seed 004). Every refresh returns a new pair and
+// retires the old token, keeping the family. A retired token presented again means two
+// parties hold the grant: every live token the client holds for that person in the project is
+// ended, the copy included. Within the grace window the immediate predecessor may be sent
+// again (a retry, a second tab) and gets the very response the first request got, so both end
+// with the same live pair; an older generation never does.
+func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error) {
+	f, env, p, client := req.Form, req.Env, req.Project, req.Client
+	presented := f.Get("refresh_token")
+	if presented == "" {
+		return nil, ErrInvalidRequest.WithDescription("refresh_token is required")
+	}
+	invalid := ErrInvalidGrant.WithDescription("the refresh token is invalid, expired or revoked")
+	hash := secret.Hash(presented)
+	old, err := env.Store.GetToken(ctx, hash)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, invalid
+	}
+	if err != nil {
+		return nil, Internal(err)
+	}
+	// Another client's token is not this client's business: it must not rotate or end it.
+	if old.Kind != store.RefreshToken || old.Project != p.Key || old.ClientID != client.ID || !old.Active(req.Now) {
+		return nil, invalid
+	}
+	if err := env.RedirectPolicy(p, client.RedirectURIs); err != nil {
+		if _, rerr := env.Store.RevokeFamily(ctx, old.FamilyID, req.Now); rerr != nil {
+			return nil, Internal(rerr)
+		}
+		env.Record(ctx, store.AuditRecord{
+			Project: p.Key, Actor: "client:" + client.ID, Action: "refresh.refused", Target: old.Subject,
+			Details: map[string]string{"client_id": client.ID, "family_id": old.FamilyID, "reason": err.Error()},
+		})
+		return nil, ErrInvalidGrant.WithDescription(err.Error())
+	}
+	scopes := old.Scopes
+	if s := f.Get("scope"); s != "" {
+		if scopes, err = grantScopes(s, old.Scopes); err != nil {
+			return nil, err
+		}
+	}
+	tokens, resp, err := Mint(p, req.Now, Issue{
+		Client:        client,
+		Subject:       old.Subject,
+		Scopes:        scopes,
+		Audience:      old.Audience,
+		AuthTime:      old.AuthTime,
+		FamilyID:      old.FamilyID,
+		Generation:    old.Generation + 1,
+		CodeHash:      old.CodeHash,
+		Refresh:       true,
+		RefreshScopes: old.Scopes,
+	})
+	if err != nil {
+		return nil, Internal(err)
+	}
+	sealed, err := sealResponse(env, hash, &resp)
+	if err != nil {
+		return nil, Internal(err)
+	}
+	rot, err := env.Store.RotateRefreshToken(ctx, store.RotateRequest{
+		OldHash: hash, New: tokens, Sealed: sealed, Now: req.Now, Grace: p.Lifetimes.RefreshGrace,
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, invalid
+	}
+	if err != nil {
+		return nil, Internal(err)
+	}
+	switch rot.Outcome {
+	case store.OutcomeRotated:
+		return &resp, nil
+	case store.OutcomeGraceReplay:
+		replay, err := openResponse(env, hash, rot.Replay)
+		if err != nil {
+			// Cannot replay (for example the key rotated away): safer to refuse than to fork.
+			env.Logger.Error(err, "cannot open the sealed refresh response", "project", p.Key)
+			return nil, invalid
+		}
+		return replay, nil
+	case store.OutcomeReuseDetected:
+		env.Record(ctx, store.AuditRecord{
+			Project: p.Key, Actor: "client:" + client.ID, Action: "refresh.reuse", Target: rot.Old.Subject,
+			Details: map[string]string{
+				"client_id":  client.ID,
+				"family_id":  rot.Old.FamilyID,
+				"generation": strconv.Itoa(rot.Old.Generation),
+				"revoked":    itoa(rot.Revoked),
+			},
+		})
+		return nil, ErrInvalidGrant.WithDescription("the refresh token was already used; this grant has been ended")
+	default:
+		return nil, invalid
+	}
+}
+
+// The grace-window response is sealed under a purpose bound to the old token's hash, so a
+// sealed response can only ever be replayed for the token it was made for.
+func replayPurpose(oldHash []byte) string {
+	return "oauth.refresh-replay:" + base64.RawURLEncoding.EncodeToString(oldHash)
+}
+
+// sealResponse encodes as: one byte key-id length, key id, sealed JSON.
+func sealResponse(env *site.Env, oldHash []byte, resp *TokenResponse) ([]byte, error) {
+	b, err := json.Marshal(resp)
+	if err != nil {
+		return nil, err
+	}
+	kid, sealed := env.Keyring.Seal(replayPurpose(oldHash), b)
+	if len(kid) > 255 {
+		return nil, errors.New("key id too long")
+	}
+	out := make([]byte, 0, 1+len(kid)+len(sealed))
+	out = append(out, byte(len(kid)))
+	out = append(out, kid...)
+	return append(out, sealed...), nil
+}
+
+func openResponse(env *site.Env, oldHash []byte, blob []byte) (*TokenResponse, error) {
+	if len(blob) < 1 || len(blob) < 1+int(blob[0]) {
+		return nil, errors.New("sealed response is truncated")
+	}
+	kid := string(blob[1 : 1+int(blob[0])])
+	b, err := env.Keyring.Open(replayPurpose(oldHash), kid, blob[1+int(blob[0]):])
+	if err != nil {
+		return nil, err
+	}
+	var resp TokenResponse
+	if err := json.Unmarshal(b, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

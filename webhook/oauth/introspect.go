@@ -1,0 +1,87 @@
+package oauth
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/webhook/site"
+)
+
+// introspection is an RFC 7662 response.
+type introspection struct {
+	Active    bool     `json:"active"`
+	Scope     string   `json:"scope,omitempty"`
+	ClientID  string   `json:"client_id,omitempty"`
+	Sub       string   `json:"sub,omitempty"`
+	Aud       []string `json:"aud,omitempty"`
+	Iss       string   `json:"iss,omitempty"`
+	Exp       int64    `json:"exp,omitempty"`
+	Iat       int64    `json:"iat,omitempty"`
+	TokenType string   `json:"token_type,omitempty"`
+	AuthTime  int64    `json:"auth_time,omitempty"`
+}
+
+// introspect is RFC 7662, for authenticated (confidential) clients only: resource servers
+// introspect tokens issued to other clients, so any confidential client of the project may ask
+// about an access token; refresh tokens are described only to the client that holds them.
+// Revoked, expired, retired and foreign tokens are all just {"active":false}.
+func introspect(env *site.Env) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p := site.Project(r)
+		form, err := ReadForm(w, r)
+		if err != nil {
+			WriteError(w, err)
+			return
+		}
+		client, err := Authenticate(r.Context(), env, p, r, form)
+		if err != nil {
+			logFail(env, w, p, "introspection", err)
+			return
+		}
+		if client.Public() {
+			WriteError(w, ErrInvalidClient.WithDescription("introspection needs an authenticated client"))
+			return
+		}
+		tok := form.Get("token")
+		if tok == "" {
+			WriteError(w, ErrInvalidRequest.WithDescription("token is required"))
+			return
+		}
+		now := env.Now()
+		t, err := env.Store.GetToken(r.Context(), secret.Hash(tok))
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			logFail(env, w, p, "introspection", Internal(err))
+			return
+		}
+		inactive := err != nil || t.Project != p.Key || !t.Active(now) ||
+			(t.Kind == store.RefreshToken && (t.ClientID != client.ID || t.RotatedAt != nil))
+		if inactive {
+			WriteJSON(w, http.StatusOK, introspection{Active: false})
+			return
+		}
+		out := introspection{
+			Active:   true,
+			Scope:    strings.Join(t.Scopes, " "),
+			ClientID: t.ClientID,
+			Sub:      t.Subject,
+			Aud:      t.Audience,
+			Iss:      p.Issuer,
+			Exp:      t.ExpiresAt.Unix(),
+			Iat:      t.IssuedAt.Unix(),
+		}
+		if t.Kind == store.AccessToken {
+			out.TokenType = "Bearer"
+		} else {
+			out.TokenType = "refresh_token"
+		}
+		if t.Subject == "" {
+			out.Sub = t.ClientID
+		} else if !t.AuthTime.IsZero() {
+			out.AuthTime = t.AuthTime.Unix()
+		}
+		WriteJSON(w, http.StatusOK, out)
+	}
+}

@@ -1,0 +1,229 @@
+package oauth
+
+import (
+	"crypto"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/webhook/site"
+)
+
+// TokenResponse is a successful token endpoint response (RFC 6749 §5.1, RFC 8693 §2.2.1).
+type TokenResponse struct {
+	AccessToken     string `json:"access_token"`
+	IssuedTokenType string `json:"issued_token_type,omitempty"`
+	TokenType       string `json:"token_type"`
+	ExpiresIn       int64  `json:"expires_in,omitempty"`
+	RefreshToken    string `json:"refresh_token,omitempty"`
+	Scope           string `json:"scope,omitempty"`
+	IDToken         string `json:"id_token,omitempty"`
+}
+
+// Issue describes one issuance: an access token, optionally a refresh token and an ID token.
+type Issue struct {
+	Client   *site.Client
+	Subject  string // empty for client_credentials
+	Scopes   []string
+	Audience []string
+	AuthTime time.Time
+	// FamilyID groups the tokens of one authorization; a new one is made when empty.
+	FamilyID   string
+	Generation int
+	CodeHash   []byte
+	Refresh    bool
+	// RefreshScopes is the refresh token's scope when the access token is narrowed
+	// (RFC 6749 §6 keeps the refresh token's scope); Scopes when nil.
+	RefreshScopes []string
+	// Person and Nonce, when set and the scope holds openid, produce an ID token.
+	Person *store.Person
+	Nonce  string
+}
+
+// Mint makes the tokens of an issuance and the response that carries them. The caller stores
+// the tokens (one CreateTokens call, or a rotation). Access tokens are opaque unless the client
+// asks for JWTs (RFC 9068) and the project has a signing key; without a key a JWT client gets
+// opaque tokens, which introspection still understands. Either form is stored by its hash, so
+// revocation takes effect at once at every endpoint.
+func Mint(p *config.Project, now time.Time, is Issue) ([]store.Token, TokenResponse, error) {
+	if is.FamilyID == "" {
+		is.FamilyID = NewID()
+	}
+	lt := p.Lifetimes
+	atExp := now.Add(lt.AccessToken)
+	base := store.Token{
+		Project:    p.Key,
+		ClientID:   is.Client.ID,
+		Subject:    is.Subject,
+		Scopes:     is.Scopes,
+		Audience:   is.Audience,
+		FamilyID:   is.FamilyID,
+		Generation: is.Generation,
+		CodeHash:   is.CodeHash,
+		AuthTime:   is.AuthTime,
+		IssuedAt:   now,
+	}
+
+	var access string
+	if is.Client.AccessTokenFormat == config.TokenJWT && len(p.SigningKeys) > 0 {
+		var err error
+		if access, err = accessJWT(p, now, atExp, is); err != nil {
+			return nil, TokenResponse{}, err
+		}
+	} else {
+		access = secret.New(secret.PrefixAccessToken)
+	}
+	at := base
+	at.Kind = store.AccessToken
+	at.Hash = secret.Hash(access)
+	at.ExpiresAt = atExp
+	tokens := []store.Token{at}
+
+	resp := TokenResponse{
+		AccessToken: access,
+		TokenType:   "Bearer",
+		ExpiresIn:   int64(lt.AccessToken / time.Second),
+		Scope:       strings.Join(is.Scopes, " "),
+	}
+	if is.Refresh {
+		refresh := secret.New(secret.PrefixRefreshToken)
+		rt := base
+		rt.Kind = store.RefreshToken
+		rt.Hash = secret.Hash(refresh)
+		rt.ExpiresAt = now.Add(lt.RefreshToken)
+		if is.RefreshScopes != nil {
+			rt.Scopes = is.RefreshScopes
+		}
+		tokens = append(tokens, rt)
+		resp.RefreshToken = refresh
+	}
+	if is.Person != nil && hasScope(is.Scopes, "openid") && len(p.SigningKeys) > 0 {
+		idt, err := idToken(p, now, atExp, is)
+		if err != nil {
+			return nil, TokenResponse{}, err
+		}
+		resp.IDToken = idt
+	}
+	return tokens, resp, nil
+}
+
+func hasScope(scopes []string, s string) bool {
+	for _, x := range scopes {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// NewID returns a random identifier (128 bits, hex) for families, people and clients.
+func NewID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+type accessClaims struct {
+	jwt.Claims
+	ClientID string `json:"client_id"`
+	Scope    string `json:"scope,omitempty"`
+	AuthTime int64  `json:"auth_time,omitempty"`
+}
+
+func accessJWT(p *config.Project, now, exp time.Time, is Issue) (string, error) {
+	sub := is.Subject
+	if sub == "" {
+		sub = is.Client.ID // RFC 9068 §2.2: a client acting for itself is the subject
+	}
+	aud := is.Audience
+	if len(aud) == 0 {
+		aud = []string{p.Issuer}
+	}
+	c := accessClaims{
+		Claims: jwt.Claims{
+			Issuer:    p.Issuer,
+			Subject:   sub,
+			Audience:  jwt.Audience(aud),
+			Expiry:    jwt.NewNumericDate(exp),
+			IssuedAt:  jwt.NewNumericDate(now),
+			NotBefore: jwt.NewNumericDate(now),
+			ID:        NewID(),
+		},
+		ClientID: is.Client.ID,
+		Scope:    strings.Join(is.Scopes, " "),
+	}
+	if is.Subject != "" && !is.AuthTime.IsZero() {
+		c.AuthTime = is.AuthTime.Unix()
+	}
+	return sign(p, "at+jwt", c)
+}
+
+type idClaims struct {
+	jwt.Claims
+	AuthTime int64  `json:"auth_time,omitempty"`
+	Nonce    string `json:"nonce,omitempty"`
+	Email    string `json:"email,omitempty"`
+	Name     string `json:"name,omitempty"`
+}
+
+func idToken(p *config.Project, now, exp time.Time, is Issue) (string, error) {
+	c := idClaims{
+		Claims: jwt.Claims{
+			Issuer:   p.Issuer,
+			Subject:  is.Subject,
+			Audience: jwt.Audience{is.Client.ID},
+			Expiry:   jwt.NewNumericDate(exp),
+			IssuedAt: jwt.NewNumericDate(now),
+		},
+		Nonce: is.Nonce,
+	}
+	if !is.AuthTime.IsZero() {
+		c.AuthTime = is.AuthTime.Unix()
+	}
+	if hasScope(is.Scopes, "email") {
+		c.Email = is.Person.Email
+	}
+	if hasScope(is.Scopes, "profile") {
+		c.Name = is.Person.Name
+	}
+	return sign(p, "JWT", c)
+}
+
+var errNoSigningKey = errors.New("project has no usable signing key")
+
+// sign signs claims with the project's current key (the first).
+func sign(p *config.Project, typ string, claims any) (string, error) {
+	if len(p.SigningKeys) == 0 {
+		return "", errNoSigningKey
+	}
+	k := p.SigningKeys[0]
+	opts := (&jose.SignerOptions{}).WithType(jose.ContentType(typ)).WithHeader("kid", k.ID)
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.SignatureAlgorithm(k.Algorithm), Key: k.Private}, opts)
+	if err != nil {
+		return "", err
+	}
+	return jwt.Signed(signer).Claims(claims).Serialize()
+}
+
+// publicKey returns the public half of a signing key.
+func publicKey(k config.SigningKey) (any, bool) {
+	switch priv := k.Private.(type) {
+	case crypto.Signer:
+		return priv.Public(), true
+	case jose.JSONWebKey:
+		pub := priv.Public()
+		return pub.Key, pub.Key != nil
+	case *jose.JSONWebKey:
+		pub := priv.Public()
+		return pub.Key, pub.Key != nil
+	}
+	return nil, false
+}

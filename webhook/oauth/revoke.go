@@ -1,0 +1,49 @@
+package oauth
+
+import (
+	"errors"
+	"net/http"
+
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/webhook/site"
+)
+
+// revoke is RFC 7009. A client may revoke only its own tokens; revoking a refresh token ends
+// its whole family. Unknown tokens, and other clients' tokens, get the same 200 so the
+// endpoint says nothing about which tokens exist.
+func revoke(env *site.Env) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p := site.Project(r)
+		form, err := ReadForm(w, r)
+		if err != nil {
+			WriteError(w, err)
+			return
+		}
+		client, err := Authenticate(r.Context(), env, p, r, form)
+		if err != nil {
+			logFail(env, w, p, "revocation", err)
+			return
+		}
+		tok := form.Get("token")
+		if tok == "" {
+			WriteError(w, ErrInvalidRequest.WithDescription("token is required"))
+			return
+		}
+		now := env.Now()
+		hash := secret.Hash(tok)
+		t, err := env.Store.GetToken(r.Context(), hash)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			logFail(env, w, p, "revocation", Internal(err))
+			return
+		case t.Project == p.Key && t.ClientID == client.ID && t.RevokedAt == nil:
+			if err := env.Store.RevokeToken(r.Context(), hash, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+				logFail(env, w, p, "revocation", Internal(err))
+				return
+			}
+		}
+		WriteJSON(w, http.StatusOK, struct{}{})
+	}
+}

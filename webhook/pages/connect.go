@@ -1,0 +1,83 @@
+package pages
+
+import "net/http"
+
+// The connection pages (issue 5) register themselves here rather than in pages.go, so the
+// flows that own them can add pages without editing the core's list. Package-level variables
+// are initialised before init runs, so New sees the full list.
+func init() {
+	pageNames = append(pageNames, "connect_confirm", "account")
+}
+
+// ConnectConfirmData is the page a connector callback stops at when it arrives in a browser
+// that did not start the connection (seed 002). It opens without a sign-in, so it names the
+// receiving person only by a masked address.
+type ConnectConfirmData struct {
+	Frame
+	// Service is the connector's display name ("GitHub").
+	Service string
+	// Account is the masked account that will receive the connection ("a***@example.com").
+	Account string
+	// Action is the callback address the form posts to.
+	Action string
+	// Code and State echo the callback; Token is the one-time confirmation token.
+	Code, State, Token string
+}
+
+// ConnectConfirm renders the confirmation page.
+func (p *Pages) ConnectConfirm(w http.ResponseWriter, status int, d ConnectConfirmData) {
+	if d.Title == "" {
+		d.Title = "Finish this connection?"
+	}
+	d.static = p.static
+	p.render(w, status, "connect_confirm", d)
+}
+
+// AccountData is the signed-in person's account page.
+type AccountData struct {
+	Frame
+	CSRF string
+	// Notice reports the outcome of the last action.
+	Notice string
+	// Form actions.
+	ConnectAction, DisconnectAction, RemoveAgentAction, RevokeAppAction string
+	Connections                                                         []AccountConnection
+	// Available are connectors the person has not connected yet.
+	Available []AccountConnector
+	Apps      []AccountApp
+	SignOut   string
+}
+
+// AccountConnection is one connected account, named as the service names it.
+type AccountConnection struct {
+	ID string
+	// Service is the connector's display name, Connector its key.
+	Service, Connector string
+	// AccountName is the account's name at the service (the GitHub login).
+	AccountName string
+	ConnectedAt string
+	// Broken: the service stopped accepting the connection; it needs reconnecting.
+	Broken bool
+	Agents []AccountAgent
+}
+
+// AccountAgent is an agent allowed to use a connection.
+type AccountAgent struct{ ClientID, Name string }
+
+// AccountConnector is a service the person can connect.
+type AccountConnector struct{ Key, Service string }
+
+// AccountApp is an app the person has authorised.
+type AccountApp struct {
+	ClientID, Name string
+	Since          string
+}
+
+// Account renders the account page.
+func (p *Pages) Account(w http.ResponseWriter, status int, d AccountData) {
+	if d.Title == "" {
+		d.Title = "Your account"
+	}
+	d.static = p.static
+	p.render(w, status, "account", d)
+}

@@ -1,0 +1,120 @@
+package webhook
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"latchkey.dev/latchkey/webhook/oauth"
+	"latchkey.dev/latchkey/webhook/site"
+)
+
+// router implements site.Router on one ServeMux that holds only per-project routes, so flow
+// patterns never conflict with the server-wide ones.
+type router struct {
+	mux  *http.ServeMux
+	base string
+	s    *Server
+
+	mu        sync.Mutex
+	slots     map[string]*slot
+	preflight map[string]bool
+}
+
+// slot lets a pattern be registered again: the mux keeps the slot, the slot the handler.
+type slot struct{ h atomic.Pointer[http.Handler] }
+
+func (s *slot) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*s.h.Load()).ServeHTTP(w, r) }
+
+func newRouter(s *Server, base string) *router {
+	rt := &router{mux: http.NewServeMux(), base: base, s: s, slots: map[string]*slot{}, preflight: map[string]bool{}}
+	// Anything under a project that no flow handles: the same 404 page as everything else.
+	rt.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.env.Pages.NotFound(w) }))
+	return rt
+}
+
+// split turns an issuer-relative pattern into a method and a full path pattern.
+func (rt *router) split(pattern string) (method, path string) {
+	path = pattern
+	if i := strings.IndexByte(pattern, ' '); i >= 0 {
+		method, path = pattern[:i], strings.TrimLeft(pattern[i+1:], " \t")
+	}
+	if !strings.HasPrefix(path, "/") {
+		panic("webhook: pattern " + pattern + " must start with /")
+	}
+	return method, rt.base + "/{ns}/{project}" + path
+}
+
+func (rt *router) add(pattern string, h http.Handler) {
+	method, path := rt.split(pattern)
+	full := path
+	if method != "" {
+		full = method + " " + path
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if sl, ok := rt.slots[full]; ok {
+		sl.h.Store(&h)
+		return
+	}
+	sl := &slot{}
+	sl.h.Store(&h)
+	rt.slots[full] = sl
+	rt.mux.Handle(full, sl)
+}
+
+func (rt *router) Page(pattern string, h http.Handler) { rt.add(pattern, rt.page(h)) }
+
+func (rt *router) API(pattern string, h http.Handler) {
+	rt.add(pattern, rt.api(h))
+	method, path := rt.split(pattern)
+	if method == "" || method == http.MethodOptions {
+		return
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if !rt.preflight[path] {
+		rt.preflight[path] = true
+		rt.mux.Handle("OPTIONS "+path, rt.api(http.NotFoundHandler()))
+	}
+}
+
+// page resolves the project (HTML 404 when unknown) and applies cross-origin protection to
+// every non-safe request.
+func (rt *router) page(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := rt.s.project(r)
+		if p == nil {
+			rt.s.env.Pages.NotFound(w)
+			return
+		}
+		if err := rt.s.cop.Check(r); err != nil {
+			rt.s.env.Pages.Error(w, http.StatusForbidden, pagesForbidden())
+			return
+		}
+		h.ServeHTTP(w, site.WithProject(r, p))
+	})
+}
+
+// api resolves the project (JSON 404 when unknown) and opens CORS: these endpoints use no
+// cookies, so any origin may call them (browser-based OAuth clients and MCP inspectors do).
+func (rt *router) api(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Access-Control-Allow-Origin", "*")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			hd.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE")
+			hd.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, MCP-Protocol-Version")
+			hd.Set("Access-Control-Max-Age", "3600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		p := rt.s.project(r)
+		if p == nil {
+			oauth.WriteError(w, oauth.ErrNotFound)
+			return
+		}
+		h.ServeHTTP(w, site.WithProject(r, p))
+	})
+}

@@ -1,0 +1,209 @@
+// Package webhook is Latchkey's bundled HTTP server: the OAuth endpoints, the sign-in,
+// consent and account pages of every project, and the server-wide health and static paths.
+//
+// Each flow lives in its own package under webhook/ and plugs in through site.Router
+// (Register(rt, env)); further grant types plug into the token endpoint (Server.Grant). The
+// server itself only routes: it resolves the project from the first two path segments under
+// the public URL, sets the security headers, and recovers from panics.
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/webhook/consent"
+	"latchkey.dev/latchkey/webhook/oauth"
+	"latchkey.dev/latchkey/webhook/pages"
+	"latchkey.dev/latchkey/webhook/register"
+	"latchkey.dev/latchkey/webhook/signin"
+	"latchkey.dev/latchkey/webhook/site"
+)
+
+// Options configure the server.
+type Options struct {
+	Config    *config.Holder // compiled snapshot; handlers Load() it once per request
+	Store     store.Store
+	Keyring   *secret.Keyring // seals values at rest
+	Logger    logr.Logger
+	Now       func() time.Time // injected clock; time.Now when nil
+	PublicURL string           // e.g. http://127.0.0.1:8080; issuer = PublicURL/{ns}/{project}
+	// Ready is an extra readiness check (the first snapshot is published); may be nil.
+	Ready func(context.Context) error
+}
+
+// Server is the HTTP handler.
+type Server struct {
+	env      *site.Env
+	ready    func(context.Context) error
+	base     string
+	sys      *http.ServeMux // server-wide: /-/…
+	wellKnwn *http.ServeMux // RFC 8414 path-insertion metadata at the host root
+	router   *router
+	oauth    *oauth.Endpoints
+	cop      *http.CrossOriginProtection
+}
+
+// New builds the server with every core flow mounted.
+func New(o Options) (*Server, error) {
+	if o.Config == nil || o.Store == nil || o.Keyring == nil {
+		return nil, errors.New("webhook: Config, Store and Keyring are required")
+	}
+	pub, err := url.Parse(o.PublicURL)
+	if err != nil || (pub.Scheme != "http" && pub.Scheme != "https") || pub.Host == "" {
+		return nil, fmt.Errorf("webhook: PublicURL %q must be an absolute http(s) URL", o.PublicURL)
+	}
+	base := strings.TrimSuffix(pub.Path, "/")
+	pg, err := pages.New(base + "/-/static/")
+	if err != nil {
+		return nil, err
+	}
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	env := &site.Env{
+		Config:         o.Config,
+		Store:          o.Store,
+		Keyring:        o.Keyring,
+		Logger:         o.Logger,
+		Pages:          pg,
+		Clock:          now,
+		PublicURL:      pub,
+		Destination:    consent.WebsiteDestination,
+		RedirectPolicy: func(*config.Project, []string) error { return nil },
+	}
+	s := &Server{
+		env:      env,
+		ready:    o.Ready,
+		base:     base,
+		sys:      http.NewServeMux(),
+		wellKnwn: http.NewServeMux(),
+		cop:      http.NewCrossOriginProtection(),
+	}
+	s.router = newRouter(s, base)
+
+	s.sys.HandleFunc("GET "+base+"/-/healthz", s.healthz)
+	s.sys.HandleFunc("GET "+base+"/-/readyz", s.readyz)
+	s.sys.Handle("GET "+base+"/-/static/", http.StripPrefix(base+"/-/static/", pg.Static()))
+
+	// Placeholders first: a later flow registering the same pattern replaces them.
+	s.router.Page("GET /account", http.HandlerFunc(s.accountPlaceholder))
+	s.router.Page("GET /{$}", http.HandlerFunc(s.projectHome))
+
+	s.oauth = oauth.Register(s.router, env)
+	signin.Register(s.router, env)
+	consent.Register(s.router, env)
+	register.Register(s.router, env)
+
+	md := s.wellKnownProject(s.oauth.Metadata)
+	s.wellKnwn.Handle("/.well-known/oauth-authorization-server"+base+"/{ns}/{project}", md)
+	s.wellKnwn.Handle("/.well-known/openid-configuration"+base+"/{ns}/{project}", md)
+	return s, nil
+}
+
+// Env is the environment flows are registered with.
+func (s *Server) Env() *site.Env { return s.env }
+
+// Router mounts further flows under every issuer.
+func (s *Server) Router() site.Router { return s.router }
+
+// Grant registers a grant type at every project's token endpoint.
+func (s *Server) Grant(grantType string, h oauth.GrantHandler) { s.oauth.Token.Handle(grantType, h) }
+
+// Handle registers a server-wide route (for example under /-/). Server-wide routes are tried
+// before per-project routes and never conflict with them.
+func (s *Server) Handle(pattern string, h http.Handler) { s.sys.Handle(pattern, h) }
+
+// ServeHTTP routes a request: server-wide routes, then root metadata, then projects.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer s.recover(w, r)
+	if _, pattern := s.sys.Handler(r); pattern != "" {
+		pages.Headers(false, s.sys).ServeHTTP(w, r)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, "/.well-known/") {
+		if _, pattern := s.wellKnwn.Handler(r); pattern != "" {
+			pages.Headers(false, s.wellKnwn).ServeHTTP(w, r)
+			return
+		}
+	}
+	pages.Headers(true, s.router.mux).ServeHTTP(w, r)
+}
+
+func (s *Server) recover(w http.ResponseWriter, r *http.Request) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler {
+		panic(v)
+	}
+	s.env.Logger.Error(fmt.Errorf("panic: %v", v), "handler panicked", "path", r.URL.Path)
+	http.Error(w, "internal error", http.StatusInternalServerError)
+}
+
+// project resolves {ns}/{project} against the current snapshot.
+func (s *Server) project(r *http.Request) *config.Project {
+	ns, name := r.PathValue("ns"), r.PathValue("project")
+	if ns == "" || name == "" {
+		return nil
+	}
+	return s.env.Config.Load().Project(ns + "/" + name)
+}
+
+func (s *Server) wellKnownProject(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		p := s.project(r)
+		if p == nil {
+			oauth.WriteError(w, oauth.ErrNotFound)
+			return
+		}
+		h.ServeHTTP(w, site.WithProject(r, p))
+	})
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte("ok\n"))
+}
+
+// readyz is ready when the database answers, a configuration snapshot is published and the
+// caller's own check passes. The reason is plain text without detail from the error.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	fail := func(reason string, err error) {
+		s.env.Logger.V(1).Info("not ready", "reason", reason, "error", err)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(reason + "\n"))
+	}
+	if err := s.env.Store.Ping(ctx); err != nil {
+		fail("store unavailable", err)
+		return
+	}
+	if s.env.Config.Load() == nil {
+		fail("no configuration yet", nil)
+		return
+	}
+	if s.ready != nil {
+		if err := s.ready(ctx); err != nil {
+			fail("not ready", err)
+			return
+		}
+	}
+	w.Write([]byte("ok\n"))
+}

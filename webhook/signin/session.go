@@ -1,0 +1,152 @@
+package signin
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/url"
+	"time"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/webhook/site"
+)
+
+const sessionCookie = "session"
+
+// Current returns the session and person signed in to the request's project, if any. The
+// cookie holds 32 random bytes; only their hash is looked up.
+func Current(env *site.Env, r *http.Request) (store.Session, store.Person, bool) {
+	p := site.Project(r)
+	v := ReadCookie(r, env, p, sessionCookie)
+	if v == "" || len(v) > 128 {
+		return store.Session{}, store.Person{}, false
+	}
+	ctx := r.Context()
+	s, err := env.Store.GetSession(ctx, secret.Hash(v), env.Now())
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			env.Logger.Error(err, "cannot read session", "project", p.Key)
+		}
+		return store.Session{}, store.Person{}, false
+	}
+	if s.Project != p.Key {
+		return store.Session{}, store.Person{}, false
+	}
+	person, err := env.Store.GetPerson(ctx, p.Key, s.Subject)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			env.Logger.Error(err, "cannot read person", "project", p.Key)
+		}
+		return store.Session{}, store.Person{}, false
+	}
+	return s, person, true
+}
+
+// Fresh reports whether the session's sign-in happened within maxAge of now.
+func Fresh(s store.Session, maxAge time.Duration, now time.Time) bool {
+	return !s.AuthTime.IsZero() && now.Sub(s.AuthTime) <= maxAge
+}
+
+// RequireFresh returns the signed-in person when they signed in within maxAge (the project's
+// RecentSignIn when maxAge is 0). Otherwise it sends the browser to sign in — again, if someone
+// is signed in but not recently — and back to the current URL, and returns false; the caller
+// then returns without writing anything. Use it on GET pages only.
+func RequireFresh(env *site.Env, w http.ResponseWriter, r *http.Request, maxAge time.Duration) (store.Session, store.Person, bool) {
+	p := site.Project(r)
+	if maxAge <= 0 {
+		maxAge = p.Lifetimes.RecentSignIn
+	}
+	s, person, ok := Current(env, r)
+	if ok && Fresh(s, maxAge, env.Now()) {
+		return s, person, true
+	}
+	Redirect(env, w, r, r.URL.RequestURI(), ok)
+	return store.Session{}, store.Person{}, false
+}
+
+// Redirect sends the browser to the project's sign-in page, which comes back to returnTo (a
+// path under the issuer; anything else falls back to the account page). With again, the
+// person must sign in even if they already are.
+func Redirect(env *site.Env, w http.ResponseWriter, r *http.Request, returnTo string, again bool) {
+	http.Redirect(w, r, URL(site.Project(r), returnTo, again), http.StatusSeeOther)
+}
+
+// URL is the sign-in page's address for returnTo.
+func URL(p *config.Project, returnTo string, again bool) string {
+	q := url.Values{}
+	if rt, ok := SafeReturn(p, returnTo); ok {
+		q.Set("return_to", rt)
+	}
+	if again {
+		q.Set("prompt", "login")
+	}
+	u := site.IssuerPath(p) + "/sign-in"
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	return u
+}
+
+// CSRFToken is the anti-forgery token for forms shown to the signed-in person: an HMAC of the
+// session cookie, so it is stable for the session, unknown to other sites, and not derivable
+// from the stored session hash. "" when nobody is signed in.
+func CSRFToken(env *site.Env, r *http.Request) string {
+	v := ReadCookie(r, env, site.Project(r), sessionCookie)
+	if v == "" {
+		return ""
+	}
+	m := hmac.New(sha256.New, []byte(v))
+	m.Write([]byte("latchkey csrf"))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// CheckCSRF compares a submitted token with the session's, in constant time.
+func CheckCSRF(env *site.Env, r *http.Request, submitted string) bool {
+	want := CSRFToken(env, r)
+	return want != "" && subtle.ConstantTimeCompare([]byte(want), []byte(submitted)) == 1
+}
+
+// start signs person in: a new session (never a reused one, against fixation) whose cookie
+// holds 32 random bytes and whose row holds their hash and the sign-in time.
+func start(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, person store.Person) error {
+	now := env.Now()
+	if old := ReadCookie(r, env, p, sessionCookie); old != "" && len(old) <= 128 {
+		if err := env.Store.DeleteSession(ctx, secret.Hash(old)); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	v := secret.New("")
+	err := env.Store.CreateSession(ctx, store.Session{
+		IDHash:    secret.Hash(v),
+		Project:   p.Key,
+		Subject:   person.ID,
+		AuthTime:  now,
+		CreatedAt: now,
+		ExpiresAt: now.Add(p.Lifetimes.Session),
+	})
+	if err != nil {
+		return err
+	}
+	SetCookie(w, env, p, sessionCookie, v, p.Lifetimes.Session)
+	env.Logger.V(1).Info("signed in", "project", p.Key, "subject", person.ID, "source", person.Source)
+	return nil
+}
+
+// end signs the browser out of the project.
+func end(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project) error {
+	v := ReadCookie(r, env, p, sessionCookie)
+	SetCookie(w, env, p, sessionCookie, "", -1)
+	if v == "" || len(v) > 128 {
+		return nil
+	}
+	if err := env.Store.DeleteSession(ctx, secret.Hash(v)); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
+}

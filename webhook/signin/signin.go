@@ -1,0 +1,336 @@
+// Package signin is how people sign in to a project: the project's own sign-in page with a
+// password file and/or the company's OpenID Connect provider, server-side sessions, and the
+// helpers later flows use to ask "who is this, and did they sign in recently?" (Current,
+// RequireFresh, Redirect, CSRFToken).
+package signin
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/webhook/pages"
+	"latchkey.dev/latchkey/webhook/site"
+)
+
+// Sign-in attempt limits (token buckets, per replica). Successful attempts are refunded.
+var (
+	// AccountBurst attempts per account, then one more every AccountEvery.
+	AccountBurst = 10
+	AccountEvery = 30 * time.Second
+	// AddressBurst attempts per client address, then one more every AddressEvery. Addresses
+	// are the connection's peer: behind a proxy every person shares one, hence the larger
+	// budget.
+	AddressBurst = 60
+	AddressEvery = time.Second
+)
+
+const (
+	csrfCookie   = "signin_csrf"
+	maxFormBytes = 16 << 10
+)
+
+// Messages are identical for a wrong password and an unknown person, so the page does not say
+// which accounts exist.
+const (
+	msgWrong    = "That email and password do not match. Check them and try again."
+	msgTooMany  = "Too many sign-in attempts. Wait a few minutes, then try again."
+	msgExpired  = "This sign-in form has expired. Please try again."
+	msgUpstream = "Signing in with your organisation did not complete. Please try again."
+)
+
+type handler struct {
+	env        *site.Env
+	perAccount *limiter
+	perAddress *limiter
+	providers  *providers
+}
+
+// Register mounts /sign-in, the upstream sign-in start and callback, and /sign-out.
+func Register(rt site.Router, env *site.Env) {
+	h := &handler{
+		env:        env,
+		perAccount: newLimiter(AccountBurst, AccountEvery),
+		perAddress: newLimiter(AddressBurst, AddressEvery),
+		providers:  newProviders(),
+	}
+	rt.Page("GET /sign-in", http.HandlerFunc(h.page))
+	rt.Page("POST /sign-in", http.HandlerFunc(h.submit))
+	rt.Page("GET /sign-in/oidc", http.HandlerFunc(h.oidcStart))
+	rt.Page("GET /sign-in/callback", http.HandlerFunc(h.oidcCallback))
+	rt.Page("GET /sign-out", http.HandlerFunc(h.signOutPage))
+	rt.Page("POST /sign-out", http.HandlerFunc(h.signOut))
+}
+
+func (h *handler) page(w http.ResponseWriter, r *http.Request) {
+	p := site.Project(r)
+	q := r.URL.Query()
+	returnTo, ok := SafeReturn(p, q.Get("return_to"))
+	if !ok {
+		returnTo = DefaultReturn(p)
+	}
+	again := q.Get("prompt") == "login"
+	if !again {
+		if _, _, ok := Current(h.env, r); ok {
+			http.Redirect(w, r, returnTo, http.StatusSeeOther)
+			return
+		}
+	}
+	h.form(w, r, p, http.StatusOK, pages.SignInData{ReturnTo: returnTo, Again: again})
+}
+
+// form renders the sign-in page with a double-submit anti-forgery token: nobody is signed in
+// yet, so the token lives in its own cookie.
+func (h *handler) form(w http.ResponseWriter, r *http.Request, p *config.Project, status int, d pages.SignInData) {
+	tok := ReadCookie(r, h.env, p, csrfCookie)
+	if len(tok) != 43 {
+		tok = secret.New("")
+		SetCookie(w, h.env, p, csrfCookie, tok, 0)
+	}
+	base := site.IssuerPath(p)
+	d.Frame.Project = projectName(p)
+	d.Action = base + "/sign-in"
+	d.CSRF = tok
+	d.Passwords = len(p.SignIn.Passwords) > 0
+	if o := p.SignIn.OIDC; o != nil {
+		q := url.Values{"return_to": {d.ReturnTo}}
+		if d.Again {
+			q.Set("prompt", "login")
+		}
+		d.OIDCURL = base + "/sign-in/oidc?" + q.Encode()
+		d.OIDCLabel = o.Label
+	}
+	h.env.Pages.SignIn(w, status, d)
+}
+
+func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
+	p := site.Project(r)
+	form, ok := readForm(h.env, w, r)
+	if !ok {
+		return
+	}
+	returnTo, ok := SafeReturn(p, form.Get("return_to"))
+	if !ok {
+		returnTo = DefaultReturn(p)
+	}
+	username := strings.ToLower(strings.TrimSpace(form.Get("username")))
+	d := pages.SignInData{ReturnTo: returnTo, Username: username, Again: form.Get("again") == "1"}
+	if !sameToken(ReadCookie(r, h.env, p, csrfCookie), form.Get("csrf_token")) {
+		d.Error = msgExpired
+		h.form(w, r, p, http.StatusForbidden, d)
+		return
+	}
+	if len(p.SignIn.Passwords) == 0 {
+		h.env.Pages.Error(w, http.StatusBadRequest, pages.ErrorData{
+			Frame:   pages.Frame{Title: "Password sign-in is off", Project: projectName(p)},
+			Message: "This project does not use passwords. Go back and choose another way to sign in.",
+		})
+		return
+	}
+	now := h.env.Now()
+	acct, addr := p.Key+"|"+username, p.Key+"|"+clientAddress(r)
+	if !h.perAddress.take(addr, now) {
+		d.Error = msgTooMany
+		h.form(w, r, p, http.StatusTooManyRequests, d)
+		return
+	}
+	if !h.perAccount.take(acct, now) {
+		h.perAddress.refund(addr, now)
+		d.Error = msgTooMany
+		h.form(w, r, p, http.StatusTooManyRequests, d)
+		return
+	}
+	user, known := p.SignIn.Passwords[username]
+	if !known || !verifyPassword(user.Hash, form.Get("password")) {
+		if !known {
+			// Spend the same time on an unknown person as on a wrong password.
+			dummyVerify(p, form.Get("password"))
+		}
+		d.Error = msgWrong
+		h.form(w, r, p, http.StatusOK, d)
+		return
+	}
+	h.perAccount.refund(acct, now)
+	h.perAddress.refund(addr, now)
+	person, err := h.env.Store.UpsertPerson(r.Context(), store.Person{
+		Project:       p.Key,
+		ID:            newID(),
+		Source:        "password",
+		SourceSubject: username,
+		Email:         user.Email,
+		Name:          user.Name,
+		CreatedAt:     now,
+	})
+	if err != nil {
+		h.internal(w, p, err)
+		return
+	}
+	if err := start(r.Context(), h.env, w, r, p, person); err != nil {
+		h.internal(w, p, err)
+		return
+	}
+	h.continueTo(w, p, person, returnTo)
+}
+
+// continueTo ends a successful sign-in. The answer to the form POST is a page that moves on
+// at once, not a redirect: the next stop (an authorization response) may redirect to the
+// client's address, and browsers apply form-action 'self' to every redirect that follows a
+// form submission.
+func (h *handler) continueTo(w http.ResponseWriter, p *config.Project, person store.Person, returnTo string) {
+	h.env.Pages.Message(w, http.StatusOK, pages.MessageData{
+		Frame:      pages.Frame{Title: "Signed in", Project: projectName(p), SignedInAs: displayName(person)},
+		Heading:    "You are signed in",
+		Paragraphs: []string{"Taking you back to where you were."},
+		Continue:   returnTo,
+	})
+}
+
+func (h *handler) signOutPage(w http.ResponseWriter, r *http.Request) {
+	p := site.Project(r)
+	_, person, ok := Current(h.env, r)
+	if !ok {
+		h.env.Pages.Message(w, http.StatusOK, pages.MessageData{
+			Frame:   pages.Frame{Title: "Signed out", Project: projectName(p)},
+			Heading: "You are not signed in",
+			Actions: []pages.Action{{Label: "Sign in", URL: URL(p, "", false), Primary: true}},
+		})
+		return
+	}
+	h.env.Pages.Message(w, http.StatusOK, pages.MessageData{
+		Frame:      pages.Frame{Title: "Sign out", Project: projectName(p), SignedInAs: displayName(person)},
+		Heading:    "Sign out of " + projectName(p) + "?",
+		Paragraphs: []string{"Apps you have allowed keep their access. You can withdraw it on your account page."},
+		Actions: []pages.Action{{
+			Label: "Sign out", URL: site.IssuerPath(p) + "/sign-out", Post: true, Primary: true,
+			Fields: []pages.Field{{Name: "csrf_token", Value: CSRFToken(h.env, r)}},
+		}},
+	})
+}
+
+func (h *handler) signOut(w http.ResponseWriter, r *http.Request) {
+	p := site.Project(r)
+	form, ok := readForm(h.env, w, r)
+	if !ok {
+		return
+	}
+	if _, _, signedIn := Current(h.env, r); signedIn && !CheckCSRF(h.env, r, form.Get("csrf_token")) {
+		h.env.Pages.Error(w, http.StatusForbidden, pages.ErrorData{
+			Frame:   pages.Frame{Title: "Form expired", Project: projectName(p)},
+			Message: "This form has expired. Go back, reload the page and try again.",
+		})
+		return
+	}
+	if err := end(r.Context(), h.env, w, r, p); err != nil {
+		h.internal(w, p, err)
+		return
+	}
+	h.env.Pages.Message(w, http.StatusOK, pages.MessageData{
+		Frame:   pages.Frame{Title: "Signed out", Project: projectName(p)},
+		Heading: "You are signed out",
+		Actions: []pages.Action{{Label: "Sign in again", URL: URL(p, "", false)}},
+	})
+}
+
+func (h *handler) internal(w http.ResponseWriter, p *config.Project, err error) {
+	h.env.Logger.Error(err, "sign-in failed", "project", p.Key)
+	h.env.Pages.Error(w, http.StatusInternalServerError, pages.ErrorData{
+		Frame:   pages.Frame{Title: "Something went wrong", Project: projectName(p)},
+		Message: "Signing in failed on our side. Please try again in a moment.",
+	})
+}
+
+// readForm parses a small urlencoded form, refusing oversized bodies and repeated fields
+// with an error page.
+func readForm(env *site.Env, w http.ResponseWriter, r *http.Request) (url.Values, bool) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		status := http.StatusBadRequest
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		env.Pages.Error(w, status, pages.ErrorData{Message: "The form could not be read."})
+		return nil, false
+	}
+	for _, v := range r.PostForm {
+		if len(v) > 1 {
+			env.Pages.Error(w, http.StatusBadRequest, pages.ErrorData{Message: "The form could not be read."})
+			return nil, false
+		}
+	}
+	return r.PostForm, true
+}
+
+func sameToken(cookie, submitted string) bool {
+	return cookie != "" && subtle.ConstantTimeCompare([]byte(cookie), []byte(submitted)) == 1
+}
+
+// dummyHash matches the work of a real bcrypt check when a project has no password users to
+// borrow a hash from. Made on first use, from a password nobody knows.
+var dummyHash = sync.OnceValue(func() string {
+	b, _ := bcrypt.GenerateFromPassword([]byte(secret.New("")), bcrypt.DefaultCost)
+	return string(b)
+})
+
+// dummyVerify runs the hash of some real user of the project (or a bcrypt dummy), so an
+// unknown person takes as long as a wrong password. The result is ignored.
+func dummyVerify(p *config.Project, password string) {
+	var hash string
+	for _, u := range p.SignIn.Passwords {
+		hash = u.Hash
+		break
+	}
+	if hash == "" {
+		hash = dummyHash()
+	}
+	verifyPassword(hash, password)
+}
+
+func clientAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func newID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func projectName(p *config.Project) string {
+	if p.DisplayName != "" {
+		return p.DisplayName
+	}
+	return p.Name
+}
+
+// ProjectName is how pages name the project.
+func ProjectName(p *config.Project) string { return projectName(p) }
+
+// DisplayName is how pages name a signed-in person.
+func DisplayName(person store.Person) string { return displayName(person) }
+
+func displayName(person store.Person) string {
+	if person.Email != "" {
+		return person.Email
+	}
+	if person.Name != "" {
+		return person.Name
+	}
+	return person.ID
+}

@@ -1,0 +1,115 @@
+package signin
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/argon2"
+	"golang.org/x/crypto/bcrypt"
+
+	"latchkey.dev/latchkey/internal/config"
+)
+
+func TestSafeReturn(t *testing.T) {
+	p := &config.Project{Key: "team/demo", Issuer: "https://auth.example/team/demo"}
+	for _, c := range []struct {
+		in string
+		ok bool
+	}{
+		{"/team/demo/account", true},
+		{"/team/demo", true},
+		{"/team/demo/authorize?client_id=x&redirect_uri=https%3A%2F%2Fa.example%2Fcb", true},
+		{"/team/demo/account/services/link/abc", true},
+		{"", false},
+		{"https://evil.example/team/demo/account", false},
+		{"//evil.example/team/demo/account", false},
+		{"/\\evil.example", false},
+		{"/team/demo\\..\\x", false},
+		{"/team/demo/../other/account", false},
+		{"/team/demo/%2e%2e/other", false},
+		{"/team/demo/%2E%2E/other", false},
+		{"/team/demo/./account", false},
+		{"/team/demox/account", false},
+		{"/team/other/account", false},
+		{"/team/demo/account\r\nLocation: x", false},
+		{"/team/demo/\taccount", false},
+		{"/team/demo/accöunt", false},
+		{"javascript:alert(1)", false},
+		{"team/demo/account", false},
+		{"/team/demo/%zz", false},
+		{"/team/demo/" + string(make([]byte, 5000)), false},
+	} {
+		got, ok := SafeReturn(p, c.in)
+		if ok != c.ok || (ok && got != c.in) {
+			t.Errorf("SafeReturn(%q) = %q, %v; want ok=%v", c.in, got, ok, c.ok)
+		}
+	}
+	// Under a public URL with a path prefix.
+	pp := &config.Project{Key: "team/demo", Issuer: "https://auth.example/lk/team/demo"}
+	if _, ok := SafeReturn(pp, "/lk/team/demo/account"); !ok {
+		t.Error("prefixed issuer path refused")
+	}
+	if _, ok := SafeReturn(pp, "/team/demo/account"); ok {
+		t.Error("path outside the prefixed issuer accepted")
+	}
+}
+
+func TestVerifyPassword(t *testing.T) {
+	bc, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	salt := make([]byte, 16)
+	rand.Read(salt)
+	key := argon2.IDKey([]byte("pw"), salt, 1, 1024, 1, 32)
+	ar := fmt.Sprintf("$argon2id$v=19$m=1024,t=1,p=1$%s$%s", base64.RawStdEncoding.EncodeToString(salt), base64.RawStdEncoding.EncodeToString(key))
+	huge := fmt.Sprintf("$argon2id$v=19$m=4194304,t=1,p=1$%s$%s", base64.RawStdEncoding.EncodeToString(salt), base64.RawStdEncoding.EncodeToString(key))
+	for _, c := range []struct {
+		hash, pw string
+		ok       bool
+	}{
+		{string(bc), "pw", true},
+		{string(bc), "pW", false},
+		{ar, "pw", true},
+		{ar, "px", false},
+		{huge, "pw", false},
+		{"$argon2i$v=19$m=1024,t=1,p=1$aaaa$bbbb", "pw", false},
+		{"$argon2id$v=19$m=1024,t=1$x$y", "pw", false},
+		{"plaintext", "plaintext", false},
+		{"", "", false},
+	} {
+		if got := verifyPassword(c.hash, c.pw); got != c.ok {
+			t.Errorf("verifyPassword(%.20q, %q) = %v", c.hash, c.pw, got)
+		}
+	}
+}
+
+func TestLimiter(t *testing.T) {
+	l := newLimiter(3, time.Minute)
+	now := time.Unix(0, 0)
+	for i := range 3 {
+		if !l.take("k", now) {
+			t.Fatalf("attempt %d refused", i)
+		}
+	}
+	if l.take("k", now) {
+		t.Fatal("fourth attempt allowed")
+	}
+	if !l.take("other", now) {
+		t.Fatal("keys are separate")
+	}
+	if l.take("k", now.Add(59*time.Second)) {
+		t.Fatal("refilled too early")
+	}
+	if !l.take("k", now.Add(61*time.Second)) {
+		t.Fatal("not refilled")
+	}
+	l.refund("k", now.Add(61*time.Second))
+	if !l.take("k", now.Add(61*time.Second)) {
+		t.Fatal("refund lost")
+	}
+	l.sweep(now.Add(time.Hour))
+	if len(l.buckets) != 0 {
+		t.Errorf("full buckets kept: %d", len(l.buckets))
+	}
+}

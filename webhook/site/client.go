@@ -1,0 +1,135 @@
+package site
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/store"
+)
+
+// Grant types and client authentication methods Latchkey knows.
+const (
+	GrantAuthorizationCode = "authorization_code"
+	GrantRefreshToken      = "refresh_token"
+	GrantClientCredentials = "client_credentials"
+	GrantTokenExchange     = "urn:ietf:params:oauth:grant-type:token-exchange"
+
+	AuthNone              = "none"
+	AuthClientSecretBasic = "client_secret_basic"
+	AuthClientSecretPost  = "client_secret_post"
+)
+
+// Client is one OAuth client as every flow sees it, whichever way it came to exist. Handlers
+// must treat it as read-only: static clients share their slices with the config snapshot.
+type Client struct {
+	ID string
+	// SecretHash is SHA-256 of the client secret; nil for public clients.
+	SecretHash   []byte
+	Name         string
+	URI          string
+	LogoURI      string
+	RedirectURIs []string
+	GrantTypes   []string
+	// Scopes the client may ask for; empty means any scope.
+	Scopes            []string
+	AuthMethod        string
+	AccessTokenFormat config.TokenFormat
+	// Connectors the client may exchange tokens for (issue 6).
+	Connectors []string
+	// Registered is true for clients registered at run time (RFC 7591) or described by a
+	// client ID metadata document, whose name and logo are only the client's own claims.
+	Registered bool
+}
+
+// Public reports whether the client has no secret; PKCE is then its only proof.
+func (c *Client) Public() bool { return c.AuthMethod == AuthNone || len(c.SecretHash) == 0 }
+
+// HasGrant reports whether the client may use the grant type.
+func (c *Client) HasGrant(grantType string) bool { return slices.Contains(c.GrantTypes, grantType) }
+
+// AllowsScopes reports whether every scope is one the client may ask for.
+func (c *Client) AllowsScopes(scopes []string) bool {
+	if len(c.Scopes) == 0 {
+		return true
+	}
+	for _, s := range scopes {
+		if !slices.Contains(c.Scopes, s) {
+			return false
+		}
+	}
+	return true
+}
+
+// ErrUnknownClient: no client with that id in the project.
+var ErrUnknownClient = errors.New("unknown client")
+
+// Client finds a client of the project: a declared OAuthClient first (no database read), then
+// a registered one, then, if the project accepts them, a client ID metadata document.
+func (e *Env) Client(ctx context.Context, p *config.Project, id string) (*Client, error) {
+	if id == "" {
+		return nil, ErrUnknownClient
+	}
+	if c := p.Clients[id]; c != nil {
+		return FromConfig(c), nil
+	}
+	if strings.HasPrefix(id, "https://") {
+		if e.ClientDocument == nil || !p.Registration.ClientIDMetadataDocuments {
+			return nil, ErrUnknownClient
+		}
+		return e.ClientDocument(ctx, p, id)
+	}
+	sc, err := e.Store.GetClient(ctx, p.Key, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrUnknownClient
+	}
+	if err != nil {
+		return nil, err
+	}
+	return FromStore(sc), nil
+}
+
+// FromConfig views a declared OAuthClient. Unset grant types mean authorization_code with
+// refresh; an unset auth method means a secret in the Basic header when there is a secret.
+func FromConfig(c *config.Client) *Client {
+	gt := c.GrantTypes
+	if len(gt) == 0 {
+		gt = []string{GrantAuthorizationCode, GrantRefreshToken}
+	}
+	am := c.TokenEndpointAuthMethod
+	if am == "" {
+		am = AuthClientSecretBasic
+		if len(c.SecretHash) == 0 {
+			am = AuthNone
+		}
+	}
+	return &Client{
+		ID:                c.ID,
+		SecretHash:        c.SecretHash,
+		Name:              c.Name,
+		RedirectURIs:      c.RedirectURIs,
+		GrantTypes:        gt,
+		Scopes:            c.Scopes,
+		AuthMethod:        am,
+		AccessTokenFormat: c.AccessTokenFormat,
+		Connectors:        c.Connectors,
+	}
+}
+
+// FromStore views a client registered at run time.
+func FromStore(c store.Client) *Client {
+	return &Client{
+		ID:           c.ID,
+		SecretHash:   c.SecretHash,
+		Name:         c.Name,
+		URI:          c.URI,
+		LogoURI:      c.LogoURI,
+		RedirectURIs: c.RedirectURIs,
+		GrantTypes:   c.GrantTypes,
+		Scopes:       strings.Fields(c.Scope),
+		AuthMethod:   c.TokenEndpointAuthMethod,
+		Registered:   true,
+	}
+}

@@ -1,0 +1,112 @@
+// Package site is what every flow of the HTTP server plugs into: the runtime parts a handler
+// needs (Env), the router that mounts a flow's handlers under each project's issuer (Router),
+// the project a request is for, and one view of an OAuth client whether it was declared as an
+// OAuthClient resource or registered at run time.
+//
+// A flow package exposes Register(rt site.Router, env *site.Env) and never imports the webhook
+// package itself, so flows can be added without editing the server's core.
+package site
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/webhook/pages"
+)
+
+// Env is shared by every handler. It is built once by webhook.New and never changed afterwards.
+type Env struct {
+	Config  *config.Holder
+	Store   store.Store
+	Keyring *secret.Keyring
+	Logger  logr.Logger
+	Pages   *pages.Pages
+	// Clock is the injected clock; Now reads it.
+	Clock func() time.Time
+	// PublicURL is the installation's public address; issuers are {PublicURL}/{ns}/{name}.
+	PublicURL *url.URL
+
+	// Destination says where an authorization code for redirectURI would go, for the consent
+	// page. The default calls every address a website; issue 4 plugs in internal/redirect.
+	Destination func(p *config.Project, redirectURI string) pages.Destination
+	// RedirectPolicy decides whether a client with these registered redirect URIs may be used at
+	// all in the project. It is called with the full list at registration, at consent and at
+	// refresh; a non-nil error refuses, and its text is shown to people and developers as is.
+	RedirectPolicy func(p *config.Project, redirectURIs []string) error
+	// ClientDocument resolves a client id that is an https URL (client ID metadata documents)
+	// when the project accepts them. Nil means such ids are unknown clients.
+	ClientDocument func(ctx context.Context, p *config.Project, clientID string) (*Client, error)
+	// Events, when set, is told of every record Record appended (or failed to append), so that
+	// security events fan out to metrics and event sinks (internal/events Emitter.Recorded).
+	Events func(ctx context.Context, r store.AuditRecord)
+}
+
+// Now is the current time on the injected clock.
+func (e *Env) Now() time.Time { return e.Clock() }
+
+// Secure reports whether the server is reached over https, which decides cookie prefixes and
+// the Secure attribute.
+func (e *Env) Secure() bool { return e.PublicURL.Scheme == "https" }
+
+// Record appends a security-relevant audit record and logs it. It is the one place such
+// records are written, so security events (issue 6) can fan out from here. Failure to record
+// is logged, not returned: the action it describes has already happened.
+func (e *Env) Record(ctx context.Context, r store.AuditRecord) {
+	if r.Time.IsZero() {
+		r.Time = e.Now()
+	}
+	e.Logger.Info("audit", "project", r.Project, "action", r.Action, "actor", r.Actor, "target", r.Target)
+	if err := e.Store.AppendAudit(ctx, r); err != nil {
+		e.Logger.Error(err, "cannot append audit record", "project", r.Project, "action", r.Action)
+	}
+	if e.Events != nil {
+		e.Events(ctx, r)
+	}
+}
+
+// Router mounts a flow's handlers under every project's issuer path. Patterns are Go 1.22
+// ServeMux patterns relative to the issuer ("GET /sign-in", "/register/{client_id}"); the
+// wildcard names {ns} and {project} are reserved. Registering a pattern again replaces the
+// earlier handler, so a later flow can take over a placeholder.
+type Router interface {
+	// Page registers an HTML endpoint: every non-safe request passes
+	// http.CrossOriginProtection, and an unknown project gets the HTML 404 page.
+	Page(pattern string, h http.Handler)
+	// API registers an endpoint called by programs rather than browsers with cookies: CORS is
+	// open to any origin (no credentials), preflights are answered, and an unknown project gets
+	// a JSON 404. Prefer patterns without a method and check the method in the handler, so a
+	// wrong method gets the protocol's own error shape.
+	API(pattern string, h http.Handler)
+}
+
+type projectKey struct{}
+
+// WithProject returns r carrying the project it is for; the router does this before any flow
+// handler runs.
+func WithProject(r *http.Request, p *config.Project) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), projectKey{}, p))
+}
+
+// Project is the project the request is for. Handlers mounted through Router always have one.
+func Project(r *http.Request) *config.Project {
+	p, _ := r.Context().Value(projectKey{}).(*config.Project)
+	return p
+}
+
+// IssuerPath is the path part of the project's issuer ("/ns/name", or with the public URL's
+// path prefix in front).
+func IssuerPath(p *config.Project) string {
+	u, err := url.Parse(p.Issuer)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(u.Path, "/")
+}
