@@ -11,9 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	k8sevents "k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/events"
@@ -59,7 +59,7 @@ func SetupSecurityEvents(mgr ctrl.Manager, st store.Store) error {
 
 type securityEvents struct {
 	client   client.Reader
-	recorder recorder.EventRecorder
+	recorder k8sevents.EventRecorder
 	tail     *events.Tail
 	every    time.Duration
 	now      func() time.Time

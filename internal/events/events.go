@@ -31,8 +31,9 @@ import (
 	"latchkey.dev/latchkey/internal/store"
 )
 
-// Security event types. Each is also the Action of the audit record that reports it, and the
-// suffix of the CloudEvents type ("dev.latchkey." + type).
+// Security event types. Each is also the Action of the audit record that reports it (or the
+// record's action is one of the aliases below), and the suffix of the CloudEvents type
+// ("dev.latchkey." + type).
 const (
 	// LinkWrongPerson: a connect link was opened by someone signed in as another person than the
 	// one it was made for (seed 000, check 3). Actor is who opened it, Subject whom it was for.
@@ -53,8 +54,28 @@ func Types() []string {
 	return []string{LinkWrongPerson, RefreshReuse, ConsentRefusedByPolicy, CallbackConfirmation}
 }
 
+// aliases are audit actions other flows already write that report a security event under
+// another name.
+var aliases = map[string]string{
+	// webhook/callback: a callback without the starting browser's cookie stopped at the
+	// confirmation page.
+	"connection.confirmation_shown": CallbackConfirmation,
+}
+
+// TypeOf returns the security event type an audit action reports, if it reports one.
+func TypeOf(action string) (string, bool) {
+	if slices.Contains(Types(), action) {
+		return action, true
+	}
+	t, ok := aliases[action]
+	return t, ok
+}
+
 // IsSecurity reports whether an audit action is a security event.
-func IsSecurity(action string) bool { return slices.Contains(Types(), action) }
+func IsSecurity(action string) bool {
+	_, ok := TypeOf(action)
+	return ok
+}
 
 // CloudEventType is the CloudEvents type attribute of a security event type.
 func CloudEventType(t string) string { return "dev.latchkey." + t }
@@ -133,8 +154,9 @@ func (e *Emitter) Counter() *prometheus.CounterVec { return e.total }
 // row per event sink. The audit record and the outbox rows are separate writes; an error from
 // either is returned after the other was attempted.
 func (e *Emitter) Emit(ctx context.Context, p *config.Project, ev Event) error {
-	if ev.Type == "" {
-		return errors.New("events: an event needs a type")
+	typ, ok := TypeOf(ev.Type)
+	if !ok {
+		return fmt.Errorf("events: %q is not a security event type", ev.Type)
 	}
 	if p == nil {
 		return errors.New("events: an event needs a project")
@@ -146,14 +168,15 @@ func (e *Emitter) Emit(ctx context.Context, p *config.Project, ev Event) error {
 	if err != nil {
 		e.log.Error(err, "cannot append the audit record of a security event", "project", p.Key, "type", ev.Type)
 	}
-	return errors.Join(err, e.fanOut(ctx, p, r))
+	return errors.Join(err, e.fanOut(ctx, p, typ, r))
 }
 
 // Recorded fans out an audit record that was already appended elsewhere (site.Env.Record), if
 // its action is a security event type: counter and outbox, no second audit record. Failures are
 // logged; the action the record describes has already happened.
 func (e *Emitter) Recorded(ctx context.Context, r store.AuditRecord) {
-	if !IsSecurity(r.Action) {
+	typ, ok := TypeOf(r.Action)
+	if !ok {
 		return
 	}
 	if r.Time.IsZero() {
@@ -165,33 +188,33 @@ func (e *Emitter) Recorded(ctx context.Context, r store.AuditRecord) {
 	}
 	if p == nil {
 		// The project vanished from the configuration: count it, nothing to deliver to.
-		e.total.WithLabelValues(r.Action).Inc()
+		e.total.WithLabelValues(typ).Inc()
 		return
 	}
-	if err := e.fanOut(ctx, p, r); err != nil {
+	if err := e.fanOut(ctx, p, typ, r); err != nil {
 		e.log.Error(err, "cannot queue a security event", "project", r.Project, "type", r.Action)
 	}
 }
 
-func (e *Emitter) fanOut(ctx context.Context, p *config.Project, r store.AuditRecord) error {
-	e.total.WithLabelValues(r.Action).Inc()
+func (e *Emitter) fanOut(ctx context.Context, p *config.Project, typ string, r store.AuditRecord) error {
+	e.total.WithLabelValues(typ).Inc()
 	if len(p.EventSinks) == 0 {
 		return nil
 	}
 	id := NewID()
-	body, err := Envelope(id, p, r)
+	body, err := Envelope(id, p, typ, r)
 	if err != nil {
 		return err
 	}
 	out := make([]store.Event, 0, len(p.EventSinks))
 	for _, s := range p.EventSinks {
 		out = append(out, store.Event{
-			ID: id, Project: p.Key, Sink: s.Name, Type: CloudEventType(r.Action), Data: body,
+			ID: id, Project: p.Key, Sink: s.Name, Type: CloudEventType(typ), Data: body,
 			CreatedAt: r.Time, NextAttempt: r.Time,
 		})
 	}
 	if err := e.store.EnqueueEvents(ctx, out...); err != nil {
-		return fmt.Errorf("events: queueing %s for %d sinks: %w", r.Action, len(out), err)
+		return fmt.Errorf("events: queueing %s for %d sinks: %w", typ, len(out), err)
 	}
 	return nil
 }
@@ -216,14 +239,15 @@ type Data struct {
 	Details map[string]string `json:"details,omitempty"`
 }
 
-// Envelope is the CloudEvent body that is stored in the outbox and POSTed unchanged, so every
-// attempt (and every replica) sends the same bytes. source is the project's issuer.
-func Envelope(id string, p *config.Project, r store.AuditRecord) ([]byte, error) {
+// Envelope is the CloudEvent body of security event typ, reported by audit record r, that is
+// stored in the outbox and POSTed unchanged, so every attempt (and every replica) sends the
+// same bytes. source is the project's issuer.
+func Envelope(id string, p *config.Project, typ string, r store.AuditRecord) ([]byte, error) {
 	return json.Marshal(CloudEvent{
 		SpecVersion:     "1.0",
 		ID:              id,
 		Source:          p.Issuer,
-		Type:            CloudEventType(r.Action),
+		Type:            CloudEventType(typ),
 		Subject:         r.Target,
 		Time:            r.Time.UTC().Format(time.RFC3339Nano),
 		DataContentType: "application/json",

@@ -172,6 +172,9 @@ func TestEmitWritesAuditCounterAndOutbox(t *testing.T) {
 	if got := counter(t, f.emitter, events.LinkWrongPerson); got != 1 {
 		t.Fatalf("counter %v", got)
 	}
+	if err := f.emitter.Emit(ctx, f.project, events.Event{Type: "made.up"}); err == nil {
+		t.Fatal("an unknown event type was emitted")
+	}
 	if got := counter(t, f.emitter, events.RefreshReuse); got != 0 {
 		t.Fatalf("other type counted: %v", got)
 	}
@@ -208,9 +211,18 @@ func TestRecordedFansOutOnlySecurityEvents(t *testing.T) {
 	if recs, _ := f.store.ListAudit(ctx, f.project.Key, 10); len(recs) != 0 {
 		t.Fatalf("Recorded appended %d audit records", len(recs))
 	}
+	// The callback's own audit action for its confirmation page is a security event too.
+	f.emitter.Recorded(ctx, store.AuditRecord{Project: f.project.Key, Action: "connection.confirmation_shown", Actor: "alice"})
+	if depth(t, f.store) != 2 || counter(t, f.emitter, events.CallbackConfirmation) != 1 {
+		t.Fatalf("connection.confirmation_shown not reported as callback.confirmation")
+	}
+	evs, err := f.store.ClaimEvents(ctx, f.clock.Now(), time.Minute, 10)
+	if err != nil || len(evs) != 2 || evs[1].Type != "dev.latchkey.callback.confirmation" {
+		t.Fatalf("outbox: %+v %v", evs, err)
+	}
 	// A project that is gone is still counted.
 	f.emitter.Recorded(ctx, store.AuditRecord{Project: "gone/project", Action: events.CallbackConfirmation})
-	if counter(t, f.emitter, events.CallbackConfirmation) != 1 || depth(t, f.store) != 1 {
+	if counter(t, f.emitter, events.CallbackConfirmation) != 2 || depth(t, f.store) != 2 {
 		t.Fatalf("event of an unknown project")
 	}
 }

@@ -63,13 +63,14 @@ func (t *Tail) Next(ctx context.Context, now time.Time) ([]Summary, error) {
 		}
 		for _, r := range recs {
 			t.last = max(t.last, r.ID)
-			if !IsSecurity(r.Action) {
+			typ, ok := TypeOf(r.Action)
+			if !ok {
 				continue
 			}
-			k := key{r.Project, r.Action}
+			k := key{r.Project, typ}
 			s := sums[k]
 			if s == nil {
-				s = &Summary{Project: r.Project, Type: r.Action, First: r.Time}
+				s = &Summary{Project: r.Project, Type: typ, First: r.Time}
 				sums[k] = s
 			}
 			s.Count++

@@ -113,17 +113,20 @@ func TestMCPGoClientInputRequired(t *testing.T) {
 
 // The same story with the person in a real browser (Chromium, a fresh profile): the link is
 // opened there, Latchkey asks her to sign in, GitHub is another site, and the callback lands in
-// the browser that started it.
+// the browser that started it, carrying the SameSite=Lax binding cookie.
 func TestMCPGoClientInputRequiredInChromium(t *testing.T) {
-	ctx := mcpBrowser(t)
+	tab := mcpBrowser(t)
 	s := newMCPStack(t)
 	alice := s.alice()
 	token := alice.AgentToken(t) // the agent was authorised earlier, in another browser
+	if err := alice.signedInAtGitHub(tab); err != nil {
+		t.Fatal(err)
+	}
 
 	shown := make(chan elicited)
 	cs := s.GoClient(t, token, mcpClientOpts{version: latchkey.ProtocolInputRequired, elicit: personInTheLoop(shown)})
 	res, links, err := callAsPerson(t, cs, shown, func(p *sdk.ElicitParams) {
-		text, err := alice.openLinkInChromium(ctx, p.URL)
+		text, err := alice.openLinkInChromium(tab, p.URL)
 		if err != nil {
 			t.Fatalf("alice in Chromium: %v", err)
 		}

@@ -59,7 +59,9 @@ func init() {
 func (s *Store) GarbageCollect(ctx context.Context, now time.Time) (store.GCResult, error) {
 	res := store.GCResult{}
 	if s.postgres() {
-		err := s.tx1(ctx, func(x q) error {
+		// s.tx runs again after a deadlock with a bulk revocation; count afresh each time.
+		err := s.tx(ctx, func(x q) error {
+			clear(res)
 			var got bool
 			if err := x.row(ctx, func(r scanner) error { return r.Scan(&got) }, qGCLock); err != nil {
 				return err

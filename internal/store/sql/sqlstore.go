@@ -66,7 +66,8 @@ type stmtKey struct {
 //	postgres://user:pass@host:5432/db?sslmode=verify-full
 //
 // On PostgreSQL the connection's search_path (e.g. ?search_path=latchkey) chooses the schema;
-// advisory locks are scoped to that schema, so two installations can share a database.
+// the migration and garbage-collection locks are per schema, so two installations can share a
+// database.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	var (
 		s   *Store
@@ -74,7 +75,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	)
 	switch {
 	case strings.HasPrefix(dsn, "sqlite:"):
-		s, err = openSQLite(strings.TrimPrefix(dsn, "sqlite:"), 1)
+		s, err = openSQLite(strings.TrimPrefix(dsn, "sqlite:"), sqliteOptions{})
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		s, err = openPostgres(dsn)
 	default:
@@ -89,10 +90,6 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	for attempt := 0; ; attempt++ {
 		err = s.start(ctx)
 		if err == nil {
-			if s.ck != nil {
-				s.ckStop, s.ckDone = make(chan struct{}), make(chan struct{})
-				go s.checkpoints()
-			}
 			return s, nil
 		}
 		if attempt >= 50 || sqliteCode(err)&0xff != sqlite3.SQLITE_BUSY {
@@ -126,6 +123,10 @@ func (s *Store) start(ctx context.Context) error {
 			}
 		}
 	}
+	if s.ck != nil {
+		s.ckStop, s.ckDone = make(chan struct{}), make(chan struct{})
+		go s.checkpoints()
+	}
 	return nil
 }
 
@@ -134,8 +135,8 @@ func (s *Store) start(ctx context.Context) error {
 // SQLite admits one writer at a time. With a pool of read-write connections, writers that
 // collide wait inside SQLite's busy handler, which sleeps and polls (1, 2, 5, 10… ms steps), and
 // fail with SQLITE_BUSY once busy_timeout runs out. A single write connection makes writers
-// queue in database/sql instead, in arrival order and without polling, and WAL lets readers
-// proceed alongside it (BenchmarkSQLiteWriters compares the two). Write transactions still
+// queue at a gate in front of it instead (see enter), in arrival order and without polling,
+// and WAL lets readers proceed alongside it (BenchmarkSQLiteWriters compares the two). Write transactions still
 // BEGIN IMMEDIATE so that another process opening the same file (a migration job, sqlite3 on
 // the command line) can never turn a read into a failed lock upgrade halfway through.
 //
@@ -144,9 +145,16 @@ func (s *Store) start(ctx context.Context) error {
 // every writer would wait for it (it was most of the p99 latency). A background connection
 // copies the WAL back into the database instead (PASSIVE: it never blocks the writer).
 //
-// writers > 1 opens a pool of write connections that checkpoint for themselves instead; it
-// exists only so the benchmark can compare.
-func openSQLite(path string, writers int) (*Store, error) {
+// The options other than the default exist only so that BenchmarkSQLiteWriters can compare.
+type sqliteOptions struct {
+	// writers > 1 opens a pool of write connections, with no gate, that checkpoint for
+	// themselves.
+	writers int
+	// autoCheckpoint leaves checkpoints to the single write connection.
+	autoCheckpoint bool
+}
+
+func openSQLite(path string, o sqliteOptions) (*Store, error) {
 	if path == "" || strings.ContainsAny(path, "?#") || strings.Contains(path, ":memory:") {
 		return nil, errors.New("sqlstore: sqlite: needs a file path (no query string, not :memory:)")
 	}
@@ -161,12 +169,16 @@ func openSQLite(path string, writers int) (*Store, error) {
 		db.SetConnMaxLifetime(0)
 		return db
 	}
-	if writers == 1 {
+	switch {
+	case o.writers > 1:
+		s.w = open(common+"&_txlock=immediate", o.writers)
+	case o.autoCheckpoint:
+		s.w = open(common+"&_txlock=immediate", 1)
+		s.gate = make(chan struct{}, 1)
+	default:
 		s.w = open(common+"&_txlock=immediate&_pragma=wal_autocheckpoint(0)", 1)
 		s.ck = open(common, 1)
 		s.gate = make(chan struct{}, 1)
-	} else {
-		s.w = open(common+"&_txlock=immediate", writers)
 	}
 	s.r = open(common+"&_query_only=1", max(4, 2*runtime.GOMAXPROCS(0)))
 	return s, nil
@@ -195,10 +207,17 @@ func openPostgres(dsn string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: postgres dsn: %w", err)
 	}
-	db := stdlib.OpenDB(*cfg)
 	// Enough for the request load of one replica; UpdateConnection holds a connection while
-	// the upstream refresh runs, so leave headroom beyond the CPU count.
+	// the upstream refresh runs, so leave headroom beyond the CPU count. pool_max_conns (as
+	// pgxpool spells it) overrides.
 	n := max(16, 4*runtime.GOMAXPROCS(0))
+	if v, ok := cfg.RuntimeParams["pool_max_conns"]; ok {
+		delete(cfg.RuntimeParams, "pool_max_conns")
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			return nil, fmt.Errorf("sqlstore: postgres dsn: pool_max_conns=%q is not a positive number", v)
+		}
+	}
+	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
 	db.SetConnMaxIdleTime(5 * time.Minute)

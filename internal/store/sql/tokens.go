@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"latchkey.dev/latchkey/internal/store"
@@ -25,9 +26,8 @@ WHERE revoked_at IS NULL AND expires_at > ? AND `
 const revokeReturning = ` RETURNING client_id, rotated_at`
 
 var (
-	qInsertToken = sqlText(`INSERT INTO tokens (` + tokenCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	qGetToken    = sqlText(`SELECT ` + tokenCols + ` FROM tokens WHERE hash = ?`)
-	qLockToken   = sqlText(`SELECT ` + tokenCols + `, sealed FROM tokens WHERE hash = ?` + forUpdate)
+	qGetToken  = sqlText(`SELECT ` + tokenCols + ` FROM tokens WHERE hash = ?`)
+	qLockToken = sqlText(`SELECT ` + tokenCols + `, sealed FROM tokens WHERE hash = ?` + forUpdate)
 	// The row lock (PostgreSQL) or the write transaction (SQLite) already serialises rotations;
 	// the conditions make a lost race visible instead of silent should that ever change.
 	qRetire = sqlText(`UPDATE tokens SET rotated_at = ?, sealed = ?, replay_until = ?
@@ -72,11 +72,32 @@ func scanToken(t *store.Token, sealed *[]byte) func(scanner) error {
 	}
 }
 
-func insertToken(ctx context.Context, x q, t store.Token) error {
-	_, err := x.exec(ctx, qInsertToken, t.Hash, string(t.Kind), t.Project, t.ClientID, t.Subject, list(t.Scopes),
-		list(t.Audience), t.FamilyID, int64(t.Generation), blob(t.CodeHash), ns(t.AuthTime), ns(t.IssuedAt),
-		ns(t.ExpiresAt), nullNS(t.RevokedAt), nullNS(t.RotatedAt))
-	return conflict(err)
+// qInsertTokens[n] inserts n tokens in one statement: an issuance (usually an access and a
+// refresh token) is one round trip and, being one statement, atomic without a transaction.
+var qInsertTokens = func() (qs [5]string) {
+	for n := 1; n < len(qs); n++ {
+		qs[n] = sqlText(`INSERT INTO tokens (` + tokenCols + `) VALUES ` +
+			strings.TrimSuffix(strings.Repeat(`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?), `, n), ", "))
+	}
+	return qs
+}()
+
+// insertTokens stores tokens, len(qInsertTokens)-1 per statement.
+func insertTokens(ctx context.Context, x q, tokens []store.Token) error {
+	for len(tokens) > 0 {
+		n := min(len(tokens), len(qInsertTokens)-1)
+		args := make([]any, 0, 15*n)
+		for _, t := range tokens[:n] {
+			args = append(args, t.Hash, string(t.Kind), t.Project, t.ClientID, t.Subject, list(t.Scopes),
+				list(t.Audience), t.FamilyID, int64(t.Generation), blob(t.CodeHash), ns(t.AuthTime), ns(t.IssuedAt),
+				ns(t.ExpiresAt), nullNS(t.RevokedAt), nullNS(t.RotatedAt))
+		}
+		if _, err := x.exec(ctx, qInsertTokens[n], args...); err != nil {
+			return conflict(err)
+		}
+		tokens = tokens[n:]
+	}
+	return nil
 }
 
 // revoke runs one of the qRevoke statements (args continue after revoked_at and the expiry
@@ -109,20 +130,16 @@ func sum(m map[string]int64) int64 {
 	return n
 }
 
-// CreateTokens stores the tokens of one issuance in one transaction; a duplicate hash is
-// ErrConflict and stores none of them.
+// CreateTokens stores the tokens of one issuance atomically (one statement for up to four
+// tokens, else one transaction); a duplicate hash is ErrConflict and stores none of them.
 func (s *Store) CreateTokens(ctx context.Context, tokens ...store.Token) error {
-	if len(tokens) == 1 {
-		return s.write(ctx, func(x q) error { return insertToken(ctx, x, tokens[0]) })
-	}
-	return s.tx(ctx, func(x q) error {
-		for _, t := range tokens {
-			if err := insertToken(ctx, x, t); err != nil {
-				return err
-			}
-		}
+	if len(tokens) == 0 {
 		return nil
-	})
+	}
+	if len(tokens) < len(qInsertTokens) {
+		return s.write(ctx, func(x q) error { return insertTokens(ctx, x, tokens) })
+	}
+	return s.tx(ctx, func(x q) error { return insertTokens(ctx, x, tokens) })
 }
 
 func (s *Store) GetToken(ctx context.Context, hash []byte) (store.Token, error) {
@@ -169,10 +186,8 @@ func (s *Store) RotateRefreshToken(ctx context.Context, r store.RotateRequest) (
 			if n != 1 {
 				return errRace
 			}
-			for _, t := range next {
-				if err := insertToken(ctx, x, t); err != nil {
-					return err
-				}
+			if err := insertTokens(ctx, x, next); err != nil {
+				return err
 			}
 			out.Outcome = store.OutcomeRotated
 			out.Old.RotatedAt = &now
