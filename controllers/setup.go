@@ -30,7 +30,9 @@ type Options struct {
 	Store store.Store
 	// Clock stamps condition transitions. Defaults to time.Now.
 	Clock func() time.Time
-	// MaxConcurrentReconciles per kind. Defaults to 4.
+	// MaxConcurrentReconciles per kind. Defaults to 16: a reconcile mostly waits on API writes
+	// (the credentials Secret, status), so overlapping them is what lets thousands of
+	// OAuthClients converge quickly.
 	MaxConcurrentReconciles int
 	// Debounce is how long the compiler waits after a change for more changes before it
 	// compiles. Defaults to 100ms.
@@ -49,7 +51,7 @@ func (o *Options) defaults() error {
 		o.Clock = time.Now
 	}
 	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = 4
+		o.MaxConcurrentReconciles = 16
 	}
 	if o.Debounce <= 0 {
 		o.Debounce = 100 * time.Millisecond

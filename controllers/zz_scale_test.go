@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"testing"
@@ -72,6 +73,22 @@ func TestScaleAdhoc(t *testing.T) {
 		}
 		time.Sleep(5 * time.Second)
 	}
+	for i := 0; i < 3; i++ {
+		st := time.Now()
+		snap, _, err := compile(context.Background(), compiler.cache, testPublicURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("compile of %d clients took %s", len(snap.Project(ns+"/proj").Clients), time.Since(st))
+	}
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t.Logf("after GC: heap %d MiB, sys %d MiB", ms.HeapAlloc>>20, ms.Sys>>20)
+	f, _ := os.Create("/tmp/heap.out")
+	pprof.WriteHeapProfile(f)
+	f.Close()
 	_ = metav1.Now
 	_ = config.Snapshot{}
 }

@@ -24,13 +24,31 @@ mkdir -p "$cache" "$top/bin"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+# Several callers may start at once (make test and make run, parallel CI steps): one builds,
+# the others wait for it instead of writing the same files.
+exec 9>"$cache/.lock"
+if ! flock -n 9; then
+  say "waiting for another build of the control plane to finish"
+  flock 9
+fi
+
+# quiet runs a noisy step and shows its output only when it fails.
+quiet() {
+  if ! "$@" >"$work/step.log" 2>&1; then
+    cat "$work/step.log" >&2
+    say "failed: $*"
+    return 1
+  fi
+}
+started=$SECONDS
+
 if [ ! -x "$cache/etcd" ]; then
   say "building etcd v$ETCD_VERSION from the module proxy (first time only, ~1-2 minutes)"
   mkdir -p "$work/etcd" && cd "$work/etcd"
   # etcd's server module has ../ replaces, so `go install` refuses it; a wrapper main builds.
   printf 'package main\n\nimport (\n\t"os"\n\n\t"go.etcd.io/etcd/server/v3/etcdmain"\n)\n\nfunc main() { etcdmain.Main(os.Args) }\n' > main.go
   printf 'module local/etcd\n\ngo 1.26.0\n\nrequire go.etcd.io/etcd/server/v3 v%s\n' "$ETCD_VERSION" > go.mod
-  go mod tidy >/dev/null 2>&1
+  quiet go mod tidy
   go build -trimpath -ldflags="-s -w" -o "$cache/etcd.tmp" . && mv "$cache/etcd.tmp" "$cache/etcd"
 fi
 
@@ -43,8 +61,8 @@ if [ ! -x "$cache/kube-apiserver" ] || [ ! -x "$cache/kubectl" ]; then
   { printf 'module local/kas\n\ngo 1.26.0\n\nrequire k8s.io/kubernetes v%s\n\nreplace (\n' "$K8S_VERSION"
     awk -v v="$STAGING" '$2=="=>" && $3 ~ /^\.\/staging\// {print "\t" $1 " => " $1 " " v}' "$KMOD"
     echo ")"; } > go.mod
-  go get "k8s.io/kubernetes/cmd/kube-apiserver@v$K8S_VERSION" >/dev/null 2>&1
-  go get "k8s.io/kubernetes/cmd/kubectl@v$K8S_VERSION" >/dev/null 2>&1 || true
+  quiet go get "k8s.io/kubernetes/cmd/kube-apiserver@v$K8S_VERSION"
+  quiet go get "k8s.io/kubernetes/cmd/kubectl@v$K8S_VERSION"
   V=k8s.io/component-base/version; C=k8s.io/client-go/pkg/version
   LD="-s -w -X $V.gitVersion=v$K8S_VERSION -X $V.gitMajor=1 -X $V.gitMinor=$MINOR -X $V.gitTreeState=clean"
   LD="$LD -X $C.gitVersion=v$K8S_VERSION -X $C.gitMajor=1 -X $C.gitMinor=$MINOR -X $C.gitTreeState=clean"
@@ -58,5 +76,8 @@ if [ ! -x "$cache/kube-apiserver" ] || [ ! -x "$cache/kubectl" ]; then
   fi
 fi
 
+if [ $((SECONDS - started)) -gt 5 ]; then
+  say "built in $((SECONDS - started))s into $cache"
+fi
 ln -sfn "$cache" "$link"
 echo "$link"

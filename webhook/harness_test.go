@@ -233,6 +233,7 @@ func (b *browser) abs(u string) string {
 var (
 	reHidden   = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
 	reContinue = regexp.MustCompile(`<meta http-equiv="refresh" content="0; url=([^"]+)">`)
+	reConfirm  = regexp.MustCompile(`name="confirm_destination" value="([^"]*)"`)
 )
 
 // hidden returns a page's hidden form fields (last form wins for repeated single fields).
@@ -327,6 +328,10 @@ func (b *browser) authorize(authURL, user, pass string) (redirect *url.URL, cons
 			consented = true
 			f := p.hidden()
 			f.Set("decision", "allow")
+			if m := reConfirm.FindStringSubmatch(p.body); m != nil {
+				// The person ticks "I set up this connection and expected access to go to …".
+				f.Set("confirm_destination", html.UnescapeString(m[1]))
+			}
 			p = b.post(b.h.base+"/authorize", f)
 		default:
 			b.h.t.Fatalf("unexpected page %d at %s: %s", p.status, p.url, p.body)

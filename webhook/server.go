@@ -18,10 +18,15 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"latchkey.dev/latchkey/internal/clientdoc"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/webhook/account"
+	"latchkey.dev/latchkey/webhook/callback"
 	"latchkey.dev/latchkey/webhook/consent"
+	"latchkey.dev/latchkey/webhook/exchange"
+	"latchkey.dev/latchkey/webhook/links"
 	"latchkey.dev/latchkey/webhook/oauth"
 	"latchkey.dev/latchkey/webhook/pages"
 	"latchkey.dev/latchkey/webhook/register"
@@ -39,6 +44,15 @@ type Options struct {
 	PublicURL string           // e.g. http://127.0.0.1:8080; issuer = PublicURL/{ns}/{project}
 	// Ready is an extra readiness check (the first snapshot is published); may be nil.
 	Ready func(context.Context) error
+	// ClientDocuments fetches client ID metadata documents for projects that accept them;
+	// nil means a clientdoc.Fetcher with its production defaults (public https hosts only).
+	ClientDocuments *clientdoc.Fetcher
+	// Events receives every audit record after it is stored, so security events reach the
+	// metrics and the project's event sinks (internal/events.Emitter.Recorded); may be nil.
+	Events func(context.Context, store.AuditRecord)
+	// Vault hands out people's upstream tokens for token exchange; nil means an
+	// upstream.Vault over Store and Keyring.
+	Vault exchange.Vault
 }
 
 // Server is the HTTP handler.
@@ -71,6 +85,10 @@ func New(o Options) (*Server, error) {
 	if now == nil {
 		now = time.Now
 	}
+	documents := o.ClientDocuments
+	if documents == nil {
+		documents = clientdoc.New(clientdoc.Options{Now: now})
+	}
 	env := &site.Env{
 		Config:         o.Config,
 		Store:          o.Store,
@@ -79,8 +97,10 @@ func New(o Options) (*Server, error) {
 		Pages:          pg,
 		Clock:          now,
 		PublicURL:      pub,
-		Destination:    consent.WebsiteDestination,
-		RedirectPolicy: func(*config.Project, []string) error { return nil },
+		Destination:    consent.Destination,
+		RedirectPolicy: site.RedirectPolicy,
+		ClientDocument: register.ClientDocument(documents),
+		Events:         o.Events,
 	}
 	s := &Server{
 		env:      env,
@@ -104,6 +124,10 @@ func New(o Options) (*Server, error) {
 	signin.Register(s.router, env)
 	consent.Register(s.router, env)
 	register.Register(s.router, env)
+	account.Register(s.router, env)
+	links.Register(s.router, env)
+	callback.Register(s.router, env, links.Hook(env))
+	exchange.Register(s.Grant, env, o.Vault)
 
 	md := s.wellKnownProject(s.oauth.Metadata)
 	s.wellKnwn.Handle("/.well-known/oauth-authorization-server"+base+"/{ns}/{project}", md)

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -70,7 +71,7 @@ func main() {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address the HTTP server listens on")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "127.0.0.1:9090",
 		`address for Prometheus metrics at /metrics ("0" disables)`)
-	fs.StringVar(&o.database, "database", envOr("LATCHKEY_DATABASE", defaultDatabase),
+	fs.StringVar(&o.database, "database", defaultDatabase,
 		"runtime state store: sqlite:/path/file.db (one replica) or postgres://… (production, many replicas); env LATCHKEY_DATABASE")
 	fs.StringVar(&o.keysDir, "keys-dir", "",
 		"directory of AES-256 sealing keys, one file per key named by its id (a mounted Secret)")
@@ -89,6 +90,11 @@ func main() {
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or text")
 	flag.Parse()
+	// The environment is read after parsing, not used as the flag's default, so that -h never
+	// prints a DSN with its password.
+	if env := os.Getenv("LATCHKEY_DATABASE"); env != "" && !flagSet(fs, "database") {
+		o.database = env
+	}
 
 	log, err := newLogger(o.logLevel, o.logFormat)
 	if err != nil {
@@ -164,8 +170,8 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		Logger:    log.WithName("http"),
 		Now:       time.Now,
 		PublicURL: publicURL,
-		// Ready until the controllers have published the first snapshot: before that every
-		// issuer would answer 404, which a load balancer must not route people to.
+		// Not ready until the first snapshot is published: before that every issuer would
+		// answer 404, and a load balancer must not send people there.
 		Ready: func(context.Context) error {
 			if holder.Load() == nil {
 				return errors.New("no configuration compiled yet")
@@ -260,8 +266,10 @@ func openStore(ctx context.Context, dsn string) (*sqlstore.Store, error) {
 	return st, nil
 }
 
-// redactDSN hides a password in a postgres:// DSN so the address can be logged.
+// redactDSN hides the password of a PostgreSQL DSN (URL or keyword/value form) so the address
+// can be logged.
 func redactDSN(dsn string) string {
+	dsn = dsnPassword.ReplaceAllString(dsn, "${1}***")
 	scheme, rest, ok := strings.Cut(dsn, "://")
 	if !ok {
 		return dsn
@@ -273,6 +281,8 @@ func redactDSN(dsn string) string {
 	user, _, _ := strings.Cut(rest[:at], ":")
 	return scheme + "://" + user + ":***" + rest[at:]
 }
+
+var dsnPassword = regexp.MustCompile(`(?i)(password=)('[^']*'|[^&\s]*)`)
 
 // metricsGatherer serves controller-runtime's registry (controllers, work queues, client-go,
 // Go runtime, process) together with anything registered on Prometheus's default registry.
@@ -381,9 +391,8 @@ func newLogger(level, format string) (logr.Logger, error) {
 	return logr.FromSlogHandler(h), nil
 }
 
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -132,6 +132,9 @@ func TestRedactDSN(t *testing.T) {
 		"postgres://lk@db/lk":                             "postgres://lk:***@db/lk",
 		"sqlite:.latchkey/latchkey.db":                    "sqlite:.latchkey/latchkey.db",
 		"postgres://db/lk":                                "postgres://db/lk",
+		"postgres://lk@db/lk?password=s3cret&sslmode=x":   "postgres://lk:***@db/lk?password=***&sslmode=x",
+		"host=db user=lk password=s3cret dbname=lk":       "host=db user=lk password=*** dbname=lk",
+		"host=db password='s3 cret' dbname=lk":            "host=db password=*** dbname=lk",
 	}
 	for in, want := range tests {
 		if got := redactDSN(in); got != want {

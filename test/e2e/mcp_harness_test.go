@@ -28,63 +28,66 @@ import (
 	"latchkey.dev/latchkey/examples/repohelper"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
-	"latchkey.dev/latchkey/internal/upstream"
-	"latchkey.dev/latchkey/webhook/callback"
 	"latchkey.dev/latchkey/webhook/callback/callbacktest"
-	"latchkey.dev/latchkey/webhook/exchange"
 	"latchkey.dev/latchkey/webhook/links"
+	lt "latchkey.dev/latchkey/webhook/links/linktest"
 )
 
-// The MCP stack of seed 000's story, all real and in process: Latchkey (webhook.New on a real
-// SQLite file, with the callback, connect link and token-exchange flows) on 127.0.0.1, the fake
-// GitHub on 127.0.0.2 (another site, as GitHub is), and Repo Helper, the demo MCP server, which
-// verifies tokens by introspection and exchanges them at Latchkey's token endpoint. The agent is
-// an MCP client that registered itself (RFC 7591) as a public client, as MCP clients do.
+// The MCP stack of seed 000's story, all real and in process: Latchkey as linktest runs it
+// (webhook.New on a real SQLite file with the callback, connect link, token-exchange and event
+// flows) on 127.0.0.1, the fake GitHub on 127.0.0.2 (another site, as GitHub is), and Repo
+// Helper, the demo MCP server, which verifies tokens by introspection and exchanges them at
+// Latchkey's token endpoint. The agent is an MCP client that registered itself (RFC 7591) as a
+// public client, as MCP clients do.
 const (
-	mcpServerClientID = "repo-helper"
-	mcpServerSecret   = "lk_cs_repo-helper-e2e-secret-0123456789abcdef"
+	mcpServerClientID = lt.Agent // Repo Helper's declared OAuthClient
+	mcpServerSecret   = lt.AgentSecret
 	mcpAgentName      = "Chat Agent"
 )
 
 type mcpStack struct {
-	*callbacktest.Harness
+	*lt.Harness
 	// MCPURL is Repo Helper's MCP endpoint, the resource its tokens are issued for.
 	MCPURL string
 	// AgentID is the registered MCP client; AgentRedirect its loopback callback.
 	AgentID, AgentRedirect string
+	// ServerRedirect is Repo Helper's own loopback callback, for `repo-helper call`.
+	ServerRedirect string
+}
+
+// freeLoopback returns a 127.0.0.1 address nothing listens on right now.
+func freeLoopback(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 func newMCPStack(t *testing.T) *mcpStack {
 	t.Helper()
-	h := callbacktest.New(t, callbacktest.Options{LatchkeyHost: "127.0.0.1", GitHubHost: "127.0.0.2"})
+	h := lt.New(t, lt.Options{LatchkeyHost: "127.0.0.1", GitHubHost: "127.0.0.2"})
 	// The SDK's bearer-token middleware checks a token's expiry on the wall clock, whatever
 	// clock the resource server is given; so the injected clock starts at the wall time here,
 	// and tests still move it by hand.
 	h.Clock.Advance(time.Since(h.Clock.Now()))
-	env := h.Server.Env()
-	// Mounted again here so the stack has every flow of the link's story whether or not
-	// webhook.New mounts them itself (registering a pattern again replaces it).
-	callback.Register(h.Server.Router(), env, callback.Hook(links.Hook(env)))
-	links.Register(h.Server.Router(), env)
-	h.Server.Grant(exchange.GrantType, exchange.New(env, &upstream.Vault{Store: env.Store, Keyring: env.Keyring, Now: env.Clock}))
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &mcpStack{Harness: h, MCPURL: "http://" + ln.Addr().String() + "/mcp"}
+	s := &mcpStack{Harness: h, MCPURL: "http://" + ln.Addr().String() + "/mcp", ServerRedirect: "http://" + freeLoopback(t) + "/callback"}
 
-	// Repo Helper is a declared OAuthClient: it serves MCPURL as a resource and may exchange
-	// tokens for GitHub.
+	// Repo Helper serves MCPURL as a resource (so its callers' tokens may be exchanged by it),
+	// and signs people in itself for `repo-helper call`, the walkthrough's client.
 	p := *h.Project
 	p.Clients = maps.Clone(p.Clients)
-	p.Clients[mcpServerClientID] = &config.Client{
-		ID: mcpServerClientID, SecretHash: secret.Hash(mcpServerSecret), Name: "Repo Helper",
-		GrantTypes:              []string{exchange.GrantType},
-		TokenEndpointAuthMethod: "client_secret_basic",
-		Connectors:              []string{h.Connector.Key},
-		Resources:               []string{s.MCPURL},
-	}
+	rh := *p.Clients[mcpServerClientID]
+	rh.Resources = []string{s.MCPURL}
+	rh.RedirectURIs = []string{s.ServerRedirect}
+	p.Clients[mcpServerClientID] = &rh
 	h.Project = &p
 	h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 2})
 
@@ -94,10 +97,10 @@ func newMCPStack(t *testing.T) *mcpStack {
 		ClientSecret: mcpServerSecret,
 		Resource:     s.MCPURL,
 		GitHubAPI:    h.GitHubURL,
+		StateKey:     mcpStateKey(),
 		// Latchkey's clock: token expiry and requestState expiry are read on the same clock.
-		StateKey: mcpStateKey(),
-		Now:      h.Clock.Now,
-		Logger:   slog.New(slog.NewTextHandler(mcpLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Now:    h.Clock.Now,
+		Logger: slog.New(slog.NewTextHandler(mcpLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		t.Fatalf("repohelper.New: %v", err)
@@ -310,25 +313,11 @@ func wantDone(t testing.TB, pg callbacktest.Page) {
 // Refusal is Latchkey's token-exchange answer as Repo Helper receives it, asked directly.
 func (s *mcpStack) Refusal(t testing.TB, token string) map[string]any {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, s.Issuer+"/token", strings.NewReader(url.Values{
-		"grant_type": {exchange.GrantType}, "subject_token": {token},
-		"subject_token_type": {exchange.TokenTypeAccessToken}, "audience": {s.Connector.Audience},
-	}.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.SetBasicAuth(mcpServerClientID, mcpServerSecret)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	a := s.Exchange(mcpServerClientID, mcpServerSecret, token, lt.Audience)
+	if a.Status != http.StatusBadRequest || a.Header.Get("Cache-Control") != "no-store" || a.String("error") != "invalid_grant" {
+		t.Fatalf("exchange answer: %d %q %s", a.Status, a.Header.Get("Cache-Control"), a.Raw)
 	}
-	defer resp.Body.Close()
-	var out map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Cache-Control") != "no-store" || out["error"] != "invalid_grant" {
-		t.Fatalf("exchange answer: %d %q %v", resp.StatusCode, resp.Header.Get("Cache-Control"), out)
-	}
-	return out
+	return a.Body
 }
 
 // ---- MCP clients --------------------------------------------------------------------------

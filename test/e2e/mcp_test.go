@@ -115,22 +115,17 @@ func TestMCPGoClientInputRequired(t *testing.T) {
 // opened there, Latchkey asks her to sign in, GitHub is another site, and the callback lands in
 // the browser that started it, carrying the SameSite=Lax binding cookie.
 func TestMCPGoClientInputRequiredInChromium(t *testing.T) {
-	tab := mcpBrowser(t)
+	cbChromium(t)
 	s := newMCPStack(t)
 	alice := s.alice()
 	token := alice.AgentToken(t) // the agent was authorised earlier, in another browser
-	if err := alice.signedInAtGitHub(tab); err != nil {
-		t.Fatal(err)
-	}
+	browser := cbNewProfile(t, t.Context(), "alice's browser")
+	alice.signInAtGitHub(browser)
 
 	shown := make(chan elicited)
 	cs := s.GoClient(t, token, mcpClientOpts{version: latchkey.ProtocolInputRequired, elicit: personInTheLoop(shown)})
 	res, links, err := callAsPerson(t, cs, shown, func(p *sdk.ElicitParams) {
-		text, err := alice.openLinkInChromium(tab, p.URL)
-		if err != nil {
-			t.Fatalf("alice in Chromium: %v", err)
-		}
-		t.Logf("last page: %s", text)
+		t.Logf("last page: %s", alice.openLinkInChromium(browser, p.URL))
 	})
 	wantRepos(t, res, err)
 	if len(links) != 1 {
@@ -337,5 +332,75 @@ func wantAliceConnected(t *testing.T, s *mcpStack) {
 	cs := s.Connections(callbacktest.AliceEmail)
 	if len(cs) != 1 || cs[0].AccountName != callbacktest.AliceLogin || cs[0].Connector != s.Connector.Key {
 		t.Errorf("alice's connections = %+v, want one to %s as %s", cs, s.Connector.Key, callbacktest.AliceLogin)
+	}
+}
+
+// The walkthrough's client, `repo-helper call`, run as a program: it prints an address to sign
+// in, the person signs in; it prints the connect link, the person connects and presses Enter; it
+// prints the repositories. Here the agent is Repo Helper itself (the token is issued to it), as
+// in `make run`.
+func TestMCPWalkthroughClient(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	needTool(t, "the go command", err)
+	bin := t.TempDir() + "/repo-helper"
+	build := exec.CommandContext(t.Context(), goTool, "build", "-o", bin, "latchkey.dev/latchkey/examples/repohelper/cmd/repo-helper")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building repo-helper: %v\n%s", err, out)
+	}
+	for _, version := range []string{latchkey.ProtocolInputRequired, latchkey.ProtocolURLElicitationError} {
+		t.Run(version, func(t *testing.T) {
+			s := newMCPStack(t)
+			alice := s.alice()
+			cmd := exec.CommandContext(t.Context(), bin, "call",
+				"-issuer", s.Issuer, "-mcp", s.MCPURL, "-redirect", s.ServerRedirect, "-protocol", version)
+			cmd.Env = append(cmd.Environ(), "REPO_HELPER_CLIENT_ID="+mcpServerClientID, "REPO_HELPER_CLIENT_SECRET="+mcpServerSecret)
+			stdin, _ := cmd.StdinPipe()
+			stdout, _ := cmd.StdoutPipe()
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var addresses []string
+			var printed strings.Builder
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				line := sc.Text()
+				printed.WriteString(line + "\n")
+				addr, ok := strings.CutPrefix(line, "    http")
+				if !ok {
+					continue
+				}
+				addresses = append(addresses, "http"+addr)
+				switch len(addresses) {
+				case 1: // sign in, which ends at the program's loopback listener
+					if pg := alice.walk(t, addresses[0]); !strings.Contains(pg.Body, "Signed in") {
+						t.Fatalf("sign-in ended at %s: %s", pg.URL, pg.Text())
+					}
+				case 2: // the connect link
+					wantDone(t, alice.OpenLink(t, addresses[1]))
+					io.WriteString(stdin, "\n")
+				}
+			}
+			stdin.Close()
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("repo-helper call: %v\n%s%s", err, printed.String(), stderr.String())
+			}
+			out := printed.String()
+			for _, want := range []string{
+				"Connected to Repo Helper with MCP " + version,
+				"Repo Helper says: Open this link to connect your GitHub account and let Repo Helper use it.",
+				"Repositories of " + callbacktest.AliceLogin + " at GitHub:",
+				callbacktest.AliceLogin + "/diary",
+			} {
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+			if len(addresses) != 2 || !strings.HasPrefix(addresses[1], s.Issuer+"/account/services/link/") {
+				t.Errorf("addresses shown = %v, want a sign-in address and one connect link", addresses)
+			}
+			wantAliceConnected(t, s)
+		})
 	}
 }

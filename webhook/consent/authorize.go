@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/oauth"
@@ -36,7 +38,7 @@ func (a *authorizer) authorize(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	req, perr, err := parse(r.Context(), a.env, p, q)
 	if perr != nil {
-		a.page(w, p, perr)
+		a.refuse(w, r, p, perr)
 		return
 	}
 	if err != nil {
@@ -99,13 +101,13 @@ func (a *authorizer) decide(w http.ResponseWriter, r *http.Request) {
 	p := site.Project(r)
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
-		a.page(w, p, &pageError{http.StatusBadRequest, "This request is not valid", "The form could not be read."})
+		a.page(w, p, &pageError{Status: http.StatusBadRequest, Heading: "This request is not valid", Message: "The form could not be read."})
 		return
 	}
 	form := r.PostForm
 	req, perr, err := parse(r.Context(), a.env, p, form)
 	if perr != nil {
-		a.page(w, p, perr)
+		a.refuse(w, r, p, perr)
 		return
 	}
 	if err != nil {
@@ -118,8 +120,8 @@ func (a *authorizer) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !signin.CheckCSRF(a.env, r, form.Get("csrf_token")) {
-		a.page(w, p, &pageError{http.StatusForbidden, "This form has expired",
-			"Go back to the app and start connecting again."})
+		a.page(w, p, &pageError{Status: http.StatusForbidden, Heading: "This form has expired",
+			Message: "Go back to the app and start connecting again."})
 		return
 	}
 	switch form.Get("decision") {
@@ -197,7 +199,7 @@ func (a *authorizer) fail(w http.ResponseWriter, r *http.Request, p *config.Proj
 		a.env.Logger.Error(err, "authorization failed", "project", p.Key)
 	}
 	if req == nil || req.To == "" {
-		a.page(w, p, &pageError{http.StatusInternalServerError, "Something went wrong", "Please go back to the app and try again."})
+		a.page(w, p, &pageError{Status: http.StatusInternalServerError, Heading: "Something went wrong", Message: "Please go back to the app and try again."})
 		return
 	}
 	params := url.Values{"error": {e.Code}}
@@ -205,6 +207,46 @@ func (a *authorizer) fail(w http.ResponseWriter, r *http.Request, p *config.Proj
 		params.Set("error_description", e.Description)
 	}
 	a.respond(w, r, p, req, params)
+}
+
+// refuse shows a request that goes no further as a page. A refusal by the redirect policy is
+// a security event (seed 004): it is recorded, and the page says where access would have gone
+// and that nothing was sent there.
+func (a *authorizer) refuse(w http.ResponseWriter, r *http.Request, p *config.Project, e *pageError) {
+	if e.Refused == nil {
+		a.page(w, p, e)
+		return
+	}
+	actor := "client:" + e.Client.ID
+	_, person, signedIn := signin.Current(a.env, r)
+	if signedIn {
+		actor = person.ID
+	}
+	details := map[string]string{"client_id": e.Client.ID, "redirect_uri": e.To, "reason": e.Refused.Error()}
+	var pr *site.PolicyRefusal
+	if errors.As(e.Refused, &pr) {
+		details["unrecognised_redirect_uris"] = strings.Join(pr.Refused, " ")
+	}
+	a.env.Record(r.Context(), store.AuditRecord{
+		Project: p.Key, Actor: actor, Action: events.ConsentRefusedByPolicy, Target: e.Client.ID, Details: details,
+	})
+	paras := []string{e.Refused.Error() + "."}
+	if pr != nil && len(pr.Refused) > 0 {
+		paras = append(paras, "This app can send access to "+strings.Join(pr.Refused, ", ")+
+			", which is not a recognised app or an app on your device. Nothing was allowed and nothing was sent there.")
+	} else {
+		paras = append(paras, "Nothing was allowed and nothing was sent to the app.")
+	}
+	paras = append(paras, "If you need this app, ask an administrator of "+signin.ProjectName(p)+" to recognise it.")
+	d := pages.MessageData{
+		Frame:      pages.Frame{Title: e.Heading, Project: signin.ProjectName(p)},
+		Heading:    e.Heading,
+		Paragraphs: paras,
+	}
+	if signedIn {
+		d.SignedInAs = signin.DisplayName(person)
+	}
+	a.env.Pages.Message(w, e.Status, d)
 }
 
 func (a *authorizer) page(w http.ResponseWriter, p *config.Project, e *pageError) {

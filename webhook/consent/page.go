@@ -5,6 +5,7 @@ import (
 	"net/url"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/redirect"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/pages"
 	"latchkey.dev/latchkey/webhook/signin"
@@ -38,6 +39,7 @@ func (a *authorizer) consentPage(w http.ResponseWriter, r *http.Request, p *conf
 		LogoURI:     httpsOnly(c.LogoURI),
 		ClientID:    c.ID,
 		Registered:  c.Registered,
+		Vouched:     c.Vouched,
 		Destination: a.env.Destination(p, req.To),
 		Resources:   req.Resources,
 		Error:       problem,
@@ -59,8 +61,24 @@ func httpsOnly(s string) string {
 	return s
 }
 
-// WebsiteDestination is the default Destination: every address is shown in full as a
-// website, without a tick box. Issue 4 replaces it with internal/redirect's classification.
+// Destination is "where access goes" for the consent page, from internal/redirect's
+// classification under the project's rules: a recognised agent callback by its name, an
+// address on the person's own device as such, and any other website with a warning and the
+// tick box, which the decision POST enforces.
+func Destination(p *config.Project, redirectURI string) pages.Destination {
+	c := redirect.Classify(redirectURI, p.Redirects)
+	switch c.Kind {
+	case redirect.Agent:
+		return pages.Destination{URI: redirectURI, Kind: pages.DestinationRecognised, Name: c.Name}
+	case redirect.Device:
+		return pages.Destination{URI: redirectURI, Kind: pages.DestinationDevice, Name: c.Name}
+	default:
+		return pages.Destination{URI: redirectURI, Kind: pages.DestinationWebsite, ConfirmRequired: true}
+	}
+}
+
+// WebsiteDestination calls every address a website, without a tick box. It was the server's
+// placeholder before Destination; kept for callers that still name it.
 func WebsiteDestination(_ *config.Project, redirectURI string) pages.Destination {
 	return pages.Destination{URI: redirectURI, Kind: pages.DestinationWebsite}
 }

@@ -1,50 +1,18 @@
 package consent
 
 import (
-	"net/netip"
 	"net/url"
 	"strings"
+
+	"latchkey.dev/latchkey/internal/redirect"
 )
 
-// MatchRedirect reports whether requested is one of the registered redirect URIs. Matching is
-// by exact string (seed 004: not a prefix, not the same origin, the same string). The one
-// exception is RFC 8252 §7.3: for an http redirect to a loopback IP literal, the port may
-// differ, because native apps listen on whatever port the system gives them.
+// MatchRedirect reports whether requested is one of the registered redirect URIs: the same
+// string (seed 004: not a prefix, not the same origin), except that an http redirect to a
+// loopback IP literal may name another port (RFC 8252 §7.3). It is redirect.MatchRegistered,
+// the one matcher every flow uses.
 func MatchRedirect(registered []string, requested string) bool {
-	for _, r := range registered {
-		if r == requested {
-			return true
-		}
-	}
-	u, ok := loopbackURL(requested)
-	if !ok {
-		return false
-	}
-	for _, r := range registered {
-		ru, ok := loopbackURL(r)
-		if ok && ru.Hostname() == u.Hostname() && ru.EscapedPath() == u.EscapedPath() &&
-			ru.RawQuery == u.RawQuery && ru.ForceQuery == u.ForceQuery {
-			return true
-		}
-	}
-	return false
-}
-
-// loopbackURL parses an http URL whose host is a loopback IP literal, with nothing unusual
-// about it (no user info, no fragment). Host names, localhost included, are not literals.
-func loopbackURL(s string) (*url.URL, bool) {
-	if !strings.HasPrefix(s, "http://") || strings.ContainsAny(s, "#\\@") {
-		return nil, false
-	}
-	u, err := url.Parse(s)
-	if err != nil || u.Scheme != "http" || u.User != nil || u.Opaque != "" {
-		return nil, false
-	}
-	a, err := netip.ParseAddr(u.Hostname())
-	if err != nil || !a.IsLoopback() || a.Zone() != "" {
-		return nil, false
-	}
-	return u, true
+	return redirect.MatchRegistered(registered, requested)
 }
 
 // formSource is the CSP source that lets the consent form's answer redirect to uri.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"latchkey.dev/latchkey/internal/clientdoc"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/webhook/oauth"
 	"latchkey.dev/latchkey/webhook/pages"
@@ -48,6 +49,11 @@ type pageError struct {
 	Status  int
 	Heading string
 	Message string
+	// Refused, when set, is the redirect policy's refusal of Client, whose request would have
+	// sent access to To: it is recorded as a security event before the page is shown.
+	Refused error
+	Client  *site.Client
+	To      string
 }
 
 // parse validates an authorization request. Errors about the client or its redirect address
@@ -55,13 +61,19 @@ type pageError struct {
 func parse(ctx context.Context, env *site.Env, p *config.Project, q url.Values) (*request, *pageError, error) {
 	for _, k := range []string{"client_id", "redirect_uri"} {
 		if len(q[k]) > 1 {
-			return nil, &pageError{http.StatusBadRequest, "This request is not valid", "The request names more than one " + k + "."}, nil
+			return nil, &pageError{Status: http.StatusBadRequest, Heading: "This request is not valid", Message: "The request names more than one " + k + "."}, nil
 		}
 	}
 	client, err := env.Client(ctx, p, q.Get("client_id"))
 	if errors.Is(err, site.ErrUnknownClient) {
-		return nil, &pageError{http.StatusBadRequest, "Unknown app",
-			"The app that sent you here is not known to this project, so there is nothing to allow. If you followed a link, it may be wrong or out of date."}, nil
+		var doc *clientdoc.Error
+		if errors.As(err, &doc) {
+			return nil, &pageError{Status: http.StatusBadRequest, Heading: "This app cannot be used",
+				Message: "The app identifies itself by a description published at " + q.Get("client_id") +
+					", which cannot be used: " + doc.Reason + ". Nothing was allowed. The app's developer can fix this."}, nil
+		}
+		return nil, &pageError{Status: http.StatusBadRequest, Heading: "Unknown app",
+			Message: "The app that sent you here is not known to this project, so there is nothing to allow. If you followed a link, it may be wrong or out of date."}, nil
 	}
 	if err != nil {
 		return nil, nil, oauth.Internal(err)
@@ -73,11 +85,14 @@ func parse(ctx context.Context, env *site.Env, p *config.Project, q url.Values) 
 	case req.RedirectURI == "" && len(client.RedirectURIs) == 1:
 		req.To = client.RedirectURIs[0]
 	default:
-		return nil, &pageError{http.StatusBadRequest, "Unregistered address",
-			"The app asked to send you back to an address it has not registered. Nothing was sent there. If you did not expect this, close this page."}, nil
+		return nil, &pageError{Status: http.StatusBadRequest, Heading: "Unregistered address",
+			Message: "The app asked to send you back to an address it has not registered. Nothing was sent there. If you did not expect this, close this page."}, nil
 	}
+	// Every registered redirect counts, not only this one: a token does not remember which
+	// redirect its code went to.
 	if err := env.RedirectPolicy(p, client.RedirectURIs); err != nil {
-		return nil, &pageError{http.StatusForbidden, "This app cannot connect", err.Error()}, nil
+		return nil, &pageError{Status: http.StatusForbidden, Heading: "This app cannot connect", Message: err.Error(),
+			Refused: err, Client: client, To: req.To}, nil
 	}
 	// From here on errors go back to the verified redirect URI, with state and iss.
 	req.State = q.Get("state")

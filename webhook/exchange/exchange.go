@@ -126,6 +126,11 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 	if err != nil {
 		return nil, err
 	}
+	// The person's token is only as good as the client it was issued to: one the redirect
+	// policy refuses gets nothing, on every replica, before the controller revokes anything.
+	if err := g.env.RedirectPolicy(p, agent.RedirectURIs); err != nil {
+		return nil, oauth.ErrInvalidGrant.WithDescription(err.Error())
+	}
 
 	conn, kind, err := g.decide(ctx, p, subject.Subject, agent.ID, connector)
 	if err != nil {

@@ -67,8 +67,8 @@ func (h *handler) check(w http.ResponseWriter, r *http.Request) (*opened, bool) 
 		signin.Redirect(h.env, w, r, Path(p, code), false)
 		return nil, false
 	}
-	// Check 3, before freshness: someone else gets no sign-in prompt that would hint at whose
-	// link this is, only the refusal.
+	// Check 3 comes before freshness, as the seed orders them: whoever is not the link's person
+	// is refused however recently they signed in, and is never asked to sign in again for it.
 	if person.ID != link.Subject {
 		h.wrongPerson(w, r, p, code, link, person)
 		return nil, false

@@ -39,5 +39,12 @@ func LookupAccessToken(ctx context.Context, env *site.Env, p *config.Project, ra
 	if t.Kind != store.AccessToken || t.Project != p.Key || !t.Active(now) {
 		return store.Token{}, ErrInvalidToken.WithDescription("the access token is invalid")
 	}
+	refused, err := env.ClientRefused(ctx, p, t.ClientID)
+	if err != nil {
+		return store.Token{}, Internal(err)
+	}
+	if refused != nil {
+		return store.Token{}, ErrInvalidToken.WithDescription(refused.Error())
+	}
 	return t, nil
 }

@@ -58,6 +58,16 @@ func introspect(env *site.Env) http.HandlerFunc {
 		}
 		inactive := err != nil || t.Project != p.Key || !t.Active(now) ||
 			(t.Kind == store.RefreshToken && (t.ClientID != client.ID || t.RotatedAt != nil))
+		if !inactive {
+			// A token held by a client the redirect policy refuses is dead at once, on every
+			// replica, whether or not the controller has revoked it yet.
+			refused, err := env.ClientRefused(r.Context(), p, t.ClientID)
+			if err != nil {
+				logFail(env, w, p, "introspection", Internal(err))
+				return
+			}
+			inactive = refused != nil
+		}
 		if inactive {
 			WriteJSON(w, http.StatusOK, introspection{Active: false})
 			return

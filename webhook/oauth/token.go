@@ -112,7 +112,29 @@ func (t *TokenEndpoint) serve(w http.ResponseWriter, r *http.Request, p *config.
 	if !client.HasGrant(gt) {
 		return nil, ErrUnauthorizedClient.WithDescription("the client may not use this grant type")
 	}
+	if err := policy(t.env, p, client, gt); err != nil {
+		return nil, err
+	}
 	return h.Grant(ctx, &TokenRequest{Env: t.env, Project: p, Client: client, Form: form, HTTP: r, Now: t.env.Now()})
+}
+
+// policy refuses every grant to a client the project's redirect policy refuses (seed 004), so
+// that a code issued, or a client registered, before the policy was switched on yields nothing
+// after. The refresh grant applies the policy itself, because a refused refresh also ends the
+// token's family.
+func policy(env *site.Env, p *config.Project, client *site.Client, grantType string) error {
+	if grantType == site.GrantRefreshToken {
+		return nil
+	}
+	err := env.RedirectPolicy(p, client.RedirectURIs)
+	switch {
+	case err == nil:
+		return nil
+	case grantType == site.GrantClientCredentials:
+		return ErrUnauthorizedClient.WithDescription(err.Error())
+	default:
+		return ErrInvalidGrant.WithDescription(err.Error())
+	}
 }
 
 func (t *TokenEndpoint) fail(w http.ResponseWriter, r *http.Request, p *config.Project, err error) {

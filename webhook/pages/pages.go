@@ -148,13 +148,15 @@ type ConsentData struct {
 	CSRF   string
 	// Request echoes the authorization request back on submit.
 	Request []Field
-	// AppName is what the client calls itself; Registered says that name is only a claim.
+	// AppName is what the client calls itself; Registered says that name (and the logo and
+	// home page) are only the client's claims, shown as such.
 	AppName    string
 	AppURI     string
 	LogoURI    string
 	ClientID   string
 	Registered bool
-	// Vouched names the domain that serves the client's metadata document, if any.
+	// Vouched names the domain that serves the client's metadata document, if any; ClientID
+	// is then the document's address.
 	Vouched     string
 	Destination Destination
 	Scopes      []Scope

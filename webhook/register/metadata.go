@@ -9,6 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"latchkey.dev/latchkey/internal/redirect"
 	"latchkey.dev/latchkey/webhook/oauth"
 	"latchkey.dev/latchkey/webhook/site"
 )
@@ -147,6 +148,11 @@ func ValidRedirectURI(s string) error {
 	}
 	if len(s) > maxURILen {
 		return oauth.ErrInvalidRedirectURI.WithDescription("a redirect URI is longer than 2000 characters")
+	}
+	// The syntax every redirect URI must have, wherever it comes from (registration,
+	// OAuthClient resources, metadata documents); the checks below narrow it further.
+	if err := redirect.ValidateRedirectURI(s); err != nil {
+		return bad(strings.TrimPrefix(err.Error(), "redirect URI "))
 	}
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c <= 0x20 || c >= 0x7f || c == '\\' {

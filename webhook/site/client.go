@@ -42,6 +42,9 @@ type Client struct {
 	// Registered is true for clients registered at run time (RFC 7591) or described by a
 	// client ID metadata document, whose name and logo are only the client's own claims.
 	Registered bool
+	// Vouched is the host that serves the client's ID metadata document ("" for other
+	// clients): the domain that vouches for the client, which the consent page names.
+	Vouched string
 }
 
 // Public reports whether the client has no secret; PKCE is then its only proof.

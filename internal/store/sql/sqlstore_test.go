@@ -30,7 +30,12 @@ func TestPostgres(t *testing.T) {
 	if os.Getenv("LATCHKEY_TEST_POSTGRES_DSN") == "" {
 		t.Skip("LATCHKEY_TEST_POSTGRES_DSN is not set; set it to a postgres:// URL to run the PostgreSQL tests")
 	}
-	conformance.Run(t, func(t *testing.T) store.Store { return openTest(t, postgresDSN(t)) })
+	conformance.Run(t, func(t *testing.T) store.Store {
+		// Each test waits on the server more than on the CPU; let them overlap (-parallel),
+		// with pools small enough that -parallel 8 stays under max_connections (100).
+		t.Parallel()
+		return openTest(t, postgresDSN(t)+"&pool_max_conns=8")
+	})
 }
 
 func openTest(t testing.TB, dsn string) *Store {
@@ -388,7 +393,9 @@ func BenchmarkSQLiteWriters(b *testing.B) {
 	}{
 		{"one-writer", sqliteOptions{}},
 		{"one-writer-autocheckpoint", sqliteOptions{autoCheckpoint: true}},
+		{"pool-2", sqliteOptions{writers: 2}},
 		{"pool-4", sqliteOptions{writers: 4}},
+		{"pool-8", sqliteOptions{writers: 8}},
 		{"pool-16", sqliteOptions{writers: 16}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
