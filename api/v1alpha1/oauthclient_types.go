@@ -38,6 +38,22 @@ const (
 	// OAuthClientConnectorNotFoundReason: a listed connector does not exist, is not Ready, or
 	// belongs to another Project.
 	OAuthClientConnectorNotFoundReason = "ConnectorNotFound"
+
+	// OAuthClientRefusedByPolicyCondition is True when a RedirectPolicy of the client's Project
+	// turns onlyRecognisedApps on and at least one of the client's redirect URIs is not
+	// recognised (status.redirects says which: classification Other). The server then refuses
+	// the client at consent, at refresh and wherever its tokens are used, and the policy has
+	// revoked its live tokens. Every registered redirect counts, not only the one in use.
+	OAuthClientRefusedByPolicyCondition = "RefusedByPolicy"
+	// OAuthClientUnrecognisedRedirectReason: RefusedByPolicy is True; the message lists the
+	// unrecognised redirect URIs. Also the reason of the Warning Event.
+	OAuthClientUnrecognisedRedirectReason = "UnrecognisedRedirect"
+	// OAuthClientAllRecognisedReason: RefusedByPolicy is False; every redirect URI is recognised.
+	OAuthClientAllRecognisedReason = "AllRecognised"
+	// OAuthClientPolicyNotEnforcedReason: RefusedByPolicy is False; no RedirectPolicy of the
+	// Project turns onlyRecognisedApps on, so unrecognised websites get a warning and a tick box
+	// on the consent screen instead.
+	OAuthClientPolicyNotEnforcedReason = "NotEnforced"
 )
 
 // Keys of the credentials Secret the controller writes for each OAuthClient.
@@ -224,7 +240,9 @@ type OAuthClientStatus struct {
 	// +optional
 	SecretName string `json:"secretName,omitempty"`
 
-	// redirects lists the registered redirect URIs with their classification.
+	// redirects lists the registered redirect URIs with how the Project's RedirectPolicies
+	// classify them (Claude, ChatGPT, Named, Loopback, AppScheme or Other): where access goes
+	// through each, as the consent screen shows it.
 	// +kubebuilder:validation:MaxItems=20
 	// +listType=atomic
 	// +optional
@@ -245,6 +263,8 @@ type OAuthClientStatus struct {
 // +kubebuilder:printcolumn:name="Client ID",type=string,JSONPath=`.status.clientID`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Refused",type=string,JSONPath=`.status.conditions[?(@.type=="RefusedByPolicy")].status`
+// +kubebuilder:printcolumn:name="Refused Because",type=string,JSONPath=`.status.conditions[?(@.type=="RefusedByPolicy")].message`,priority=1
 // +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.status.secretName`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type OAuthClient struct {

@@ -16,6 +16,9 @@ const (
 	RedirectPolicyProjectNotReadyReason = ProjectNotReadyReason
 	// RedirectPolicyNotAllowedReason: the Project does not admit this namespace.
 	RedirectPolicyNotAllowedReason = NotAllowedReason
+	// RedirectPolicyTokensRevokedReason is the reason of the Event recorded when enforcing
+	// onlyRecognisedApps ended live tokens ("revoked 12 tokens held by 3 clients").
+	RedirectPolicyTokensRevokedReason = "TokensRevoked"
 )
 
 // RecognisedURI is a callback the organisation vouches for: an exact redirect URI, or one whose
@@ -108,12 +111,15 @@ type RedirectPolicyStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// revokedTokens counts the live tokens ended when onlyRecognisedApps was last turned on.
+	// revokedTokens counts the live tokens this policy has ended since it was created: every
+	// token held by a client it refuses, ended when onlyRecognisedApps is turned on (and any
+	// found later). Turning the policy off or deleting it never brings them back.
 	// +optional
 	RevokedTokens int64 `json:"revokedTokens,omitempty"`
 
-	// refusedClients names the clients (client ids) the policy currently refuses; at most 100
-	// are listed.
+	// refusedClients names the clients (client ids: OAuthClients' status.clientID, dynamically
+	// registered clients, client ID metadata document URLs holding tokens) the policy currently
+	// refuses, sorted; at most 100 are listed. Empty while onlyRecognisedApps is off.
 	// +kubebuilder:validation:MaxItems=100
 	// +kubebuilder:validation:items:MaxLength=2048
 	// +listType=atomic
@@ -133,7 +139,7 @@ type RedirectPolicyStatus struct {
 // +kubebuilder:resource:categories=latchkey
 // +kubebuilder:printcolumn:name="Project",type=string,JSONPath=`.spec.projectRef.name`
 // +kubebuilder:printcolumn:name="Only Recognised",type=boolean,JSONPath=`.spec.onlyRecognisedApps`
-// +kubebuilder:printcolumn:name="Revoked",type=integer,JSONPath=`.status.revokedTokens`,priority=1
+// +kubebuilder:printcolumn:name="Revoked",type=integer,JSONPath=`.status.revokedTokens`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RedirectPolicy struct {

@@ -35,6 +35,7 @@ import (
 	latchkeyv1alpha1 "latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/controllers"
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
 	"latchkey.dev/latchkey/webhook"
@@ -163,7 +164,22 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		return fmt.Errorf("controllers: %w", err)
 	}
 
+	// Security events: the emitter turns security audit records into metrics and outbox rows
+	// for the project's sinks; the deliverer (every replica, leased claims) sends them; the
+	// leader turns them into aggregated Kubernetes Events on the Project.
+	emitter, err := events.NewEmitter(events.EmitterOptions{Store: st, Config: holder, Logger: log.WithName("events")})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(&events.Deliverer{Store: st, Config: holder, Logger: log.WithName("sinks")}); err != nil {
+		return err
+	}
+	if err := controllers.SetupSecurityEvents(mgr, st); err != nil {
+		return fmt.Errorf("controllers: %w", err)
+	}
+
 	handler, err := webhook.New(webhook.Options{
+		Events:    emitter.Recorded,
 		Config:    holder,
 		Store:     st,
 		Keyring:   kr,
