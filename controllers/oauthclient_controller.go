@@ -179,29 +179,10 @@ func (r *OAuthClientReconciler) reconcileReady(ctx context.Context, s *clientSco
 	return ctrl.Result{}, nil
 }
 
-// reconcileRedirects lists the registered redirect URIs in status. Classification against the
-// Project's RedirectPolicies is filled in by the policy enforcement that lands later; until then
-// entries carry only the URI.
-func (r *OAuthClientReconciler) reconcileRedirects(_ context.Context, s *clientScope) (ctrl.Result, error) {
-	oc := s.oc
-	if len(oc.Spec.RedirectURIs) == 0 {
-		oc.Status.Redirects = nil
-		return ctrl.Result{}, nil
-	}
-	old := map[string]v1alpha1.RedirectStatus{}
-	for _, rs := range oc.Status.Redirects {
-		old[rs.URI] = rs
-	}
-	out := make([]v1alpha1.RedirectStatus, len(oc.Spec.RedirectURIs))
-	for i, u := range oc.Spec.RedirectURIs {
-		if rs, ok := old[string(u)]; ok {
-			out[i] = rs
-		} else {
-			out[i] = v1alpha1.RedirectStatus{URI: string(u)}
-		}
-	}
-	oc.Status.Redirects = out
-	return ctrl.Result{}, nil
+// reconcileRedirects lists the registered redirect URIs in status with their classification
+// under the Project's RedirectPolicies, and whether a policy refuses the client (enforce.go).
+func (r *OAuthClientReconciler) reconcileRedirects(ctx context.Context, s *clientScope) (ctrl.Result, error) {
+	return r.classifyRedirects(ctx, s)
 }
 
 // SetupWithManager watches OAuthClients, the Secrets they and their Projects use, their Projects,
@@ -213,6 +194,8 @@ func (r *OAuthClientReconciler) SetupWithManager(mgr ctrl.Manager, opts controll
 		Watches(&v1alpha1.Project{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsForProject),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Connector{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsForConnector),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.RedirectPolicy{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsForPolicy),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsForNamespace),
 			builder.WithPredicates(predicate.LabelChangedPredicate{})).

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
+	"latchkey.dev/latchkey/internal/clientdoc"
 	"latchkey.dev/latchkey/internal/store"
 )
 
@@ -22,7 +23,10 @@ import (
 type RedirectPolicyReconciler struct {
 	base
 	deps  *dependents
-	store store.Store // nil until enforcement lands
+	store store.Store // nil: refused clients are reported, nothing is revoked
+	// documents reads client ID metadata documents of clients holding tokens; nil means a
+	// fetcher with production defaults.
+	documents *clientdoc.Fetcher
 }
 
 type policyScope struct {
@@ -61,15 +65,12 @@ func (r *RedirectPolicyReconciler) reconcileReady(ctx context.Context, s *policy
 	return ctrl.Result{}, nil
 }
 
-// reconcileEnforcement is the hook for "Only recognised apps can connect" (seed 004): when the
-// merged rules of s.project turn onlyRecognisedApps on, classify every client's registered
-// redirects (static OAuthClients and dynamically registered ones in the store), revoke the live
-// tokens of refused clients with store.RevokeClientTokens, and report status.revokedTokens and
-// status.refusedClients. It lands with the redirect classifier (internal/redirect); until then
-// it changes nothing, and the compiled RedirectRules already make the server refuse such
-// clients at consent and refresh.
-func (r *RedirectPolicyReconciler) reconcileEnforcement(_ context.Context, _ *policyScope) (ctrl.Result, error) {
-	return ctrl.Result{}, nil
+// reconcileEnforcement is "Only recognised apps can connect" (seed 004): when this policy
+// turns onlyRecognisedApps on, the live tokens of every client the Project's merged rules
+// refuse are revoked at once, and status.revokedTokens and status.refusedClients say so
+// (enforce.go).
+func (r *RedirectPolicyReconciler) reconcileEnforcement(ctx context.Context, s *policyScope) (ctrl.Result, error) {
+	return r.enforce(ctx, s)
 }
 
 // SetupWithManager watches RedirectPolicies, their Projects, the Projects' Secrets, and
@@ -77,6 +78,10 @@ func (r *RedirectPolicyReconciler) reconcileEnforcement(_ context.Context, _ *po
 func (r *RedirectPolicyReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.RedirectPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.RedirectPolicy{}, handler.EnqueueRequestsFromMapFunc(r.deps.policySiblings),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.OAuthClient{}, handler.EnqueueRequestsFromMapFunc(r.deps.policiesForClient),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.deps.policiesForSecret)).
 		Watches(&v1alpha1.Project{}, handler.EnqueueRequestsFromMapFunc(r.deps.policiesForProject),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
+	"latchkey.dev/latchkey/internal/clientdoc"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/store"
 )
@@ -25,9 +26,12 @@ type Options struct {
 	PublicURL string
 	// Config receives every compiled Snapshot. Required.
 	Config *config.Holder
-	// Store is the runtime state; RedirectPolicy enforcement (revoking the tokens of clients a
-	// policy now refuses) uses it once it lands. May be nil.
+	// Store is the runtime state; RedirectPolicy enforcement revokes the tokens of clients a
+	// policy refuses in it. May be nil (refused clients are then reported, not revoked).
 	Store store.Store
+	// ClientDocuments reads the client ID metadata documents of clients holding tokens, for
+	// enforcement; nil means a clientdoc.Fetcher with production defaults.
+	ClientDocuments *clientdoc.Fetcher
 	// Clock stamps condition transitions. Defaults to time.Now.
 	Clock func() time.Time
 	// MaxConcurrentReconciles per kind. Defaults to 16: a reconcile mostly waits on API writes
@@ -94,7 +98,7 @@ func SetupWithCompiler(mgr ctrl.Manager, opts Options) (*Compiler, error) {
 	if err := (&ConnectorReconciler{base: b, deps: deps}).SetupWithManager(mgr, copts); err != nil {
 		return nil, fmt.Errorf("setting up the Connector controller: %w", err)
 	}
-	if err := (&RedirectPolicyReconciler{base: b, deps: deps, store: opts.Store}).SetupWithManager(mgr, copts); err != nil {
+	if err := (&RedirectPolicyReconciler{base: b, deps: deps, store: opts.Store, documents: opts.ClientDocuments}).SetupWithManager(mgr, copts); err != nil {
 		return nil, fmt.Errorf("setting up the RedirectPolicy controller: %w", err)
 	}
 	c := NewCompiler(mgr.GetCache(), opts)

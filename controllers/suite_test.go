@@ -26,6 +26,8 @@ import (
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/store"
+	sqlstore "latchkey.dev/latchkey/internal/store/sql"
 )
 
 // One kube-apiserver and etcd for the whole package (starting one takes seconds); each test
@@ -34,6 +36,7 @@ var (
 	k8s        client.Client // talks to the API server directly, not through the cache
 	holder     *config.Holder
 	compiler   *Compiler
+	testStore  store.Store
 	skipReason string
 	// testNow is the injected clock: condition transition times must come from it.
 	testNow = time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
@@ -98,9 +101,23 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	holder = &config.Holder{}
+	// A real SQLite store for RedirectPolicy enforcement (enforce_test.go).
+	dbDir, err := os.MkdirTemp("", "latchkey-controllers-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "creating the store directory:", err)
+		return 1
+	}
+	defer os.RemoveAll(dbDir)
+	testStore, err = sqlstore.Open(context.Background(), "sqlite:"+filepath.Join(dbDir, "latchkey.db"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "opening the store:", err)
+		return 1
+	}
+	defer testStore.Close()
 	compiler, err = SetupWithCompiler(mgr, Options{
 		PublicURL: testPublicURL,
 		Config:    holder,
+		Store:     testStore,
 		Clock:     func() time.Time { return testNow },
 		Debounce:  20 * time.Millisecond,
 	})

@@ -95,7 +95,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	for _, addr := range []string{listen, fakeGitHubAddr} {
+	for _, addr := range []string{listen, fakeGitHubAddr, repoHelperAddr} {
 		if err := portFree(addr); err != nil {
 			return fmt.Errorf("%s is already in use (is another `make run` still running?): %w", addr, err)
 		}
@@ -217,6 +217,13 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
+	helper, stopHelper, err := startRepoHelper(ctx, cl, issuers[0])
+	if err != nil {
+		tail(logPath, 40)
+		return err
+	}
+	defer stopHelper()
+
 	fmt.Println()
 	fmt.Println("Latchkey is running. Ctrl-C stops everything started here.")
 	fmt.Println()
@@ -236,6 +243,10 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("metadata:   curl %s\n", metadata)
 	fmt.Printf("resources:  bin/k8s/kubectl --kubeconfig %s get projects,oauthclients,connectors,redirectpolicies -A\n", kubeconfig)
 	fmt.Printf("server log: %s\n", logPath)
+	fmt.Println()
+	fmt.Printf("mcp: %s  (Repo Helper, the demo MCP server; walkthrough in docs/connected-services.md)\n", helper.resource)
+	fmt.Printf("try: REPO_HELPER_CLIENT_ID=%s REPO_HELPER_CLIENT_SECRET=%s go run ./examples/repohelper/cmd/repo-helper call\n",
+		helper.clientID, helper.clientSecret)
 
 	select {
 	case <-ctx.Done():

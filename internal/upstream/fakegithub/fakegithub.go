@@ -321,7 +321,9 @@ func pageHeaders(w http.ResponseWriter) {
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Frame-Options", "deny")
-	h.Set("Content-Security-Policy", "default-src 'none'; form-action 'self'; frame-ancestors 'none'")
+	// No form-action: the sign-in and Authorize forms answer with a redirect to the app's
+	// callback on another origin, and browsers apply form-action to that redirect too.
+	h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
 	h.Set("Referrer-Policy", "no-referrer")
 }
 
