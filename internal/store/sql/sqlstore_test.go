@@ -393,9 +393,7 @@ func BenchmarkSQLiteWriters(b *testing.B) {
 	}{
 		{"one-writer", sqliteOptions{}},
 		{"one-writer-autocheckpoint", sqliteOptions{autoCheckpoint: true}},
-		{"pool-2", sqliteOptions{writers: 2}},
 		{"pool-4", sqliteOptions{writers: 4}},
-		{"pool-8", sqliteOptions{writers: 8}},
 		{"pool-16", sqliteOptions{writers: 16}},
 	} {
 		b.Run(c.name, func(b *testing.B) {

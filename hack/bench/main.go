@@ -1,0 +1,96 @@
+// Command bench is Latchkey's load harness (issue 9). It starts the HTTP server in this process
+// on 127.0.0.1 (webhook.New with a config.Snapshot built here: no Kubernetes), on SQLite or
+// PostgreSQL, seeds it through the store, drives each scenario for a fixed time at a fixed
+// number of concurrent clients, and prints requests per second and latency percentiles as a
+// markdown table, next to a floor: a bare net/http handler doing the same form parsing and one
+// indexed read on the same store.
+//
+//	go run ./hack/bench                                  # SQLite in a temporary directory
+//	go run ./hack/bench -tokens 1000000                  # the scaling check
+//	go run ./hack/bench -database 'postgres://postgres@127.0.0.1:55470/postgres?sslmode=disable'
+//	go run ./hack/bench -profile /tmp/prof -scenarios client_credentials,exchange_ok
+//	go run ./hack/bench -controllers 1000,10000          # reconcile benchmark on envtest
+//
+// The load generator shares the machine (and this process) with the server, as the peers'
+// figures in docs/performance.md were also taken on one machine over loopback; the floor runs
+// under the same conditions, so "% of floor" reads as a fraction of what the machine can do.
+// Every loop is bounded by -duration; the harness stops by itself and removes what it created.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	database    string
+	tokens      int
+	people      int
+	duration    time.Duration
+	warmup      time.Duration
+	concurrency int
+	runs        int
+	scenarios   string
+	profileDir  string
+	keep        bool
+	controllers string
+	verbose     bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.database, "database", "",
+		"store: empty for SQLite in a temporary directory, sqlite:/path/file.db, or postgres://… (a fresh schema is made and dropped)")
+	flag.IntVar(&o.tokens, "tokens", 1000, "tokens stored before the scenarios run (the scaling check uses 1000 and 1000000)")
+	flag.IntVar(&o.people, "people", 1000, "people in the project; half have a connected GitHub account the agent may use")
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "how long each scenario run is measured")
+	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load before each run")
+	flag.IntVar(&o.concurrency, "concurrency", 16, "concurrent clients, each with one request in flight")
+	flag.IntVar(&o.runs, "runs", 2, "runs of every scenario (each scenario once per round, rounds repeated)")
+	flag.StringVar(&o.scenarios, "scenarios", "", "comma-separated scenarios to run (default all): "+strings.Join(scenarioNames(), ","))
+	flag.StringVar(&o.profileDir, "profile", "", "write CPU and allocation profiles of each scenario's first run into this directory")
+	flag.BoolVar(&o.keep, "keep", false, "keep the SQLite file or PostgreSQL schema")
+	flag.StringVar(&o.controllers, "controllers", "",
+		"instead of the HTTP scenarios: reconcile this many OAuthClients on envtest (comma-separated counts, e.g. 1000,10000); needs KUBEBUILDER_ASSETS")
+	flag.BoolVar(&o.verbose, "v", false, "log progress")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if o.controllers != "" {
+		err = runControllers(ctx, o)
+	} else {
+		err = run(ctx, o)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func logf(o options, format string, args ...any) {
+	if o.verbose {
+		fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+	}
+}
+
+// loadAvg is /proc/loadavg's first three fields, to print beside the figures: the machine is
+// shared, and a run taken under load says so.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
