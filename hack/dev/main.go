@@ -245,8 +245,12 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("server log: %s\n", logPath)
 	fmt.Println()
 	fmt.Printf("mcp: %s  (Repo Helper, the demo MCP server; walkthrough in docs/connected-services.md)\n", helper.resource)
-	fmt.Printf("try: REPO_HELPER_CLIENT_ID=%s REPO_HELPER_CLIENT_SECRET=%s go run ./examples/repohelper/cmd/repo-helper call\n",
-		helper.clientID, helper.clientSecret)
+	// The client secret is not printed: terminals are scrolled back and pasted. The command
+	// reads it from the Secret the controller wrote.
+	fmt.Printf("try:        export REPO_HELPER_CLIENT_ID=%s\n", helper.clientID)
+	fmt.Printf("            export REPO_HELPER_CLIENT_SECRET=$(bin/k8s/kubectl --kubeconfig %s -n %s get secret %s -o jsonpath='{.data.client_secret}' | base64 -d)\n",
+		kubeconfig, demoNamespace, repoHelperSecret)
+	fmt.Println("            go run ./examples/repohelper/cmd/repo-helper call")
 
 	select {
 	case <-ctx.Done():

@@ -99,8 +99,8 @@ func TestStrictClientLibraries(t *testing.T) {
 		}
 		results[key] = r
 		order = append(order, key)
-		if r.str("step") == "authorize" && r.ok() {
-			final := alice.authorize(t, r.str("url"), clientNames[r.str("pass")])
+		if strings.HasPrefix(r.str("step"), "authorize") && r.ok() {
+			final := alice.authorize(t, r.str("url"), clientNames[r.str("pass")], r.str("decision"))
 			if _, err := io.WriteString(stdin, final+"\n"); err != nil {
 				t.Fatalf("writing the authorization response to the script: %v", err)
 			}
@@ -202,14 +202,19 @@ func expectations(t *testing.T, h *callbacktest.Harness, res map[string]result) 
 		}},
 		{"oauth4webapi", "discovery-oauth2", map[string]matcher{"issuer": eq(iss), "same_token_endpoint": eq(true)}},
 		{"oauth4webapi", "register-public", map[string]matcher{
-			"client_id": nonEmpty(), "has_secret": eq(false), "token_endpoint_auth_method": eq("none"),
+			"cache_control": eq("no-store"), "client_id": nonEmpty(), "has_secret": eq(false), "token_endpoint_auth_method": eq("none"),
 			"has_registration_access_token": eq(true),
 		}},
 		{"oauth4webapi", "register-confidential", map[string]matcher{
 			"client_id": nonEmpty(), "has_secret": eq(true), "secret_prefix": eq("lk_cs_"),
 			"client_secret_expires_at": eq(0), "token_endpoint_auth_method": eq("client_secret_basic"),
 		}},
-		{"oauth4webapi", "authorize", map[string]matcher{"url": prefix(iss + "/authorize?")}},
+		{"oauth4webapi", "authorize-deny", map[string]matcher{"url": prefix(iss + "/authorize?"), "decision": eq("deny")}},
+		// The refusal passed the library's iss and state checks: it reports the error itself.
+		{"oauth4webapi", "auth-response-denied", map[string]matcher{
+			"refused": eq(true), "code": eq("OAUTH_AUTHORIZATION_RESPONSE_ERROR"), "error": eq("access_denied"),
+		}},
+		{"oauth4webapi", "authorize", map[string]matcher{"url": prefix(iss + "/authorize?"), "decision": eq("allow")}},
 		// RFC 9207: the library refuses another issuer, and no issuer at all since our metadata
 		// promises one; the genuine response passes, so our iss is what the check accepted.
 		{"oauth4webapi", "auth-response-wrong-iss", refusedBy("OAUTH_INVALID_RESPONSE", `unexpected "iss"`)},
@@ -217,7 +222,8 @@ func expectations(t *testing.T, h *callbacktest.Harness, res map[string]result) 
 		{"oauth4webapi", "auth-response-wrong-state", refusedBy("OAUTH_INVALID_RESPONSE", `"state"`)},
 		{"oauth4webapi", "auth-response", map[string]matcher{"iss": eq(iss), "code_prefix": eq("lk_ac_")}},
 		{"oauth4webapi", "token-code", map[string]matcher{
-			"token_type": eqFold("Bearer"), "access_prefix": eq("lk_at_"), "refresh_prefix": eq("lk_rt_"),
+			"cache_control": eq("no-store"),
+			"token_type":    eqFold("Bearer"), "access_prefix": eq("lk_at_"), "refresh_prefix": eq("lk_rt_"),
 			"expires_in": eq(3600), "scope": eq("openid email profile"),
 			"id_token.iss": eq(iss), "id_token.aud": eq(pubID), "id_token.sub": eq(aliceID),
 			"id_token.email": eq(callbacktest.AliceEmail), "id_token.name": eq("Alice"),
@@ -226,7 +232,7 @@ func expectations(t *testing.T, h *callbacktest.Harness, res map[string]result) 
 		{"oauth4webapi", "id-token-signature", map[string]matcher{"alg": eq("ES256"), "kid": eq(signingKeyID), "sub": eq(aliceID)}},
 		{"oauth4webapi", "userinfo", map[string]matcher{"sub": eq(aliceID), "email": eq(callbacktest.AliceEmail), "name": eq("Alice")}},
 		{"oauth4webapi", "refresh", map[string]matcher{
-			"access_prefix": eq("lk_at_"), "refresh_prefix": eq("lk_rt_"),
+			"cache_control": eq("no-store"), "access_prefix": eq("lk_at_"), "refresh_prefix": eq("lk_rt_"),
 			"access_rotated": eq(true), "refresh_rotated": eq(true), "scope": eq("openid email profile"),
 		}},
 		{"oauth4webapi", "client-credentials", map[string]matcher{
@@ -247,9 +253,18 @@ func expectations(t *testing.T, h *callbacktest.Harness, res map[string]result) 
 			"issuer": eq(iss), "client_id": nonEmpty(), "has_secret": eq(true),
 			"token_endpoint_auth_method": eq("client_secret_post"),
 		}},
+		// prompt=none before consent: consent_required, on the redirect, past the iss and state checks.
+		{"openid-client", "authorize-prompt-none", map[string]matcher{"url": prefix(iss + "/authorize?")}},
+		{"openid-client", "code-grant-consent-required", map[string]matcher{
+			"refused": eq(true), "code": eq("OAUTH_AUTHORIZATION_RESPONSE_ERROR"), "error": eq("consent_required"),
+		}},
 		{"openid-client", "authorize", map[string]matcher{"url": prefix(iss + "/authorize?")}},
-		{"openid-client", "code-grant-wrong-iss", map[string]matcher{"refused": eq(true), "message": contains(`"iss"`)}},
-		{"openid-client", "code-grant-missing-iss", map[string]matcher{"refused": eq(true), "message": contains(`"iss"`)}},
+		{"openid-client", "code-grant-wrong-iss", map[string]matcher{
+			"refused": eq(true), "code": eq("OAUTH_INVALID_RESPONSE"), "cause": contains(`unexpected "iss"`),
+		}},
+		{"openid-client", "code-grant-missing-iss", map[string]matcher{
+			"refused": eq(true), "code": eq("OAUTH_INVALID_RESPONSE"), "cause": contains(`"iss" (issuer) missing`),
+		}},
 		{"openid-client", "code-grant", map[string]matcher{
 			"token_type": eqFold("Bearer"), "access_prefix": eq("lk_at_"), "refresh_prefix": eq("lk_rt_"),
 			"scope": eq("openid email"), "id_token.iss": eq(iss), "id_token.aud": eq(oidcID),
@@ -295,10 +310,11 @@ var (
 	confirmBox  = regexp.MustCompile(`<input type="checkbox" id="confirm_destination" name="confirm_destination" value="([^"]*)"`)
 )
 
-// authorize opens the authorization URL and does what the pages ask — sign in, allow, tick
-// the destination box if one is shown — until the browser is sent to the client's callback.
-// It returns that address: the authorization response.
-func (pp *person) authorize(t *testing.T, start, appName string) string {
+// authorize opens the authorization URL and does what the pages ask — sign in; on the consent
+// page press decision ("allow" or "deny"), ticking the destination box if one is shown — until
+// the browser is sent to the client's callback. It returns that address: the authorization
+// response.
+func (pp *person) authorize(t *testing.T, start, appName, decision string) string {
 	t.Helper()
 	b := pp.b
 	pg := b.Get(start)
@@ -331,8 +347,8 @@ func (pp *person) authorize(t *testing.T, start, appName string) string {
 			if strings.Contains(pg.Text(), appName) {
 				pp.consented = append(pp.consented, appName)
 			}
-			f.Set("decision", "allow")
-			if m := confirmBox.FindStringSubmatch(pg.Body); m != nil {
+			f.Set("decision", decision)
+			if m := confirmBox.FindStringSubmatch(pg.Body); m != nil && decision == "allow" {
 				// An unrecognised destination: the person ticks "I set up this connection and
 				// expected access to go to …".
 				t.Logf("the consent page asks to confirm the destination %s; ticking it", html.UnescapeString(m[1]))
@@ -365,8 +381,8 @@ func resolve(t *testing.T, base, ref string) string {
 // result is one JSON line of the script.
 type result map[string]any
 
-func (r result) key() string  { return r.str("pass") + "/" + r.str("step") }
-func (r result) ok() bool     { return r["ok"] == true }
+func (r result) key() string { return r.str("pass") + "/" + r.str("step") }
+func (r result) ok() bool    { return r["ok"] == true }
 func (r result) str(k string) string {
 	s, _ := r.get(k).(string)
 	return s
