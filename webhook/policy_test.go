@@ -67,7 +67,12 @@ func TestConsentPhishingStory(t *testing.T) {
 		"redirect_uris":["`+attacker+`"],"token_endpoint_auth_method":"none","grant_types":["authorization_code","refresh_token"]}`)
 	b := h.browser()
 	b.signIn("", "alice@example.com", alicePass)
-	alice, _ := h.store.UpsertPerson(context.Background(), store.Person{Project: projectKey, Source: "password", SourceSubject: "alice@example.com"})
+	// Signing in again finds Alice as she is (and tells the test her id).
+	alice, err := h.store.UpsertPerson(context.Background(), store.Person{Project: projectKey, ID: "unused", Source: "password",
+		SourceSubject: "alice@example.com", Email: "alice@example.com", Name: "Alice"})
+	if err != nil || alice.ID == "unused" {
+		t.Fatalf("alice: %+v %v", alice, err)
+	}
 
 	p := b.get(authorizeURL(h, phish, attacker, "read", newPKCE(), nil))
 	if p.status != http.StatusOK {
@@ -83,7 +88,7 @@ func TestConsentPhishingStory(t *testing.T) {
 		attacker, // in full, in the address block
 		"I set up this connection and expected access to go to " + attacker,
 		"The app calls itself “Claude”",
-		"they prove nothing",
+		"The name and logo were chosen by whoever registered the app: they prove nothing",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the person must see %q:\n%s", want, text)

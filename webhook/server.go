@@ -20,8 +20,10 @@ import (
 
 	"latchkey.dev/latchkey/internal/clientdoc"
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/metrics"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/webhook/account"
 	"latchkey.dev/latchkey/webhook/callback"
 	"latchkey.dev/latchkey/webhook/consent"
@@ -51,8 +53,11 @@ type Options struct {
 	// metrics and the project's event sinks (internal/events.Emitter.Recorded); may be nil.
 	Events func(context.Context, store.AuditRecord)
 	// Vault hands out people's upstream tokens for token exchange; nil means an
-	// upstream.Vault over Store and Keyring.
+	// upstream.Vault over Store and Keyring that reports its refreshes to Metrics.
 	Vault exchange.Vault
+	// Metrics counts requests by route, token issuance and exchange outcomes; nil counts
+	// nothing. Requests are logged at V(1) either way.
+	Metrics *metrics.Metrics
 }
 
 // Server is the HTTP handler.
@@ -65,6 +70,8 @@ type Server struct {
 	router   *router
 	oauth    *oauth.Endpoints
 	cop      *http.CrossOriginProtection
+	metrics  *metrics.Metrics
+	handler  http.Handler // ServeHTTP's outer layer: metrics and the access log
 }
 
 // New builds the server with every core flow mounted.
@@ -109,7 +116,9 @@ func New(o Options) (*Server, error) {
 		sys:      http.NewServeMux(),
 		wellKnwn: http.NewServeMux(),
 		cop:      http.NewCrossOriginProtection(),
+		metrics:  o.Metrics,
 	}
+	s.handler = o.Metrics.Instrument(http.HandlerFunc(s.serve), s.logRequest)
 	s.router = newRouter(s, base)
 
 	s.sys.HandleFunc("GET "+base+"/-/healthz", s.healthz)
@@ -121,13 +130,21 @@ func New(o Options) (*Server, error) {
 	s.router.Page("GET /{$}", http.HandlerFunc(s.projectHome))
 
 	s.oauth = oauth.Register(s.router, env)
+	// The core grants are counted here; those registered later through Grant are counted there.
+	for _, gt := range s.oauth.Token.GrantTypes() {
+		s.oauth.Token.Handle(gt, countedGrant{grantType: gt, next: s.oauth.Token.Handler(gt), m: s.metrics})
+	}
 	signin.Register(s.router, env)
 	consent.Register(s.router, env)
 	register.Register(s.router, env)
 	account.Register(s.router, env)
 	links.Register(s.router, env)
 	callback.Register(s.router, env, links.Hook(env))
-	exchange.Register(s.Grant, env, o.Vault)
+	vault := o.Vault
+	if vault == nil {
+		vault = &upstream.Vault{Store: o.Store, Keyring: o.Keyring, Now: now, OnRefresh: o.Metrics.UpstreamRefresh}
+	}
+	exchange.Register(s.Grant, env, vault)
 
 	md := s.wellKnownProject(s.oauth.Metadata)
 	s.wellKnwn.Handle("/.well-known/oauth-authorization-server"+base+"/{ns}/{project}", md)
@@ -142,14 +159,19 @@ func (s *Server) Env() *site.Env { return s.env }
 func (s *Server) Router() site.Router { return s.router }
 
 // Grant registers a grant type at every project's token endpoint.
-func (s *Server) Grant(grantType string, h oauth.GrantHandler) { s.oauth.Token.Handle(grantType, h) }
+func (s *Server) Grant(grantType string, h oauth.GrantHandler) {
+	s.oauth.Token.Handle(grantType, countedGrant{grantType: grantType, next: h, m: s.metrics})
+}
 
 // Handle registers a server-wide route (for example under /-/). Server-wide routes are tried
 // before per-project routes and never conflict with them.
 func (s *Server) Handle(pattern string, h http.Handler) { s.sys.Handle(pattern, h) }
 
-// ServeHTTP routes a request: server-wide routes, then root metadata, then projects.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP counts and logs the request (by its route pattern) and routes it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// serve routes a request: server-wide routes, then root metadata, then projects.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	defer s.recover(w, r)
 	if _, pattern := s.sys.Handler(r); pattern != "" {
 		pages.Headers(false, s.sys).ServeHTTP(w, r)
@@ -172,7 +194,8 @@ func (s *Server) recover(w http.ResponseWriter, r *http.Request) {
 	if v == http.ErrAbortHandler {
 		panic(v)
 	}
-	s.env.Logger.Error(fmt.Errorf("panic: %v", v), "handler panicked", "path", r.URL.Path)
+	// The route pattern, not the path: a connect link's code is part of its path.
+	s.env.Logger.Error(fmt.Errorf("panic: %v", v), "handler panicked", "method", r.Method, "route", metrics.Route(r.Pattern))
 	http.Error(w, "internal error", http.StatusInternalServerError)
 }
 

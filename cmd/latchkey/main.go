@@ -36,8 +36,10 @@ import (
 	"latchkey.dev/latchkey/controllers"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
+	"latchkey.dev/latchkey/internal/metrics"
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
+	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/webhook"
 )
 
@@ -60,6 +62,7 @@ type options struct {
 	leaderNS      string
 	gcInterval    time.Duration
 	shutdownGrace time.Duration
+	upstreamWait  time.Duration
 	logLevel      string
 	logFormat     string
 }
@@ -88,6 +91,8 @@ func main() {
 		"how often expired sessions, codes, tokens and links are deleted (0 disables)")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 20*time.Second,
 		"how long in-flight requests may take to finish after a stop signal")
+	fs.DurationVar(&o.upstreamWait, "upstream-timeout", upstream.DefaultTimeout,
+		"how long a call to a connected service (a token refresh during token exchange) may take before the exchange answers temporarily_unavailable")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or text")
 	flag.Parse()
@@ -143,11 +148,21 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		return fmt.Errorf("controller manager: %w", err)
 	}
 
-	st, err := openStore(ctx, o.database)
+	raw, err := openStore(ctx, o.database)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer raw.Close()
+	// Everything reaches the database through the instrumented store, so store latency covers
+	// the controllers, the event deliverer and the HTTP server alike.
+	m, err := metrics.New(prometheus.DefaultRegisterer)
+	if err != nil {
+		return err
+	}
+	if err := metrics.Outbox(prometheus.DefaultRegisterer, raw, time.Second); err != nil {
+		return err
+	}
+	st := m.Store(raw)
 
 	kr, err := loadKeyring(o, log)
 	if err != nil {
@@ -186,6 +201,10 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		Logger:    log.WithName("http"),
 		Now:       time.Now,
 		PublicURL: publicURL,
+		Metrics:   m,
+		Vault: &upstream.Vault{
+			Store: st, Keyring: kr, Now: time.Now, Timeout: o.upstreamWait, OnRefresh: m.UpstreamRefresh,
+		},
 		// Not ready until the first snapshot is published: before that every issuer would
 		// answer 404, and a load balancer must not send people there.
 		Ready: func(context.Context) error {

@@ -40,6 +40,10 @@ type Vault struct {
 	Now func() time.Time
 	// Timeout bounds each call to a service; 0 means DefaultTimeout.
 	Timeout time.Duration
+	// OnRefresh, when set, is told of every refresh asked of a service: the connector's key and
+	// the result, one of "ok", "rejected" (the person must reconnect), "timeout" or "error".
+	// Metrics use it (internal/metrics.Metrics.UpstreamRefresh).
+	OnRefresh func(connector, result string)
 
 	flight singleflight.Group
 }
@@ -190,6 +194,19 @@ func (v *Vault) Token(ctx context.Context, c *config.Connector, project, connect
 	}
 }
 
+// TokenFor is Token for a connection the caller has just read (token exchange reads it to
+// decide between handing out a token and refusing with a link): a working connection whose
+// token is fresh is opened without reading the row again; anything else goes through Token.
+func (v *Vault) TokenFor(ctx context.Context, c *config.Connector, conn store.Connection) (*oauth2.Token, error) {
+	if conn.Connector == c.Key && conn.Status == store.ConnectionActive && fresh(conn, v.now()) {
+		at, err := v.Keyring.Open(purpose("access", &conn), conn.KeyID, conn.AccessToken)
+		if err == nil {
+			return handOut(&conn, string(at)), nil
+		}
+	}
+	return v.Token(ctx, c, conn.Project, conn.ID)
+}
+
 // refreshLocked refreshes under the row lock, after checking again whether another replica
 // refreshed while this one waited for the lock.
 func (v *Vault) refreshLocked(ctx context.Context, c *config.Connector, project, connectionID string) (*oauth2.Token, error) {
@@ -218,6 +235,7 @@ func (v *Vault) refreshLocked(ctx context.Context, c *config.Connector, project,
 			return cur, nil
 		}
 		tok, err := v.refresh(ctx, c, rt)
+		v.refreshed(c, err)
 		if err != nil {
 			if rejected(err) {
 				cur.Status, cur.UpdatedAt = store.ConnectionBroken, now
@@ -245,6 +263,23 @@ func (v *Vault) refreshLocked(ctx context.Context, c *config.Connector, project,
 		return nil, outcome
 	}
 	return out, nil
+}
+
+func (v *Vault) refreshed(c *config.Connector, err error) {
+	if v.OnRefresh == nil {
+		return
+	}
+	result := "ok"
+	switch {
+	case err == nil:
+	case rejected(err):
+		result = "rejected"
+	case errors.Is(err, ErrTimeout):
+		result = "timeout"
+	default:
+		result = "error"
+	}
+	v.OnRefresh(c.Key, result)
 }
 
 // refresh asks the service for new tokens, bounded by the vault's timeout.

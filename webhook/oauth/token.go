@@ -75,6 +75,10 @@ func (t *TokenEndpoint) GrantTypes() []string {
 	return out
 }
 
+// Handler returns the handler registered for a grant type, or nil. The server wraps each one
+// to count what it answers (internal/metrics).
+func (t *TokenEndpoint) Handler(grantType string) GrantHandler { return t.handler(grantType) }
+
 func (t *TokenEndpoint) handler(grantType string) GrantHandler {
 	t.mu.RLock()
 	defer t.mu.RUnlock()

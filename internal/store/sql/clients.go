@@ -155,31 +155,27 @@ func scanGrant(g *store.Grant) func(scanner) error {
 // UpsertGrant stores consent. Scopes become the union of the stored and the new ones (stored
 // order first); CreatedAt is kept from the first consent.
 func (s *Store) UpsertGrant(ctx context.Context, g store.Grant) error {
-	for attempt := 0; ; attempt++ {
-		err := s.tx(ctx, func(x q) error {
-			var cur store.Grant
-			err := x.row(ctx, scanGrant(&cur), qLockGrant, g.Project, g.Subject, g.ClientID)
-			if err == store.ErrNotFound {
-				n, err := x.execN(ctx, qInsertGrant, g.Project, g.Subject, g.ClientID, list(g.Scopes),
-					ns(g.CreatedAt), ns(g.UpdatedAt))
-				if err == nil && n == 0 {
-					return errRace
-				}
-				return err
+	return s.tx(ctx, func(x q) error {
+		var cur store.Grant
+		err := x.row(ctx, scanGrant(&cur), qLockGrant, g.Project, g.Subject, g.ClientID)
+		if err == store.ErrNotFound {
+			n, err := x.execN(ctx, qInsertGrant, g.Project, g.Subject, g.ClientID, list(g.Scopes),
+				ns(g.CreatedAt), ns(g.UpdatedAt))
+			if err == nil && n == 0 {
+				// Two first consents racing on PostgreSQL: this one inserted nothing and
+				// runs again, now finding (and locking) the other's row, so neither's scopes
+				// are lost.
+				return errRace
 			}
-			if err != nil {
-				return err
-			}
-			_, err = x.exec(ctx, qUpdateGrant, list(union(cur.Scopes, g.Scopes)), ns(g.UpdatedAt),
-				g.Project, g.Subject, g.ClientID)
-			return err
-		})
-		// Two first consents racing on PostgreSQL: the loser inserted nothing and runs again,
-		// now finding (and locking) the winner's row, so neither's scopes are lost.
-		if err != errRace || attempt >= 4 {
 			return err
 		}
-	}
+		if err != nil {
+			return err
+		}
+		_, err = x.exec(ctx, qUpdateGrant, list(union(cur.Scopes, g.Scopes)), ns(g.UpdatedAt),
+			g.Project, g.Subject, g.ClientID)
+		return err
+	})
 }
 
 func union(a, b []string) []string {

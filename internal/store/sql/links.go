@@ -43,50 +43,46 @@ func scanLink(l *store.Link) func(scanner) error {
 // link and colliding on insert. The partial unique index on open links stays the guarantee; a
 // caller whose insert still collides runs again and finds the winner's link.
 func (s *Store) OpenLink(ctx context.Context, l store.Link, now time.Time) (store.Link, bool, error) {
-	for attempt := 0; ; attempt++ {
-		var out store.Link
-		var created bool
-		err := s.tx(ctx, func(x q) error {
-			if s.postgres() {
-				key := "latchkey:link\x1f" + l.Project + "\x1f" + l.Subject + "\x1f" + l.ClientID + "\x1f" + l.Connector
-				if _, err := x.exec(ctx, qLinkLock, key); err != nil {
-					return err
-				}
-			}
-			var cur store.Link
-			err := x.row(ctx, scanLink(&cur), qOpenLinkFor, l.Project, l.Subject, l.ClientID, l.Connector)
-			switch {
-			case err == store.ErrNotFound:
-			case err != nil:
-				return err
-			case cur.Kind == l.Kind && now.Before(cur.ExpiresAt):
-				out = cur
-				return nil
-			default:
-				// Another kind, or expired: the old code must stop working (uniform 404).
-				if _, err := x.exec(ctx, qReplaceLink, ns(now), cur.ID); err != nil {
-					return err
-				}
-			}
-			if _, err := x.exec(ctx, qInsertLink, l.ID, l.CodeHash, blob(l.SealedCode), l.KeyID, l.Project,
-				l.Subject, l.ClientID, l.Connector, string(l.Kind), ns(l.ExpiresAt), ns(l.CreatedAt)); err != nil {
-				if isUnique(err) {
-					return errRace
-				}
+	var out store.Link
+	var created bool
+	err := s.tx(ctx, func(x q) error {
+		out, created = store.Link{}, false
+		if s.postgres() {
+			key := "latchkey:link\x1f" + l.Project + "\x1f" + l.Subject + "\x1f" + l.ClientID + "\x1f" + l.Connector
+			if _, err := x.exec(ctx, qLinkLock, key); err != nil {
 				return err
 			}
-			out, created = l, true
-			out.State = store.LinkOpen
+		}
+		var cur store.Link
+		err := x.row(ctx, scanLink(&cur), qOpenLinkFor, l.Project, l.Subject, l.ClientID, l.Connector)
+		switch {
+		case err == store.ErrNotFound:
+		case err != nil:
+			return err
+		case cur.Kind == l.Kind && now.Before(cur.ExpiresAt):
+			out = cur
 			return nil
-		})
-		if err == errRace && attempt < 8 {
-			continue
+		default:
+			// Another kind, or expired: the old code must stop working (uniform 404).
+			if _, err := x.exec(ctx, qReplaceLink, ns(now), cur.ID); err != nil {
+				return err
+			}
 		}
-		if err != nil {
-			return store.Link{}, false, err
+		if _, err := x.exec(ctx, qInsertLink, l.ID, l.CodeHash, blob(l.SealedCode), l.KeyID, l.Project,
+			l.Subject, l.ClientID, l.Connector, string(l.Kind), ns(l.ExpiresAt), ns(l.CreatedAt)); err != nil {
+			if isUnique(err) {
+				return errRace
+			}
+			return err
 		}
-		return out, created, nil
+		out, created = l, true
+		out.State = store.LinkOpen
+		return nil
+	})
+	if err != nil {
+		return store.Link{}, false, err
 	}
+	return out, created, nil
 }
 
 func (s *Store) GetLinkByCode(ctx context.Context, codeHash []byte, now time.Time) (store.Link, error) {

@@ -476,14 +476,16 @@ func (x q) row(ctx context.Context, scan func(scanner) error, query string, args
 // scanner is what sql.Rows and sql.Row have in common.
 type scanner interface{ Scan(dest ...any) error }
 
-// tx runs fn in a write transaction. On PostgreSQL, a transaction that a deadlock or a
-// serialization failure aborted is run again (bounded): the statements that can collide that
-// way (bulk revocations against rotations) are all safe to repeat. fn must not call back into
-// the store: on SQLite the transaction holds the only write connection.
+// tx runs fn in a write transaction, and runs it again (a few times) when it lost a race it
+// can win on a second try: fn returned errRace, or PostgreSQL aborted the transaction for a
+// deadlock or a serialization failure (bulk revocations against rotations). Everything fn
+// does is inside the transaction, so repeating it is safe; callbacks with effects outside
+// (UpdateConnection's fn) use tx1. fn must not call back into the store: on SQLite the
+// transaction holds the only write connection.
 func (s *Store) tx(ctx context.Context, fn func(q) error) error {
 	for attempt := 0; ; attempt++ {
 		err := s.tx1(ctx, fn)
-		if err == nil || attempt >= 4 || !s.retryable(err) {
+		if err == nil || attempt >= 7 || !(err == errRace || s.retryable(err)) {
 			return err
 		}
 	}

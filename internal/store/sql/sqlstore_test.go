@@ -210,7 +210,7 @@ func TestSQLiteQueryPlans(t *testing.T) {
 		qGetToken, qLockToken, qSuccessors, qRevokeHolder, qRevokeClient, qRevokeFamily, qRevokeByCode, qCountLive,
 		qGetSession, qGetCallback, qConsumeCallback, qLinkByCode, qOpenLinkFor, qRedeemCode, qGetConnection,
 		qListConnections, qFindPermission, qListPermissions, qGetGrant, qListGrants, qDeleteClientGrant,
-		qDeleteClientPerm, qClaim, qDepth, qListAudit, qGetClient, qListClients,
+		qDeleteClientPerm, qClaim, qDepth, qListAudit, qGetClient, qListClients, qAuditAfter, qLinkByID,
 	}
 	for _, g := range sqliteGC {
 		queries = append(queries, g.query)

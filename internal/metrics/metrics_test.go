@@ -1,0 +1,297 @@
+package metrics_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"latchkey.dev/latchkey/internal/metrics"
+	"latchkey.dev/latchkey/internal/store"
+	sqlstore "latchkey.dev/latchkey/internal/store/sql"
+)
+
+func newMetrics(t *testing.T) (*metrics.Metrics, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, reg
+}
+
+// labels returns every label value of every series in reg, for "never a raw path" checks.
+func labels(t *testing.T, reg *prometheus.Registry) []string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				out = append(out, l.GetName()+"="+l.GetValue())
+			}
+		}
+	}
+	return out
+}
+
+func TestInstrumentLabelsByPatternNeverByPath(t *testing.T) {
+	m, reg := newMetrics(t)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{ns}/{project}/account/services/link/{code}", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNotFound)
+	})
+	mux.HandleFunc("POST /{ns}/{project}/token", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("{}")) // no WriteHeader: a 200
+	})
+	mux.HandleFunc("GET /panic", func(w http.ResponseWriter, r *http.Request) { panic("boom") })
+	type seen struct {
+		route  string
+		status int
+	}
+	var log []seen
+	h := m.Instrument(mux, func(r *http.Request, route string, status int, _ time.Duration) {
+		log = append(log, seen{route, status})
+	})
+
+	const code = "q3JxSecretLinkCode0123456789abcdefghijklmnop"
+	for _, req := range []*http.Request{
+		httptest.NewRequest(http.MethodGet, "/team/demo/account/services/link/"+code, nil),
+		httptest.NewRequest(http.MethodPost, "/team/demo/token?code="+code, nil),
+		httptest.NewRequest(http.MethodGet, "/nowhere/"+code, nil),
+		httptest.NewRequest("BREW", "/team/demo/token", nil),
+	} {
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("a panic must propagate to the server's own recovery")
+			}
+		}()
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/panic", nil))
+	}()
+
+	want := []seen{
+		{"/{ns}/{project}/account/services/link/{code}", 404},
+		{"/{ns}/{project}/token", 200},
+		{metrics.Unmatched, 404},
+		{metrics.Unmatched, 405},
+		{"/panic", 500},
+	}
+	if !reflect.DeepEqual(log, want) {
+		t.Errorf("done saw %v, want %v", log, want)
+	}
+	for _, c := range []struct {
+		route, method, class string
+	}{
+		{"/{ns}/{project}/account/services/link/{code}", "GET", "4xx"},
+		{"/{ns}/{project}/token", "POST", "2xx"},
+		{metrics.Unmatched, "other", "4xx"},
+		{"/panic", "GET", "5xx"},
+	} {
+		got := value(t, reg, "latchkey_http_requests_total", map[string]string{"route": c.route, "method": c.method, "code": c.class})
+		if got != 1 {
+			t.Errorf("latchkey_http_requests_total{route=%q,method=%q,code=%q} = %v, want 1", c.route, c.method, c.class, got)
+		}
+	}
+	for _, l := range labels(t, reg) {
+		if strings.Contains(l, code) || strings.Contains(l, "team") {
+			t.Errorf("a label carries part of a raw path: %s", l)
+		}
+	}
+	if got := value(t, reg, "latchkey_http_requests_in_flight", nil); got != 0 {
+		t.Errorf("in flight after every request finished = %v", got)
+	}
+}
+
+// value sums the series of name whose labels include want (histograms: their sample counts).
+func value(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, x := range want {
+				if have[k] != x {
+					continue series
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				v += m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				v += m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				v += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return v
+}
+
+func TestTokenAndExchangeCounters(t *testing.T) {
+	m, reg := newMetrics(t)
+	const te = "urn:ietf:params:oauth:grant-type:token-exchange"
+	m.TokenIssued("refresh_token")
+	m.TokenError("refresh_token", "invalid_grant")
+	m.TokenError("refresh_token", "made_up_by_a_client\x00")
+	m.Exchange(metrics.ExchangeRefused, "connect_required")
+	m.Exchange(metrics.ExchangeRefused, "connect_required")
+	m.Exchange(metrics.ExchangeRefused, "nonsense")
+	m.Exchange(metrics.ExchangeIssued, "")
+	m.Exchange("weird", "")
+	m.UpstreamRefresh("default/github", metrics.RefreshTimeout)
+	m.UpstreamRefresh("default/github", "???")
+
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"latchkey_tokens_issued_total", map[string]string{"grant_type": "refresh_token"}, 1},
+		{"latchkey_token_errors_total", map[string]string{"grant_type": "refresh_token", "error": "invalid_grant"}, 1},
+		{"latchkey_token_errors_total", map[string]string{"grant_type": "refresh_token", "error": "other"}, 1},
+		{"latchkey_token_exchanges_total", map[string]string{"outcome": "refused"}, 3},
+		{"latchkey_token_exchanges_total", map[string]string{"outcome": "issued"}, 1},
+		{"latchkey_token_exchanges_total", map[string]string{"outcome": "error"}, 1},
+		{"latchkey_token_exchange_refusals_total", map[string]string{"reason": "connect_required"}, 2},
+		{"latchkey_token_exchange_refusals_total", map[string]string{"reason": "other"}, 1},
+		{"latchkey_token_exchange_refusals_total", map[string]string{"reason": "allow_required"}, 0},
+		{"latchkey_upstream_refreshes_total", map[string]string{"connector": "default/github", "result": "timeout"}, 1},
+		{"latchkey_upstream_refreshes_total", map[string]string{"connector": "default/github", "result": "error"}, 1},
+	} {
+		if got := value(t, reg, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	// A nil *Metrics records nothing and does not panic.
+	var none *metrics.Metrics
+	none.TokenIssued(te)
+	none.Exchange(metrics.ExchangeIssued, "")
+	none.UpstreamRefresh("x", "ok")
+}
+
+func TestNewTwiceSharesCollectors(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := metrics.New(reg)
+	if err != nil {
+		t.Fatalf("a second server in the same process: %v", err)
+	}
+	a.TokenIssued("client_credentials")
+	b.TokenIssued("client_credentials")
+	if got := value(t, reg, "latchkey_tokens_issued_total", map[string]string{"grant_type": "client_credentials"}); got != 2 {
+		t.Errorf("shared counter = %v, want 2", got)
+	}
+}
+
+func openSQLite(t *testing.T) *sqlstore.Store {
+	t.Helper()
+	st, err := sqlstore.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "latchkey.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// Every method of store.Store must be timed: the decorator embeds the store, so a method added
+// to the interface later would otherwise pass through unobserved.
+func TestStoreCoversEveryMethod(t *testing.T) {
+	m, reg := newMetrics(t)
+	st := m.Store(openSQLite(t))
+	iface := reflect.TypeFor[store.Store]()
+	v := reflect.ValueOf(st)
+	for i := range iface.NumMethod() {
+		meth := iface.Method(i)
+		if meth.Name == "Close" {
+			continue
+		}
+		ft := meth.Type
+		args := make([]reflect.Value, ft.NumIn())
+		for j := range args {
+			args[j] = reflect.Zero(ft.In(j))
+		}
+		args[0] = reflect.ValueOf(context.Background())
+		func() {
+			// Zero arguments are nonsense to some methods; what matters is that the call was
+			// timed, whatever it returned.
+			defer func() { recover() }()
+			if ft.IsVariadic() {
+				v.MethodByName(meth.Name).CallSlice(args)
+			} else {
+				v.MethodByName(meth.Name).Call(args)
+			}
+		}()
+		if got := value(t, reg, "latchkey_store_operation_duration_seconds", map[string]string{"operation": meth.Name}); got == 0 {
+			t.Errorf("store.Store.%s is not timed by the metrics decorator", meth.Name)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, reg, "latchkey_store_operation_duration_seconds", map[string]string{"operation": "Close", "result": "ok"}); got != 1 {
+		t.Errorf("Close observed %v times", got)
+	}
+	if got := value(t, reg, "latchkey_store_operation_duration_seconds", map[string]string{"operation": "GetPerson", "result": "not_found"}); got != 1 {
+		t.Errorf("GetPerson of nobody: not_found observed %v times", got)
+	}
+}
+
+func TestOutboxDepthAndStoreUp(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	st := openSQLite(t)
+	if err := metrics.Outbox(reg, st, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	if err := st.EnqueueEvents(context.Background(),
+		store.Event{ID: "e1", Project: "team/demo", Sink: "a", Type: "t", Data: []byte("{}"), CreatedAt: now, NextAttempt: now},
+		store.Event{ID: "e1", Project: "team/demo", Sink: "b", Type: "t", Data: []byte("{}"), CreatedAt: now, NextAttempt: now},
+	); err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, reg, "latchkey_event_outbox_depth", nil); got != 2 {
+		t.Errorf("outbox depth = %v, want 2", got)
+	}
+	if got := value(t, reg, "latchkey_store_up", nil); got != 1 {
+		t.Errorf("store_up = %v, want 1", got)
+	}
+	st.Close()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("a scrape while the store is down must not fail: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "latchkey_event_outbox_depth" {
+			t.Error("outbox depth reported while the store is down")
+		}
+	}
+	if got := value(t, reg, "latchkey_store_up", nil); got != 0 {
+		t.Errorf("store_up with the store closed = %v, want 0", got)
+	}
+}

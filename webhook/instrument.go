@@ -1,0 +1,63 @@
+package webhook
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"latchkey.dev/latchkey/internal/metrics"
+	"latchkey.dev/latchkey/webhook/exchange"
+	"latchkey.dev/latchkey/webhook/oauth"
+)
+
+// countedGrant counts what a grant handler answers: issuance by grant type, errors by code,
+// and for token exchange the outcome and the refusal's reason.
+type countedGrant struct {
+	grantType string
+	next      oauth.GrantHandler
+	m         *metrics.Metrics
+}
+
+func (g countedGrant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.TokenResponse, error) {
+	resp, err := g.next.Grant(ctx, req)
+	if err == nil {
+		g.m.TokenIssued(g.grantType)
+	} else {
+		g.m.TokenError(g.grantType, oauth.AsError(err).Code)
+	}
+	if g.grantType == exchange.GrantType {
+		g.m.Exchange(exchangeOutcome(err))
+	}
+	return resp, err
+}
+
+func exchangeOutcome(err error) (outcome, reason string) {
+	if err == nil {
+		return metrics.ExchangeIssued, ""
+	}
+	e := oauth.AsError(err)
+	if r, ok := e.Extra["reason"].(string); ok && r != "" {
+		return metrics.ExchangeRefused, r
+	}
+	switch {
+	case e.Code == oauth.ErrTemporarilyUnavailable.Code:
+		return metrics.ExchangeUnavailable, ""
+	case e.Code == oauth.ErrServerError.Code || e.Status >= 500:
+		return metrics.ExchangeError, ""
+	}
+	return metrics.ExchangeInvalid, ""
+}
+
+// logRequest is the access log: route pattern, never the path (a connect link's code is in
+// it) or the query (codes, states); at V(1) so production logs stay quiet unless asked.
+func (s *Server) logRequest(r *http.Request, route string, status int, elapsed time.Duration) {
+	log := s.env.Logger.V(1)
+	if !log.Enabled() {
+		return
+	}
+	kv := []any{"method", r.Method, "route", route, "status", status, "ms", float64(elapsed.Microseconds()) / 1000}
+	if ns, name := r.PathValue("ns"), r.PathValue("project"); ns != "" && name != "" {
+		kv = append(kv, "project", ns+"/"+name)
+	}
+	log.Info("request", kv...)
+}
