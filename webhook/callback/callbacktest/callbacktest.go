@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -141,8 +142,17 @@ func New(t testing.TB, o Options) *Harness {
 		Holder: &config.Holder{},
 	}
 
-	var handler http.Handler
-	h.Latchkey = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
+	// The server's URL is needed to build the handler, so the listener starts first; the
+	// handler is published atomically for requests that arrive from other processes.
+	var handler atomic.Pointer[webhook.Server]
+	h.Latchkey = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := handler.Load()
+		if s == nil {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		s.ServeHTTP(w, r)
+	}))
 	h.Latchkey.Listener.Close()
 	h.Latchkey.Listener = listen(t, o.LatchkeyHost)
 	h.Latchkey.Start()
@@ -204,7 +214,7 @@ func New(t testing.TB, o Options) *Harness {
 	// Registering again replaces whatever the server mounted at these paths.
 	callback.Register(h.Server.Router(), h.Server.Env(), o.Hooks...)
 	account.Register(h.Server.Router(), h.Server.Env())
-	handler = h.Server
+	handler.Store(h.Server)
 	return h
 }
 
