@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,13 +10,16 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
+	"latchkey.dev/latchkey/internal/clientdoc"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
@@ -351,5 +355,67 @@ func TestClassify(t *testing.T) {
 	}
 	if plural(1, "token") != "1 token" || plural(12, "token") != "12 tokens" {
 		t.Error("plural")
+	}
+}
+
+// cachedLister lists through the manager's cache (with its field indexes), as the reconcilers'
+// own client does.
+type cachedLister struct {
+	client.Client
+	r client.Reader
+}
+
+func (c cachedLister) List(ctx context.Context, l client.ObjectList, opts ...client.ListOption) error {
+	return c.r.List(ctx, l, opts...)
+}
+
+// Clients that identify themselves by a metadata document are found through the tokens they
+// hold, and judged by the redirects their documents list; one whose document cannot be read
+// now is left to the server, which refuses it while that lasts.
+func TestRefusedDocumentClients(t *testing.T) {
+	needEnv(t)
+	ctx := context.Background()
+	var docs sync.Map
+	site := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, ok := docs.Load(r.URL.Path)
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(b.([]byte))
+	}))
+	defer site.Close()
+	serve := func(path string, redirects ...string) string {
+		id := site.URL + path
+		b, _ := json.Marshal(map[string]any{"client_id": id, "redirect_uris": redirects})
+		docs.Store(path, b)
+		return id
+	}
+	good := serve("/good.json", "http://127.0.0.1/cb", "https://claude.ai/api/mcp/auth_callback")
+	bad := serve("/bad.json", "http://127.0.0.1/cb", "https://evil.example/cb")
+	gone := site.URL + "/gone.json"
+	key := newNamespace(t, nil) + "/p"
+	for _, id := range []string{good, bad, gone} {
+		if err := testStore.CreateTokens(ctx, store.Token{Hash: secret.Hash(secret.New(secret.PrefixAccessToken)), Kind: store.AccessToken,
+			Project: key, ClientID: id, Subject: "alice", FamilyID: "f-" + randomSuffix(), IssuedAt: testNow, ExpiresAt: testNow.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(site.Certificate())
+	r := &RedirectPolicyReconciler{
+		base:      base{client: cachedLister{Client: k8s, r: compiler.cache}, clock: func() time.Time { return testNow }},
+		store:     testStore,
+		documents: clientdoc.New(clientdoc.Options{AllowLoopback: true, RootCAs: pool, Now: func() time.Time { return testNow }}),
+	}
+	rules := config.DefaultRedirectRules()
+	rules.OnlyRecognisedApps = true
+	got, err := r.refusedClients(ctx, key, rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{bad}) {
+		t.Errorf("refused = %v, want [%s]", got, bad)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -32,9 +33,30 @@ type result struct {
 	firstErr string
 	elapsed  time.Duration
 	p50, p99 time.Duration
+	// cpu is the CPU time this process (server and load generator) used during the run. On a
+	// shared machine it varies far less than the rate does, so it is the figure to compare
+	// changes by.
+	cpu      time.Duration
 	load     string // load average when the run started
 	tokens   int64  // live tokens stored when the run started
 	short    bool   // a pool ran out before the duration
+}
+
+// cpuPerOp is CPU time per successful request, in microseconds.
+func (r result) cpuPerOp() float64 {
+	if r.ok == 0 {
+		return 0
+	}
+	return float64(r.cpu) / float64(time.Microsecond) / float64(r.ok)
+}
+
+// cpuTime is the CPU time (user and system) this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func (r result) rps() float64 {
@@ -75,6 +97,7 @@ func drive(ctx context.Context, conc int, d time.Duration, newOp func(worker int
 		stopProfile := startProfiles(profile)
 		defer stopProfile()
 	}
+	cpu0 := cpuTime()
 	start := time.Now()
 	deadline := start.Add(d)
 	ctx, cancel := context.WithDeadline(ctx, deadline.Add(15*time.Second))
@@ -108,7 +131,7 @@ func drive(ctx context.Context, conc int, d time.Duration, newOp func(worker int
 		}()
 	}
 	wg.Wait()
-	r := result{ok: int64(len(lat)), errs: errs.Load(), elapsed: time.Since(start), short: short.Load()}
+	r := result{ok: int64(len(lat)), errs: errs.Load(), elapsed: time.Since(start), cpu: cpuTime() - cpu0, short: short.Load()}
 	if v, ok := firstErr.Load().(string); ok {
 		r.firstErr = v
 	}

@@ -71,8 +71,8 @@ func run(ctx context.Context, o options) error {
 			r.scenario, r.run, r.load, r.tokens = s.name, round, loadAvg(), tokens
 			hint[s.name] = max(hint[s.name], r.rps())
 			results = append(results, r)
-			logf(o, "%-18s run %d: %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  errors %d %s", s.name, round, r.rps(),
-				ms(r.p50), ms(r.p99), r.errs, r.firstErr)
+			logf(o, "%-18s run %d: %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  %5.0f µs CPU/req  errors %d %s", s.name, round, r.rps(),
+				ms(r.p50), ms(r.p99), r.cpuPerOp(), r.errs, r.firstErr)
 		}
 	}
 	report(o, label, seeded, results)
@@ -113,24 +113,30 @@ func report(o options, label string, seeded time.Duration, results []result) {
 	fmt.Printf("- %d concurrent clients, %s per run after %s warm-up, %d runs\n\n", o.concurrency, o.duration, o.warmup, o.runs)
 
 	floor := map[int]float64{}
+	floorCPU := map[int]float64{}
 	for _, r := range results {
 		if r.scenario == "floor" {
 			floor[r.run] = r.rps()
+			floorCPU[r.run] = r.cpuPerOp()
 		}
 	}
-	fmt.Println("| scenario | run | req/s | p50 ms | p99 ms | errors | % of floor | tokens stored | load avg |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+	fmt.Println("| scenario | run | req/s | p50 ms | p99 ms | errors | % of floor | CPU µs/req | % of floor by CPU | CPU used | tokens stored | load avg |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 	for _, r := range results {
-		pct := "–"
+		pct, pctCPU := "–", "–"
 		if fl := floor[r.run]; fl > 0 {
 			pct = fmt.Sprintf("%.0f%%", 100*r.rps()/fl)
+		}
+		if fl := floorCPU[r.run]; fl > 0 && r.cpuPerOp() > 0 {
+			pctCPU = fmt.Sprintf("%.0f%%", 100*fl/r.cpuPerOp())
 		}
 		note := ""
 		if r.short {
 			note = " (codes ran out)"
 		}
-		fmt.Printf("| %s%s | %d | %.0f | %.2f | %.2f | %d | %s | %d | %s |\n",
-			r.scenario, note, r.run, r.rps(), ms(r.p50), ms(r.p99), r.errs, pct, r.tokens, r.load)
+		fmt.Printf("| %s%s | %d | %.0f | %.2f | %.2f | %d | %s | %.0f | %s | %.0f%% | %d | %s |\n",
+			r.scenario, note, r.run, r.rps(), ms(r.p50), ms(r.p99), r.errs, pct, r.cpuPerOp(), pctCPU,
+			100*r.cpu.Seconds()/r.elapsed.Seconds()/float64(runtime.NumCPU()), r.tokens, r.load)
 	}
 	for _, r := range results {
 		if r.errs > 0 {

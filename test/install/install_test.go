@@ -1,0 +1,507 @@
+// Package install checks what an administrator installs: the Helm chart rendered with
+// `helm template` for several value sets, and the kustomizations under config/, each applied
+// with server-side dry-run (strict field validation) to a real kube-apiserver that has the CRDs.
+// It also checks that the CRDs themselves refuse absurd input (lifetimes), since that is what a
+// GitOps pipeline meets first.
+//
+// Helm comes from the hack/tools module (`go tool helm`), kubectl from KUBEBUILDER_ASSETS
+// (hack/control-plane.sh builds both into the cache). Without KUBEBUILDER_ASSETS the tests
+// skip, except under CI=true, where they fail.
+package install_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+)
+
+var (
+	root       string // the repository
+	assets     string // KUBEBUILDER_ASSETS
+	kubeconfig string
+	k8s        client.Client
+	skipReason string
+)
+
+const kubeVersion = "1.37.2"
+
+func TestMain(m *testing.M) { os.Exit(runMain(m)) }
+
+func runMain(m *testing.M) int {
+	wd, err := os.Getwd()
+	if err != nil {
+		panic(err)
+	}
+	root = filepath.Join(wd, "..", "..")
+	assets = os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		msg := "KUBEBUILDER_ASSETS is not set: run hack/control-plane.sh and export KUBEBUILDER_ASSETS=<the directory it prints>"
+		if os.Getenv("CI") == "true" {
+			fmt.Fprintln(os.Stderr, "FAIL: "+msg)
+			return 1
+		}
+		skipReason = msg
+		return m.Run()
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		CRDs:                  []*apiextensionsv1.CustomResourceDefinition{serviceMonitorCRD()},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting envtest:", err)
+		return 1
+	}
+	defer env.Stop()
+	dir, err := os.MkdirTemp("", "latchkey-install-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+		panic(err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "client:", err)
+		return 1
+	}
+	// Dry-run does not create a namespace for what follows it in the same apply, so the
+	// namespaces the manifests live in exist for real.
+	for _, ns := range []string{"latchkey", "latchkey-system", "team"} {
+		if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			fmt.Fprintln(os.Stderr, "namespace:", err)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+func skip(t *testing.T) {
+	t.Helper()
+	if skipReason != "" {
+		t.Skip(skipReason)
+	}
+}
+
+// helm runs Helm from the hack/tools module.
+func helm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"tool", "helm"}, args...)...)
+	cmd.Dir = filepath.Join(root, "hack", "tools")
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, errb.String())
+	}
+	return out.String(), nil
+}
+
+func kubectl(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(assets, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, errb.String())
+	}
+	return out.String(), nil
+}
+
+// dryRun applies manifests as `kubectl apply --server-side --dry-run=server` would in a
+// pipeline: the API server validates every object against its schema (built-in or CRD),
+// strictly (unknown fields are errors), and runs admission, without storing anything.
+func dryRun(t *testing.T, manifests string) {
+	t.Helper()
+	out, err := kubectl(t, manifests, "apply", "--server-side", "--force-conflicts", "--dry-run=server",
+		"--field-manager=latchkey-install-test", "--validate=strict", "-f", "-")
+	if err != nil {
+		t.Fatalf("the manifests do not apply: %v", err)
+	}
+	if !strings.Contains(out, "serverside-applied (server dry run)") {
+		t.Fatalf("kubectl applied nothing:\n%s", out)
+	}
+}
+
+// objects decodes a multi-document YAML stream.
+func objects(t *testing.T, manifests string) []*unstructured.Unstructured {
+	t.Helper()
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifests), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var u unstructured.Unstructured
+		err := dec.Decode(&u.Object)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("rendered YAML does not parse: %v", err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, &u)
+		}
+	}
+}
+
+func kinds(objs []*unstructured.Unstructured) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.GetKind()+"/"+o.GetName())
+	}
+	slices.Sort(out)
+	return out
+}
+
+func deployment(t *testing.T, objs []*unstructured.Unstructured) *appsv1.Deployment {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		var d appsv1.Deployment
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+			t.Fatal(err)
+		}
+		return &d
+	}
+	t.Fatalf("no Deployment among %v", kinds(objs))
+	return nil
+}
+
+// hardened checks what every install must have, whatever the values: a non-root pod that
+// cannot gain privileges, a read-only root file system, no capabilities, the runtime's
+// seccomp profile, probes on the health paths, and resource requests and a memory limit.
+func hardened(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	ps := d.Spec.Template.Spec.SecurityContext
+	if ps == nil || ps.RunAsNonRoot == nil || !*ps.RunAsNonRoot || ps.SeccompProfile == nil || ps.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod security context %+v: want runAsNonRoot and seccomp RuntimeDefault", ps)
+	}
+	if len(d.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("%d containers", len(d.Spec.Template.Spec.Containers))
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	sc := c.SecurityContext
+	switch {
+	case sc == nil:
+		t.Fatal("no container security context")
+	case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
+		t.Error("root file system is writable")
+	case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
+		t.Error("privilege escalation allowed")
+	case sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0:
+		t.Errorf("capabilities %+v: want drop [ALL]", sc.Capabilities)
+	}
+	if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/-/readyz" {
+		t.Errorf("readiness probe %+v: want /-/readyz", c.ReadinessProbe)
+	}
+	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != "/-/healthz" {
+		t.Errorf("liveness probe %+v: want /-/healthz", c.LivenessProbe)
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("resources %+v: want cpu and memory requests and a memory limit", c.Resources)
+	}
+	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Sleep == nil {
+		t.Error("no preStop delay: a stopping pod would refuse requests the Service still sends it")
+	}
+	if g := d.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g < 25 {
+		t.Errorf("terminationGracePeriodSeconds %v leaves no room to drain", g)
+	}
+}
+
+func arg(c corev1.Container, prefix string) (string, bool) {
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, prefix); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func TestChart(t *testing.T) {
+	skip(t)
+	chart := filepath.Join(root, "charts", "latchkey")
+	if _, err := helm(t, "lint", chart, "--set", "publicURL=https://latchkey.example.com"); err != nil {
+		t.Fatal(err)
+	}
+
+	cases := []struct {
+		name   string
+		values []string
+		check  func(t *testing.T, objs []*unstructured.Unstructured)
+	}{
+		{
+			name:   "defaults: SQLite, one replica, generated key",
+			values: []string{"publicURL=https://latchkey.example.com"},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				d := deployment(t, objs)
+				c := d.Spec.Template.Spec.Containers[0]
+				if *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+					t.Errorf("replicas %d strategy %s: SQLite needs one pod at a time", *d.Spec.Replicas, d.Spec.Strategy.Type)
+				}
+				if v, _ := arg(c, "--database="); v != "sqlite:/var/lib/latchkey/latchkey.db" {
+					t.Errorf("--database=%s", v)
+				}
+				if v, _ := arg(c, "--leader-elect="); v != "false" {
+					t.Errorf("--leader-elect=%s: one SQLite pod needs no Lease", v)
+				}
+				for _, want := range []string{"CustomResourceDefinition/projects.latchkey.dev", "Secret/rel-latchkey-keys",
+					"NetworkPolicy/rel-latchkey", "PodDisruptionBudget/rel-latchkey", "ClusterRole/rel-latchkey-admin",
+					"ClusterRole/rel-latchkey-tenant", "Service/rel-latchkey"} {
+					if !slices.Contains(kinds(objs), want) {
+						t.Errorf("%s not rendered (have %v)", want, kinds(objs))
+					}
+				}
+				if slices.Contains(kinds(objs), "Role/rel-latchkey-leader-election") {
+					t.Error("leader-election Role rendered without leader election")
+				}
+			},
+		},
+		{
+			name: "PostgreSQL, three replicas, ingress, ServiceMonitor, egress policy, aggregated roles",
+			values: []string{
+				"publicURL=https://auth.example.com/latchkey", "replicaCount=3",
+				"database.existingSecret=latchkey-db", "keys.existingSecret=latchkey-keys",
+				"ingress.enabled=true", "ingress.className=nginx", "ingress.tls.secretName=latchkey-tls",
+				"metrics.serviceMonitor.enabled=true", "networkPolicy.egress.enabled=true",
+				"rbac.aggregateToDefaultRoles=true",
+			},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				d := deployment(t, objs)
+				c := d.Spec.Template.Spec.Containers[0]
+				if *d.Spec.Replicas != 3 || d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType {
+					t.Errorf("replicas %d strategy %s", *d.Spec.Replicas, d.Spec.Strategy.Type)
+				}
+				if v, _ := arg(c, "--leader-elect="); v != "true" {
+					t.Errorf("--leader-elect=%s: three replicas must elect one controller leader", v)
+				}
+				if v, ok := arg(c, "--database="); ok {
+					t.Errorf("--database=%s on the command line: the DSN comes from the Secret", v)
+				}
+				if len(c.Env) != 1 || c.Env[0].Name != "LATCHKEY_DATABASE" || c.Env[0].ValueFrom == nil ||
+					c.Env[0].ValueFrom.SecretKeyRef == nil || c.Env[0].ValueFrom.SecretKeyRef.Name != "latchkey-db" {
+					t.Errorf("env %+v: want LATCHKEY_DATABASE from the Secret latchkey-db", c.Env)
+				}
+				for _, v := range d.Spec.Template.Spec.Volumes {
+					if v.Name == "data" {
+						t.Error("a SQLite data volume on PostgreSQL")
+					}
+					if v.Name == "keys" && (v.Secret == nil || v.Secret.SecretName != "latchkey-keys") {
+						t.Errorf("keys volume %+v", v)
+					}
+				}
+				if len(d.Spec.Template.Spec.TopologySpreadConstraints) == 0 {
+					t.Error("three replicas are not spread over nodes")
+				}
+				for _, want := range []string{"Ingress/rel-latchkey", "ServiceMonitor/rel-latchkey", "Role/rel-latchkey-leader-election",
+					"ClusterRole/rel-latchkey-view"} {
+					if !slices.Contains(kinds(objs), want) {
+						t.Errorf("%s not rendered (have %v)", want, kinds(objs))
+					}
+				}
+				if slices.Contains(kinds(objs), "Secret/rel-latchkey-keys") {
+					t.Error("a key generated although keys.existingSecret is set")
+				}
+			},
+		},
+		{
+			name: "SQLite on a volume, no policy objects, existing service account",
+			values: []string{
+				"publicURL=https://latchkey.example.com", "persistence.enabled=true",
+				"networkPolicy.enabled=false", "podDisruptionBudget.enabled=false", "rbac.userRoles=false",
+				"serviceAccount.create=false", "serviceAccount.name=default", "keys.existingSecret=latchkey-keys",
+			},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				d := deployment(t, objs)
+				found := false
+				for _, v := range d.Spec.Template.Spec.Volumes {
+					if v.Name == "data" && v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == "rel-latchkey-data" {
+						found = true
+					}
+				}
+				if !found || !slices.Contains(kinds(objs), "PersistentVolumeClaim/rel-latchkey-data") {
+					t.Errorf("no persistent data volume: %v", kinds(objs))
+				}
+				if d.Spec.Template.Spec.ServiceAccountName != "default" || slices.Contains(kinds(objs), "ServiceAccount/rel-latchkey") {
+					t.Errorf("service account %q", d.Spec.Template.Spec.ServiceAccountName)
+				}
+			},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"template", "rel", chart, "--namespace", "latchkey", "--include-crds", "--kube-version", kubeVersion}
+			for _, v := range c.values {
+				args = append(args, "--set", v)
+			}
+			out, err := helm(t, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := objects(t, out)
+			hardened(t, deployment(t, objs))
+			c.check(t, objs)
+			dryRun(t, out)
+		})
+	}
+
+	// What an administrator gets wrong must stop the render with a message saying what to do.
+	for _, c := range []struct {
+		name   string
+		values []string
+		want   string
+	}{
+		{"three replicas on SQLite", []string{"publicURL=https://a.example", "replicaCount=3"}, "replicaCount=3 needs PostgreSQL: set database.existingSecret"},
+		{"no public URL", nil, "publicURL is required"},
+		{"plain http", []string{"publicURL=http://a.example"}, "must be an https:// URL"},
+		{"password in database.url", []string{"publicURL=https://a.example", "database.url=postgres://latchkey:hunter2@db/latchkey"}, "must not carry a password"},
+		{"replicas without leader election", []string{"publicURL=https://a.example", "replicaCount=2", "database.existingSecret=db", "leaderElection.enabled=false"}, "needs leaderElection.enabled"},
+		{"no key at all", []string{"publicURL=https://a.example", "keys.generate=false"}, "keys.existingSecret is required"},
+	} {
+		t.Run("refused: "+c.name, func(t *testing.T) {
+			args := []string{"template", "rel", chart, "--kube-version", kubeVersion}
+			for _, v := range c.values {
+				args = append(args, "--set", v)
+			}
+			_, err := helm(t, args...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("render: %v; want it refused with %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestKustomize(t *testing.T) {
+	skip(t)
+	for _, dir := range []string{"default", "postgres", "prometheus"} {
+		t.Run(dir, func(t *testing.T) {
+			out, err := kubectl(t, "", "kustomize", filepath.Join(root, "config", dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := objects(t, out)
+			if dir != "prometheus" {
+				d := deployment(t, objs)
+				hardened(t, d)
+				v, _ := arg(d.Spec.Template.Spec.Containers[0], "--leader-elect=")
+				if want := map[string]string{"default": "false", "postgres": "true"}[dir]; v != want {
+					t.Errorf("--leader-elect=%s, want %s", v, want)
+				}
+				for _, want := range []string{"ClusterRole/latchkey-admin", "ClusterRole/latchkey-tenant", "NetworkPolicy/latchkey", "PodDisruptionBudget/latchkey"} {
+					if !slices.Contains(kinds(objs), want) {
+						t.Errorf("%s not rendered (have %v)", want, kinds(objs))
+					}
+				}
+			}
+			dryRun(t, out)
+		})
+	}
+}
+
+// A Project with an absurd lifetime is refused by the API server with a message naming the
+// field, before any controller sees it.
+func TestAbsurdLifetimesRefused(t *testing.T) {
+	skip(t)
+	project := func(lifetimes map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "latchkey.dev/v1alpha1",
+			"kind":       "Project",
+			"metadata":   map[string]any{"generateName": "p-", "namespace": "team"},
+			"spec": map[string]any{
+				"signIn":    map[string]any{"passwordSecretRef": map[string]any{"name": "people", "key": "people.yaml"}},
+				"lifetimes": lifetimes,
+			},
+		}}
+		return u
+	}
+	ctx := context.Background()
+	if err := k8s.Create(ctx, project(map[string]any{"accessToken": "2h", "link": "45m"}), client.DryRunAll); err != nil {
+		t.Fatalf("a sensible Project is refused: %v", err)
+	}
+	for _, c := range []struct {
+		field, value string
+	}{
+		{"accessToken", "8760h"},
+		{"accessToken", "0s"},
+		{"accessToken", "-1h"},
+		{"refreshToken", "99999999999999h"},
+		{"refreshToken", "forever"},
+		{"session", "1e9h"},
+		{"recentSignIn", "9999h"},
+		{"authCode", "1h"},
+		{"refreshGrace", "24h"},
+		{"link", "1s"},
+		{"callbackState", "720h"},
+		{"link", ""},
+		{"session", "5m 5m"},
+	} {
+		t.Run(c.field+"="+c.value, func(t *testing.T) {
+			err := k8s.Create(ctx, project(map[string]any{c.field: c.value}), client.DryRunAll)
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("create: %v; want the API server to refuse it as Invalid", err)
+			}
+			if !strings.Contains(err.Error(), "lifetimes") {
+				t.Errorf("the refusal does not name the field: %v", err)
+			}
+		})
+	}
+}
+
+// serviceMonitorCRD is a stand-in for the Prometheus Operator's CRD, so the chart's optional
+// ServiceMonitor can be applied: it checks the group, version and kind exist, not the fields.
+func serviceMonitorCRD() *apiextensionsv1.CustomResourceDefinition {
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal([]byte(`
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: servicemonitors.monitoring.coreos.com
+spec:
+  group: monitoring.coreos.com
+  scope: Namespaced
+  names: {plural: servicemonitors, singular: servicemonitor, kind: ServiceMonitor, listKind: ServiceMonitorList}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              x-kubernetes-preserve-unknown-fields: true
+`), &crd); err != nil {
+		panic(err)
+	}
+	return &crd
+}
