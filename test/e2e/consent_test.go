@@ -24,12 +24,13 @@ import (
 	"latchkey.dev/latchkey/webhook/register"
 )
 
-// consentShots is where the consent page's screenshots go (the issue note links them).
+// consentShots is where the consent page's screenshots go; docs/screenshots holds a copy made
+// with LATCHKEY_SCREENSHOTS=docs/screenshots.
 var consentShots = func() string {
 	if d := os.Getenv("LATCHKEY_SCREENSHOTS"); d != "" {
 		return d
 	}
-	return "/tmp/lk"
+	return filepath.Join(os.TempDir(), "latchkey-screenshots")
 }()
 
 const consentRefusal = "This organisation only allows recognised apps to connect"
