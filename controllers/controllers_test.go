@@ -167,6 +167,9 @@ func TestSamples(t *testing.T) {
 	if !slices.Equal(cl.Connectors, []string{"latchkey-demo/github"}) {
 		t.Errorf("client connectors = %v", cl.Connectors)
 	}
+	if !slices.Equal(cl.Resources, []string{"http://127.0.0.1:8071/mcp"}) {
+		t.Errorf("client resources = %v", cl.Resources)
+	}
 	if !slices.Contains(cl.GrantTypes, string(v1alpha1.GrantTokenExchange)) {
 		t.Errorf("client grant types = %v", cl.GrantTypes)
 	}
@@ -644,6 +647,12 @@ func TestValidation(t *testing.T) {
 		{"http redirect in capitals", redirect("HTTP://app.example.com/cb"), []string{"spec.redirectURIs[0]", "must be absolute"}},
 		{"http loopback via userinfo", redirect("http://127.0.0.1@evil.example/cb"), []string{"spec.redirectURIs[0]", "loopback"}},
 		{"second redirect checked too", redirect("https://ok.example/cb", "ftp://x.example/cb"), []string{"spec.redirectURIs[1]", "must be absolute"}},
+		{"http resource to another host", oauthClient(func(s *v1alpha1.OAuthClientSpec) {
+			s.Resources = []v1alpha1.ResourceURI{"http://mcp.example.com/mcp"}
+		}), []string{"spec.resources[0]", "https://"}},
+		{"https resource", oauthClient(func(s *v1alpha1.OAuthClientSpec) {
+			s.Resources = []v1alpha1.ResourceURI{"https://mcp.example.com/mcp"}
+		}), nil},
 		{"authorization_code without redirects", oauthClient(func(s *v1alpha1.OAuthClientSpec) { s.RedirectURIs = nil }), []string{"redirectURIs: grant type authorization_code needs at least one redirect URI"}},
 		{"client_credentials on a public client", oauthClient(func(s *v1alpha1.OAuthClientSpec) {
 			s.TokenEndpointAuthMethod = v1alpha1.AuthNone

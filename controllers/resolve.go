@@ -664,6 +664,9 @@ func (r *resolver) client(ctx context.Context, oc *v1alpha1.OAuthClient, sec *co
 		AccessTokenFormat:       config.TokenFormat(cmp.Or(oc.Spec.AccessTokenFormat, v1alpha1.AccessTokenOpaque)),
 		Source:                  oc.Namespace + "/" + oc.Name,
 	}
+	for _, u := range oc.Spec.Resources {
+		out.Resources = append(out.Resources, string(u))
+	}
 	res := &clientResult{compiled: out, project: pk.String()}
 	for _, name := range oc.Spec.Connectors {
 		key := connectorKey(string(name), oc.Namespace)

@@ -108,6 +108,13 @@ const (
 // +kubebuilder:validation:XValidation:rule="!self.startsWith('http://') || (isURL(self) && url(self).getHostname() in ['127.0.0.1', '::1', 'localhost'])",message="redirectURIs: http is allowed only to a loopback host (127.0.0.1, [::1], localhost); use https"
 type RedirectURI string
 
+// ResourceURI is a resource server URL (RFC 8707 resource indicator).
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=2048
+// +kubebuilder:validation:XValidation:rule="!self.contains('#')",message="resources: a resource URL must not contain a fragment (#)"
+// +kubebuilder:validation:XValidation:rule="(self.startsWith('https://') || (self.startsWith('http://') && isURL(self) && url(self).getHostname() in ['127.0.0.1', '::1', 'localhost'])) && isURL(self) && size(url(self).getHostname()) > 0",message="resources: a resource URL must be https://…, or http:// to a loopback host"
+type ResourceURI string
+
 // ConnectorName names a Connector: "name" in the OAuthClient's namespace, or "namespace/name".
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=317
@@ -174,6 +181,16 @@ type OAuthClientSpec struct {
 	// +listType=set
 	// +optional
 	Connectors []ConnectorName `json:"connectors,omitempty"`
+
+	// resources are the URLs this client serves as a resource server (RFC 8707), e.g. an MCP
+	// server's endpoint "https://mcp.example.com/mcp". An access token whose audience holds one
+	// of them was issued for this client, so the client may introspect it and exchange it for the
+	// person's token at a listed connector (an MCP server exchanging its caller's token). Each
+	// is https, or http to a loopback host; no fragment. At most 8.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=set
+	// +optional
+	Resources []ResourceURI `json:"resources,omitempty"`
 
 	// secretName is the Secret in this namespace the controller writes the credentials into:
 	// client_id, and client_secret for confidential clients (256 random bits). The controller
