@@ -40,24 +40,36 @@ const (
 	PurposeReconnect = "reconnect"
 )
 
-// cookieBase names the binding cookie. One name per project (the cookie is scoped to the
-// project's callback path), so it holds one value per authorization: starting a second
-// connection in the same browser replaces the first one's cookie, and the first then finishes
-// through the confirmation page, as seed 002 describes.
+// cookieBase names the binding cookie. One name per project over http (the cookie is scoped to
+// the project's callback path) and per host over https (see CookieName), so it holds one value
+// per authorization: starting a second connection in the same browser replaces the first one's
+// cookie, and the first then finishes through the confirmation page, as seed 002 describes.
 const cookieBase = "latchkey_connect"
 
-// CookieName is the binding cookie's name. Over https it carries the __Secure- prefix (not
-// __Host-, which would forbid scoping it to the callback path).
+// CookieName is the binding cookie's name. Over https it carries the __Host- prefix. A
+// __Secure- cookie may be set with Domain= by any site of the same registrable domain (a
+// sibling subdomain), and a binding value planted that way would let an attacker's own
+// authorization finish in the victim's browser at once, without the confirmation page; the
+// __Host- prefix forbids Domain=, so only this host can set it. Its price is Path=/.
 func CookieName(env *site.Env) string {
 	if env.Secure() {
-		return "__Secure-" + cookieBase
+		return "__Host-" + cookieBase
 	}
 	return cookieBase
 }
 
-// CookiePath scopes the binding cookie to the project's callback, so no other page of the
-// server ever receives it.
+// CookiePath scopes the binding cookie to the project's callback over http, so no other page
+// of the server receives it. Over https the __Host- prefix demands Path=/ (cookiePath); the
+// cookie is HttpOnly and finishes nothing without its own state, so other pages that receive
+// it learn nothing from it.
 func CookiePath(p *config.Project) string { return site.IssuerPath(p) + Path }
+
+func cookiePath(env *site.Env, p *config.Project) string {
+	if env.Secure() {
+		return "/"
+	}
+	return CookiePath(p)
+}
 
 // Begin starts connecting the person subject to connector c and returns the service's
 // authorization URL to send the browser to. It stores the state row, sets the binding cookie on
@@ -125,13 +137,13 @@ func stateDigest(stateHash []byte) string {
 }
 
 // setBinding sets the one-time binding cookie: HttpOnly, SameSite=Lax (so it rides the
-// top-level navigation back from the service, and no cross-site POST), Secure over https,
-// scoped to the callback path, and gone when the state expires.
+// top-level navigation back from the service, and no cross-site POST), Secure and __Host- over
+// https, scoped to the callback path over http, and gone when the state expires.
 func setBinding(w http.ResponseWriter, env *site.Env, p *config.Project, value string, lifetime time.Duration) {
 	http.SetCookie(w, &http.Cookie{
 		Name:     CookieName(env),
 		Value:    value,
-		Path:     CookiePath(p),
+		Path:     cookiePath(env, p),
 		MaxAge:   int(lifetime / time.Second),
 		HttpOnly: true,
 		Secure:   env.Secure(),
@@ -142,7 +154,7 @@ func setBinding(w http.ResponseWriter, env *site.Env, p *config.Project, value s
 func clearBinding(w http.ResponseWriter, env *site.Env, p *config.Project) {
 	http.SetCookie(w, &http.Cookie{
 		Name:     CookieName(env),
-		Path:     CookiePath(p),
+		Path:     cookiePath(env, p),
 		MaxAge:   -1,
 		HttpOnly: true,
 		Secure:   env.Secure(),

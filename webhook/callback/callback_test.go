@@ -588,7 +588,8 @@ func TestBindingCookieIsSecureOverHTTPS(t *testing.T) {
 		t.Fatalf("cookies = %v", cookies)
 	}
 	c := cookies[0]
-	if c.Name != "__Secure-latchkey_connect" || !c.Secure || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Path != "/team/demo/connectors/callback" {
+	// __Host-: no sibling subdomain can plant a binding value (test/attacks).
+	if c.Name != "__Host-latchkey_connect" || !c.Secure || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Path != "/" || c.Domain != "" {
 		t.Errorf("cookie over https = %+v", c)
 	}
 }

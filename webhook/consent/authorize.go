@@ -87,6 +87,12 @@ func (a *authorizer) needsConsent(r *http.Request, p *config.Project, req *reque
 	if req.has("consent") {
 		return true
 	}
+	// Remembered consent is per person and app, but the tick box vouches for one address: a
+	// self-registered app that sends access to an unrecognised website asks every time, or it
+	// could be allowed once for an honest address and then send codes elsewhere unseen.
+	if req.Client.Registered && a.env.Destination(p, req.To).ConfirmRequired {
+		return true
+	}
 	g, err := a.env.Store.GetGrant(r.Context(), p.Key, person.ID, req.Client.ID)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {

@@ -3,6 +3,7 @@ package oauth
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 
 	"latchkey.dev/latchkey/internal/secret"
@@ -25,9 +26,12 @@ type introspection struct {
 }
 
 // introspect is RFC 7662, for authenticated (confidential) clients only: resource servers
-// introspect tokens issued to other clients, so any confidential client of the project may ask
-// about an access token; refresh tokens are described only to the client that holds them.
-// Revoked, expired, retired and foreign tokens are all just {"active":false}.
+// introspect tokens issued to other clients, so a declared confidential client (one an
+// administrator authorised, RFC 7662 §4) may ask about any access token of the project. A
+// client that registered itself is authorised by nobody: it learns only about tokens issued to
+// it or naming it as their audience. Refresh tokens are described only to the client that
+// holds them. Revoked, expired, retired, foreign and off-limits tokens are all just
+// {"active":false}.
 func introspect(env *site.Env) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p := site.Project(r)
@@ -57,7 +61,8 @@ func introspect(env *site.Env) http.HandlerFunc {
 			return
 		}
 		inactive := err != nil || t.Project != p.Key || !t.Active(now) ||
-			(t.Kind == store.RefreshToken && (t.ClientID != client.ID || t.RotatedAt != nil))
+			(t.Kind == store.RefreshToken && (t.ClientID != client.ID || t.RotatedAt != nil)) ||
+			(client.Registered && t.ClientID != client.ID && !slices.Contains(t.Audience, client.ID))
 		if !inactive {
 			// A token held by a client the redirect policy refuses is dead at once, on every
 			// replica, whether or not the controller has revoked it yet.

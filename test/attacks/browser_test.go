@@ -1,0 +1,568 @@
+package attacks
+
+import (
+	"context"
+	"fmt"
+	"html/template"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"latchkey.dev/latchkey/internal/store"
+	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	lt "latchkey.dev/latchkey/webhook/links/linktest"
+)
+
+// chromium finds Chromium: $LATCHKEY_CHROMIUM, /usr/bin/chromium, then the PATH. Without one the
+// test is skipped, except on CI, where a missing browser must fail.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("LATCHKEY_CHROMIUM"), "/usr/bin/chromium"} {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("Chromium not found (set LATCHKEY_CHROMIUM); browser tests cannot be skipped on CI")
+	}
+	t.Skip("Chromium not found; set LATCHKEY_CHROMIUM to run the browser tests")
+	return ""
+}
+
+// profile is one person's real browser: its own Chromium process and profile directory.
+type profile struct {
+	t    *testing.T
+	name string
+	ctx  context.Context
+}
+
+func newProfile(t *testing.T, name string) *profile {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox,
+		chromedp.Headless,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		// Frames of other sites in the page's own frame tree (framesOf); framing rules,
+		// cookies and form submissions do not depend on the process model.
+		chromedp.Flag("disable-site-isolation-trials", true),
+		chromedp.Flag("disable-features", "IsolateOrigins,site-per-process"),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("%s: starting Chromium: %v", name, err)
+	}
+	return &profile{t: t, name: name, ctx: ctx}
+}
+
+func (p *profile) do(steps ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		p.t.Fatalf("%s: %v", p.name, err)
+	}
+}
+
+func (p *profile) open(u string) { p.t.Helper(); p.do(chromedp.Navigate(u)) }
+
+func (p *profile) fill(id, v string) { p.t.Helper(); p.do(chromedp.SendKeys(chromedp.ID(id), v)) }
+
+func (p *profile) press(label string) {
+	p.t.Helper()
+	p.do(chromedp.Click(chromedp.Search(fmt.Sprintf(`//button[normalize-space()=%q]`, label))))
+}
+
+func (p *profile) eval(js string) string {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		p.t.Fatalf("%s: %s: %v", p.name, js, err)
+	}
+	return s
+}
+
+func (p *profile) location() string {
+	p.t.Helper()
+	s, err := chromedp.Run(p.ctx, chromedp.Location())
+	if err != nil {
+		p.t.Fatalf("%s: %v", p.name, err)
+	}
+	return s
+}
+
+// waitFor waits until the page (after redirects, auto-submitted forms and meta refreshes) says
+// want, and returns its text. Polling is how the test learns that a navigation finished; nothing
+// waits for time to pass.
+func (p *profile) waitFor(want string) string {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
+	defer cancel()
+	last := ""
+	for {
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.readyState === "complete" && document.body ? document.body.innerText : ""`))
+		if err == nil {
+			last = s
+			if strings.Contains(s, want) {
+				return s
+			}
+		}
+		select {
+		case <-ctx.Done():
+			p.t.Fatalf("%s: page at %s never said %q; it says:\n%s", p.name, p.location(), want, last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (p *profile) signIn(issuer, email, pw string) {
+	p.t.Helper()
+	p.open(issuer + "/sign-in")
+	p.fill("username", email)
+	p.fill("password", pw)
+	p.press("Sign in")
+	p.waitFor("Your account")
+}
+
+// pressAndCapture presses label with prefix's site blocked (the person does not go there) and returns the first address under prefix the browser was sent to.
+func (p *profile) pressAndCapture(label, prefix string) string {
+	p.t.Helper()
+	if _, err := chromedp.Call(p.ctx, network.SetBlockedURLs, network.SetBlockedURLsParams{
+		URLPatterns: []*network.BlockPattern{{URLPattern: mustURL(prefix).Scheme + "://" + mustURL(prefix).Host + "/*", Block: true}},
+	}); err != nil {
+		p.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
+	defer cancel()
+	events := chromedp.Events(ctx, network.RequestWillBeSent)
+	p.press(label)
+	for ev, err := range events {
+		if err != nil {
+			p.t.Fatalf("%s: waiting for %s: %v", p.name, prefix, err)
+		}
+		if strings.HasPrefix(ev.Request.URL, prefix) {
+			return ev.Request.URL
+		}
+	}
+	p.t.Fatalf("%s: never sent to %s", p.name, prefix)
+	return ""
+}
+
+// sent is one request (or one hop of a redirect chain) as the browser put it on the wire.
+type sent struct {
+	url     string
+	referer string
+}
+
+// recordRequests records what the page sends until stop is called, with the Referer header as
+// sent over the wire.
+func (p *profile) recordRequests() (stop func() []sent) {
+	p.t.Helper()
+	ctx, cancel := context.WithCancel(p.ctx)
+	var mu sync.Mutex
+	var hops []sent
+	byID := map[network.RequestID][]int{}
+	extra := map[network.RequestID][]network.Headers{}
+	attach := func(id network.RequestID) {
+		for _, i := range byID[id] {
+			if len(extra[id]) == 0 {
+				return
+			}
+			if hops[i].referer == "\x00" {
+				h := extra[id][0]
+				extra[id] = extra[id][1:]
+				hops[i].referer = ""
+				for k, v := range h {
+					if strings.EqualFold(k, "Referer") {
+						hops[i].referer, _ = v.(string)
+					}
+				}
+			}
+		}
+	}
+	err := chromedp.Listen(ctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			byID[e.RequestID] = append(byID[e.RequestID], len(hops))
+			hops = append(hops, sent{url: e.Request.URL, referer: "\x00"})
+			attach(e.RequestID)
+		case *network.EventRequestWillBeSentExtraInfo:
+			extra[e.RequestID] = append(extra[e.RequestID], e.Headers)
+			attach(e.RequestID)
+		}
+	})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return func() []sent {
+		cancel()
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]sent(nil), hops...)
+	}
+}
+
+// attacker is a site that serves pages which submit forms to Latchkey by themselves, and a page
+// that frames Latchkey's pages.
+type attacker struct {
+	URL   string
+	mu    sync.Mutex
+	forms []attackForm
+	frame []string
+}
+
+type attackForm struct {
+	Action string
+	Fields map[string]string
+}
+
+var attackPage = template.Must(template.New("").Parse(`<!doctype html><title>Free stickers</title>
+<form method="post" action="{{.Action}}">{{range $k, $v := .Fields}}<input type="hidden" name="{{$k}}" value="{{$v}}">{{end}}</form>
+<script>document.forms[0].submit()</script>`))
+
+var framePage = template.Must(template.New("").Parse(`<!doctype html><title>Win a prize</title>
+<p>Prizes below</p>{{range .}}<iframe src="{{.}}" width="400" height="300"></iframe>{{end}}`))
+
+func newAttacker(t *testing.T, host string) *attacker {
+	t.Helper()
+	a := &attacker{}
+	ln, err := net.Listen("tcp", host+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		if r.URL.Path == "/frames" {
+			framePage.Execute(w, a.frame)
+			return
+		}
+		n, err := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/attack/"))
+		if err != nil || n < 0 || n >= len(a.forms) {
+			http.NotFound(w, r)
+			return
+		}
+		attackPage.Execute(w, a.forms[n])
+	}))
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	a.URL = srv.URL
+	return a
+}
+
+// add registers a form and returns the address of the page that submits it.
+func (a *attacker) add(action string, fields url.Values) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f := attackForm{Action: action, Fields: map[string]string{}}
+	for k := range fields {
+		f.Fields[k] = fields.Get(k)
+	}
+	a.forms = append(a.forms, f)
+	return fmt.Sprintf("%s/attack/%d", a.URL, len(a.forms)-1)
+}
+
+// TestCrossOriginFormsInChromium: pages on another site (127.0.0.3) and on the same site but
+// another origin (127.0.0.1, another port: SameSite=Lax cookies do ride along there) submit every
+// state-changing form of Latchkey in Alice's real browser — even with her real form token, as if
+// it had leaked. Every one is refused and nothing changes; no Latchkey page can be framed.
+func TestCrossOriginFormsInChromium(t *testing.T) {
+	chromium(t)
+	e := newEnvOn(t, "127.0.0.1", "127.0.0.2")
+	conn := e.ConnectDirectly(ct.AliceEmail, "2002", ct.AliceLogin, "gho_alice")
+	link, refusal, _ := e.linkFor(ct.AliceEmail)
+	const evil = "https://evil.example/cb"
+	app := e.registerPublic("Claude", evil)
+	aliceID := e.PersonID(ct.AliceEmail)
+	if err := e.Store.UpsertGrant(t.Context(), store.Grant{Project: ct.ProjectKey, Subject: aliceID, ClientID: lt.Agent, Scopes: []string{"openid"}, CreatedAt: e.Clock.Now(), UpdatedAt: e.Clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	// Mallory's own pending connection, and a confirmation token she rendered for a code she
+	// made up: the token is genuine for that code.
+	_, _, authURL := e.connectFromLink(ct.MalloryEmail)
+	state := mustURL(authURL).Query().Get("state")
+	_, mf, _ := e.Browser().Get(e.CallbackURL + "?" + url.Values{"state": {state}, "code": {"made-up"}}.Encode()).Form("Finish connecting")
+
+	alice := newProfile(t, "alice's browser")
+	alice.signIn(e.Issuer, ct.AliceEmail, ct.AlicePassword)
+	alice.open(e.Latchkey.URL + link)
+	alice.waitFor("Let Repo Helper use your GitHub account?")
+	csrf := alice.eval(`document.querySelector('input[name="csrf_token"]').value`)
+	if len(csrf) < 20 {
+		t.Fatalf("no form token on the link page: %q", csrf)
+	}
+	pk := newPKCE()
+	consent := url.Values{
+		"client_id": {app.ID}, "redirect_uri": {evil}, "response_type": {"code"}, "scope": {"openid"}, "state": {"s"},
+		"code_challenge": {pk.challenge}, "code_challenge_method": {"S256"}, "csrf_token": {csrf},
+		"decision": {"allow"}, "confirm_destination": {evil},
+	}
+	forms := []struct {
+		name   string
+		action string
+		fields url.Values
+	}{
+		{"link decline", link + "/decline", url.Values{"csrf_token": {csrf}}},
+		{"link allow", link + "/allow", url.Values{"csrf_token": {csrf}, "connection_id": {conn.ID}}},
+		{"link connect", link + "/connect", url.Values{"csrf_token": {csrf}}},
+		{"consent", "/team/demo/authorize", consent},
+		{"disconnect", "/team/demo/account/disconnect", url.Values{"csrf_token": {csrf}, "connection_id": {conn.ID}}},
+		{"revoke app", "/team/demo/account/apps/revoke", url.Values{"csrf_token": {csrf}, "client_id": {lt.Agent}}},
+		{"remove agent", "/team/demo/account/agents/remove", url.Values{"csrf_token": {csrf}, "connector": {e.Connector.Key}, "client_id": {lt.Agent}}},
+		{"account connect", "/team/demo/account/connect", url.Values{"csrf_token": {csrf}, "connector": {e.Connector.Key}}},
+		{"sign in as Mallory", "/team/demo/sign-in", url.Values{"username": {ct.MalloryEmail}, "password": {ct.MalloryPassword}, "csrf_token": {csrf}, "return_to": {link}}},
+		{"sign out", "/team/demo/sign-out", url.Values{"csrf_token": {csrf}}},
+		{"confirm Mallory's connection", "/team/demo/connectors/callback", url.Values{"code": {"made-up"}, "state": {state}, "confirm_token": {mf.Get("confirm_token")}}},
+	}
+	sites := map[string]*attacker{
+		"another site (127.0.0.3)":            newAttacker(t, "127.0.0.3"),
+		"same site, another port (127.0.0.1)": newAttacker(t, "127.0.0.1"),
+	}
+	states := e.CountRows("callback_states")
+	for siteName, site := range sites {
+		for _, f := range forms {
+			alice.open(site.add(e.Latchkey.URL+f.action, f.fields))
+			text := alice.waitFor(crossSiteText)
+			if strings.Contains(text, "Free stickers") {
+				t.Errorf("%s, %s: the form did not leave the attacker's page", siteName, f.name)
+			}
+		}
+	}
+	// Nothing changed.
+	if st := e.linkState(refusal.String("connect_id")); st != store.LinkOpen {
+		t.Errorf("Alice's link is %s", st)
+	}
+	if n := e.CountRows("agent_permissions"); n != 0 {
+		t.Errorf("%d agent permissions", n)
+	}
+	if cs := e.Connections(ct.AliceEmail); len(cs) != 1 {
+		t.Errorf("Alice has %d connections", len(cs))
+	}
+	if _, err := e.Store.GetGrant(t.Context(), ct.ProjectKey, aliceID, lt.Agent); err != nil {
+		t.Errorf("Alice's grant: %v", err)
+	}
+	if n := e.CountRows("auth_codes"); n != 0 {
+		t.Errorf("%d authorization codes issued", n)
+	}
+	if n := e.CountRows("callback_states"); n != states {
+		t.Errorf("callback states %d → %d", states, n)
+	}
+	if e.GitHub.ExchangeCalls() != 0 {
+		t.Error("a code was exchanged at GitHub")
+	}
+	alice.open(e.Issuer + "/account")
+	if text := alice.waitFor("Your account"); !strings.Contains(text, ct.AliceEmail) || strings.Contains(text, ct.MalloryEmail) {
+		t.Errorf("Alice's session changed:\n%s", text)
+	}
+
+	// Framing: every page refuses to load inside another site's page.
+	framed := []string{e.Latchkey.URL + link, e.Issuer + "/account", e.Issuer + "/sign-in",
+		e.authorizeURL(app.ID, evil, newPKCE(), nil), e.Issuer + "/sign-out"}
+	// A page that may be framed shows that the check sees a rendered frame when there is one.
+	control := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Write([]byte("<!doctype html><title>Framable</title><p>ok</p>"))
+	}))
+	t.Cleanup(control.Close)
+	for siteName, site := range sites {
+		site.mu.Lock()
+		site.frame = append(framed, control.URL+"/")
+		site.mu.Unlock()
+		alice.open(site.URL + "/frames")
+		alice.waitFor("Prizes below")
+		controlRendered := 0
+		alice.framesOf(control.URL, 1, func(string, string) { controlRendered++ })
+		if controlRendered != 1 {
+			t.Fatalf("%s: the framable control page was not seen rendered; this check proves nothing", siteName)
+		}
+		if seen := alice.framesOf(e.Latchkey.URL, len(framed), func(u, why string) {
+			t.Errorf("%s framed %s (%s)", siteName, u, why)
+		}); seen != len(framed) {
+			t.Fatalf("%s: %d of %d frames seen; this check proves nothing", siteName, seen, len(framed))
+		}
+	}
+}
+
+// framesOf finds the page's frames that load prefix and calls rendered for each one the
+// browser rendered; a frame the browser refused to render shows its error page, and the frame
+// tree reports the address as unreachable. It waits until want frames have committed. Profiles
+// run without site isolation, so frames of other sites are in the page's frame tree too.
+func (p *profile) framesOf(prefix string, want int, rendered func(u, why string)) int {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
+	defer cancel()
+	for {
+		type frame struct{ url, why string }
+		var found []frame
+		tree, err := chromedp.Call(ctx, page.GetFrameTree, cdp.Empty{})
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		for _, ch := range tree.FrameTree.ChildFrames {
+			f := ch.Frame
+			switch {
+			case strings.HasPrefix(f.UnreachableURL, prefix):
+				found = append(found, frame{f.UnreachableURL, ""})
+			case strings.HasPrefix(f.URL, prefix):
+				found = append(found, frame{f.URL, "in the frame tree, reachable"})
+			}
+		}
+		if len(found) >= want {
+			for _, f := range found {
+				if f.why != "" {
+					rendered(f.url, f.why)
+				}
+			}
+			return len(found)
+		}
+		select {
+		case <-ctx.Done():
+			return len(found)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// TestForwardedLinkInChromium is seed 000 meeting seed 002 in a real browser: Mallory presses
+// Connect on her own link and sends Alice the GitHub address instead of the link. Alice, signed
+// in to Latchkey and to GitHub (another site, 127.0.0.2) and having approved the app before,
+// lands on the confirmation page naming Mallory's account, masked; nothing is saved and
+// Mallory's agent is still refused. A page on a third site that submits the confirmation in
+// Alice's browser is refused. Opening Mallory's link itself stops Alice at check 3.
+func TestForwardedLinkInChromium(t *testing.T) {
+	chromium(t)
+	e := newEnvOn(t, "127.0.0.1", "127.0.0.2")
+	refusal := e.AgentExchange(e.AccessToken(ct.MalloryEmail, lt.Agent))
+	malloryLink, linkID := e.LinkPath(refusal.String("connect_uri")), refusal.String("connect_id")
+
+	// Mallory, in her own browser, opens her link and presses Connect GitHub, but copies the
+	// address GitHub would have opened instead of going there.
+	mallory := newProfile(t, "mallory's browser")
+	mallory.signIn(e.Issuer, ct.MalloryEmail, ct.MalloryPassword)
+	mallory.open(e.Latchkey.URL + malloryLink)
+	mallory.waitFor("Connect your GitHub account and let Repo Helper use it.")
+	authURL := mallory.pressAndCapture("Connect GitHub", e.GitHubURL+"/login/oauth/authorize?")
+	if e.CountRows("callback_states") != 1 {
+		t.Fatal("Connect left no state row")
+	}
+
+	alice := newProfile(t, "alice's browser")
+	alice.signIn(e.Issuer, ct.AliceEmail, ct.AlicePassword)
+	alice.open(e.GitHubURL + "/login")
+	alice.fill("login", ct.AliceLogin)
+	alice.fill("password", ct.AlicePassword)
+	alice.press("Sign in")
+	alice.waitFor("404 page not found")
+	e.GitHub.Approve(ct.AliceLogin, ct.ClientID)
+
+	alice.open(authURL)
+	text := alice.waitFor(confirmHeading)
+	if !strings.Contains(text, "m***@example.com") || strings.Contains(text, ct.MalloryEmail) {
+		t.Errorf("Alice sees:\n%s", text)
+	}
+	if loc := alice.location(); !strings.HasPrefix(loc, e.CallbackURL+"?") {
+		t.Errorf("Alice is at %s", loc)
+	}
+	saved := func(what string) {
+		t.Helper()
+		if n := e.CountRows("connections") + e.CountRows("agent_permissions"); n != 0 || e.GitHub.ExchangeCalls() != 0 {
+			t.Fatalf("%s: %d rows, %d exchanges", what, n, e.GitHub.ExchangeCalls())
+		}
+		if st := e.linkState(linkID); st != store.LinkOpen {
+			t.Fatalf("%s: Mallory's link is %s", what, st)
+		}
+	}
+	saved("after the confirmation page")
+
+	cb := mustURL(alice.location())
+	site := newAttacker(t, "127.0.0.3")
+	alice.open(site.add(e.CallbackURL, url.Values{"code": {cb.Query().Get("code")}, "state": {cb.Query().Get("state")}}))
+	alice.waitFor(crossSiteText)
+	saved("after the cross-site confirmation")
+
+	alice.open(e.Latchkey.URL + malloryLink)
+	text = alice.waitFor(wrongPersonText)
+	for _, leak := range []string{"mallory", "Repo Helper", "Connect GitHub"} {
+		if strings.Contains(text, leak) {
+			t.Errorf("the wrong-person page says %q", leak)
+		}
+	}
+	saved("after Alice opened Mallory's link")
+	if a := e.AgentExchange(e.AccessToken(ct.MalloryEmail, lt.Agent)); a.Status == http.StatusOK {
+		t.Fatalf("Mallory's agent got a token: %s", a.Raw)
+	}
+
+	// Alice's own link works, in the same browser, and its code never leaves Latchkey in a
+	// Referer: not to GitHub, not anywhere.
+	aliceSubject := e.AccessToken(ct.AliceEmail, lt.Agent)
+	own := e.LinkPath(e.AgentExchange(aliceSubject).String("connect_uri"))
+	code := own[strings.LastIndex(own, "/")+1:]
+	stop := alice.recordRequests()
+	alice.open(site.add(e.CallbackURL, url.Values{"state": {"x"}})) // control: a Referer the recorder must see
+	alice.waitFor(crossSiteText)
+	alice.open(e.Latchkey.URL + own)
+	alice.waitFor("Connect your GitHub account and let Repo Helper use it.")
+	alice.press("Connect GitHub")
+	alice.waitFor("is now connected.")
+	hops := stop()
+	control, toGitHub := false, 0
+	for _, h := range hops {
+		if h.referer == "\x00" {
+			continue // no raw headers reported for this hop (served from memory)
+		}
+		if strings.HasPrefix(h.referer, site.URL) {
+			control = true
+		}
+		if strings.Contains(h.referer, code) || strings.Contains(h.url, code) && !strings.HasPrefix(h.url, e.Latchkey.URL) {
+			t.Errorf("the link's code left Latchkey: %s (Referer %q)", h.url, h.referer)
+		}
+		if strings.HasPrefix(h.url, e.GitHubURL) {
+			toGitHub++
+		}
+	}
+	if !control || toGitHub == 0 {
+		t.Fatalf("the recorder saw no Referer from the attacker's page (%v) or no request to GitHub (%d); this check proves nothing: %v", control, toGitHub, hops)
+	}
+	if cs := e.Connections(ct.AliceEmail); len(cs) != 1 || cs[0].AccountName != ct.AliceLogin {
+		t.Fatalf("Alice's connections: %+v", cs)
+	}
+	if a := e.AgentExchange(aliceSubject); a.Status != http.StatusOK {
+		t.Fatalf("Alice's agent after she connected: %d %s", a.Status, a.Raw)
+	}
+	if a := e.AgentExchange(e.AccessToken(ct.MalloryEmail, lt.Agent)); a.Status == http.StatusOK {
+		t.Fatalf("Mallory's agent got a token after Alice connected: %s", a.Raw)
+	}
+}

@@ -1,0 +1,341 @@
+package attacks
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/webhook/callback"
+	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+)
+
+// connectFromLink signs email in, opens their own connect link and presses Connect GitHub. It
+// returns the browser, the link's connect_id and the authorization URL the browser was sent to
+// (not followed: the attacker copies it).
+func (e *env) connectFromLink(email string) (*ct.Browser, string, string) {
+	e.t.Helper()
+	link, refusal, _ := e.linkFor(email)
+	b := e.signedIn(email)
+	action, f, ok := b.Get(link).Form("Connect GitHub")
+	if !ok {
+		e.t.Fatalf("%s is not offered Connect GitHub", email)
+	}
+	res := b.Post(action, f)
+	if res.Status != http.StatusSeeOther || !strings.HasPrefix(res.Location(), e.GitHubURL+"/login/oauth/authorize?") {
+		e.t.Fatalf("Connect answered %d → %s", res.Status, res.Location())
+	}
+	if b.BindingCookie() == nil {
+		e.t.Fatal("no binding cookie after Connect")
+	}
+	return b, refusal.String("connect_id"), res.Location()
+}
+
+// atGitHub opens authURL in b, signed in at the fake GitHub as login with the app approved
+// before, and returns the callback address GitHub sends the browser back to.
+func (e *env) atGitHub(b *ct.Browser, login, authURL string) string {
+	e.t.Helper()
+	b.SignInGitHub(login)
+	e.GitHub.Approve(login, ct.ClientID)
+	res := b.Get(authURL)
+	if res.Status != http.StatusFound || !strings.HasPrefix(res.Location(), e.CallbackURL+"?") {
+		e.t.Fatalf("GitHub answered %d → %s", res.Status, res.Location())
+	}
+	return res.Location()
+}
+
+func assertConfirmation(t *testing.T, p ct.Page, masked string) (code, state, token string) {
+	t.Helper()
+	if p.Status != http.StatusOK || !strings.Contains(p.Text(), confirmHeading) || !strings.Contains(p.Text(), masked) {
+		t.Fatalf("want the confirmation page naming %s, got %d: %s", masked, p.Status, p.Text())
+	}
+	for _, leak := range []string{ct.MalloryEmail, ct.AliceEmail, ct.AliceLogin, ct.MalloryLogin} {
+		if strings.Contains(p.Body, leak) {
+			t.Errorf("the confirmation page shows %q", leak)
+		}
+	}
+	if p.Header.Get("Cache-Control") != "no-store" || p.Header.Get("Referrer-Policy") != "no-referrer" ||
+		!strings.Contains(p.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+		t.Errorf("confirmation page headers: %v", p.Header)
+	}
+	_, f, ok := p.Form("Finish connecting")
+	if !ok {
+		t.Fatal("no Finish connecting form")
+	}
+	return f.Get("code"), f.Get("state"), f.Get("confirm_token")
+}
+
+// TestForwardedAuthorizationURL is seed 002 started from a connect link: Mallory presses
+// Connect on her own link and sends the GitHub address to Alice, who is signed in to GitHub and
+// approved the app before. Alice's browser lands on the confirmation page naming Mallory's
+// account, masked; nothing is exchanged or saved, the link stays open and Mallory's agent is
+// still refused. Every way of pushing the confirmation through without that page's token fails.
+func TestForwardedAuthorizationURL(t *testing.T) {
+	for _, aliceState := range []string{"signed in, no binding cookie", "with a binding cookie of her own", "not signed in to Latchkey"} {
+		t.Run(aliceState, func(t *testing.T) {
+			e := newEnv(t)
+			_, linkID, authURL := e.connectFromLink(ct.MalloryEmail)
+			var alice *ct.Browser
+			switch aliceState {
+			case "signed in, no binding cookie":
+				alice = e.signedIn(ct.AliceEmail)
+			case "with a binding cookie of her own":
+				alice, _, _ = e.connectFromLink(ct.AliceEmail)
+			default:
+				alice = e.Browser()
+			}
+			states := e.CountRows("callback_states")
+			cb := e.atGitHub(alice, ct.AliceLogin, authURL)
+			page := alice.Get(cb)
+			code, state, token := assertConfirmation(t, page, "m***@example.com")
+
+			nothingSaved := func(what string) {
+				t.Helper()
+				if n := e.CountRows("connections") + e.CountRows("agent_permissions"); n != 0 {
+					t.Fatalf("%s: %d connections or permissions", what, n)
+				}
+				if n := e.GitHub.ExchangeCalls(); n != 0 {
+					t.Fatalf("%s: GitHub exchanged %d codes", what, n)
+				}
+				if st := e.linkState(linkID); st != store.LinkOpen {
+					t.Fatalf("%s: Mallory's link is %s", what, st)
+				}
+				if a := e.AgentExchange(e.AccessToken(ct.MalloryEmail, "repo-helper")); a.Status == http.StatusOK {
+					t.Fatalf("%s: Mallory's agent got a token", what)
+				}
+			}
+			nothingSaved("after the callback in Alice's browser")
+			if n := e.CountRows("callback_states"); n != states {
+				t.Fatalf("the callback changed the state rows: %d → %d", states, n)
+			}
+
+			// An attacker's site submits the form in Alice's browser: no token, a guessed one,
+			// Mallory's own token for another code.
+			for origin, f := range map[string]url.Values{
+				"http://127.0.0.3:8080": {"code": {code}, "state": {state}},
+				"null":                  {"code": {code}, "state": {state}, "confirm_token": {token}},
+			} {
+				res := alice.PostFrom(e.CallbackURL, f, origin)
+				if res.Status != http.StatusForbidden || !strings.Contains(res.Text(), crossSiteText) {
+					t.Errorf("cross-origin confirmation from %s: %d %s", origin, res.Status, res.Text())
+				}
+			}
+			for name, f := range map[string]url.Values{
+				"no token":         {"code": {code}, "state": {state}},
+				"empty token":      {"code": {code}, "state": {state}, "confirm_token": {""}},
+				"guessed token":    {"code": {code}, "state": {state}, "confirm_token": {strings.Repeat("A", 43)}},
+				"state as token":   {"code": {code}, "state": {state}, "confirm_token": {state}},
+				"token, new code":  {"code": {"attacker-code"}, "state": {state}, "confirm_token": {token}},
+				"token, long code": {"code": {code + "x"}, "state": {state}, "confirm_token": {token}},
+			} {
+				res := alice.Post(e.CallbackURL, f)
+				if res.Status != http.StatusForbidden || !strings.Contains(res.Text(), "This connection was not finished") {
+					t.Errorf("%s: %d %s", name, res.Status, res.Text())
+				}
+			}
+			nothingSaved("after forged confirmations")
+
+			// Reopening the page voids the token it showed before.
+			again := alice.Get(cb)
+			_, _, token2 := assertConfirmation(t, again, "m***@example.com")
+			if token2 == token {
+				t.Fatal("the confirmation token did not change when the page was shown again")
+			}
+			res := alice.Post(e.CallbackURL, url.Values{"code": {code}, "state": {state}, "confirm_token": {token}})
+			if res.Status != http.StatusForbidden {
+				t.Errorf("the previous page's token: %d %s", res.Status, res.Text())
+			}
+			// Mallory renders the page herself (she knows the state, not the code): her token is
+			// bound to the code she made up, and it voids Alice's page too.
+			mal := e.Browser()
+			mpage := mal.Get(e.CallbackURL + "?" + url.Values{"state": {state}, "code": {"made-up"}}.Encode())
+			_, _, mtoken := assertConfirmation(t, mpage, "m***@example.com")
+			for _, c := range []string{code, "made-up-too"} {
+				if res := alice.Post(e.CallbackURL, url.Values{"code": {c}, "state": {state}, "confirm_token": {mtoken}}); res.Status != http.StatusForbidden {
+					t.Errorf("Mallory's token for another code (%s): %d %s", c, res.Status, res.Text())
+				}
+			}
+			nothingSaved("after stale and foreign tokens")
+
+			// After ten minutes the state is gone; even the current token does nothing.
+			_, _, token3 := assertConfirmation(t, alice.Get(cb), "m***@example.com")
+			e.Clock.Advance(10*time.Minute + time.Second)
+			res = alice.Post(e.CallbackURL, url.Values{"code": {code}, "state": {state}, "confirm_token": {token3}})
+			if res.Status != http.StatusBadRequest || !strings.Contains(res.Text(), expiredText) {
+				t.Errorf("confirmation after ten minutes: %d %s", res.Status, res.Text())
+			}
+			if res := alice.Get(cb); res.Status != http.StatusBadRequest || strings.Contains(res.Text(), confirmHeading) {
+				t.Errorf("callback after ten minutes: %d %s", res.Status, res.Text())
+			}
+			nothingSaved("after ten minutes")
+		})
+	}
+}
+
+// TestCallbackStateIsBound: a state works only at its own project's callback, only with its own
+// binding cookie, only once, and an error report ends it; garbage gets a page, never a 500.
+func TestCallbackStateIsBound(t *testing.T) {
+	t.Run("another project's callback", func(t *testing.T) {
+		e := newEnv(t)
+		otherIssuer := e.addOtherProject()
+		mallory, _, authURL := e.connectFromLink(ct.MalloryEmail)
+		cb := e.atGitHub(mallory, ct.MalloryLogin, authURL)
+		u, _ := url.Parse(cb)
+		foreign := otherIssuer + callback.Path + "?" + u.RawQuery
+		for name, b := range map[string]*ct.Browser{"Mallory's browser": mallory, "a fresh browser": e.Browser()} {
+			res := b.Get(foreign)
+			if res.Status != http.StatusBadRequest || !strings.Contains(res.Text(), expiredText) {
+				t.Errorf("%s at the other project: %d %s", name, res.Status, res.Text())
+			}
+			res = b.Post(foreign[:strings.Index(foreign, "?")], url.Values{"code": {u.Query().Get("code")}, "state": {u.Query().Get("state")}, "confirm_token": {"x"}})
+			if res.Status != http.StatusBadRequest {
+				t.Errorf("%s POST at the other project: %d %s", name, res.Status, res.Text())
+			}
+		}
+		if e.CountRows("connections") != 0 || e.GitHub.ExchangeCalls() != 0 {
+			t.Fatal("the other project's callback exchanged or saved")
+		}
+		// The state is still good where it belongs.
+		if res := mallory.Get(cb); res.Status != http.StatusOK || !strings.Contains(res.Text(), "is now connected") {
+			t.Fatalf("own callback afterwards: %d %s", res.Status, res.Text())
+		}
+	})
+
+	t.Run("binding cookie of one connection with the state of another", func(t *testing.T) {
+		e := newEnv(t)
+		// Mallory starts two connections in two browsers; each holds its own cookie.
+		first, _, _ := e.connectFromLink(ct.MalloryEmail)
+		second := e.signedIn(ct.MalloryEmail)
+		res := second.Press("Connect GitHub")
+		authB := res.Location()
+		cbB := e.atGitHub(second, ct.MalloryLogin, authB)
+		// The first browser presents its cookie with the second connection's state.
+		page := first.Get(cbB)
+		assertConfirmation(t, page, "m***@example.com")
+		if e.GitHub.ExchangeCalls() != 0 || e.CountRows("connections") != 0 {
+			t.Fatal("a foreign binding cookie finished the connection")
+		}
+		// A cookie value copied in by hand from the other browser is just as foreign.
+		cbURL, _ := url.Parse(e.CallbackURL)
+		forged := &http.Cookie{Name: callback.CookieName(e.Server.Env()), Value: strings.Repeat("A", 43), Path: cbURL.Path}
+		third := e.Browser()
+		third.Jar.SetCookies(cbURL, []*http.Cookie{forged})
+		assertConfirmation(t, third.Get(cbB), "m***@example.com")
+		if e.GitHub.ExchangeCalls() != 0 {
+			t.Fatal("a made-up binding cookie finished the connection")
+		}
+	})
+
+	t.Run("an error report with a live state ends it", func(t *testing.T) {
+		e := newEnv(t)
+		mallory, linkID, authURL := e.connectFromLink(ct.MalloryEmail)
+		cb := e.atGitHub(mallory, ct.MalloryLogin, authURL)
+		u, _ := url.Parse(cb)
+		state := u.Query().Get("state")
+		for _, errCode := range []string{"access_denied", "server_error", strings.Repeat("x", 3000), "<script>alert(1)</script>"} {
+			res := e.Browser().Get(e.CallbackURL + "?" + url.Values{"state": {state}, "error": {errCode}, "error_description": {"<b>injected</b>"}}.Encode())
+			if res.Status != http.StatusOK || !strings.Contains(res.Text(), "Nothing was connected") {
+				t.Errorf("error %.20q: %d %s", errCode, res.Status, res.Text())
+			}
+			if strings.Contains(res.Body, "<script>alert") || strings.Contains(res.Body, "<b>injected") || strings.Contains(res.Body, "injected") {
+				t.Errorf("the error page shows the sender's text")
+			}
+		}
+		// The code that arrives after the error (or a replay of the genuine callback) is too late.
+		if res := mallory.Get(cb); res.Status != http.StatusBadRequest || !strings.Contains(res.Text(), expiredText) {
+			t.Fatalf("callback after an error: %d %s", res.Status, res.Text())
+		}
+		if e.CountRows("connections") != 0 || e.GitHub.ExchangeCalls() != 0 {
+			t.Fatal("saved after an error")
+		}
+		if st := e.linkState(linkID); st != store.LinkOpen {
+			t.Fatalf("the link is %s after a cancelled attempt", st)
+		}
+	})
+
+	t.Run("replaying the callback after success", func(t *testing.T) {
+		e := newEnv(t)
+		mallory, linkID, authURL := e.connectFromLink(ct.MalloryEmail)
+		binding := *mallory.BindingCookie()
+		cb := e.atGitHub(mallory, ct.MalloryLogin, authURL)
+		if res := mallory.Get(cb); res.Status != http.StatusOK || !strings.Contains(res.Text(), "is now connected") {
+			t.Fatalf("first callback: %d %s", res.Status, res.Text())
+		}
+		if mallory.BindingCookie() != nil {
+			t.Error("the binding cookie survived the result page")
+		}
+		if st := e.linkState(linkID); st != store.LinkDone {
+			t.Fatalf("link is %s after connecting", st)
+		}
+		cbURL, _ := url.Parse(e.CallbackURL)
+		mallory.Jar.SetCookies(cbURL, []*http.Cookie{&binding})
+		for name, b := range map[string]*ct.Browser{"same browser, cookie put back": mallory, "another browser": e.Browser()} {
+			res := b.Get(cb)
+			if res.Status != http.StatusBadRequest || strings.Contains(res.Text(), confirmHeading) {
+				t.Errorf("%s: %d %s", name, res.Status, res.Text())
+			}
+		}
+		if e.GitHub.ExchangeCalls() != 1 || e.CountRows("connections") != 1 {
+			t.Fatalf("replays: %d exchanges, %d connections", e.GitHub.ExchangeCalls(), e.CountRows("connections"))
+		}
+	})
+
+	t.Run("garbage never gets a 500", func(t *testing.T) {
+		e := newEnv(t)
+		mallory, _, authURL := e.connectFromLink(ct.MalloryEmail)
+		cb := e.atGitHub(mallory, ct.MalloryLogin, authURL)
+		u, _ := url.Parse(cb)
+		state, code := u.Query().Get("state"), u.Query().Get("code")
+		long := strings.Repeat("A", 5000)
+		queries := []string{
+			"",
+			"state=" + state,
+			"code=" + code,
+			"state=" + long + "&code=" + code,
+			"state=" + state + "&code=" + long,
+			"state=" + state + "&state=" + state + "&code=" + code,
+			"state=" + state + "&code=" + code + "&code=" + code,
+			"state=%00&code=%00",
+			"state=%ff%fe&code=%c0%af",
+			"state=" + state + "%00&code=" + code,
+			"error=&error=x&state=" + state,
+			"state=" + state + "&code=" + code + "&%zz=1",
+			"%%%%",
+		}
+		for _, q := range queries {
+			res := e.Browser().Get(e.CallbackURL + "?" + q)
+			if res.Status >= 500 || res.Status < 200 || (res.Status == http.StatusOK && !strings.Contains(res.Text(), confirmHeading) && !strings.Contains(res.Text(), "Nothing was connected")) {
+				t.Errorf("GET ?%.60s: %d %s", q, res.Status, res.Text())
+			}
+		}
+		posts := map[string]string{
+			"huge body":      "state=" + state + "&code=" + code + "&confirm_token=" + strings.Repeat("A", 20000),
+			"bad escapes":    "state=%zz&code=%",
+			"repeated state": "state=" + state + "&state=x&code=" + code + "&confirm_token=x",
+			"empty":          "",
+		}
+		for name, body := range posts {
+			req, _ := http.NewRequest(http.MethodPost, e.CallbackURL, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Origin", e.Latchkey.URL)
+			if res := e.Browser().Do(req); res.Status >= 500 || res.Status == http.StatusOK {
+				t.Errorf("POST %s: %d %s", name, res.Status, res.Text())
+			}
+		}
+		req, _ := http.NewRequest(http.MethodPost, e.CallbackURL, strings.NewReader("--x\r\nContent-Disposition: form-data; name=\"state\"\r\n\r\n"+state+"\r\n--x--\r\n"))
+		req.Header.Set("Content-Type", "multipart/form-data; boundary=x")
+		req.Header.Set("Origin", e.Latchkey.URL)
+		if res := e.Browser().Do(req); res.Status >= 500 || res.Status == http.StatusOK {
+			t.Errorf("multipart POST: %d %s", res.Status, res.Text())
+		}
+		if e.CountRows("connections") != 0 || e.GitHub.ExchangeCalls() != 0 {
+			t.Fatal("garbage saved or exchanged something")
+		}
+		// The genuine callback still works afterwards: garbage did not use up the state.
+		if res := mallory.Get(cb); res.Status != http.StatusOK || !strings.Contains(res.Text(), "is now connected") {
+			t.Fatalf("genuine callback after garbage: %d %s", res.Status, res.Text())
+		}
+	})
+}
