@@ -74,19 +74,29 @@ lint: ## go vet, and gofmt on every Go file.
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # Helm comes from hack/tools, a module of its own, so its dependencies stay out of go.mod.
+# test/install (run by `make test`) renders the same value sets and applies them with
+# server-side dry-run to a real API server.
+CHART_PG = --set publicURL=https://latchkey.example.com --set replicaCount=3 \
+  --set database.existingSecret=latchkey-db --set keys.existingSecret=latchkey-keys \
+  --set ingress.enabled=true --set metrics.serviceMonitor.enabled=true \
+  --set networkPolicy.egress.enabled=true --set rbac.aggregateToDefaultRoles=true
+
 .PHONY: chart-lint
-chart-lint: ## helm lint and render the chart with its main value sets; render config/default.
+chart-lint: ## helm lint and render the chart with its main value sets; render the kustomizations.
 	cd hack/tools && $(GO) build -o ../../bin/helm helm.sh/helm/v3/cmd/helm
-	bin/helm lint charts/latchkey --set publicURL=https://latchkey.example.com
+	bin/helm lint --strict charts/latchkey --set publicURL=https://latchkey.example.com
+	bin/helm lint --strict charts/latchkey $(CHART_PG)
 	bin/helm template latchkey charts/latchkey --kube-version $(K8S_VERSION) --include-crds \
 	  --set publicURL=https://latchkey.example.com >/dev/null
-	bin/helm template latchkey charts/latchkey --kube-version $(K8S_VERSION) \
-	  --set publicURL=https://latchkey.example.com --set replicaCount=3 \
-	  --set database.existingSecret=latchkey-db --set keys.existingSecret=latchkey-keys >/dev/null
+	bin/helm template latchkey charts/latchkey --kube-version $(K8S_VERSION) $(CHART_PG) >/dev/null
 	bin/helm template latchkey charts/latchkey --kube-version $(K8S_VERSION) \
 	  --set publicURL=https://latchkey.example.com --set persistence.enabled=true >/dev/null
-	@$(CONTROL_PLANE) && $$KUBEBUILDER_ASSETS/kubectl kustomize config/default >/dev/null
-	@echo "make: chart and kustomization render"
+	@if bin/helm template latchkey charts/latchkey --kube-version $(K8S_VERSION) \
+	  --set publicURL=https://latchkey.example.com --set replicaCount=3 >/dev/null 2>&1; then \
+	  echo "make: the chart rendered three replicas on SQLite; it must refuse" >&2; exit 1; fi
+	@$(CONTROL_PLANE) && for d in default postgres prometheus; do \
+	  $$KUBEBUILDER_ASSETS/kubectl kustomize config/$$d >/dev/null || exit 1; done
+	@echo "make: chart and kustomizations render"
 
 .PHONY: clean
 clean: ## Remove build output (keeps .latchkey/, the demo's database and keys).

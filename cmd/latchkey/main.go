@@ -223,15 +223,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if err != nil {
 		return fmt.Errorf("http server: %w", err)
 	}
-	if err := mgr.Add(&httpServer{name: "http", ln: ln, grace: o.shutdownGrace, log: log, srv: &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(logr.ToSlogHandler(log.WithName("http")), slog.LevelWarn),
-	}}); err != nil {
+	if err := mgr.Add(&httpServer{name: "http", ln: ln, grace: o.shutdownGrace, log: log, srv: newHTTPServer(handler, log)}); err != nil {
 		return err
 	}
 
@@ -262,6 +254,21 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	log.Info("starting", "publicURL", publicURL, "listen", ln.Addr().String(),
 		"metrics", o.metricsListen, "database", redactDSN(o.database), "leaderElect", o.leaderElect)
 	return mgr.Start(ctx)
+}
+
+// newHTTPServer bounds what one client can make the server hold: headers (64 KiB, answered
+// 431 beyond), the time to send them and the body, and idle connections. Bodies are bounded by
+// each endpoint (64 KiB for OAuth forms and registrations).
+func newHTTPServer(handler http.Handler, log logr.Logger) *http.Server {
+	return &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logr.ToSlogHandler(log.WithName("http")), slog.LevelWarn),
+	}
 }
 
 // checkPublicURL refuses a public URL that would produce issuers clients reject.

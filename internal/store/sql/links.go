@@ -14,6 +14,9 @@ expires_at, created_at`
 var (
 	qOpenLinkFor = sqlText(`SELECT ` + linkCols + ` FROM links
 WHERE project = ? AND subject = ? AND client_id = ? AND connector = ? AND state = 'open'` + forUpdate)
+	// qOpenLinkRead is qOpenLinkFor outside a transaction, for OpenLink's first look.
+	qOpenLinkRead = sqlText(`SELECT ` + linkCols + ` FROM links
+WHERE project = ? AND subject = ? AND client_id = ? AND connector = ? AND state = 'open'`)
 	qLinkLock    = `SELECT pg_advisory_xact_lock(hashtextextended(?, 0))`
 	qReplaceLink = sqlText(`UPDATE links SET state = 'replaced', closed_at = ? WHERE id = ? AND state = 'open'`)
 	qInsertLink  = sqlText(`INSERT INTO links (` + linkCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?, ?)`)
@@ -43,9 +46,20 @@ func scanLink(l *store.Link) func(scanner) error {
 // link and colliding on insert. The partial unique index on open links stays the guarantee; a
 // caller whose insert still collides runs again and finds the winner's link.
 func (s *Store) OpenLink(ctx context.Context, l store.Link, now time.Time) (store.Link, bool, error) {
+	// Most calls are an agent asking again while its link is open: a read answers them, without
+	// a turn at the writer. What the read finds is what the transaction would have found had it
+	// run at that moment.
+	var cur store.Link
+	err := s.reader().row(ctx, scanLink(&cur), qOpenLinkRead, l.Project, l.Subject, l.ClientID, l.Connector)
+	switch {
+	case err == nil && cur.Kind == l.Kind && now.Before(cur.ExpiresAt):
+		return cur, false, nil
+	case err != nil && err != store.ErrNotFound:
+		return store.Link{}, false, err
+	}
 	var out store.Link
 	var created bool
-	err := s.tx(ctx, func(x q) error {
+	err = s.tx(ctx, func(x q) error {
 		out, created = store.Link{}, false
 		if s.postgres() {
 			key := "latchkey:link\x1f" + l.Project + "\x1f" + l.Subject + "\x1f" + l.ClientID + "\x1f" + l.Connector
@@ -53,7 +67,7 @@ func (s *Store) OpenLink(ctx context.Context, l store.Link, now time.Time) (stor
 				return err
 			}
 		}
-		var cur store.Link
+		cur = store.Link{}
 		err := x.row(ctx, scanLink(&cur), qOpenLinkFor, l.Project, l.Subject, l.ClientID, l.Connector)
 		switch {
 		case err == store.ErrNotFound:

@@ -48,6 +48,9 @@ type Store struct {
 	rebound sync.Map // query with ? placeholders -> dialect text
 	stmts   sync.Map // stmtKey -> *sql.Stmt (SQLite only)
 
+	// group commits concurrent writers together on SQLite (see group.go); nil otherwise.
+	group *group
+
 	// rows serialises changes to one connected account on SQLite, where the only lock is the
 	// database-wide write lock (see UpdateConnection).
 	rows keyedLock
@@ -151,6 +154,11 @@ func (s *Store) start(ctx context.Context) error {
 // 10k/s, p99 10 ms; a pool of 16 9.5k/s, p99 13 ms. The pools' extra throughput comes with
 // busy-handler sleeps, unfair waits and SQLITE_BUSY under overload; the tail and the
 // guarantee matter more for a token endpoint, so one writer it is.
+//
+// Writers queued at the gate then commit together (group.go): in the same benchmark, on a
+// loaded machine, 13.7k pairs/s grouped against 8.3k/s one commit per writer, ahead of the
+// pools, with every caller's work still atomic on its own.
+//
 // The options other than the default exist only so that BenchmarkSQLiteWriters can compare.
 type sqliteOptions struct {
 	// writers > 1 opens a pool of write connections, with no gate, that checkpoint for
@@ -158,6 +166,8 @@ type sqliteOptions struct {
 	writers int
 	// autoCheckpoint leaves checkpoints to the single write connection.
 	autoCheckpoint bool
+	// noGroup commits every writer on its own instead of grouping them (see group.go).
+	noGroup bool
 }
 
 func openSQLite(path string, o sqliteOptions) (*Store, error) {
@@ -185,6 +195,9 @@ func openSQLite(path string, o sqliteOptions) (*Store, error) {
 		s.w = open(common+"&_txlock=immediate&_pragma=wal_autocheckpoint(0)", 1)
 		s.ck = open(common, 1)
 		s.gate = make(chan struct{}, 1)
+	}
+	if s.gate != nil && !o.noGroup {
+		s.group = &group{s: s}
 	}
 	s.r = open(common+"&_query_only=1", max(4, 2*runtime.GOMAXPROCS(0)))
 	return s, nil
@@ -335,6 +348,9 @@ type q struct {
 	s  *Store
 	db *sql.DB
 	tx *sql.Tx
+	// grouped: the transaction carries other callers' work too (see group.go), so no caller's
+	// cancellation may interrupt a statement in it.
+	grouped bool
 }
 
 func (s *Store) reader() q { return q{s: s, db: s.r} }
@@ -342,6 +358,9 @@ func (s *Store) reader() q { return q{s: s, db: s.r} }
 // write runs fn's statements on the write pool outside a transaction (each statement commits
 // by itself), after its turn at the gate.
 func (s *Store) write(ctx context.Context, fn func(q) error) error {
+	if s.group != nil {
+		return s.group.do(ctx, false, fn)
+	}
 	if err := s.enter(ctx); err != nil {
 		return err
 	}
@@ -418,6 +437,9 @@ func (x q) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
 }
 
 func (x q) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if x.grouped {
+		ctx = context.WithoutCancel(ctx)
+	}
 	st, err := x.prepared(ctx, query)
 	if err != nil {
 		return nil, err
@@ -441,6 +463,9 @@ func (x q) execN(ctx context.Context, query string, args ...any) (int64, error) 
 }
 
 func (x q) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if x.grouped {
+		ctx = context.WithoutCancel(ctx)
+	}
 	st, err := x.prepared(ctx, query)
 	if err != nil {
 		return nil, err
@@ -492,10 +517,18 @@ func (s *Store) tx(ctx context.Context, fn func(q) error) error {
 }
 
 func (s *Store) tx1(ctx context.Context, fn func(q) error) error {
+	if s.group != nil {
+		return s.group.do(ctx, true, fn)
+	}
 	if err := s.enter(ctx); err != nil {
 		return err
 	}
 	defer s.leave()
+	return s.runTx(ctx, fn)
+}
+
+// runTx runs fn in a transaction on the write connection; the caller holds the gate.
+func (s *Store) runTx(ctx context.Context, fn func(q) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err

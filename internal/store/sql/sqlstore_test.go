@@ -208,7 +208,7 @@ func TestSQLiteQueryPlans(t *testing.T) {
 	s := openTest(t, sqliteDSN(t))
 	queries := []string{
 		qGetToken, qLockToken, qSuccessors, qRevokeHolder, qRevokeClient, qRevokeFamily, qRevokeByCode, qCountLive,
-		qGetSession, qGetCallback, qConsumeCallback, qLinkByCode, qOpenLinkFor, qRedeemCode, qGetConnection,
+		qGetSession, qGetCallback, qConsumeCallback, qLinkByCode, qOpenLinkFor, qOpenLinkRead, qRedeemCode, qGetConnection,
 		qListConnections, qFindPermission, qListPermissions, qGetGrant, qListGrants, qDeleteClientGrant,
 		qDeleteClientPerm, qClaim, qDepth, qListAudit, qGetClient, qListClients, qAuditAfter, qLinkByID,
 	}
@@ -328,6 +328,9 @@ func BenchmarkCreateTokens(b *testing.B) {
 				a, r := benchPair("f", i)
 				return s.CreateTokens(b.Context(), a, r)
 			})
+			if s.group != nil {
+				b.ReportMetric(float64(s.group.calls.Load())/float64(max(1, s.group.groups.Load())), "calls/group")
+			}
 		})
 	}
 }
@@ -392,6 +395,7 @@ func BenchmarkSQLiteWriters(b *testing.B) {
 		o    sqliteOptions
 	}{
 		{"one-writer", sqliteOptions{}},
+		{"one-writer-ungrouped", sqliteOptions{noGroup: true}},
 		{"one-writer-autocheckpoint", sqliteOptions{autoCheckpoint: true}},
 		{"pool-4", sqliteOptions{writers: 4}},
 		{"pool-16", sqliteOptions{writers: 16}},
@@ -409,6 +413,9 @@ func BenchmarkSQLiteWriters(b *testing.B) {
 				a, r := benchPair("f", i)
 				return s.CreateTokens(b.Context(), a, r)
 			})
+			if s.group != nil {
+				b.ReportMetric(float64(s.group.calls.Load())/float64(max(1, s.group.groups.Load())), "calls/group")
+			}
 		})
 	}
 }

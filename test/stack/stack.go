@@ -1,0 +1,745 @@
+// Package stack runs a Latchkey installation for the fault, replica and log tests: one or more
+// replicas (each a webhook.Server with its own store connection to one database, as separate
+// pods would have) behind a round-robin front that plays the Service, the fake GitHub on its own
+// listener, an injected clock, and the parts of a project the stories need: Repo Helper (an
+// agent allowed to exchange tokens for GitHub), a client_credentials service, password sign-in
+// for Alice and Mallory.
+//
+// All replicas share what real replicas share: the database, the sealing keys (one Secret) and
+// the compiled configuration (the same resources), and nothing else.
+package stack
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/crypto/bcrypt"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/metrics"
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
+	sqlstore "latchkey.dev/latchkey/internal/store/sql"
+	"latchkey.dev/latchkey/internal/upstream"
+	"latchkey.dev/latchkey/internal/upstream/fakegithub"
+	"latchkey.dev/latchkey/webhook"
+	"latchkey.dev/latchkey/webhook/callback"
+	"latchkey.dev/latchkey/webhook/exchange"
+)
+
+// The project and its people.
+const (
+	ProjectKey = "team/demo"
+
+	AliceEmail    = "alice@example.com"
+	AlicePassword = "alice's long password"
+	AliceLogin    = "alice-gh"
+
+	MalloryEmail    = "mallory@example.com"
+	MalloryPassword = "mallory's long password"
+	MalloryLogin    = "mallory-gh"
+
+	// Agent is Repo Helper: it signs people in (code flow, refresh) and exchanges their tokens
+	// for GitHub.
+	Agent       = "repo-helper"
+	AgentName   = "Repo Helper"
+	AgentSecret = "lk_cs_repo-helper-secret-for-stack-tests-0123456789"
+	AgentRedir  = "http://127.0.0.1/cb"
+
+	// Service is a client_credentials client.
+	Service       = "svc"
+	ServiceSecret = "lk_cs_service-secret-for-stack-tests-0123456789abc"
+
+	GitHubClientID     = "Iv1.stacktest"
+	GitHubClientSecret = "github-client-secret-for-stack-tests"
+	// Audience names GitHub in token exchange.
+	Audience = "github"
+)
+
+// Clock is an injected clock that tests move; nothing sleeps to wait for expiry.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// Options configure a Stack.
+type Options struct {
+	// DSN of the database every replica opens (sqlite:… or postgres://…). Required.
+	DSN string
+	// Replicas is the number of servers behind the front; default 1.
+	Replicas int
+	// AccessTokenTTL > 0 makes the fake GitHub issue expiring, refreshable tokens.
+	AccessTokenTTL time.Duration
+	// UpstreamTimeout bounds a call to GitHub (upstream.Vault.Timeout); 0 is its default.
+	UpstreamTimeout time.Duration
+	// Logger is every replica's logger; discarded when zero.
+	Logger logr.Logger
+	// Metrics, when set, is every replica's (they share the series, as a scrape of the
+	// whole deployment would add them up).
+	Metrics *metrics.Metrics
+	// Extra GitHub accounts beyond Alice's and Mallory's, by login.
+	ExtraLogins []string
+}
+
+// Replica is one server of the installation.
+type Replica struct {
+	Store  store.Store
+	Server *webhook.Server
+	Holder *config.Holder
+	// Served counts the requests the front sent here.
+	Served atomic.Int64
+}
+
+// Stack is a running installation.
+type Stack struct {
+	T         testing.TB
+	Clock     *Clock
+	Project   *config.Project
+	Connector *config.Connector
+	Keyring   *secret.Keyring
+	Replicas  []*Replica
+	// Admin is the test's own connection to the database, for setting up and counting.
+	Admin     store.Store
+	Front     *httptest.Server
+	Issuer    string
+	GitHub    *fakegithub.Server
+	GitHubURL string
+
+	dsn string
+	rr  atomic.Uint64
+}
+
+// DSN is the database every replica uses.
+func (s *Stack) DSN() string { return s.dsn }
+
+var hashes = sync.OnceValue(func() map[string]string {
+	out := map[string]string{}
+	for email, pw := range map[string]string{AliceEmail: AlicePassword, MalloryEmail: MalloryPassword} {
+		b, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
+		if err != nil {
+			panic(err)
+		}
+		out[email] = string(b)
+	}
+	return out
+})
+
+// New starts an installation; everything stops when the test ends.
+func New(t testing.TB, o Options) *Stack {
+	t.Helper()
+	if o.Replicas <= 0 {
+		o.Replicas = 1
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+	s := &Stack{
+		T:       t,
+		Clock:   &Clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)},
+		Keyring: secret.NewRandomKeyring(),
+		dsn:     o.DSN,
+	}
+	admin, err := sqlstore.Open(context.Background(), o.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	s.Admin = admin
+
+	s.Front = httptest.NewServer(http.HandlerFunc(s.route))
+	t.Cleanup(s.Front.Close)
+	s.Issuer = s.Front.URL + "/team/demo"
+	callbackURL := s.Issuer + callback.Path
+
+	accounts := []fakegithub.Account{
+		{ID: 2002, Login: AliceLogin, Name: "Alice", Repos: []fakegithub.Repo{{Name: "diary", Private: true}}},
+		{ID: 1001, Login: MalloryLogin, Name: "Mallory"},
+	}
+	for i, l := range o.ExtraLogins {
+		accounts = append(accounts, fakegithub.Account{ID: int64(10000 + i), Login: l, Name: l})
+	}
+	s.GitHub = fakegithub.New(fakegithub.Options{
+		ClientID: GitHubClientID, ClientSecret: GitHubClientSecret, Accounts: accounts,
+		RedirectURIs: []string{callbackURL}, Now: s.Clock.Now, AccessTokenTTL: o.AccessTokenTTL,
+	})
+	gh := httptest.NewServer(s.GitHub)
+	t.Cleanup(gh.Close)
+	s.GitHubURL = gh.URL
+	s.Connector = s.GitHub.Connector(gh.URL, callbackURL)
+
+	hs := hashes()
+	s.Project = &config.Project{
+		Key: ProjectKey, Namespace: "team", Name: "demo", DisplayName: "Demo Team", Issuer: s.Issuer,
+		SignIn: config.SignIn{Passwords: map[string]config.PasswordUser{
+			AliceEmail:   {Email: AliceEmail, Name: "Alice", Hash: hs[AliceEmail]},
+			MalloryEmail: {Email: MalloryEmail, Name: "Mallory", Hash: hs[MalloryEmail]},
+		}},
+		Lifetimes:    config.DefaultLifetimes(),
+		Registration: config.Registration{Mode: config.RegistrationOpen},
+		Clients: map[string]*config.Client{
+			Agent: {
+				ID: Agent, SecretHash: secret.Hash(AgentSecret), Name: AgentName, RedirectURIs: []string{AgentRedir},
+				GrantTypes:              []string{"authorization_code", "refresh_token", exchange.GrantType},
+				Scopes:                  []string{"openid", "profile", "email", "read"},
+				TokenEndpointAuthMethod: "client_secret_basic", Connectors: []string{s.Connector.Key},
+			},
+			Service: {
+				ID: Service, SecretHash: secret.Hash(ServiceSecret), Name: "Service",
+				GrantTypes: []string{"client_credentials"}, Scopes: []string{"read"},
+				TokenEndpointAuthMethod: "client_secret_basic",
+			},
+		},
+		Connectors:           map[string]*config.Connector{s.Connector.Key: s.Connector},
+		ConnectorsByAudience: map[string]*config.Connector{s.Connector.Audience: s.Connector},
+		Redirects:            config.DefaultRedirectRules(),
+	}
+
+	for range o.Replicas {
+		st, err := sqlstore.Open(context.Background(), o.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		var ist store.Store = st
+		if o.Metrics != nil {
+			ist = o.Metrics.Store(st)
+		}
+		r := &Replica{Store: ist, Holder: &config.Holder{}}
+		// Each replica compiles the same resources into its own snapshot.
+		r.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{ProjectKey: s.Project}, Version: 1})
+		r.Server, err = webhook.New(webhook.Options{
+			Config: r.Holder, Store: ist, Keyring: s.Keyring, Logger: o.Logger, Now: s.Clock.Now,
+			PublicURL: s.Front.URL, Metrics: o.Metrics,
+			Vault: &upstream.Vault{Store: ist, Keyring: s.Keyring, Now: s.Clock.Now, Timeout: o.UpstreamTimeout,
+				OnRefresh: o.Metrics.UpstreamRefresh},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Replicas = append(s.Replicas, r)
+	}
+	return s
+}
+
+// ReplicaHeader pins a request to one replica (its index), bypassing the round robin.
+const ReplicaHeader = "X-Test-Replica"
+
+// route is the Service: requests go to the replicas in turn.
+func (s *Stack) route(w http.ResponseWriter, r *http.Request) {
+	i := int(s.rr.Add(1)-1) % len(s.Replicas)
+	if v := r.Header.Get(ReplicaHeader); v != "" {
+		fmt.Sscan(v, &i)
+		i %= len(s.Replicas)
+	}
+	rep := s.Replicas[i]
+	rep.Served.Add(1)
+	rep.Server.ServeHTTP(w, r)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Setting up state directly (as a finished flow would have left it)
+
+// PersonID returns the id of the person with that email, creating them as sign-in would.
+func (s *Stack) PersonID(email string) string {
+	s.T.Helper()
+	p, err := s.Admin.UpsertPerson(context.Background(), store.Person{
+		Project: ProjectKey, ID: "p-" + strings.NewReplacer("@", "-at-", ".", "-").Replace(email), Source: "password",
+		SourceSubject: email, Email: email, CreatedAt: s.Clock.Now(),
+	})
+	if err != nil {
+		s.T.Fatal(err)
+	}
+	return p.ID
+}
+
+// AccessToken issues a Latchkey access token for the person to client, living a day.
+func (s *Stack) AccessToken(email, client string) string {
+	s.T.Helper()
+	tok := secret.New(secret.PrefixAccessToken)
+	now := s.Clock.Now()
+	if err := s.Admin.CreateTokens(context.Background(), store.Token{
+		Hash: secret.Hash(tok), Kind: store.AccessToken, Project: ProjectKey, ClientID: client,
+		Subject: s.PersonID(email), Scopes: []string{"openid"}, FamilyID: secret.New(""),
+		AuthTime: now, IssuedAt: now, ExpiresAt: now.Add(24 * time.Hour),
+	}); err != nil {
+		s.T.Fatal(err)
+	}
+	return tok
+}
+
+// ConnectGitHub connects the person's GitHub account (login) as the callback would after a
+// real authorization at the fake GitHub (so the tokens are real ones it will refresh), and lets
+// Repo Helper use it.
+func (s *Stack) ConnectGitHub(email, login string) store.Connection {
+	s.T.Helper()
+	ctx := context.Background()
+	s.GitHub.Approve(login, GitHubClientID)
+	verifier := upstream.NewVerifier()
+	sum := sha256.Sum256([]byte(verifier))
+	q := url.Values{
+		"response_type": {"code"}, "client_id": {GitHubClientID}, "redirect_uri": {s.Connector.CallbackURL},
+		"scope": {strings.Join(s.Connector.Scopes, " ")}, "state": {"st"},
+		"code_challenge": {base64.RawURLEncoding.EncodeToString(sum[:])}, "code_challenge_method": {"S256"},
+	}
+	req, _ := http.NewRequest(http.MethodGet, s.Connector.AuthURL+"?"+q.Encode(), nil)
+	req.AddCookie(s.GitHub.SessionCookie(login))
+	resp, err := noRedirects.Do(req)
+	if err != nil {
+		s.T.Fatal(err)
+	}
+	resp.Body.Close()
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	if err != nil || loc.Query().Get("code") == "" {
+		s.T.Fatalf("GitHub did not hand out a code: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	acct, tok, err := upstream.Exchange(ctx, nil, s.Connector, loc.Query().Get("code"), verifier)
+	if err != nil {
+		s.T.Fatal(err)
+	}
+	now := s.Clock.Now()
+	c := store.Connection{
+		ID: secret.New("")[:22], Project: ProjectKey, Subject: s.PersonID(email), Connector: s.Connector.Key,
+		AccountID: acct.ID, AccountName: acct.Name, Status: store.ConnectionActive, CreatedAt: now, UpdatedAt: now,
+	}
+	v := &upstream.Vault{Store: s.Admin, Keyring: s.Keyring, Now: s.Clock.Now}
+	v.Seal(&c, tok)
+	saved, err := s.Admin.SaveConnection(ctx, c)
+	if err != nil {
+		s.T.Fatal(err)
+	}
+	if err := s.Admin.AllowAgent(ctx, store.AgentPermission{
+		Project: ProjectKey, Subject: c.Subject, Connector: c.Connector, ClientID: Agent, ConnectionID: saved.ID, CreatedAt: now,
+	}); err != nil {
+		s.T.Fatal(err)
+	}
+	return saved
+}
+
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// ---------------------------------------------------------------------------------------------
+// The token endpoint
+
+// Answer is a JSON answer of the server.
+type Answer struct {
+	Status int
+	Header http.Header
+	Body   map[string]any
+	Raw    []byte
+	// Took is how long the answer took.
+	Took time.Duration
+}
+
+// Str returns a string member of the body ("" when absent).
+func (a Answer) Str(k string) string { v, _ := a.Body[k].(string); return v }
+
+// Post sends a form to a path under the issuer with Basic client authentication, through the
+// front. Transport errors are returned, not fatal: the fault tests count them.
+func (s *Stack) Post(ctx context.Context, path string, form url.Values, client, clientSecret string) (Answer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.Issuer+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		return Answer{}, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if client != "" {
+		req.SetBasicAuth(url.QueryEscape(client), url.QueryEscape(clientSecret))
+	}
+	return Do(req)
+}
+
+// Do sends req and reads a JSON answer (Body stays nil when the answer is not JSON).
+func Do(req *http.Request) (Answer, error) {
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return Answer{}, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	a := Answer{Status: resp.StatusCode, Header: resp.Header, Raw: raw, Took: time.Since(start)}
+	if err != nil {
+		return a, err
+	}
+	json.Unmarshal(raw, &a.Body)
+	return a, nil
+}
+
+// MustPost is Post for tests that expect an answer.
+func (s *Stack) MustPost(path string, form url.Values, client, clientSecret string) Answer {
+	s.T.Helper()
+	a, err := s.Post(context.Background(), path, form, client, clientSecret)
+	if err != nil {
+		s.T.Fatal(err)
+	}
+	return a
+}
+
+// Exchange is Repo Helper asking for the subject token's owner's GitHub token.
+func (s *Stack) Exchange(ctx context.Context, subjectToken string) (Answer, error) {
+	return s.Post(ctx, "/token", url.Values{
+		"grant_type":           {exchange.GrantType},
+		"subject_token":        {subjectToken},
+		"subject_token_type":   {exchange.TokenTypeAccessToken},
+		"requested_token_type": {exchange.TokenTypeAccessToken},
+		"audience":             {Audience},
+	}, Agent, AgentSecret)
+}
+
+// ClientCredentials asks for a service token.
+func (s *Stack) ClientCredentials(ctx context.Context) (Answer, error) {
+	return s.Post(ctx, "/token", url.Values{"grant_type": {"client_credentials"}}, Service, ServiceSecret)
+}
+
+// Refresh is Repo Helper refreshing.
+func (s *Stack) Refresh(ctx context.Context, refreshToken string) (Answer, error) {
+	return s.Post(ctx, "/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refreshToken}}, Agent, AgentSecret)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Browsers
+
+// Browser is one person's browser: its own cookie jar; redirects are followed by hand.
+type Browser struct {
+	// S is the stack the browser belongs to; nil for a browser made by NewBrowser.
+	S *Stack
+	// Base is the server's address; Issuer the project's.
+	Base, Issuer string
+	Jar          http.CookieJar
+	C            *http.Client
+}
+
+// Browser returns a new browser for the stack's project.
+func (s *Stack) Browser() *Browser {
+	b := NewBrowser(s.Front.URL, s.Issuer)
+	b.S = s
+	return b
+}
+
+// NewBrowser returns a browser for any server: base is its address, issuer the project's.
+func NewBrowser(base, issuer string) *Browser {
+	jar, _ := cookiejar.New(nil)
+	return &Browser{Base: base, Issuer: issuer, Jar: jar, C: &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+// Page is a response as a test reads it.
+type Page struct {
+	Status int
+	Header http.Header
+	Body   string
+	URL    string
+}
+
+// Location is the redirect target resolved against the request URL.
+func (p Page) Location() string {
+	loc := p.Header.Get("Location")
+	base, err := url.Parse(p.URL)
+	if loc == "" || err != nil {
+		return loc
+	}
+	u, err := base.Parse(loc)
+	if err != nil {
+		return loc
+	}
+	return u.String()
+}
+
+var (
+	reTag      = regexp.MustCompile(`<[^>]*>`)
+	reForm     = regexp.MustCompile(`(?s)<form [^>]*action="([^"]*)"[^>]*>(.*?)</form>`)
+	reHidden   = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
+	reContinue = regexp.MustCompile(`<meta http-equiv="refresh" content="0; url=([^"]+)">`)
+	reConfirm  = regexp.MustCompile(`name="confirm_destination" value="([^"]*)"`)
+)
+
+// Hidden returns a page's hidden form fields.
+func (p Page) Hidden() url.Values {
+	v := url.Values{}
+	for _, m := range reHidden.FindAllStringSubmatch(p.Body, -1) {
+		v.Set(html.UnescapeString(m[1]), html.UnescapeString(m[2]))
+	}
+	return v
+}
+
+// Form finds the form whose submit button says label and returns its action and fields.
+func (p Page) Form(label string) (action string, fields url.Values, ok bool) {
+	for _, m := range reForm.FindAllStringSubmatch(p.Body, -1) {
+		if !strings.Contains(reTag.ReplaceAllString(m[2], " "), label) {
+			continue
+		}
+		fields = url.Values{}
+		for _, f := range reHidden.FindAllStringSubmatch(m[2], -1) {
+			fields.Set(html.UnescapeString(f[1]), html.UnescapeString(f[2]))
+		}
+		return html.UnescapeString(m[1]), fields, true
+	}
+	return "", nil, false
+}
+
+// Press submits the form of page whose button says label.
+func (b *Browser) Press(p Page, label string) (Page, error) {
+	action, fields, ok := p.Form(label)
+	if !ok {
+		return p, &StepError{Page: p, Err: fmt.Errorf("no %q button", label)}
+	}
+	return b.Post(action, fields)
+}
+
+// Follow follows redirects from p (at most ten) and returns the first page that is not one.
+func (b *Browser) Follow(p Page) (Page, error) {
+	for range 10 {
+		if p.Status < 300 || p.Status > 399 {
+			return p, nil
+		}
+		var err error
+		if p, err = b.Get(p.Location()); err != nil {
+			return p, err
+		}
+	}
+	return p, &StepError{Page: p, Err: errors.New("too many redirects")}
+}
+
+// SignInGitHub signs the browser in at the fake GitHub, as if the person had done so earlier.
+func (b *Browser) SignInGitHub(login string) {
+	u, _ := url.Parse(b.S.GitHubURL)
+	b.Jar.SetCookies(u, []*http.Cookie{b.S.GitHub.SessionCookie(login)})
+}
+
+// Cookies are the browser's cookies for the project's pages, the upstream callback
+// included (each cookie is scoped to the path it serves).
+func (b *Browser) Cookies() []*http.Cookie {
+	var out []*http.Cookie
+	seen := map[string]bool{}
+	for _, p := range []string{b.Base + "/", b.Issuer + "/", b.Issuer + callback.Path, b.Issuer + "/account/"} {
+		u, _ := url.Parse(p)
+		for _, c := range b.Jar.Cookies(u) {
+			if !seen[c.Name+"="+c.Value] {
+				seen[c.Name+"="+c.Value] = true
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+func (b *Browser) abs(u string) string {
+	if strings.HasPrefix(u, "/") {
+		return b.Base + u
+	}
+	return u
+}
+
+// Get loads an address; transport errors are returned.
+func (b *Browser) Get(u string) (Page, error) {
+	req, err := http.NewRequest(http.MethodGet, b.abs(u), nil)
+	if err != nil {
+		return Page{}, err
+	}
+	return b.do(req)
+}
+
+// Post submits a form as a page of the same origin would.
+func (b *Browser) Post(u string, form url.Values) (Page, error) {
+	req, err := http.NewRequest(http.MethodPost, b.abs(u), strings.NewReader(form.Encode()))
+	if err != nil {
+		return Page{}, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", req.URL.Scheme+"://"+req.URL.Host)
+	return b.do(req)
+}
+
+func (b *Browser) do(req *http.Request) (Page, error) {
+	resp, err := b.C.Do(req)
+	if err != nil {
+		return Page{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return Page{Status: resp.StatusCode, Header: resp.Header, Body: string(body), URL: req.URL.String()}, err
+}
+
+// SignIn signs the browser in through the sign-in page.
+func (b *Browser) SignIn(email, password string) error {
+	form, err := b.Get(b.Issuer + "/sign-in?prompt=login")
+	if err != nil {
+		return err
+	}
+	if form.Status != http.StatusOK || !strings.Contains(form.Body, `name="password"`) {
+		return fmt.Errorf("sign-in page: %d", form.Status)
+	}
+	f := form.Hidden()
+	f.Set("username", email)
+	f.Set("password", password)
+	res, err := b.Post(b.Issuer+"/sign-in", f)
+	if err != nil {
+		return err
+	}
+	if res.Status != http.StatusOK || !strings.Contains(res.Body, "signed in") {
+		return fmt.Errorf("sign-in: %d", res.Status)
+	}
+	return nil
+}
+
+// PKCE is a code verifier and its S256 challenge.
+type PKCE struct{ Verifier, Challenge string }
+
+func NewPKCE() PKCE {
+	v := secret.New("")
+	sum := sha256.Sum256([]byte(v))
+	return PKCE{Verifier: v, Challenge: base64.RawURLEncoding.EncodeToString(sum[:])}
+}
+
+// StepError is a browser flow that stopped: at a page it did not expect, or on a transport
+// error.
+type StepError struct {
+	Page Page
+	Err  error
+}
+
+func (e *StepError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("at %s: %v", e.Page.URL, e.Err)
+	}
+	return fmt.Sprintf("stopped at %d %s", e.Page.Status, e.Page.URL)
+}
+
+func (e *StepError) Unwrap() error { return e.Err }
+
+// Authorize runs the browser side of an authorization code flow for client (signing in as
+// email when asked, allowing on the consent page) and returns the code. With email "" a
+// request to sign in is an error: the browser is expected to be signed in already.
+func (b *Browser) Authorize(client, redirectURI, scope, email, password string, pk PKCE) (string, error) {
+	q := url.Values{
+		"response_type": {"code"}, "client_id": {client}, "redirect_uri": {redirectURI}, "state": {"st"},
+		"code_challenge": {pk.Challenge}, "code_challenge_method": {"S256"},
+	}
+	if scope != "" {
+		q.Set("scope", scope)
+	}
+	p, err := b.Get(b.Issuer + "/authorize?" + q.Encode())
+	for range 10 {
+		if err != nil {
+			return "", &StepError{Page: p, Err: err}
+		}
+		switch {
+		case p.Status == http.StatusSeeOther || p.Status == http.StatusFound:
+			loc := p.Location()
+			if strings.HasPrefix(loc, redirectURI) {
+				u, _ := url.Parse(loc)
+				if c := u.Query().Get("code"); c != "" {
+					return c, nil
+				}
+				return "", &StepError{Page: p, Err: fmt.Errorf("redirected without a code: %s", loc)}
+			}
+			p, err = b.Get(loc)
+		case p.Status == http.StatusOK && strings.Contains(p.Body, `name="password"`):
+			if email == "" {
+				return "", &StepError{Page: p, Err: errors.New("asked to sign in again")}
+			}
+			f := p.Hidden()
+			f.Set("username", email)
+			f.Set("password", password)
+			p, err = b.Post(b.Issuer+"/sign-in", f)
+		case p.Status == http.StatusOK && reContinue.MatchString(p.Body):
+			p, err = b.Get(html.UnescapeString(reContinue.FindStringSubmatch(p.Body)[1]))
+		case p.Status == http.StatusOK && strings.Contains(p.Body, "Where access goes"):
+			f := p.Hidden()
+			f.Set("decision", "allow")
+			if m := reConfirm.FindStringSubmatch(p.Body); m != nil {
+				f.Set("confirm_destination", html.UnescapeString(m[1]))
+			}
+			p, err = b.Post(b.Issuer+"/authorize", f)
+		default:
+			return "", &StepError{Page: p}
+		}
+	}
+	return "", &StepError{Page: p, Err: errors.New("authorization did not finish")}
+}
+
+// CodeFlow signs email in (if needed), consents for Repo Helper and redeems the code.
+func (b *Browser) CodeFlow(email, password string) (Answer, error) {
+	pk := NewPKCE()
+	code, err := b.Authorize(Agent, AgentRedir, "openid read", email, password, pk)
+	if err != nil {
+		return Answer{}, err
+	}
+	return b.S.Post(context.Background(), "/token", url.Values{
+		"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {AgentRedir}, "code_verifier": {pk.Verifier},
+	}, Agent, AgentSecret)
+}
+
+// ---------------------------------------------------------------------------------------------
+// PostgreSQL
+
+// PostgresDSN gives one test its own schema in LATCHKEY_TEST_POSTGRES_DSN's database, dropped
+// when the test ends. Without the variable the test is skipped, or fails under CI=true.
+func PostgresDSN(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv("LATCHKEY_TEST_POSTGRES_DSN")
+	if base == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("LATCHKEY_TEST_POSTGRES_DSN is not set; CI must run these tests on PostgreSQL")
+		}
+		t.Skip("LATCHKEY_TEST_POSTGRES_DSN is not set")
+	}
+	return NewSchema(t, base)
+}
+
+// NewSchema creates a fresh schema in the database at base and returns a DSN that uses it.
+func NewSchema(t testing.TB, base string) string {
+	t.Helper()
+	db, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	var b [6]byte
+	rand.Read(b[:])
+	schema := "lk_stack_" + hex.EncodeToString(b[:])
+	if _, err := db.Exec(`CREATE SCHEMA ` + schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Exec(`DROP SCHEMA ` + schema + ` CASCADE`) })
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
