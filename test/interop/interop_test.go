@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -37,6 +38,7 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/webhook/callback/callbacktest"
 )
 
@@ -74,6 +76,7 @@ func TestStrictClientLibraries(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "flow.mjs", h.Issuer, redirectBase)
 	cmd.Dir = nodeDir
+	cmd.Env = append(os.Environ(), "INTEROP_RS_ID="+resourceServerID, "INTEROP_RS_SECRET="+resourceServerSecret)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
@@ -289,6 +292,11 @@ func expectations(t *testing.T, h *callbacktest.Harness, res map[string]result) 
 
 // withSigningKey gives the project an ES256 key, so the code flow with scope openid returns
 // an ID token the libraries validate.
+const (
+	resourceServerID     = "interop-resource-server"
+	resourceServerSecret = "lk_cs_interop-resource-server-secret-0123456789"
+)
+
 func withSigningKey(t *testing.T, h *callbacktest.Harness) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -297,6 +305,13 @@ func withSigningKey(t *testing.T, h *callbacktest.Harness) {
 	}
 	p := *h.Project
 	p.SigningKeys = []config.SigningKey{{ID: signingKeyID, Algorithm: "ES256", Private: key}}
+	// The resource server that introspects people's tokens is declared by the admin, as an
+	// OAuthClient would be: a self-registered client may only introspect its own tokens.
+	p.Clients = maps.Clone(p.Clients)
+	p.Clients[resourceServerID] = &config.Client{
+		ID: resourceServerID, SecretHash: secret.Hash(resourceServerSecret), Name: "Interop resource server",
+		GrantTypes: []string{"client_credentials"}, TokenEndpointAuthMethod: "client_secret_basic",
+	}
 	h.Project = &p
 	h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 2})
 }

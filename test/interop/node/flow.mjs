@@ -275,8 +275,12 @@ async function oauth4webapiPass() {
     return { token_type: res.token_type, access_prefix: prefix(res.access_token), has_refresh: res.refresh_token !== undefined };
   });
 
-  const introspect = async (token, hint) => oauth.processIntrospectionResponse(as, confClient,
-    await oauth.introspectionRequest(as, confClient, confAuth, token,
+  // People's tokens are introspected by the resource server the admin declared; a
+  // self-registered client may only introspect its own.
+  const rsClient = { client_id: process.env.INTEROP_RS_ID };
+  const rsAuth = oauth.ClientSecretBasic(process.env.INTEROP_RS_SECRET);
+  const introspect = async (token, hint) => oauth.processIntrospectionResponse(as, rsClient,
+    await oauth.introspectionRequest(as, rsClient, rsAuth, token,
       { additionalParameters: { token_type_hint: hint }, ...insecure }));
 
   await step(pass, 'introspect-active', async () => {
