@@ -714,3 +714,23 @@ func TestValidation(t *testing.T) {
 		})
 	}
 }
+
+// TestOAuthClientRedirectLookAlikes: redirect URIs the CRD's CEL accepts but the server's shared
+// check refuses (the same check dynamic registration applies) keep the client out of service,
+// with a reason that names the field; fixing the URI brings it back.
+func TestOAuthClientRedirectLookAlikes(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t, nil)
+	newProject(t, ns, "proj", nil)
+	for i, uri := range []v1alpha1.RedirectURI{"https://claude.ai@evil.example/cb", "Com.Example.App:/cb"} {
+		oc := newClient(ns, fmt.Sprintf("lookalike-%d", i), v1alpha1.ProjectReference{Name: "proj"})
+		oc.Spec.RedirectURIs = []v1alpha1.RedirectURI{"https://ok.example/cb", uri}
+		create(t, oc)
+		cond := waitNotReady(t, oc, v1alpha1.OAuthClientInvalidRedirectURIReason)
+		if !strings.Contains(cond.Message, "spec.redirectURIs[1]") {
+			t.Errorf("%s: message %q does not name spec.redirectURIs[1]", uri, cond.Message)
+		}
+		update(t, oc, func(c *v1alpha1.OAuthClient) { c.Spec.RedirectURIs = c.Spec.RedirectURIs[:1] })
+		waitReady(t, oc)
+	}
+}

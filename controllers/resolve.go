@@ -18,6 +18,7 @@ import (
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/redirect"
 	"latchkey.dev/latchkey/internal/secret"
 )
 
@@ -606,7 +607,7 @@ const clientSecretMinLength = 32
 // unique across the cluster, and never reused by a later resource of the same name (whose old
 // tokens must not carry over).
 func clientIDFor(oc *v1alpha1.OAuthClient) string {
-	return "lkc_" + strings.ReplaceAll(string(oc.UID), "-", "")
+	return config.DeclaredClientPrefix + strings.ReplaceAll(string(oc.UID), "-", "")
 }
 
 // credentialsSecretName is the Secret an OAuthClient's credentials go to.
@@ -651,6 +652,11 @@ func (r *resolver) client(ctx context.Context, oc *v1alpha1.OAuthClient, sec *co
 	}
 	redirects := make([]string, len(oc.Spec.RedirectURIs))
 	for i, u := range oc.Spec.RedirectURIs {
+		// CEL cannot say everything the server checks at registration; one function decides
+		// for declared and registered clients alike.
+		if err := redirect.ValidateRedirectURI(string(u)); err != nil {
+			return nil, notReadyf(v1alpha1.OAuthClientInvalidRedirectURIReason, "spec.redirectURIs[%d]: %v", i, err)
+		}
 		redirects[i] = string(u)
 	}
 	out := &config.Client{

@@ -30,6 +30,10 @@ const (
 	// OAuthClientSecretInvalidReason: the credentials Secret holds a client secret too short to
 	// be safe (an administrator replaced it with fewer than 32 characters).
 	OAuthClientSecretInvalidReason = SecretInvalidReason
+	// OAuthClientInvalidRedirectURIReason: a redirect URI passes the CRD's checks but not the
+	// server's stricter ones (userinfo, upper-case scheme, characters outside RFC 3986, …), which
+	// dynamic registration applies too.
+	OAuthClientInvalidRedirectURIReason = "InvalidRedirectURI"
 	// OAuthClientSigningKeyRequiredReason: accessTokenFormat is jwt but the Project has no
 	// spec.signingKeySecretRef.
 	OAuthClientSigningKeyRequiredReason = "SigningKeyRequired"

@@ -130,6 +130,18 @@ const (
 	TokenJWT    TokenFormat = "jwt"
 )
 
+// DeclaredClientPrefix starts the id of every client declared as an OAuthClient resource. A
+// token held by such an id that is not in the snapshot belongs to a deleted (or no longer
+// ready) OAuthClient, so the server can refuse it without a database read.
+const DeclaredClientPrefix = "lkc_"
+
+// ClientGone reports whether id was declared as an OAuthClient that is no longer in the
+// project (deleted, or not ready): tokens it holds are refused. Registered clients are not
+// covered here; deleting one revokes its tokens in the store.
+func (p *Project) ClientGone(id string) bool {
+	return len(id) > len(DeclaredClientPrefix) && id[:len(DeclaredClientPrefix)] == DeclaredClientPrefix && p.Clients[id] == nil
+}
+
 // Client is a statically declared OAuthClient.
 type Client struct {
 	ID string

@@ -219,7 +219,7 @@ func (g *Grant) subject(ctx context.Context, p *config.Project, raw string, now 
 	if err != nil {
 		return store.Token{}, oauth.Internal(err)
 	}
-	if t.Kind != store.AccessToken || t.Project != p.Key || !t.Active(now) {
+	if t.Kind != store.AccessToken || t.Project != p.Key || !t.Active(now) || p.ClientGone(t.ClientID) {
 		return store.Token{}, dead
 	}
 	if t.Subject == "" {

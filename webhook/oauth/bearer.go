@@ -36,7 +36,7 @@ func LookupAccessToken(ctx context.Context, env *site.Env, p *config.Project, ra
 	if err != nil {
 		return store.Token{}, Internal(err)
 	}
-	if t.Kind != store.AccessToken || t.Project != p.Key || !t.Active(now) {
+	if t.Kind != store.AccessToken || t.Project != p.Key || !t.Active(now) || p.ClientGone(t.ClientID) {
 		return store.Token{}, ErrInvalidToken.WithDescription("the access token is invalid")
 	}
 	refused, err := env.ClientRefused(ctx, p, t.ClientID)

@@ -60,7 +60,7 @@ func introspect(env *site.Env) http.HandlerFunc {
 			logFail(env, w, p, "introspection", Internal(err))
 			return
 		}
-		inactive := err != nil || t.Project != p.Key || !t.Active(now) ||
+		inactive := err != nil || t.Project != p.Key || !t.Active(now) || p.ClientGone(t.ClientID) ||
 			(t.Kind == store.RefreshToken && (t.ClientID != client.ID || t.RotatedAt != nil)) ||
 			(client.Registered && t.ClientID != client.ID && !slices.Contains(t.Audience, client.ID))
 		if !inactive {
