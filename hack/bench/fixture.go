@@ -179,6 +179,14 @@ func start(ctx context.Context, o options, dsn string) (*fixture, error) {
 	connector := gh.Connector(ghURL, f.issuer+"/connectors/callback")
 
 	f.project = benchProject(f.issuer, connector)
+	// Sessions and refresh tokens last only while their person is in the project's sign-in
+	// sources; the bench people are password people whose hash never verifies (they never
+	// sign in through the form: the fixture stores their sessions).
+	f.project.SignIn.Passwords = make(map[string]config.PasswordUser, f.o.people)
+	for i := range f.o.people {
+		email := fmt.Sprintf("p-%07d@bench.example", i)
+		f.project.SignIn.Passwords[email] = config.PasswordUser{Email: email, Name: "Person", Hash: "$2a$10$benchbenchbenchbenchbenchbenchbenchbenchbenchbenchben"}
+	}
 	holder := &config.Holder{}
 	holder.Store(&config.Snapshot{Projects: map[string]*config.Project{projectKey: f.project}, Version: 1})
 

@@ -47,6 +47,19 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 		})
 		return nil, ErrInvalidGrant.WithDescription(err.Error())
 	}
+	if old.Subject != "" {
+		person, err := env.Store.GetPerson(ctx, p.Key, old.Subject)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, Internal(err)
+		}
+		if err != nil || !site.PersonActive(p, person) {
+			// The person was removed from the project's sign-in: the grant ends with them.
+			if _, rerr := env.Store.RevokeFamily(ctx, old.FamilyID, req.Now); rerr != nil {
+				return nil, Internal(rerr)
+			}
+			return nil, ErrInvalidGrant.WithDescription("the person can no longer sign in to this project")
+		}
+	}
 	scopes := old.Scopes
 	if s := f.Get("scope"); s != "" {
 		if scopes, err = grantScopes(s, old.Scopes); err != nil {

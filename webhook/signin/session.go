@@ -45,6 +45,9 @@ func Current(env *site.Env, r *http.Request) (store.Session, store.Person, bool)
 		}
 		return store.Session{}, store.Person{}, false
 	}
+	if !site.PersonActive(p, person) {
+		return store.Session{}, store.Person{}, false
+	}
 	return s, person, true
 }
 

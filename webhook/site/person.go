@@ -1,0 +1,22 @@
+package site
+
+import (
+	"strings"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/store"
+)
+
+// PersonActive reports whether the person can still sign in to the project: someone removed
+// from the password file, or whose identity provider the project no longer trusts, loses their
+// sessions and their refresh tokens at once rather than when those expire.
+func PersonActive(p *config.Project, person store.Person) bool {
+	switch person.Source {
+	case "password":
+		_, ok := p.SignIn.Passwords[person.SourceSubject]
+		return ok
+	case "oidc":
+		return p.SignIn.OIDC != nil && strings.HasPrefix(person.SourceSubject, p.SignIn.OIDC.Issuer+"|")
+	}
+	return false
+}
