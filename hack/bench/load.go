@@ -36,10 +36,10 @@ type result struct {
 	// cpu is the CPU time this process (server and load generator) used during the run. On a
 	// shared machine it varies far less than the rate does, so it is the figure to compare
 	// changes by.
-	cpu      time.Duration
-	load     string // load average when the run started
-	tokens   int64  // live tokens stored when the run started
-	short    bool   // a pool ran out before the duration
+	cpu    time.Duration
+	load   string // load average when the run started
+	tokens int64  // live tokens stored when the run started
+	short  bool   // a pool ran out before the duration
 }
 
 // cpuPerOp is CPU time per successful request, in microseconds.
