@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +25,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -36,10 +39,12 @@ import (
 )
 
 // The reconcile benchmark: N OAuthClients of one Project applied to a running operator (as a
-// GitOps tool applies a directory), timed until every one reports Ready for its generation,
-// with the operator's memory once they have. Each count runs in a process of its own, with its
-// own kube-apiserver and etcd, so one count's memory and stored objects do not carry into the
-// next.
+// GitOps tool applies a directory), timed until every one reports Ready for its generation.
+//
+// The operator runs in a process of its own (this program again, in operator mode), wired as
+// cmd/latchkey wires it, so its memory is its own: the harness that creates the objects and
+// watches them become Ready is another process. Every count gets a fresh kube-apiserver and
+// etcd, so one count's objects do not carry into the next.
 
 const (
 	benchNS     = "bench"
@@ -47,26 +52,34 @@ const (
 	// createWorkers create objects in parallel, as kubectl apply --server-side of a large
 	// directory or Argo CD's sync waves do.
 	createWorkers = 32
+	// settleFor is how long after all Ready the operator's memory is read again: its second
+	// reconcile of each client (for the client's own Secret) and the Events come after Ready.
+	settleFor = 15 * time.Second
+	// childEnv marks the operator process.
+	childEnv = "LATCHKEY_BENCH_OPERATOR"
 )
 
-// reconcileResult is one count's outcome; the child prints it as JSON on its last line.
+// memory is what the operator reports about itself, in MiB.
+type memory struct {
+	HeapMiB    float64 `json:"heap_mib"`     // Go heap in use after two collections
+	GoSysMiB   float64 `json:"go_sys_mib"`   // what the Go runtime holds from the OS
+	RSSMiB     float64 `json:"rss_mib"`      // resident set
+	PeakRSSMiB float64 `json:"peak_rss_mib"` // resident high-water mark
+	Clients    int     `json:"clients"`      // clients in the compiled snapshot
+}
+
 type reconcileResult struct {
-	Clients    int     `json:"clients"`
-	CreateSecs float64 `json:"create_secs"` // creating every object
-	ReadySecs  float64 `json:"ready_secs"`  // from the first create until every object is Ready
-	HeapMiB    float64 `json:"heap_mib"`    // Go heap in use after a collection, all Ready
-	GoSysMiB   float64 `json:"go_sys_mib"`  // memory the Go runtime holds from the OS
-	RSSMiB     float64 `json:"rss_mib"`     // resident set after a collection, all Ready
-	// The same settleFor later, when the work queues have drained.
-	SettledHeapMiB float64 `json:"settled_heap_mib"`
-	SettledRSSMiB  float64 `json:"settled_rss_mib"`
-	PeakRSSMiB     float64 `json:"peak_rss_mib"` // the process's high-water mark
-	BaseRSSMiB     float64 `json:"base_rss_mib"` // resident set with the manager started, no clients
-	SnapshotCli    int     `json:"snapshot_clients"`
-	Error          string  `json:"error,omitempty"`
+	clients           int
+	create, ready     time.Duration
+	base, atReady     memory
+	settled           memory
+	loadStart, loadAt string
 }
 
 func runControllers(ctx context.Context, o options) error {
+	if os.Getenv(childEnv) == "1" {
+		return operator(ctx, o)
+	}
 	var counts []int
 	for f := range strings.SplitSeq(o.controllers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -75,56 +88,40 @@ func runControllers(ctx context.Context, o options) error {
 		}
 		counts = append(counts, n)
 	}
-	if os.Getenv("LATCHKEY_BENCH_CHILD") == "1" {
-		if len(counts) != 1 {
-			return errors.New("a child runs one count")
-		}
-		r, err := reconcileOnce(ctx, o, counts[0])
-		if err != nil {
-			r.Error = err.Error()
-		}
-		b, _ := json.Marshal(r)
-		fmt.Println(string(b))
-		return err
-	}
 	assets, err := kubebuilderAssets()
 	if err != nil {
 		return err
 	}
-	self, err := os.Executable()
+	os.Setenv("KUBEBUILDER_ASSETS", assets)
+	crds, err := crdDir()
 	if err != nil {
 		return err
 	}
+	ctrl.SetLogger(logr.Discard())
 	var results []reconcileResult
 	for _, n := range counts {
-		logf(o, "reconciling %d OAuthClients in a child process", n)
-		load := loadAvg()
-		cmd := exec.CommandContext(ctx, self, "-controllers", strconv.Itoa(n), fmt.Sprintf("-v=%t", o.verbose), "-profile", o.profileDir)
-		cmd.Env = append(os.Environ(), "LATCHKEY_BENCH_CHILD=1", "KUBEBUILDER_ASSETS="+assets)
-		cmd.Stderr = os.Stderr
-		out, err := cmd.Output()
-		var r reconcileResult
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		if jerr := json.Unmarshal([]byte(lines[len(lines)-1]), &r); jerr != nil {
-			return fmt.Errorf("%d clients: %v (output %q)", n, errors.Join(err, jerr), out)
+		r, err := reconcileOnce(ctx, o, crds, n)
+		if err != nil {
+			return fmt.Errorf("%d clients: %w", n, err)
 		}
-		if r.Error != "" {
-			return fmt.Errorf("%d clients: %s", n, r.Error)
-		}
-		logf(o, "%d clients Ready in %.1f s (load %s)", n, r.ReadySecs, load)
+		logf(o, "%d clients Ready in %.1f s", n, r.ready.Seconds())
 		results = append(results, r)
 	}
 	fmt.Printf("## OAuthClient reconcile benchmark (envtest)\n\n")
-	fmt.Printf("- kube-apiserver and etcd from %s; one Project, N OAuthClients created by %d parallel writers\n", assets, createWorkers)
-	fmt.Printf("- operator in the measuring process: controllers.Setup as cmd/latchkey wires it (MaxConcurrentReconciles default), SQLite store\n")
-	fmt.Printf("- machine: %d CPUs shared with the API server and etcd; load average at the end %s\n\n", runtime.NumCPU(), loadAvg())
-	fmt.Printf("| OAuthClients | create s | all Ready s | Go heap MiB | Go sys MiB | RSS MiB | settled heap MiB | settled RSS MiB | peak RSS MiB | RSS before MiB |\n")
-	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-	for _, r := range results {
-		fmt.Printf("| %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", r.Clients, r.CreateSecs, r.ReadySecs,
-			r.HeapMiB, r.GoSysMiB, r.RSSMiB, r.SettledHeapMiB, r.SettledRSSMiB, r.PeakRSSMiB, r.BaseRSSMiB)
+	fmt.Printf("- kube-apiserver and etcd from %s, fresh for each count; one Project, N OAuthClients created by %d parallel writers\n", assets, createWorkers)
+	fmt.Printf("- the operator in its own process, wired as cmd/latchkey wires it (controllers.Setup, SQLite store, client QPS unthrottled)\n")
+	if o.operatorMemLimit != "" {
+		fmt.Printf("- the operator runs with GOMEMLIMIT=%s\n", o.operatorMemLimit)
 	}
-	fmt.Printf("\nGo heap and RSS are taken after two collections when every client is Ready, and again %s later (settled).\n", settleFor)
+	fmt.Printf("- machine: %d CPUs, shared by the operator, the API server, etcd and this harness\n\n", runtime.NumCPU())
+	fmt.Println("| OAuthClients | create s | all Ready s | operator heap MiB | RSS MiB | settled heap MiB | settled RSS MiB | peak RSS MiB | RSS with no clients MiB | load avg (start → Ready) |")
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	for _, r := range results {
+		fmt.Printf("| %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %s → %s |\n", r.clients, r.create.Seconds(), r.ready.Seconds(),
+			r.atReady.HeapMiB, r.atReady.RSSMiB, r.settled.HeapMiB, r.settled.RSSMiB, r.settled.PeakRSSMiB, r.base.RSSMiB, r.loadStart, r.loadAt)
+	}
+	fmt.Printf("\n\"all Ready\" runs from the first create to the moment every OAuthClient has Ready=True for its generation. The operator's\n")
+	fmt.Printf("Go heap (after two collections) and resident set are read when all are Ready and again %s later (settled).\n", settleFor)
 	return nil
 }
 
@@ -164,39 +161,88 @@ func crdDir() (string, error) {
 	}
 }
 
-func reconcileOnce(ctx context.Context, o options, n int) (reconcileResult, error) {
-	r := reconcileResult{Clients: n}
-	if o.profileDir != "" {
-		runtime.MemProfileRate = 64 << 10 // finer than the default, for the heap profile
-	}
-	crds, err := crdDir()
-	if err != nil {
-		return r, err
-	}
-	ctrl.SetLogger(logr.Discard())
-	env := &envtest.Environment{CRDDirectoryPaths: []string{crds}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
-	if err != nil {
-		return r, fmt.Errorf("starting envtest: %w", err)
-	}
-	defer env.Stop()
-	cfg.QPS, cfg.Burst = -1, 0 // as ctrl.GetConfig leaves it: the API server's fairness decides
-
+func benchScheme() (*kruntime.Scheme, error) {
 	scheme := kruntime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return r, err
+		return nil, err
 	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return r, err
+	return scheme, v1alpha1.AddToScheme(scheme)
+}
+
+// operatorProc is the operator process: it answers "mem" on stdin with a memory line.
+type operatorProc struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+func startOperator(ctx context.Context, o options, kubeconfig string, n int) (*operatorProc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, self, "-controllers", strconv.Itoa(n), "-profile", o.profileDir)
+	cmd.Env = append(os.Environ(), childEnv+"=1", "KUBECONFIG="+kubeconfig)
+	if o.operatorMemLimit != "" {
+		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+o.operatorMemLimit)
+	}
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &operatorProc{cmd: cmd, in: in, out: bufio.NewScanner(out)}
+	// The first line says the first snapshot is published.
+	if !p.out.Scan() || p.out.Text() != "ready" {
+		p.stop()
+		return nil, fmt.Errorf("operator did not start: %q %v", p.out.Text(), p.out.Err())
+	}
+	return p, nil
+}
+
+func (p *operatorProc) memory() (memory, error) {
+	var m memory
+	if _, err := io.WriteString(p.in, "mem\n"); err != nil {
+		return m, err
+	}
+	if !p.out.Scan() {
+		return m, fmt.Errorf("operator gone: %v", p.out.Err())
+	}
+	return m, json.Unmarshal(p.out.Bytes(), &m)
+}
+
+func (p *operatorProc) stop() {
+	p.in.Close() // the operator stops at the end of its input
+	p.cmd.Wait()
+}
+
+// operator is the operator process: the manager, controllers and compiler as cmd/latchkey
+// wires them, with a SQLite store, until stdin closes.
+func operator(ctx context.Context, o options) error {
+	ctrl.SetLogger(logr.Discard())
+	scheme, err := benchScheme()
+	if err != nil {
+		return err
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return err
 	}
 	dir, err := os.MkdirTemp("", "latchkey-bench-ctrl-")
 	if err != nil {
-		return r, err
+		return err
 	}
 	defer os.RemoveAll(dir)
 	st, err := sqlstore.Open(ctx, "sqlite:"+filepath.Join(dir, "latchkey.db"))
 	if err != nil {
-		return r, err
+		return err
 	}
 	defer st.Close()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -206,18 +252,13 @@ func reconcileOnce(ctx context.Context, o options, n int) (reconcileResult, erro
 		HealthProbeBindAddress: "0",
 	})
 	if err != nil {
-		return r, err
+		return err
 	}
 	holder := &config.Holder{}
 	compiler, err := controllers.SetupWithCompiler(mgr, controllers.Options{PublicURL: "https://latchkey.bench", Config: holder, Store: st})
 	if err != nil {
-		return r, err
+		return err
 	}
-	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return r, err
-	}
-
 	mctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mctx) }()
@@ -229,8 +270,68 @@ func reconcileOnce(ctx context.Context, o options, n int) (reconcileResult, erro
 	err = compiler.WaitForFirst(wctx)
 	cancel()
 	if err != nil {
-		return r, fmt.Errorf("no first snapshot: %w", err)
+		return fmt.Errorf("no first snapshot: %w", err)
 	}
+	fmt.Println("ready")
+	if o.profileDir != "" {
+		runtime.MemProfileRate = 64 << 10 // finer than the default, for the heap profile
+	}
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		if in.Text() != "mem" {
+			continue
+		}
+		var m memory
+		m.HeapMiB, m.GoSysMiB, m.RSSMiB = memNow()
+		_, m.PeakRSSMiB = rss()
+		if p := holder.Load().Project(benchNS + "/" + ctrlProject); p != nil {
+			m.Clients = len(p.Clients)
+		}
+		b, _ := json.Marshal(m)
+		fmt.Println(string(b))
+	}
+	if o.profileDir != "" {
+		if f, err := os.Create(filepath.Join(o.profileDir, fmt.Sprintf("operator-%s.heap.pprof", o.controllers))); err == nil {
+			pprof.Lookup("heap").WriteTo(f, 0)
+			f.Close()
+		}
+	}
+	return nil
+}
+
+// reconcileOnce runs one count against a fresh control plane.
+func reconcileOnce(ctx context.Context, o options, crds string, n int) (reconcileResult, error) {
+	r := reconcileResult{clients: n}
+	env := &envtest.Environment{CRDDirectoryPaths: []string{crds}, ErrorIfCRDPathMissing: true}
+	cfg, err := env.Start()
+	if err != nil {
+		return r, fmt.Errorf("starting envtest: %w", err)
+	}
+	defer env.Stop()
+	cfg.QPS, cfg.Burst = -1, 0
+	kubeconfig, err := os.CreateTemp("", "latchkey-bench-kubeconfig-")
+	if err != nil {
+		return r, err
+	}
+	defer os.Remove(kubeconfig.Name())
+	if _, err := kubeconfig.Write(env.KubeConfig); err != nil {
+		return r, err
+	}
+	kubeconfig.Close()
+
+	scheme, err := benchScheme()
+	if err != nil {
+		return r, err
+	}
+	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return r, err
+	}
+	op, err := startOperator(ctx, o, kubeconfig.Name(), n)
+	if err != nil {
+		return r, err
+	}
+	defer op.stop()
 
 	// The Project and its password file, Ready before the clients arrive.
 	for _, obj := range []client.Object{
@@ -246,30 +347,87 @@ func reconcileOnce(ctx context.Context, o options, n int) (reconcileResult, erro
 	}
 	if err := waitUntil(ctx, time.Minute, func() (bool, error) {
 		p := &v1alpha1.Project{}
-		if err := mgr.GetCache().Get(ctx, client.ObjectKey{Namespace: benchNS, Name: ctrlProject}, p); err != nil {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: benchNS, Name: ctrlProject}, p); err != nil {
 			return false, nil
 		}
 		return meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ReadyCondition), nil
 	}); err != nil {
 		return r, fmt.Errorf("project not Ready: %w", err)
 	}
-	runtime.GC()
-	r.BaseRSSMiB, _ = rss()
+	if r.base, err = op.memory(); err != nil {
+		return r, err
+	}
 
-	if o.profileDir != "" {
-		if f, err := os.Create(filepath.Join(o.profileDir, fmt.Sprintf("controllers-%d.cpu.pprof", n))); err == nil {
-			if pprof.StartCPUProfile(f) == nil {
-				defer func() {
-					pprof.StopCPUProfile()
-					f.Close()
-				}()
+	// Ready is watched through an informer of this process: polling the API server for ten
+	// thousand objects would load it more than the operator does.
+	watch, err := clientsCache(ctx, cfg, scheme)
+	if err != nil {
+		return r, err
+	}
+	r.loadStart = loadAvg()
+	start := time.Now()
+	if err := createClients(ctx, k8s, n); err != nil {
+		return r, err
+	}
+	r.create = time.Since(start)
+	logf(o, "created %d OAuthClients in %.1f s", n, r.create.Seconds())
+	err = waitUntil(ctx, 10*time.Minute, func() (bool, error) {
+		var list v1alpha1.OAuthClientList
+		if err := watch.List(ctx, &list, client.InNamespace(benchNS), client.UnsafeDisableDeepCopy); err != nil {
+			return false, err
+		}
+		ready := 0
+		for i := range list.Items {
+			c := &list.Items[i]
+			if cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ReadyCondition); cond != nil &&
+				cond.Status == metav1.ConditionTrue && c.Status.ObservedGeneration == c.Generation {
+				ready++
 			}
 		}
+		return ready == n, nil
+	})
+	r.ready = time.Since(start)
+	r.loadAt = loadAvg()
+	if err != nil {
+		return r, fmt.Errorf("waiting for Ready: %w", err)
 	}
-	start := time.Now()
+	if r.atReady, err = op.memory(); err != nil {
+		return r, err
+	}
+	select {
+	case <-ctx.Done():
+		return r, ctx.Err()
+	case <-time.After(settleFor):
+	}
+	if r.settled, err = op.memory(); err != nil {
+		return r, err
+	}
+	if r.settled.Clients != n {
+		return r, fmt.Errorf("the operator's snapshot holds %d clients, want %d", r.settled.Clients, n)
+	}
+	return r, nil
+}
+
+// clientsCache starts an informer on OAuthClients and waits for it to sync.
+func clientsCache(ctx context.Context, cfg *rest.Config, scheme *kruntime.Scheme) (cache.Cache, error) {
+	c, err := cache.New(cfg, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.GetInformer(ctx, &v1alpha1.OAuthClient{}); err != nil {
+		return nil, err
+	}
+	go c.Start(ctx)
+	if !c.WaitForCacheSync(ctx) {
+		return nil, errors.New("OAuthClient informer did not sync")
+	}
+	return c, nil
+}
+
+func createClients(ctx context.Context, k8s client.Client, n int) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	var createErr atomic.Value
+	var failed atomic.Value
 	for range createWorkers {
 		wg.Go(func() {
 			for {
@@ -286,78 +444,17 @@ func reconcileOnce(ctx context.Context, o options, n int) (reconcileResult, erro
 					},
 				}
 				if err := k8s.Create(ctx, oc); err != nil {
-					createErr.Store(err)
+					failed.Store(err)
 					return
 				}
 			}
 		})
 	}
 	wg.Wait()
-	r.CreateSecs = time.Since(start).Seconds()
-	if err, ok := createErr.Load().(error); ok {
-		return r, fmt.Errorf("creating clients: %w", err)
+	if err, ok := failed.Load().(error); ok {
+		return fmt.Errorf("creating clients: %w", err)
 	}
-	logf(o, "created %d OAuthClients in %.1f s", n, r.CreateSecs)
-
-	// Ready is read from the operator's own cache (no copies): polling the API server for ten
-	// thousand objects would load it more than the operator does.
-	err = waitUntil(ctx, 10*time.Minute, func() (bool, error) {
-		var list v1alpha1.OAuthClientList
-		if err := mgr.GetCache().List(ctx, &list, client.InNamespace(benchNS), client.UnsafeDisableDeepCopy); err != nil {
-			return false, err
-		}
-		ready := 0
-		for i := range list.Items {
-			c := &list.Items[i]
-			if cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ReadyCondition); cond != nil &&
-				cond.Status == metav1.ConditionTrue && c.Status.ObservedGeneration == c.Generation {
-				ready++
-			}
-		}
-		return ready == n, nil
-	})
-	r.ReadySecs = time.Since(start).Seconds()
-	if err != nil {
-		return r, fmt.Errorf("waiting for Ready: %w", err)
-	}
-	if p := holder.Load().Project(benchNS + "/" + ctrlProject); p != nil {
-		r.SnapshotCli = len(p.Clients)
-	}
-	r.HeapMiB, r.GoSysMiB, r.RSSMiB = memNow()
-	_, r.PeakRSSMiB = rss()
-
-	// Then once the work queues have drained: the second reconcile of each client (its own
-	// Secret's event) and the events' delivery come after Ready.
-	settle := time.NewTimer(settleFor)
-	select {
-	case <-ctx.Done():
-		settle.Stop()
-		return r, ctx.Err()
-	case <-settle.C:
-	}
-	r.SettledHeapMiB, _, r.SettledRSSMiB = memNow()
-	_, r.PeakRSSMiB = rss()
-	if o.profileDir != "" {
-		if f, err := os.Create(filepath.Join(o.profileDir, fmt.Sprintf("controllers-%d.heap.pprof", n))); err == nil {
-			pprof.Lookup("heap").WriteTo(f, 0)
-			f.Close()
-		}
-	}
-	return r, nil
-}
-
-// settleFor is how long after all Ready the settled figures are taken.
-const settleFor = 15 * time.Second
-
-// memNow collects garbage (twice, so sync.Pool caches go too) and reads the Go heap in use,
-// what the runtime holds from the OS, and the resident set, in MiB.
-func memNow() (heap, sys, resident float64) {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	resident, _ = rss()
-	return float64(ms.HeapInuse) / (1 << 20), float64(ms.Sys) / (1 << 20), resident
+	return ctx.Err()
 }
 
 // waitUntil polls cond every 100 ms until it holds, fails, or limit passes.
@@ -377,6 +474,17 @@ func waitUntil(ctx context.Context, limit time.Duration, cond func() (bool, erro
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// memNow collects garbage (twice, so sync.Pool caches go too) and reads the Go heap in use,
+// what the runtime holds from the OS, and the resident set, in MiB.
+func memNow() (heap, sys, resident float64) {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	resident, _ = rss()
+	return float64(ms.HeapInuse) / (1 << 20), float64(ms.Sys) / (1 << 20), resident
 }
 
 // rss reads the resident set and its high-water mark from /proc/self/status, in MiB.

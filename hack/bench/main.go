@@ -6,7 +6,7 @@
 // indexed read on the same store.
 //
 //	go run ./hack/bench                                  # SQLite in a temporary directory
-//	go run ./hack/bench -tokens 1000000                  # the scaling check
+//	go run ./hack/bench -tokens 1000,1000000             # the scaling check
 //	go run ./hack/bench -database 'postgres://postgres@127.0.0.1:55470/postgres?sslmode=disable'
 //	go run ./hack/bench -profile /tmp/prof -scenarios client_credentials,exchange_ok
 //	go run ./hack/bench -controllers 1000,10000          # reconcile benchmark on envtest
@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -30,7 +31,8 @@ import (
 
 type options struct {
 	database    string
-	tokens      int
+	tokens      int // the count being run
+	tokenCounts []int
 	people      int
 	duration    time.Duration
 	warmup      time.Duration
@@ -40,14 +42,16 @@ type options struct {
 	profileDir  string
 	keep        bool
 	controllers string
-	verbose     bool
+	// operatorMemLimit is GOMEMLIMIT for the operator process of -controllers.
+	operatorMemLimit string
+	verbose          bool
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.database, "database", "",
 		"store: empty for SQLite in a temporary directory, sqlite:/path/file.db, or postgres://… (a fresh schema is made and dropped)")
-	flag.IntVar(&o.tokens, "tokens", 1000, "tokens stored before the scenarios run (the scaling check uses 1000 and 1000000)")
+	tokens := flag.String("tokens", "1000", "tokens stored before the scenarios run; several counts (1000,1000000) run the suite once each and compare them")
 	flag.IntVar(&o.people, "people", 1000, "people in the project; half have a connected GitHub account the agent may use")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "how long each scenario run is measured")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load before each run")
@@ -58,8 +62,17 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the SQLite file or PostgreSQL schema")
 	flag.StringVar(&o.controllers, "controllers", "",
 		"instead of the HTTP scenarios: reconcile this many OAuthClients on envtest (comma-separated counts, e.g. 1000,10000); needs KUBEBUILDER_ASSETS")
+	flag.StringVar(&o.operatorMemLimit, "operator-memlimit", "", "with -controllers: GOMEMLIMIT for the operator process (e.g. 140MiB)")
 	flag.BoolVar(&o.verbose, "v", false, "log progress")
 	flag.Parse()
+	for f := range strings.SplitSeq(*tokens, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bench: -tokens %q: want positive counts separated by commas\n", *tokens)
+			os.Exit(2)
+		}
+		o.tokenCounts = append(o.tokenCounts, n)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

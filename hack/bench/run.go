@@ -10,7 +10,8 @@ import (
 	"time"
 )
 
-// run seeds an installation and drives every chosen scenario o.runs times.
+// run drives every chosen scenario o.runs times on a freshly seeded installation, once per
+// count in -tokens, and compares the counts' latencies when there are several.
 func run(ctx context.Context, o options) error {
 	chosen, err := choose(o.scenarios)
 	if err != nil {
@@ -21,21 +22,37 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	all := map[int][]result{}
+	for _, n := range o.tokenCounts {
+		o.tokens = n
+		results, err := runOnce(ctx, o, chosen)
+		if err != nil {
+			return err
+		}
+		all[n] = results
+	}
+	if len(o.tokenCounts) > 1 {
+		scaling(o, all)
+	}
+	return nil
+}
+
+func runOnce(ctx context.Context, o options, chosen []scenario) ([]result, error) {
 	dsn, label, dropDB, err := database(ctx, o)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer dropDB()
 	f, err := start(ctx, o, dsn)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer f.close()
 
 	t0 := time.Now()
 	logf(o, "seeding %d people and %d tokens into %s", o.people, o.tokens, label)
 	if err := f.seed(ctx); err != nil {
-		return fmt.Errorf("seeding: %w", err)
+		return nil, fmt.Errorf("seeding: %w", err)
 	}
 	seeded := time.Since(t0)
 	logf(o, "seeded in %s", seeded.Round(time.Millisecond))
@@ -48,7 +65,7 @@ func run(ctx context.Context, o options) error {
 	for round := 1; round <= o.runs; round++ {
 		for _, s := range chosen {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return nil, ctx.Err()
 			}
 			rate := hint[s.name]
 			if rate == 0 {
@@ -57,7 +74,7 @@ func run(ctx context.Context, o options) error {
 			need := int(rate * 1.5 * (o.duration + o.warmup).Seconds())
 			newOp, err := s.prepare(ctx, f, c, o.concurrency, need)
 			if err != nil {
-				return fmt.Errorf("%s: %w", s.name, err)
+				return nil, fmt.Errorf("%s: %w", s.name, err)
 			}
 			if o.warmup > 0 {
 				drive(ctx, o.concurrency, o.warmup, newOp, "")
@@ -65,7 +82,7 @@ func run(ctx context.Context, o options) error {
 			tokens := f.storedTokens(ctx)
 			prof := ""
 			if round == 1 {
-				prof = profilePath(o.profileDir, s.name)
+				prof = profilePath(o.profileDir, fmt.Sprintf("%s-%d", s.name, o.tokens))
 			}
 			r := drive(ctx, o.concurrency, o.duration, newOp, prof)
 			r.scenario, r.run, r.load, r.tokens = s.name, round, loadAvg(), tokens
@@ -76,7 +93,35 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	report(o, label, seeded, results)
-	return nil
+	return results, nil
+}
+
+// scaling compares each scenario's best run at the smallest and the largest token count: the
+// median latency, the tail, and the CPU a request costs (the figure least moved by other load).
+func scaling(o options, all map[int][]result) {
+	lo, hi := slices.Min(o.tokenCounts), slices.Max(o.tokenCounts)
+	best := func(rs []result, name string) (result, bool) {
+		var b result
+		found := false
+		for _, r := range rs {
+			if r.scenario == name && r.ok > 0 && (!found || r.cpuPerOp() < b.cpuPerOp()) {
+				b, found = r, true
+			}
+		}
+		return b, found
+	}
+	fmt.Printf("\n## Scaling: %d against %d stored tokens (run with the lowest CPU per request of each)\n\n", hi, lo)
+	fmt.Printf("| scenario | p50 ms (%d) | p50 ms (%d) | p50 ratio | p99 ratio | CPU µs/req (%d) | CPU µs/req (%d) | CPU ratio |\n", lo, hi, lo, hi)
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, s := range scenarios {
+		a, ok1 := best(all[lo], s.name)
+		b, ok2 := best(all[hi], s.name)
+		if !ok1 || !ok2 {
+			continue
+		}
+		fmt.Printf("| %s | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f | %.2f |\n", s.name, ms(a.p50), ms(b.p50),
+			ms(b.p50)/ms(a.p50), ms(b.p99)/ms(a.p99), a.cpuPerOp(), b.cpuPerOp(), b.cpuPerOp()/a.cpuPerOp())
+	}
 }
 
 func choose(list string) ([]scenario, error) {
@@ -161,7 +206,8 @@ func report(o options, label string, seeded time.Duration, results []result) {
 	}
 	if ex, ok := best("exchange_ok"); ok {
 		if fl, ok := best("floor"); ok && fl.rps() > 0 {
-			fmt.Printf("- successful token exchange: %.0f req/s = %.0f%% of the floor's %.0f (target ≥ 50%%)\n", ex.rps(), 100*ex.rps()/fl.rps(), fl.rps())
+			fmt.Printf("- successful token exchange: %.0f req/s = %.0f%% of the floor's %.0f (target ≥ 50%%); by CPU per request %.0f%% (%.0f µs against %.0f µs)\n",
+				ex.rps(), 100*ex.rps()/fl.rps(), fl.rps(), 100*fl.cpuPerOp()/ex.cpuPerOp(), ex.cpuPerOp(), fl.cpuPerOp())
 		}
 	}
 	if rf, ok := best("refresh"); ok {
