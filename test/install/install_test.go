@@ -307,9 +307,17 @@ func TestChart(t *testing.T) {
 				if v, ok := arg(c, "--database="); ok {
 					t.Errorf("--database=%s on the command line: the DSN comes from the Secret", v)
 				}
-				if len(c.Env) != 1 || c.Env[0].Name != "LATCHKEY_DATABASE" || c.Env[0].ValueFrom == nil ||
-					c.Env[0].ValueFrom.SecretKeyRef == nil || c.Env[0].ValueFrom.SecretKeyRef.Name != "latchkey-db" {
+				env := map[string]corev1.EnvVar{}
+				for _, e := range c.Env {
+					env[e.Name] = e
+				}
+				if db := env["LATCHKEY_DATABASE"]; db.Value != "" || db.ValueFrom == nil ||
+					db.ValueFrom.SecretKeyRef == nil || db.ValueFrom.SecretKeyRef.Name != "latchkey-db" {
 					t.Errorf("env %+v: want LATCHKEY_DATABASE from the Secret latchkey-db", c.Env)
+				}
+				if m := env["GOMEMLIMIT"]; m.ValueFrom == nil || m.ValueFrom.ResourceFieldRef == nil ||
+					m.ValueFrom.ResourceFieldRef.Resource != "limits.memory" {
+					t.Errorf("env %+v: want GOMEMLIMIT from the container's memory limit", c.Env)
 				}
 				for _, v := range d.Spec.Template.Spec.Volumes {
 					if v.Name == "data" {
