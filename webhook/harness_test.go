@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"html"
 	"io"
+	"latchkey.dev/latchkey/internal/testclock"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -34,22 +35,7 @@ import (
 )
 
 // clock is the injected clock: tests move it, nothing sleeps.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+type clock = testclock.Clock
 
 const (
 	projectKey = "team/demo"
@@ -96,7 +82,7 @@ func newHarnessDSN(t testing.TB, dsn string, opts ...option) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	h := &harness{t: t, clock: &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}, store: st, holder: &config.Holder{}}
+	h := &harness{t: t, clock: testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)), store: st, holder: &config.Holder{}}
 	var handler http.Handler
 	h.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	t.Cleanup(h.ts.Close)

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"latchkey.dev/latchkey/internal/testclock"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -15,22 +16,8 @@ import (
 	"time"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// clock is the injected clock: tests move it, nothing sleeps.
+type clock = testclock.Clock
 
 // site is a client's web site on 127.0.0.1, serving documents by path.
 type site struct {
@@ -113,7 +100,7 @@ func wantProblem(t *testing.T, err error, contains string) {
 
 func TestGetHappyPathAndCache(t *testing.T) {
 	s := newSite(t)
-	c := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	c := testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	f := s.fetcher(c, Options{})
 	id := s.json("/oauth/client.json", good(), "Cache-Control", "public, max-age=600")
 
@@ -146,7 +133,7 @@ func TestGetHappyPathAndCache(t *testing.T) {
 
 func TestCacheBounds(t *testing.T) {
 	s := newSite(t)
-	c := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	c := testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	f := s.fetcher(c, Options{})
 	for _, tc := range []struct {
 		header string
@@ -201,7 +188,7 @@ func TestCacheBounds(t *testing.T) {
 
 func TestRefusals(t *testing.T) {
 	s := newSite(t)
-	c := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	c := testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	f := s.fetcher(c, Options{})
 	with := func(k string, v any) map[string]any {
 		d := good()
@@ -291,7 +278,7 @@ func TestRefusals(t *testing.T) {
 // whose host resolves to this machine is refused at dial time, whatever the name said.
 func TestPrivateAddressRefusedAtDial(t *testing.T) {
 	s := newSite(t)
-	c := &clock{t: time.Now()}
+	c := testclock.New(time.Now())
 	f := s.fetcher(c, Options{})
 	strict := New(Options{RootCAs: f.o.RootCAs, Now: c.Now})
 	id := s.json("/oauth/client.json", good())
@@ -319,7 +306,7 @@ func TestTimeout(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	})
-	f := s.fetcher(&clock{t: time.Now()}, Options{Timeout: 300 * time.Millisecond})
+	f := s.fetcher(testclock.New(time.Now()), Options{Timeout: 300 * time.Millisecond})
 	_, err := f.Get(context.Background(), s.url("/slow.json"))
 	wantProblem(t, err, "did not arrive within")
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"latchkey.dev/latchkey/internal/testclock"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -24,22 +25,8 @@ import (
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// clock is the injected clock: tests move it, nothing sleeps.
+type clock = testclock.Clock
 
 // sink answers 503 while down and records every event it accepts, by id.
 type sink struct {
@@ -112,7 +99,7 @@ func newFixture(t *testing.T, nSinks int) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	f := &fixture{clock: &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}, store: st, holder: &config.Holder{}}
+	f := &fixture{clock: testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)), store: st, holder: &config.Holder{}}
 	f.project = &config.Project{Key: "team/demo", Namespace: "team", Name: "demo", Issuer: "https://auth.example.test/team/demo"}
 	for i := range nSinks {
 		s := &sink{received: map[string]int{}, key: []byte("key-" + string(rune('a'+i)))}

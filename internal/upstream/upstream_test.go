@@ -7,12 +7,12 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"latchkey.dev/latchkey/internal/testclock"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,17 +26,8 @@ import (
 
 const callbackURL = "https://auth.example.com/default/acme/connectors/callback"
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// clock is the injected clock: tests move it, nothing sleeps.
+type clock = testclock.Clock
 
 var (
 	alice = fakegithub.Account{ID: 583231, Login: "alice", Name: "Alice Liddell", Password: "pw", Repos: []fakegithub.Repo{{Name: "notes", Private: true}}}
@@ -52,7 +43,7 @@ type gh struct {
 
 func newGitHub(t *testing.T, ttl time.Duration) *gh {
 	t.Helper()
-	clk := &clock{t: time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC)}
+	clk := testclock.New(time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC))
 	fake := fakegithub.New(fakegithub.Options{
 		ClientID: "Iv1.latchkey", ClientSecret: "s3cret", Now: clk.Now, AccessTokenTTL: ttl,
 		RedirectURIs: []string{callbackURL}, Accounts: []fakegithub.Account{alice, bob},

@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"latchkey.dev/latchkey/internal/testclock"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -147,7 +148,7 @@ func TestSealStoresNothingInTheClear(t *testing.T) {
 func TestTokenValidIsReturnedWithoutRefresh(t *testing.T) {
 	e := newVaultEnv(t, time.Hour)
 	conn := e.connect(t, "alice")
-	e.clk.Add(59 * time.Minute) // still more than the skew away from expiry
+	e.clk.Advance(59 * time.Minute) // still more than the skew away from expiry
 	tok, err := e.v.Token(t.Context(), e.c, project, conn.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +167,7 @@ func TestTokenClassicNeverExpires(t *testing.T) {
 	if conn.Expiry != nil || conn.RefreshToken != nil {
 		t.Fatalf("classic OAuth app token stored with expiry %v / refresh %v", conn.Expiry, conn.RefreshToken)
 	}
-	e.clk.Add(365 * 24 * time.Hour)
+	e.clk.Advance(365 * 24 * time.Hour)
 	tok, err := e.v.Token(t.Context(), e.c, project, conn.ID)
 	if err != nil || !e.works(t, tok.AccessToken) || e.fake.RefreshCalls() != 0 {
 		t.Fatalf("classic token: %v", err)
@@ -178,7 +179,7 @@ func TestTokenExpiredRefreshesOnce(t *testing.T) {
 	conn := e.connect(t, "alice")
 	first, _ := e.v.Token(t.Context(), e.c, project, conn.ID)
 
-	e.clk.Add(time.Hour - 10*time.Second) // inside the skew: treated as expired
+	e.clk.Advance(time.Hour - 10*time.Second) // inside the skew: treated as expired
 	tok, err := e.v.Token(t.Context(), e.c, project, conn.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +204,7 @@ func TestTokenExpiredRefreshesOnce(t *testing.T) {
 func TestTokenConcurrentRefreshIsSingle(t *testing.T) {
 	e := newVaultEnv(t, time.Hour)
 	conn := e.connect(t, "alice")
-	e.clk.Add(2 * time.Hour)
+	e.clk.Advance(2 * time.Hour)
 	e.fake.SetDelay(20 * time.Millisecond) // let the callers pile up behind the first refresh
 
 	vaults := make([]*upstream.Vault, 5)
@@ -244,7 +245,7 @@ func TestTokenConcurrentRefreshIsSingle(t *testing.T) {
 
 	// The stored refresh token is the rotated one: the next expiry refreshes successfully.
 	e.fake.SetDelay(0)
-	e.clk.Add(2 * time.Hour)
+	e.clk.Advance(2 * time.Hour)
 	tok, err := e.v.Token(t.Context(), e.c, project, conn.ID)
 	if err != nil || !e.works(t, tok.AccessToken) || e.fake.RefreshCalls() != 2 {
 		t.Fatalf("next refresh: %v, calls %d", err, e.fake.RefreshCalls())
@@ -260,7 +261,7 @@ func TestTokenRejectedRefreshNeedsReconnect(t *testing.T) {
 			e := newVaultEnv(t, time.Hour)
 			conn := e.connect(t, "alice")
 			reject(e)
-			e.clk.Add(2 * time.Hour)
+			e.clk.Advance(2 * time.Hour)
 			if _, err := e.v.Token(t.Context(), e.c, project, conn.ID); !errors.Is(err, upstream.ErrReconnect) {
 				t.Fatalf("rejected refresh: %v, want ErrReconnect", err)
 			}
@@ -310,7 +311,7 @@ func TestTokenRefreshErrorsOfGenericServices(t *testing.T) {
 				w.Write([]byte(tt.body))
 			}))
 			defer srv.Close()
-			clk := &clock{t: time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC)}
+			clk := testclock.New(time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC))
 			st := openSQLite(t)
 			v := &upstream.Vault{Store: st, Keyring: keyring(t, "a", "a"), Now: clk.Now}
 			c := &config.Connector{Key: "default/svc", ClientID: "c", ClientSecret: "s", TokenURL: srv.URL, CallbackURL: callbackURL}
@@ -319,7 +320,7 @@ func TestTokenRefreshErrorsOfGenericServices(t *testing.T) {
 			if _, err := st.SaveConnection(t.Context(), conn); err != nil {
 				t.Fatal(err)
 			}
-			clk.Add(time.Hour)
+			clk.Advance(time.Hour)
 			_, err := v.Token(t.Context(), c, project, "c1")
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("got %v, want %v", err, tt.want)
@@ -333,14 +334,14 @@ func TestTokenRefreshErrorsOfGenericServices(t *testing.T) {
 }
 
 func TestTokenExpiredWithoutRefreshTokenNeedsReconnect(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC)}
+	clk := testclock.New(time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC))
 	st := openSQLite(t)
 	v := &upstream.Vault{Store: st, Keyring: keyring(t, "a", "a"), Now: clk.Now}
 	c := &config.Connector{Key: "default/svc", TokenURL: "http://127.0.0.1:1/never-called"}
 	conn := store.Connection{ID: "c1", Project: project, Subject: "p", Connector: c.Key, AccountID: "1", CreatedAt: clk.Now()}
 	v.Seal(&conn, &oauth2.Token{AccessToken: "at", ExpiresIn: 60})
 	st.SaveConnection(t.Context(), conn)
-	clk.Add(time.Hour)
+	clk.Advance(time.Hour)
 	if _, err := v.Token(t.Context(), c, project, "c1"); !errors.Is(err, upstream.ErrReconnect) {
 		t.Fatalf("got %v", err)
 	}
@@ -364,7 +365,7 @@ func TestTokenKeyRotation(t *testing.T) {
 	if row := e.stored(t, conn.ID); row.KeyID != "a" {
 		t.Fatalf("a fresh token was re-sealed without need: key %q", row.KeyID)
 	}
-	e.clk.Add(2 * time.Hour)
+	e.clk.Advance(2 * time.Hour)
 	if _, err := e.v.Token(t.Context(), e.c, project, conn.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +389,7 @@ func TestTokenUpstreamTimeoutIsBounded(t *testing.T) {
 	e := newVaultEnv(t, time.Hour)
 	conn := e.connect(t, "alice")
 	before := e.stored(t, conn.ID)
-	e.clk.Add(2 * time.Hour)
+	e.clk.Advance(2 * time.Hour)
 	e.fake.SetDelay(time.Hour)
 	e.v.Timeout = 100 * time.Millisecond
 	if _, err := e.v.Token(t.Context(), e.c, project, conn.ID); !errors.Is(err, upstream.ErrTimeout) {
@@ -417,7 +418,7 @@ func TestTokenLookupErrors(t *testing.T) {
 		t.Fatal("a connection was handed out for another connector")
 	}
 	// A caller that has given up gets its own error, not a refresh.
-	e.clk.Add(2 * time.Hour)
+	e.clk.Advance(2 * time.Hour)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if _, err := e.v.Token(ctx, e.c, project, conn.ID); !errors.Is(err, context.Canceled) || e.fake.RefreshCalls() != 0 {
@@ -458,7 +459,7 @@ func TestRevokeRFC7009(t *testing.T) {
 		mu.Unlock()
 	}))
 	defer srv.Close()
-	clk := &clock{t: time.Now()}
+	clk := testclock.New(time.Now())
 	v := &upstream.Vault{Keyring: keyring(t, "a", "a"), Now: clk.Now}
 	c := &config.Connector{Key: "default/svc", ClientID: "c", ClientSecret: "s", RevocationURL: srv.URL}
 	conn := store.Connection{ID: "c1", Project: project, Subject: "p", Connector: c.Key, AccountID: "1"}
@@ -489,7 +490,7 @@ func TestTokenConcurrentRefreshAcrossReplicasPostgres(t *testing.T) {
 	}
 	e := &vaultEnv{gh: g, st: vaults[0].Store, v: vaults[0]}
 	conn := e.connect(t, "alice")
-	e.clk.Add(2 * time.Hour)
+	e.clk.Advance(2 * time.Hour)
 	e.fake.SetDelay(20 * time.Millisecond)
 	var wg sync.WaitGroup
 	errs := make([]error, 50)

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"latchkey.dev/latchkey/internal/testclock"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -77,23 +78,8 @@ const (
 	Audience = "github"
 )
 
-// Clock is an injected clock that tests move; nothing sleeps to wait for expiry.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// Clock is the injected clock: tests move it, nothing sleeps.
+type Clock = testclock.Clock
 
 // Options configure a Stack.
 type Options struct {
@@ -168,7 +154,7 @@ func New(t testing.TB, o Options) *Stack {
 	}
 	s := &Stack{
 		T:       t,
-		Clock:   &Clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)},
+		Clock:   testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)),
 		Keyring: secret.NewRandomKeyring(),
 		dsn:     o.DSN,
 	}

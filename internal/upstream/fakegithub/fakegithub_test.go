@@ -6,13 +6,13 @@ import (
 	"errors"
 	"html"
 	"io"
+	"latchkey.dev/latchkey/internal/testclock"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,17 +21,8 @@ import (
 
 const callback = "http://127.0.0.1:1/connectors/callback"
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// clock is the injected clock: tests move it, nothing sleeps.
+type clock = testclock.Clock
 
 type env struct {
 	fake  *Server
@@ -43,7 +34,7 @@ type env struct {
 
 func newEnv(t *testing.T, ttl time.Duration) *env {
 	t.Helper()
-	clk := &clock{t: time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC)}
+	clk := testclock.New(time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC))
 	alice := Account{ID: 583231, Login: "alice", Name: "Alice Liddell", Password: "wonderland",
 		Repos: []Repo{{Name: "notes", Private: true}, {Name: "site"}}}
 	fake := New(Options{
@@ -326,7 +317,7 @@ func TestRefreshRotationAndExpiry(t *testing.T) {
 	}
 
 	// Access tokens die on the fake's clock.
-	e.clk.Add(8*time.Hour + time.Second)
+	e.clk.Advance(8*time.Hour + time.Second)
 	if status := userStatus(t, e, next.AccessToken); status != http.StatusUnauthorized {
 		t.Fatalf("expired token: /user status %d", status)
 	}

@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"html"
 	"io"
+	"latchkey.dev/latchkey/internal/testclock"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -55,22 +56,7 @@ const (
 )
 
 // Clock is the injected clock: tests move it, nothing sleeps.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+type Clock = testclock.Clock
 
 // Options configure a Harness.
 type Options struct {
@@ -136,7 +122,7 @@ func New(t testing.TB, o Options) *Harness {
 	t.Cleanup(func() { st.Close() })
 	h := &Harness{
 		T:      t,
-		Clock:  &Clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)},
+		Clock:  testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)),
 		Store:  st,
 		DBPath: dbPath,
 		Holder: &config.Holder{},
