@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,158 +20,31 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/internal/testbrowser"
 	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
 	lt "latchkey.dev/latchkey/webhook/links/linktest"
 )
 
-// chromium finds Chromium: $LATCHKEY_CHROMIUM, /usr/bin/chromium, then the PATH. Without one the
-// test is skipped, except on CI, where a missing browser must fail.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{os.Getenv("LATCHKEY_CHROMIUM"), "/usr/bin/chromium"} {
-		if p == "" {
-			continue
-		}
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("Chromium not found (set LATCHKEY_CHROMIUM); browser tests cannot be skipped on CI")
-	}
-	t.Skip("Chromium not found; set LATCHKEY_CHROMIUM to run the browser tests")
-	return ""
-}
-
-// profile is one person's real browser: its own Chromium process and profile directory.
-type profile struct {
-	t    *testing.T
-	name string
-	ctx  context.Context
-}
+// profile is one person's real browser, with the attack tests' own steps on top.
+type profile struct{ *testbrowser.Profile }
 
 func newProfile(t *testing.T, name string) *profile {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium(t)),
-		chromedp.NoSandbox,
-		chromedp.Headless,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
+	return &profile{testbrowser.New(t, context.Background(), name,
 		// Frames of other sites in the page's own frame tree (framesOf); framing rules,
 		// cookies and form submissions do not depend on the process model.
 		chromedp.Flag("disable-site-isolation-trials", true),
 		chromedp.Flag("disable-features", "IsolateOrigins,site-per-process"),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("%s: starting Chromium: %v", name, err)
-	}
-	return &profile{t: t, name: name, ctx: ctx}
-}
-
-func (p *profile) do(steps ...chromedp.Action[chromedp.Void]) {
-	p.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
-	defer cancel()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		p.t.Fatalf("%s: %v", p.name, err)
-	}
-}
-
-func (p *profile) open(u string) { p.t.Helper(); p.do(chromedp.Navigate(u)) }
-
-func (p *profile) fill(id, v string) { p.t.Helper(); p.do(chromedp.SendKeys(chromedp.ID(id), v)) }
-
-func (p *profile) press(label string) {
-	p.t.Helper()
-	p.do(chromedp.Click(chromedp.Search(fmt.Sprintf(`//button[normalize-space()=%q]`, label))))
-}
-
-func (p *profile) eval(js string) string {
-	p.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
-	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
-	if err != nil {
-		p.t.Fatalf("%s: %s: %v", p.name, js, err)
-	}
-	return s
-}
-
-func (p *profile) location() string {
-	p.t.Helper()
-	s, err := chromedp.Run(p.ctx, chromedp.Location())
-	if err != nil {
-		p.t.Fatalf("%s: %v", p.name, err)
-	}
-	return s
-}
-
-// waitFor waits until the page (after redirects, auto-submitted forms and meta refreshes) says
-// want, and returns its text. Polling is how the test learns that a navigation finished; nothing
-// waits for time to pass.
-func (p *profile) waitFor(want string) string {
-	p.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
-	defer cancel()
-	last := ""
-	for {
-		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.readyState === "complete" && document.body ? document.body.innerText : ""`))
-		if err == nil {
-			last = s
-			if strings.Contains(s, want) {
-				return s
-			}
-		}
-		select {
-		case <-ctx.Done():
-			p.t.Fatalf("%s: page at %s never said %q; it says:\n%s", p.name, p.location(), want, last)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	)}
 }
 
 func (p *profile) signIn(issuer, email, pw string) {
-	p.t.Helper()
-	p.open(issuer + "/sign-in")
-	p.fill("username", email)
-	p.fill("password", pw)
-	p.press("Sign in")
-	p.waitFor("Your account")
-}
-
-// pressAndCapture presses label with prefix's site blocked (the person does not go there) and returns the first address under prefix the browser was sent to.
-func (p *profile) pressAndCapture(label, prefix string) string {
-	p.t.Helper()
-	if _, err := chromedp.Call(p.ctx, network.SetBlockedURLs, network.SetBlockedURLsParams{
-		URLPatterns: []*network.BlockPattern{{URLPattern: mustURL(prefix).Scheme + "://" + mustURL(prefix).Host + "/*", Block: true}},
-	}); err != nil {
-		p.t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
-	defer cancel()
-	events := chromedp.Events(ctx, network.RequestWillBeSent)
-	p.press(label)
-	for ev, err := range events {
-		if err != nil {
-			p.t.Fatalf("%s: waiting for %s: %v", p.name, prefix, err)
-		}
-		if strings.HasPrefix(ev.Request.URL, prefix) {
-			return ev.Request.URL
-		}
-	}
-	p.t.Fatalf("%s: never sent to %s", p.name, prefix)
-	return ""
+	p.T.Helper()
+	p.Open(issuer + "/sign-in")
+	p.Fill("username", email)
+	p.Fill("password", pw)
+	p.Press("Sign in")
+	p.WaitFor("Your account")
 }
 
 // sent is one request (or one hop of a redirect chain) as the browser put it on the wire.
@@ -185,8 +56,8 @@ type sent struct {
 // recordRequests records what the page sends until stop is called, with the Referer header as
 // sent over the wire.
 func (p *profile) recordRequests() (stop func() []sent) {
-	p.t.Helper()
-	ctx, cancel := context.WithCancel(p.ctx)
+	p.T.Helper()
+	ctx, cancel := context.WithCancel(p.Ctx)
 	var mu sync.Mutex
 	var hops []sent
 	byID := map[network.RequestID][]int{}
@@ -222,7 +93,7 @@ func (p *profile) recordRequests() (stop func() []sent) {
 		}
 	})
 	if err != nil {
-		p.t.Fatal(err)
+		p.T.Fatal(err)
 	}
 	return func() []sent {
 		cancel()
@@ -300,7 +171,7 @@ func (a *attacker) add(action string, fields url.Values) string {
 // state-changing form of Latchkey in Alice's real browser — even with her real form token, as if
 // it had leaked. Every one is refused and nothing changes; no Latchkey page can be framed.
 func TestCrossOriginFormsInChromium(t *testing.T) {
-	chromium(t)
+	testbrowser.Chromium(t)
 	e := newEnvOn(t, "127.0.0.1", "127.0.0.2")
 	conn := e.ConnectDirectly(ct.AliceEmail, "2002", ct.AliceLogin, "gho_alice")
 	link, refusal, _ := e.linkFor(ct.AliceEmail)
@@ -318,9 +189,9 @@ func TestCrossOriginFormsInChromium(t *testing.T) {
 
 	alice := newProfile(t, "alice's browser")
 	alice.signIn(e.Issuer, ct.AliceEmail, ct.AlicePassword)
-	alice.open(e.Latchkey.URL + link)
-	alice.waitFor("Let Repo Helper use your GitHub account?")
-	csrf := alice.eval(`document.querySelector('input[name="csrf_token"]').value`)
+	alice.Open(e.Latchkey.URL + link)
+	alice.WaitFor("Let Repo Helper use your GitHub account?")
+	csrf := testbrowser.Eval[string](alice.Profile, `document.querySelector('input[name="csrf_token"]').value`)
 	if len(csrf) < 20 {
 		t.Fatalf("no form token on the link page: %q", csrf)
 	}
@@ -354,8 +225,8 @@ func TestCrossOriginFormsInChromium(t *testing.T) {
 	states := e.CountRows("callback_states")
 	for siteName, site := range sites {
 		for _, f := range forms {
-			alice.open(site.add(e.Latchkey.URL+f.action, f.fields))
-			text := alice.waitFor(crossSiteText)
+			alice.Open(site.add(e.Latchkey.URL+f.action, f.fields))
+			text := alice.WaitFor(crossSiteText)
 			if strings.Contains(text, "Free stickers") {
 				t.Errorf("%s, %s: the form did not leave the attacker's page", siteName, f.name)
 			}
@@ -383,8 +254,8 @@ func TestCrossOriginFormsInChromium(t *testing.T) {
 	if e.GitHub.ExchangeCalls() != 0 {
 		t.Error("a code was exchanged at GitHub")
 	}
-	alice.open(e.Issuer + "/account")
-	if text := alice.waitFor("Your account"); !strings.Contains(text, ct.AliceEmail) || strings.Contains(text, ct.MalloryEmail) {
+	alice.Open(e.Issuer + "/account")
+	if text := alice.WaitFor("Your account"); !strings.Contains(text, ct.AliceEmail) || strings.Contains(text, ct.MalloryEmail) {
 		t.Errorf("Alice's session changed:\n%s", text)
 	}
 
@@ -401,8 +272,8 @@ func TestCrossOriginFormsInChromium(t *testing.T) {
 		site.mu.Lock()
 		site.frame = append(framed, control.URL+"/")
 		site.mu.Unlock()
-		alice.open(site.URL + "/frames")
-		alice.waitFor("Prizes below")
+		alice.Open(site.URL + "/frames")
+		alice.WaitFor("Prizes below")
 		controlRendered := 0
 		alice.framesOf(control.URL, 1, func(string, string) { controlRendered++ })
 		if controlRendered != 1 {
@@ -421,15 +292,15 @@ func TestCrossOriginFormsInChromium(t *testing.T) {
 // tree reports the address as unreachable. It waits until want frames have committed. Profiles
 // run without site isolation, so frames of other sites are in the page's frame tree too.
 func (p *profile) framesOf(prefix string, want int, rendered func(u, why string)) int {
-	p.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
+	p.T.Helper()
+	ctx, cancel := context.WithTimeout(p.Ctx, 20*time.Second)
 	defer cancel()
 	for {
 		type frame struct{ url, why string }
 		var found []frame
 		tree, err := chromedp.Call(ctx, page.GetFrameTree, cdp.Empty{})
 		if err != nil {
-			p.t.Fatal(err)
+			p.T.Fatal(err)
 		}
 		for _, ch := range tree.FrameTree.ChildFrames {
 			f := ch.Frame
@@ -463,7 +334,7 @@ func (p *profile) framesOf(prefix string, want int, rendered func(u, why string)
 // Mallory's agent is still refused. A page on a third site that submits the confirmation in
 // Alice's browser is refused. Opening Mallory's link itself stops Alice at check 3.
 func TestForwardedLinkInChromium(t *testing.T) {
-	chromium(t)
+	testbrowser.Chromium(t)
 	e := newEnvOn(t, "127.0.0.1", "127.0.0.2")
 	refusal := e.AgentExchange(e.AccessToken(ct.MalloryEmail, lt.Agent))
 	malloryLink, linkID := e.LinkPath(refusal.String("connect_uri")), refusal.String("connect_id")
@@ -472,28 +343,30 @@ func TestForwardedLinkInChromium(t *testing.T) {
 	// address GitHub would have opened instead of going there.
 	mallory := newProfile(t, "mallory's browser")
 	mallory.signIn(e.Issuer, ct.MalloryEmail, ct.MalloryPassword)
-	mallory.open(e.Latchkey.URL + malloryLink)
-	mallory.waitFor("Connect your GitHub account and let Repo Helper use it.")
-	authURL := mallory.pressAndCapture("Connect GitHub", e.GitHubURL+"/login/oauth/authorize?")
+	mallory.Open(e.Latchkey.URL + malloryLink)
+	mallory.WaitFor("Connect your GitHub account and let Repo Helper use it.")
+	// Blocked, so Mallory does not go to GitHub.
+	mallory.Block(e.GitHubURL)
+	authURL := mallory.PressAndCapture("Connect GitHub", e.GitHubURL+"/login/oauth/authorize?")
 	if e.CountRows("callback_states") != 1 {
 		t.Fatal("Connect left no state row")
 	}
 
 	alice := newProfile(t, "alice's browser")
 	alice.signIn(e.Issuer, ct.AliceEmail, ct.AlicePassword)
-	alice.open(e.GitHubURL + "/login")
-	alice.fill("login", ct.AliceLogin)
-	alice.fill("password", ct.AlicePassword)
-	alice.press("Sign in")
-	alice.waitFor("404 page not found")
+	alice.Open(e.GitHubURL + "/login")
+	alice.Fill("login", ct.AliceLogin)
+	alice.Fill("password", ct.AlicePassword)
+	alice.Press("Sign in")
+	alice.WaitFor("404 page not found")
 	e.GitHub.Approve(ct.AliceLogin, ct.ClientID)
 
-	alice.open(authURL)
-	text := alice.waitFor(confirmHeading)
+	alice.Open(authURL)
+	text := alice.WaitFor(confirmHeading)
 	if !strings.Contains(text, "m***@example.com") || strings.Contains(text, ct.MalloryEmail) {
 		t.Errorf("Alice sees:\n%s", text)
 	}
-	if loc := alice.location(); !strings.HasPrefix(loc, e.CallbackURL+"?") {
+	if loc := alice.Location(); !strings.HasPrefix(loc, e.CallbackURL+"?") {
 		t.Errorf("Alice is at %s", loc)
 	}
 	saved := func(what string) {
@@ -507,14 +380,14 @@ func TestForwardedLinkInChromium(t *testing.T) {
 	}
 	saved("after the confirmation page")
 
-	cb := mustURL(alice.location())
+	cb := mustURL(alice.Location())
 	site := newAttacker(t, "127.0.0.3")
-	alice.open(site.add(e.CallbackURL, url.Values{"code": {cb.Query().Get("code")}, "state": {cb.Query().Get("state")}}))
-	alice.waitFor(crossSiteText)
+	alice.Open(site.add(e.CallbackURL, url.Values{"code": {cb.Query().Get("code")}, "state": {cb.Query().Get("state")}}))
+	alice.WaitFor(crossSiteText)
 	saved("after the cross-site confirmation")
 
-	alice.open(e.Latchkey.URL + malloryLink)
-	text = alice.waitFor(wrongPersonText)
+	alice.Open(e.Latchkey.URL + malloryLink)
+	text = alice.WaitFor(wrongPersonText)
 	for _, leak := range []string{"mallory", "Repo Helper", "Connect GitHub"} {
 		if strings.Contains(text, leak) {
 			t.Errorf("the wrong-person page says %q", leak)
@@ -531,12 +404,12 @@ func TestForwardedLinkInChromium(t *testing.T) {
 	own := e.LinkPath(e.AgentExchange(aliceSubject).String("connect_uri"))
 	code := own[strings.LastIndex(own, "/")+1:]
 	stop := alice.recordRequests()
-	alice.open(site.add(e.CallbackURL, url.Values{"state": {"x"}})) // control: a Referer the recorder must see
-	alice.waitFor(crossSiteText)
-	alice.open(e.Latchkey.URL + own)
-	alice.waitFor("Connect your GitHub account and let Repo Helper use it.")
-	alice.press("Connect GitHub")
-	alice.waitFor("is now connected.")
+	alice.Open(site.add(e.CallbackURL, url.Values{"state": {"x"}})) // control: a Referer the recorder must see
+	alice.WaitFor(crossSiteText)
+	alice.Open(e.Latchkey.URL + own)
+	alice.WaitFor("Connect your GitHub account and let Repo Helper use it.")
+	alice.Press("Connect GitHub")
+	alice.WaitFor("is now connected.")
 	hops := stop()
 	control, toGitHub := false, 0
 	for _, h := range hops {

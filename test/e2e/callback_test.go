@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 
+	"latchkey.dev/latchkey/internal/testbrowser"
 	"latchkey.dev/latchkey/webhook/callback"
 	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
 )
@@ -23,46 +24,46 @@ const cbConfirmSentence = "This connects your GitHub account to the account %s. 
 // TestCallbackInRealBrowsers tells seed 002 with real browsers: Latchkey on 127.0.0.1 and the
 // fake GitHub on 127.0.0.2, two different sites, and one Chromium profile per browser.
 func TestCallbackInRealBrowsers(t *testing.T) {
-	cbChromium(t)
+	testbrowser.Chromium(t)
 	h := ct.New(t, ct.Options{LatchkeyHost: "127.0.0.1", GitHubHost: "127.0.0.2"})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	signIn := func(p *cbProfile, email, password string) {
+	signIn := func(p *testbrowser.Profile, email, password string) {
 		t.Helper()
-		p.open(h.Issuer + "/sign-in")
-		p.fill("username", email)
-		p.fill("password", password)
-		p.press("Sign in")
-		p.waitFor("Your account")
+		p.Open(h.Issuer + "/sign-in")
+		p.Fill("username", email)
+		p.Fill("password", password)
+		p.Press("Sign in")
+		p.WaitFor("Your account")
 	}
-	signInGitHub := func(p *cbProfile, login, password string) {
+	signInGitHub := func(p *testbrowser.Profile, login, password string) {
 		t.Helper()
-		p.open(h.GitHubURL + "/login")
-		p.fill("login", login)
-		p.fill("password", password)
-		p.press("Sign in")
+		p.Open(h.GitHubURL + "/login")
+		p.Fill("login", login)
+		p.Fill("password", password)
+		p.Press("Sign in")
 		// The fake GitHub goes on to "/", which it does not serve; what matters is its cookie.
-		p.waitFor("404 page not found")
-		if got := p.cookies(h.GitHubURL); len(got) == 0 {
-			t.Fatalf("%s: not signed in at GitHub", p.name)
+		p.WaitFor("404 page not found")
+		if got := p.Cookies(h.GitHubURL); len(got) == 0 {
+			t.Fatalf("%s: not signed in at GitHub", p.Name)
 		}
 	}
 
-	mallory := cbNewProfile(t, ctx, "mallory's browser")
-	alice := cbNewProfile(t, ctx, "alice's browser")
+	mallory := testbrowser.New(t, ctx, "mallory's browser")
+	alice := testbrowser.New(t, ctx, "alice's browser")
 
 	// 1. The attack. Mallory starts a GitHub connection and copies the authorization URL
 	// without opening it.
 	signIn(mallory, ct.MalloryEmail, ct.MalloryPassword)
-	mallory.waitFor("Connect GitHub")
-	mallory.block(h.GitHubURL)
-	authURL := mallory.pressAndCapture("Connect GitHub", h.GitHubURL+"/login/oauth/authorize?")
+	mallory.WaitFor("Connect GitHub")
+	mallory.Block(h.GitHubURL)
+	authURL := mallory.PressAndCapture("Connect GitHub", h.GitHubURL+"/login/oauth/authorize?")
 	if u, _ := url.Parse(authURL); u.Query().Get("redirect_uri") != h.CallbackURL {
 		t.Fatalf("authorization URL %s does not carry the fixed callback", authURL)
 	}
 	var binding *network.Cookie
-	for _, c := range mallory.cookies(h.CallbackURL) {
+	for _, c := range mallory.Cookies(h.CallbackURL) {
 		if c.Name == callback.CookieName(h.Server.Env()) {
 			binding = c
 		}
@@ -73,7 +74,7 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 	if !binding.HTTPOnly || binding.SameSite != network.CookieSameSiteLax || binding.Path != "/team/demo/connectors/callback" {
 		t.Errorf("binding cookie: HttpOnly=%v SameSite=%q Path=%q; want HttpOnly, Lax, the callback path", binding.HTTPOnly, binding.SameSite, binding.Path)
 	}
-	if got := cbCountNamed(alice.cookies(h.CallbackURL), binding.Name); got != 0 {
+	if got := cbCountNamed(alice.Cookies(h.CallbackURL), binding.Name); got != 0 {
 		t.Fatal("profiles share cookies")
 	}
 
@@ -82,15 +83,15 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 	signIn(alice, ct.AliceEmail, ct.AlicePassword)
 	signInGitHub(alice, ct.AliceLogin, ct.AlicePassword)
 	h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
-	alice.open(authURL)
-	text := alice.waitFor("Finish this connection?")
+	alice.Open(authURL)
+	text := alice.WaitFor("Finish this connection?")
 	if want := fmt.Sprintf(cbConfirmSentence, "m***@example.com"); !strings.Contains(cbOneLine(text), want) {
 		t.Errorf("Alice sees:\n%s\nwant:\n%s", text, want)
 	}
 	if strings.Contains(text, ct.MalloryEmail) {
 		t.Error("the confirmation page shows Mallory's full address")
 	}
-	if loc := alice.location(); !strings.HasPrefix(loc, h.CallbackURL+"?") {
+	if loc := alice.Location(); !strings.HasPrefix(loc, h.CallbackURL+"?") {
 		t.Errorf("Alice is at %s, want the callback", loc)
 	}
 	if n := h.CountRows("connections"); n != 0 {
@@ -102,23 +103,23 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 
 	// Mallory's site auto-submits the confirmation POST in Alice's browser, with the code and
 	// state but without the page's token: refused before anything happens.
-	cb, _ := url.Parse(alice.location())
+	cb, _ := url.Parse(alice.Location())
 	attacker := cbAttackerSite(t, h.CallbackURL, cb.Query().Get("code"), cb.Query().Get("state"))
-	alice.open(attacker)
-	alice.waitFor("came from another site")
+	alice.Open(attacker)
+	alice.WaitFor("came from another site")
 	if h.CountRows("connections") != 0 || h.GitHub.ExchangeCalls() != 0 {
 		t.Fatal("the cross-site POST saved a connection")
 	}
 
 	// 2. The legitimate path: Alice connects from her own browser and it finishes at once.
-	alice.open(h.Issuer + "/account")
-	alice.waitFor("Connect GitHub")
-	alice.press("Connect GitHub")
-	text = alice.waitFor("is now connected.")
+	alice.Open(h.Issuer + "/account")
+	alice.WaitFor("Connect GitHub")
+	alice.Press("Connect GitHub")
+	text = alice.WaitFor("is now connected.")
 	if !strings.Contains(text, "Your GitHub account "+ct.AliceLogin+" is now connected.") || strings.Contains(text, "Finish this connection?") {
 		t.Errorf("same-browser result:\n%s", text)
 	}
-	if got := cbCountNamed(alice.cookies(h.CallbackURL), binding.Name); got != 0 {
+	if got := cbCountNamed(alice.Cookies(h.CallbackURL), binding.Name); got != 0 {
 		t.Error("the binding cookie survived the result page")
 	}
 	conns := h.Connections(ct.AliceEmail)
@@ -128,29 +129,29 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 	if n := h.CountRows("connections"); n != 1 {
 		t.Fatalf("%d connections in all, want Alice's only", n)
 	}
-	alice.open(h.Issuer + "/account")
-	if text := alice.waitFor(ct.AliceLogin); !strings.Contains(text, ct.AliceLogin+" at GitHub") {
+	alice.Open(h.Issuer + "/account")
+	if text := alice.WaitFor(ct.AliceLogin); !strings.Contains(text, ct.AliceLogin+" at GitHub") {
 		t.Errorf("account page does not name the account as GitHub does:\n%s", text)
 	}
 
 	// 3. The app path: Mallory starts in one browser (her app) and finishes in another (the
 	// system browser, without the cookie); she confirms, and the connection is hers.
-	system := cbNewProfile(t, ctx, "mallory's system browser")
-	mallory.open(h.Issuer + "/account")
-	mallory.waitFor("Connect GitHub")
-	appURL := mallory.pressAndCapture("Connect GitHub", h.GitHubURL+"/login/oauth/authorize?")
+	system := testbrowser.New(t, ctx, "mallory's system browser")
+	mallory.Open(h.Issuer + "/account")
+	mallory.WaitFor("Connect GitHub")
+	appURL := mallory.PressAndCapture("Connect GitHub", h.GitHubURL+"/login/oauth/authorize?")
 	signInGitHub(system, ct.MalloryLogin, ct.MalloryPassword)
 	h.GitHub.Approve(ct.MalloryLogin, ct.ClientID)
-	system.open(appURL)
-	text = system.waitFor("Finish this connection?")
+	system.Open(appURL)
+	text = system.WaitFor("Finish this connection?")
 	if want := fmt.Sprintf(cbConfirmSentence, "m***@example.com"); !strings.Contains(cbOneLine(text), want) {
 		t.Errorf("system browser sees:\n%s", text)
 	}
 	if h.CountRows("connections") != 1 {
 		t.Fatal("the app path saved before confirmation")
 	}
-	system.press("Finish connecting")
-	text = system.waitFor("is now connected.")
+	system.Press("Finish connecting")
+	text = system.WaitFor("is now connected.")
 	if !strings.Contains(text, "Your GitHub account "+ct.MalloryLogin+" is now connected.") {
 		t.Errorf("app path result:\n%s", text)
 	}

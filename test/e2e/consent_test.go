@@ -20,6 +20,7 @@ import (
 	"latchkey.dev/latchkey/internal/clientdoc"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/internal/testbrowser"
 	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
 	"latchkey.dev/latchkey/webhook/register"
 )
@@ -63,42 +64,12 @@ func consentAuthorizeURL(h *ct.Harness, clientID, redirect string) string {
 	}.Encode()
 }
 
-func (p *cbProfile) eval(js string) bool {
-	p.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
-	defer cancel()
-	ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js))
-	if err != nil {
-		p.t.Fatalf("%s: %s: %v", p.name, js, err)
-	}
-	return ok
-}
-
-func (p *cbProfile) screenshot(name string) string {
-	p.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
-	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		p.t.Fatalf("%s: screenshot: %v", p.name, err)
-	}
-	if err := os.MkdirAll(consentShots, 0o755); err != nil {
-		p.t.Fatal(err)
-	}
-	path := filepath.Join(consentShots, name)
-	if err := os.WriteFile(path, png, 0o644); err != nil {
-		p.t.Fatal(err)
-	}
-	p.t.Logf("screenshot: %s", path)
-	return path
-}
-
 // The consent page of seed 004 in a real browser, in both states: a recognised agent callback,
 // and someone's website with the warning and the tick box. What a person sees first is where
 // access goes; the app's name comes after, as a claim; and Allow sends nothing useful until the
 // box is ticked — in the page and, when the page is tampered with, on the server.
 func TestConsentPageInChromium(t *testing.T) {
-	cbChromium(t)
+	testbrowser.Chromium(t)
 	h := ct.New(t, ct.Options{LatchkeyHost: "127.0.0.1"})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -107,13 +78,13 @@ func TestConsentPageInChromium(t *testing.T) {
 	claude := consentRegister(t, h, "Claude", "https://claude.ai/api/mcp/auth_callback")
 	phish := consentRegister(t, h, "Claude", attacker)
 
-	alice := cbNewProfile(t, ctx, "alice's browser")
-	alice.do(chromedp.EmulateViewport(720, 900))
-	alice.open(h.Issuer + "/sign-in")
-	alice.fill("username", ct.AliceEmail)
-	alice.fill("password", ct.AlicePassword)
-	alice.press("Sign in")
-	alice.waitFor("Your account")
+	alice := testbrowser.New(t, ctx, "alice's browser")
+	alice.Do(chromedp.EmulateViewport(720, 900))
+	alice.Open(h.Issuer + "/sign-in")
+	alice.Fill("username", ct.AliceEmail)
+	alice.Fill("password", ct.AlicePassword)
+	alice.Press("Sign in")
+	alice.WaitFor("Your account")
 
 	// "Where access goes" comes before the app's name in the document, and the address is shown
 	// in full.
@@ -123,10 +94,10 @@ func TestConsentPageInChromium(t *testing.T) {
 	})()`
 
 	t.Run("recognised Claude callback", func(t *testing.T) {
-		alice.t = t
-		alice.open(consentAuthorizeURL(h, claude, "https://claude.ai/api/mcp/auth_callback"))
-		text := alice.waitFor("Where access goes")
-		if !alice.eval(leadsWithWhere) {
+		alice.T = t
+		alice.Open(consentAuthorizeURL(h, claude, "https://claude.ai/api/mcp/auth_callback"))
+		text := alice.WaitFor("Where access goes")
+		if !testbrowser.Eval[bool](alice, leadsWithWhere) {
 			t.Error(`"Where access goes" must come before the app's name`)
 		}
 		for _, want := range []string{"Access goes to Claude", "https://claude.ai/api/mcp/auth_callback", "The app calls itself “Claude”"} {
@@ -134,17 +105,17 @@ func TestConsentPageInChromium(t *testing.T) {
 				t.Errorf("page does not say %q:\n%s", want, text)
 			}
 		}
-		if alice.eval(`document.getElementById("confirm_destination") !== null`) {
+		if testbrowser.Eval[bool](alice, `document.getElementById("confirm_destination") !== null`) {
 			t.Error("a recognised callback needs no tick box")
 		}
-		alice.screenshot("consent-recognised.png")
+		alice.Screenshot(consentShots, "consent-recognised.png")
 	})
 
 	t.Run("unrecognised website", func(t *testing.T) {
-		alice.t = t
-		alice.open(consentAuthorizeURL(h, phish, attacker))
-		text := alice.waitFor("does not recognise")
-		if !alice.eval(leadsWithWhere) {
+		alice.T = t
+		alice.Open(consentAuthorizeURL(h, phish, attacker))
+		text := alice.WaitFor("does not recognise")
+		if !testbrowser.Eval[bool](alice, leadsWithWhere) {
 			t.Error(`"Where access goes" must come before the app's name`)
 		}
 		for _, want := range []string{attacker, "I set up this connection and expected access to go to " + attacker, "The app calls itself “Claude”"} {
@@ -152,10 +123,10 @@ func TestConsentPageInChromium(t *testing.T) {
 				t.Errorf("page does not say %q:\n%s", want, text)
 			}
 		}
-		if !alice.eval(`document.querySelector('label[for="confirm_destination"]') !== null`) {
+		if !testbrowser.Eval[bool](alice, `document.querySelector('label[for="confirm_destination"]') !== null`) {
 			t.Error("the tick box has no label")
 		}
-		alice.screenshot("consent-website.png")
+		alice.Screenshot(consentShots, "consent-website.png")
 
 		// In the page: Allow does not submit while the box is unticked.
 		submits := `(() => {
@@ -167,41 +138,41 @@ func TestConsentPageInChromium(t *testing.T) {
 			form.removeEventListener("submit", stop);
 			return fired;
 		})()`
-		if alice.eval(submits) {
+		if testbrowser.Eval[bool](alice, submits) {
 			t.Error("Allow submitted without the tick box")
 		}
-		alice.press("Allow")
-		if !alice.eval(`document.getElementById("confirm_destination").matches(":invalid")`) || !strings.HasPrefix(alice.location(), h.Issuer+"/authorize?") {
-			t.Errorf("after Allow without the box the browser is at %s", alice.location())
+		alice.Press("Allow")
+		if !testbrowser.Eval[bool](alice, `document.getElementById("confirm_destination").matches(":invalid")`) || !strings.HasPrefix(alice.Location(), h.Issuer+"/authorize?") {
+			t.Errorf("after Allow without the box the browser is at %s", alice.Location())
 		}
 
 		// On the server: a page stripped of the browser's check still gets no code.
-		alice.eval(`(() => { document.getElementById("confirm_destination").removeAttribute("required"); return true; })()`)
-		alice.press("Allow")
-		text = alice.waitFor("Tick the box")
-		if loc := alice.location(); strings.HasPrefix(loc, "https://claude-ai.evil.example") || strings.Contains(loc, "code=") {
+		testbrowser.Eval[bool](alice, `(() => { document.getElementById("confirm_destination").removeAttribute("required"); return true; })()`)
+		alice.Press("Allow")
+		text = alice.WaitFor("Tick the box")
+		if loc := alice.Location(); strings.HasPrefix(loc, "https://claude-ai.evil.example") || strings.Contains(loc, "code=") {
 			t.Errorf("a code left without the tick box: %s", loc)
 		}
 		if !strings.Contains(text, attacker) {
 			t.Error("the page shown again lost the address")
 		}
-		alice.screenshot("consent-website-unticked.png")
+		alice.Screenshot(consentShots, "consent-website-unticked.png")
 		person := h.Person(ct.AliceEmail)
 		if _, err := h.Store.GetGrant(context.Background(), ct.ProjectKey, person.ID, phish); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("consent stored without the tick box: %v", err)
 		}
 
 		// Ticked, Allow sends access where the person said they expected it to go.
-		alice.block("https://claude-ai.evil.example")
-		alice.do(chromedp.Click(chromedp.ID("confirm_destination")))
-		got := alice.pressAndCapture("Allow", attacker+"?")
+		alice.Block("https://claude-ai.evil.example")
+		alice.Do(chromedp.Click(chromedp.ID("confirm_destination")))
+		got := alice.PressAndCapture("Allow", attacker+"?")
 		if u, _ := url.Parse(got); u.Query().Get("code") == "" {
 			t.Errorf("no code after ticking: %s", got)
 		}
 	})
 
 	t.Run("client described by a metadata document", func(t *testing.T) {
-		alice.t = t
+		alice.T = t
 		var doc atomic.Pointer[[]byte]
 		site := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
@@ -220,26 +191,26 @@ func TestConsentPageInChromium(t *testing.T) {
 		p := *h.Project
 		p.Registration.ClientIDMetadataDocuments = true
 		h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 2})
-		alice.open(consentAuthorizeURL(h, id, "http://127.0.0.1:53682/callback"))
-		text := alice.waitFor("vouches for it")
-		if !alice.eval(leadsWithWhere) || !strings.Contains(text, "Access goes to an app on this device") ||
+		alice.Open(consentAuthorizeURL(h, id, "http://127.0.0.1:53682/callback"))
+		text := alice.WaitFor("vouches for it")
+		if !testbrowser.Eval[bool](alice, leadsWithWhere) || !strings.Contains(text, "Access goes to an app on this device") ||
 			!strings.Contains(text, strings.TrimPrefix(site.URL, "https://")+" vouches for it") {
 			t.Errorf("document client:\n%s", text)
 		}
-		alice.screenshot("consent-document.png")
+		alice.Screenshot(consentShots, "consent-document.png")
 	})
 
 	t.Run("only recognised apps", func(t *testing.T) {
-		alice.t = t
+		alice.T = t
 		p := *h.Project
 		p.Redirects = config.DefaultRedirectRules()
 		p.Redirects.OnlyRecognisedApps = true
 		h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 3})
-		alice.open(consentAuthorizeURL(h, phish, attacker))
-		text := alice.waitFor(consentRefusal)
+		alice.Open(consentAuthorizeURL(h, phish, attacker))
+		text := alice.WaitFor(consentRefusal)
 		if !strings.Contains(text, attacker) || strings.Contains(text, "Allow") {
 			t.Errorf("refusal page:\n%s", text)
 		}
-		alice.screenshot("consent-refused.png")
+		alice.Screenshot(consentShots, "consent-refused.png")
 	})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"latchkey.dev/latchkey/internal/testbrowser"
 	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
 	lt "latchkey.dev/latchkey/webhook/links/linktest"
 )
@@ -22,7 +23,7 @@ import (
 // in, connects at GitHub (another site, 127.0.0.2), and the agent's next exchange returns her
 // token.
 func TestLinkForwardedInRealBrowsers(t *testing.T) {
-	cbChromium(t)
+	testbrowser.Chromium(t)
 	h := lt.New(t, lt.Options{LatchkeyHost: "127.0.0.1", GitHubHost: "127.0.0.2"})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -34,25 +35,25 @@ func TestLinkForwardedInRealBrowsers(t *testing.T) {
 	}
 	link := refusal.String("connect_uri")
 
-	alice := cbNewProfile(t, ctx, "alice's browser")
-	mallory := cbNewProfile(t, ctx, "mallory's browser")
+	alice := testbrowser.New(t, ctx, "alice's browser")
+	mallory := testbrowser.New(t, ctx, "mallory's browser")
 
 	// Alice: signed in to Latchkey and to GitHub, the app approved before.
-	alice.open(h.Issuer + "/sign-in")
-	alice.fill("username", ct.AliceEmail)
-	alice.fill("password", ct.AlicePassword)
-	alice.press("Sign in")
-	alice.waitFor("Your account")
-	alice.open(h.GitHubURL + "/login")
-	alice.fill("login", ct.AliceLogin)
-	alice.fill("password", ct.AlicePassword)
-	alice.press("Sign in")
-	alice.waitFor("404 page not found")
+	alice.Open(h.Issuer + "/sign-in")
+	alice.Fill("username", ct.AliceEmail)
+	alice.Fill("password", ct.AlicePassword)
+	alice.Press("Sign in")
+	alice.WaitFor("Your account")
+	alice.Open(h.GitHubURL + "/login")
+	alice.Fill("login", ct.AliceLogin)
+	alice.Fill("password", ct.AlicePassword)
+	alice.Press("Sign in")
+	alice.WaitFor("404 page not found")
 	h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
 
 	// She opens the link Mallory forwarded.
-	alice.open(link)
-	text := alice.waitFor("This link was made for another account")
+	alice.Open(link)
+	text := alice.WaitFor("This link was made for another account")
 	for _, leak := range []string{"mallory", "Mallory", "Connect GitHub"} {
 		if strings.Contains(text, leak) {
 			t.Errorf("Alice's page says %q:\n%s", leak, text)
@@ -75,32 +76,32 @@ func TestLinkForwardedInRealBrowsers(t *testing.T) {
 	}
 
 	// Mallory opens her own link: sign in first, then back to the link.
-	mallory.open(link)
-	mallory.waitFor("Sign in to")
-	mallory.fill("username", ct.MalloryEmail)
-	mallory.fill("password", ct.MalloryPassword)
-	mallory.press("Sign in")
-	mallory.waitFor("Connect your GitHub account and let Repo Helper use it.")
-	if loc := mallory.location(); loc != link {
+	mallory.Open(link)
+	mallory.WaitFor("Sign in to")
+	mallory.Fill("username", ct.MalloryEmail)
+	mallory.Fill("password", ct.MalloryPassword)
+	mallory.Press("Sign in")
+	mallory.WaitFor("Connect your GitHub account and let Repo Helper use it.")
+	if loc := mallory.Location(); loc != link {
 		t.Errorf("after sign-in Mallory is at %s, want the link", loc)
 	}
 	// At GitHub (another site) she signs in and approves the app in a tab of her own first:
 	// the fake GitHub's own pages allow form submissions only to itself ('self'), so a
 	// redirect from its forms back to Latchkey would be blocked by the browser.
-	mallory.open(h.GitHubURL + "/login")
-	mallory.fill("login", ct.MalloryLogin)
-	mallory.fill("password", ct.MalloryPassword)
-	mallory.press("Sign in")
-	mallory.waitFor("404 page not found")
+	mallory.Open(h.GitHubURL + "/login")
+	mallory.Fill("login", ct.MalloryLogin)
+	mallory.Fill("password", ct.MalloryPassword)
+	mallory.Press("Sign in")
+	mallory.WaitFor("404 page not found")
 	h.GitHub.Approve(ct.MalloryLogin, ct.ClientID)
-	mallory.open(link)
-	mallory.waitFor("Connect your GitHub account and let Repo Helper use it.")
-	mallory.press("Connect GitHub")
-	text = mallory.waitFor("is now connected.")
+	mallory.Open(link)
+	mallory.WaitFor("Connect your GitHub account and let Repo Helper use it.")
+	mallory.Press("Connect GitHub")
+	text = mallory.WaitFor("is now connected.")
 	if !strings.Contains(text, "Go back to your agent") {
 		t.Errorf("result page:\n%s", text)
 	}
-	if loc := mallory.location(); !strings.HasPrefix(loc, h.CallbackURL) {
+	if loc := mallory.Location(); !strings.HasPrefix(loc, h.CallbackURL) {
 		t.Errorf("finishing went on to %s; it must stay on the result page", loc)
 	}
 
@@ -116,19 +117,19 @@ func TestLinkForwardedInRealBrowsers(t *testing.T) {
 		t.Fatalf("Alice has %d connections", n)
 	}
 	// The finished link is gone for everyone.
-	alice.open(link)
-	alice.waitFor("There is nothing at this address")
+	alice.Open(link)
+	alice.WaitFor("There is nothing at this address")
 }
 
 // lkButtons counts the buttons whose visible text is label.
-func lkButtons(t *testing.T, p *cbProfile, label string) int {
+func lkButtons(t *testing.T, p *testbrowser.Profile, label string) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(p.Ctx, 10*time.Second)
 	defer cancel()
 	js := `Array.from(document.querySelectorAll("button")).filter(b => b.textContent.trim() === ` + strconv.Quote(label) + `).length`
 	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](js))
 	if err != nil {
-		t.Fatalf("%s: counting buttons: %v", p.name, err)
+		t.Fatalf("%s: counting buttons: %v", p.Name, err)
 	}
 	return n
 }

@@ -17,6 +17,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"latchkey.dev/latchkey/examples/repohelper"
+	"latchkey.dev/latchkey/internal/testbrowser"
 	latchkey "latchkey.dev/latchkey/mcp"
 	"latchkey.dev/latchkey/webhook/callback/callbacktest"
 )
@@ -115,11 +116,11 @@ func TestMCPGoClientInputRequired(t *testing.T) {
 // opened there, Latchkey asks her to sign in, GitHub is another site, and the callback lands in
 // the browser that started it, carrying the SameSite=Lax binding cookie.
 func TestMCPGoClientInputRequiredInChromium(t *testing.T) {
-	cbChromium(t)
+	testbrowser.Chromium(t)
 	s := newMCPStack(t)
 	alice := s.alice()
 	token := alice.AgentToken(t) // the agent was authorised earlier, in another browser
-	browser := cbNewProfile(t, t.Context(), "alice's browser")
+	browser := testbrowser.New(t, t.Context(), "alice's browser")
 	alice.signInAtGitHub(browser)
 
 	shown := make(chan elicited)
