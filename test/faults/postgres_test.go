@@ -432,6 +432,9 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	t.Logf("requests: %d in %.1fs; failed cleanly during the outage: %d; failed after recovery: %d; slowest answer %v",
 		total, ended.Sub(began).Seconds(), failedOutage, failedAfter, slowest.Round(time.Millisecond))
 	t.Logf("failures per kind (outage, after): %v; of them sent to the sign-in page because the session could not be read: %d", perWorker, signInAgain)
+	if signInAgain != 0 {
+		t.Errorf("%d requests were sent to sign in because the session could not be read; a page that cannot read the session answers 503", signInAgain)
+	}
 	t.Logf("rows before → after: %v → %v; committed and verified after the restart: %d tokens, %d links, %d grants, %d connections; lost: %d",
 		before, after, len(l.tokens), len(l.links), len(l.grants), len(l.conns), sum(lost))
 }
@@ -454,8 +457,8 @@ func sum(m map[string]int) int {
 }
 
 // degraded marks an answer that is safe but not an error page: a page that needs the person's
-// session shows the sign-in form when the session cannot be read (signin.Current treats a store
-// error as "not signed in"). Nobody gets in; the person is asked to sign in again.
+// session showing the sign-in form because the session could not be read. Pages answer 503
+// instead (signin.Lookup), so the test expects none.
 const degraded = "degraded: "
 
 // pageProblem classifies a browser flow that stopped: a 5xx page is a clean failure.

@@ -63,9 +63,13 @@ func Register(rt site.Router, env *site.Env) {
 func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	pages.NoStore(w.Header())
 	p := site.Project(r)
-	_, person, ok := signin.Current(h.env, r)
-	if !ok {
+	_, person, err := signin.Lookup(h.env, r)
+	if errors.Is(err, signin.ErrNotSignedIn) {
 		signin.Redirect(h.env, w, r, r.URL.RequestURI(), false)
+		return
+	}
+	if err != nil {
+		signin.Unavailable(h.env, w, r)
 		return
 	}
 	ctx := r.Context()

@@ -46,7 +46,12 @@ func (a *authorizer) authorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := a.env.Now()
-	sess, person, ok := signin.Current(a.env, r)
+	sess, person, err := signin.Lookup(a.env, r)
+	if err != nil && !errors.Is(err, signin.ErrNotSignedIn) {
+		signin.Unavailable(a.env, w, r)
+		return
+	}
+	ok := err == nil
 	if !ok || a.needsSignIn(req, sess, now) {
 		if req.has("none") {
 			a.fail(w, r, p, req, oauth.Error{Code: "login_required", Description: "the person must sign in"})

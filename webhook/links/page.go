@@ -62,9 +62,13 @@ func (h *handler) check(w http.ResponseWriter, r *http.Request) (*opened, bool) 
 	}
 
 	// Check 2.
-	sess, person, signedIn := signin.Current(h.env, r)
-	if !signedIn {
-		signin.Redirect(h.env, w, r, Path(p, code), false)
+	sess, person, err := signin.Lookup(h.env, r)
+	if err != nil {
+		if errors.Is(err, signin.ErrNotSignedIn) {
+			signin.Redirect(h.env, w, r, Path(p, code), false)
+		} else {
+			signin.Unavailable(h.env, w, r)
+		}
 		return nil, false
 	}
 	// Check 3 comes before freshness, as the seed orders them: whoever is not the link's person

@@ -14,41 +14,67 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/webhook/pages"
 	"latchkey.dev/latchkey/webhook/site"
 )
 
 const sessionCookie = "session"
 
+// ErrNotSignedIn: the request carries no live session of someone the project still lets sign
+// in. Any other error from Lookup means the store could not say (an outage).
+var ErrNotSignedIn = errors.New("signin: not signed in")
+
 // Current returns the session and person signed in to the request's project, if any. The
-// cookie holds 32 random bytes; only their hash is looked up.
+// cookie holds 32 random bytes; only their hash is looked up. A store failure reads as "not
+// signed in"; pages that would then send the person to sign in use Lookup instead, so an outage
+// shows as one rather than as a sign-in form.
 func Current(env *site.Env, r *http.Request) (store.Session, store.Person, bool) {
+	s, person, err := Lookup(env, r)
+	return s, person, err == nil
+}
+
+// Lookup is Current with the reason: ErrNotSignedIn, or the store's error.
+func Lookup(env *site.Env, r *http.Request) (store.Session, store.Person, error) {
 	p := site.Project(r)
 	v := ReadCookie(r, env, p, sessionCookie)
 	if v == "" || len(v) > 128 {
-		return store.Session{}, store.Person{}, false
+		return store.Session{}, store.Person{}, ErrNotSignedIn
 	}
 	ctx := r.Context()
 	s, err := env.Store.GetSession(ctx, secret.Hash(v), env.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Session{}, store.Person{}, ErrNotSignedIn
+	}
 	if err != nil {
-		if !errors.Is(err, store.ErrNotFound) {
-			env.Logger.Error(err, "cannot read session", "project", p.Key)
-		}
-		return store.Session{}, store.Person{}, false
+		env.Logger.Error(err, "cannot read session", "project", p.Key)
+		return store.Session{}, store.Person{}, err
 	}
 	if s.Project != p.Key {
-		return store.Session{}, store.Person{}, false
+		return store.Session{}, store.Person{}, ErrNotSignedIn
 	}
 	person, err := env.Store.GetPerson(ctx, p.Key, s.Subject)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Session{}, store.Person{}, ErrNotSignedIn
+	}
 	if err != nil {
-		if !errors.Is(err, store.ErrNotFound) {
-			env.Logger.Error(err, "cannot read person", "project", p.Key)
-		}
-		return store.Session{}, store.Person{}, false
+		env.Logger.Error(err, "cannot read person", "project", p.Key)
+		return store.Session{}, store.Person{}, err
 	}
 	if !site.PersonActive(p, person) {
-		return store.Session{}, store.Person{}, false
+		return store.Session{}, store.Person{}, ErrNotSignedIn
 	}
-	return s, person, true
+	return s, person, nil
+}
+
+// Unavailable answers a page request when the store cannot say who is signed in: a 503 page,
+// never a sign-in form that could not work either.
+func Unavailable(env *site.Env, w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Retry-After", "5")
+	env.Pages.Error(w, http.StatusServiceUnavailable, pages.ErrorData{
+		Frame:   pages.Frame{Project: ProjectName(site.Project(r))},
+		Heading: "Try again in a moment",
+		Message: "This page cannot check who you are right now. Nothing was changed.",
+	})
 }
 
 // Fresh reports whether the session's sign-in happened within maxAge of now.

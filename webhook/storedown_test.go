@@ -1,0 +1,34 @@
+package webhook_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// When the store cannot say who is signed in, pages answer 503 with a plain explanation instead
+// of a sign-in form that could not work either, and never redirect.
+func TestPagesDuringStoreOutage(t *testing.T) {
+	h := newHarness(t)
+	alice := h.browser()
+	alice.signIn("", "alice@example.com", alicePass)
+	if pg := alice.get(h.base + "/account"); pg.status != http.StatusOK {
+		t.Fatalf("account page before the outage: %d", pg.status)
+	}
+
+	h.store.Close()
+	pk := newPKCE()
+	for name, u := range map[string]string{
+		"account":   h.base + "/account",
+		"authorize": authorizeURL(h, "web", "https://app.example/cb", "openid", pk, url.Values{"state": {"s"}}),
+	} {
+		pg := alice.get(u)
+		if pg.status != http.StatusServiceUnavailable || pg.location() != "" {
+			t.Errorf("%s during the outage: %d Location %q, want 503 and no redirect", name, pg.status, pg.location())
+		}
+		if !strings.Contains(pg.body, "Try again in a moment") {
+			t.Errorf("%s during the outage does not say to try again: %s", name, pg.body)
+		}
+	}
+}
