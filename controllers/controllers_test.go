@@ -734,3 +734,20 @@ func TestOAuthClientRedirectLookAlikes(t *testing.T) {
 		waitReady(t, oc)
 	}
 }
+
+// TestLargeSecretTypesNotCached: the operator keeps only the metadata of Secret types that never
+// hold what it reads (here a Helm release), so a Connector pointed at one reports SecretInvalid
+// rather than reading a value the cache does not hold.
+func TestLargeSecretTypesNotCached(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t, nil)
+	newProject(t, ns, "proj", nil)
+	create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sh.helm.release.v1.app.v1"},
+		Type:       "helm.sh/release.v1",
+		Data:       map[string][]byte{"clientSecret": []byte("not-for-latchkey")},
+	})
+	conn := newConnector(ns, "github", "proj", "sh.helm.release.v1.app.v1")
+	create(t, conn)
+	waitNotReady(t, conn, v1alpha1.ConnectorSecretInvalidReason)
+}

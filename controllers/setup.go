@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
 	"net/url"
 	"time"
 
@@ -112,7 +113,34 @@ func SetupWithCompiler(mgr ctrl.Manager, opts Options) (*Compiler, error) {
 // from every cached object (they are large and never read), which matters because Secrets are
 // cached cluster-wide. Callers may restrict cache.Options.DefaultNamespaces further.
 func CacheOptions() cache.Options {
-	return cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+	strip := cache.TransformStripManagedFields()
+	return cache.Options{
+		DefaultTransform: strip,
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Transform: func(o any) (any, error) {
+				o, err := strip(o)
+				if s, ok := o.(*corev1.Secret); ok && err == nil && !readableSecretType(s.Type) {
+					// Helm releases, service-account tokens and registry credentials are the
+					// largest Secrets in most clusters and never hold what a Latchkey resource
+					// refers to; keeping only their metadata bounds the operator's memory. A
+					// reference to one reports SecretInvalid (its key is absent).
+					s.Data, s.StringData = nil, nil
+				}
+				return o, err
+			}},
+		},
+	}
+}
+
+// readableSecretType reports whether Secrets of type t may hold what Latchkey reads: client
+// secrets, password files, keys (Opaque, or an unset type, in practice).
+func readableSecretType(t corev1.SecretType) bool {
+	switch t {
+	case "helm.sh/release.v1", corev1.SecretTypeServiceAccountToken, corev1.SecretTypeDockercfg,
+		corev1.SecretTypeDockerConfigJson, corev1.SecretTypeBootstrapToken:
+		return false
+	}
+	return true
 }
 
 // ---------------------------------------------------------------------------------------------
