@@ -6,18 +6,16 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"html"
 	"io"
+	"latchkey.dev/latchkey/internal/store/sql/pgtest"
 	"latchkey.dev/latchkey/internal/testclock"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -412,36 +410,5 @@ func (h *harness) userinfo(tok string) tokenResult {
 
 // ---- PostgreSQL --------------------------------------------------------------------------------
 
-var pgAdmin struct {
-	once sync.Once
-	db   *sql.DB
-	err  error
-}
-
-// postgresDSN gives one test its own schema in LATCHKEY_TEST_POSTGRES_DSN's database.
-func postgresDSN(t testing.TB) string {
-	t.Helper()
-	base := os.Getenv("LATCHKEY_TEST_POSTGRES_DSN")
-	if base == "" {
-		t.Skip("LATCHKEY_TEST_POSTGRES_DSN is not set")
-	}
-	pgAdmin.once.Do(func() { pgAdmin.db, pgAdmin.err = sql.Open("pgx", base) })
-	if pgAdmin.err != nil {
-		t.Fatal(pgAdmin.err)
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "lk_web_" + hex.EncodeToString(b[:])
-	if _, err := pgAdmin.db.Exec(`CREATE SCHEMA ` + schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pgAdmin.db.Exec(`DROP SCHEMA ` + schema + ` CASCADE`) })
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+// postgresDSN gives one test its own schema (internal/store/sql/pgtest).
+func postgresDSN(t testing.TB) string { return pgtest.DSN(t) }

@@ -3,15 +3,12 @@ package upstream_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"errors"
+	"latchkey.dev/latchkey/internal/store/sql/pgtest"
 	"latchkey.dev/latchkey/internal/testclock"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -510,31 +507,5 @@ func TestTokenConcurrentRefreshAcrossReplicasPostgres(t *testing.T) {
 	}
 }
 
-// postgresDSN gives one test its own schema in LATCHKEY_TEST_POSTGRES_DSN's database.
-func postgresDSN(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("LATCHKEY_TEST_POSTGRES_DSN")
-	if base == "" {
-		t.Skip("LATCHKEY_TEST_POSTGRES_DSN is not set")
-	}
-	db, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "lk_upstream_" + hex.EncodeToString(b[:])
-	if _, err := db.Exec(`CREATE SCHEMA ` + schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Exec(`DROP SCHEMA ` + schema + ` CASCADE`) })
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+// postgresDSN gives one test its own schema (internal/store/sql/pgtest).
+func postgresDSN(t *testing.T) string { return pgtest.DSN(t) }

@@ -11,22 +11,19 @@ package stack
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"html"
 	"io"
+	"latchkey.dev/latchkey/internal/store/sql/pgtest"
 	"latchkey.dev/latchkey/internal/testclock"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -693,39 +690,7 @@ func (b *Browser) CodeFlow(email, password string) (Answer, error) {
 
 // PostgresDSN gives one test its own schema in LATCHKEY_TEST_POSTGRES_DSN's database, dropped
 // when the test ends. Without the variable the test is skipped, or fails under CI=true.
-func PostgresDSN(t testing.TB) string {
-	t.Helper()
-	base := os.Getenv("LATCHKEY_TEST_POSTGRES_DSN")
-	if base == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("LATCHKEY_TEST_POSTGRES_DSN is not set; CI must run these tests on PostgreSQL")
-		}
-		t.Skip("LATCHKEY_TEST_POSTGRES_DSN is not set")
-	}
-	return NewSchema(t, base)
-}
+func PostgresDSN(t testing.TB) string { return pgtest.DSN(t) }
 
 // NewSchema creates a fresh schema in the database at base and returns a DSN that uses it.
-func NewSchema(t testing.TB, base string) string {
-	t.Helper()
-	db, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "lk_stack_" + hex.EncodeToString(b[:])
-	if _, err := db.Exec(`CREATE SCHEMA ` + schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Exec(`DROP SCHEMA ` + schema + ` CASCADE`) })
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+func NewSchema(t testing.TB, base string) string { return pgtest.Schema(t, base) }

@@ -2,11 +2,10 @@ package sqlstore
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
+	"latchkey.dev/latchkey/internal/store/sql/pgtest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -52,46 +51,8 @@ func sqliteDSN(t testing.TB) string {
 	return "sqlite:" + filepath.Join(t.TempDir(), "latchkey.db")
 }
 
-var pgAdmin struct {
-	once sync.Once
-	db   *sql.DB
-	err  error
-}
-
-// postgresDSN creates an empty schema for one test (dropped afterwards) and returns a DSN
-// whose search_path selects it: much faster than a database per test, and just as separate.
-func postgresDSN(t testing.TB) string {
-	t.Helper()
-	base := os.Getenv("LATCHKEY_TEST_POSTGRES_DSN")
-	if base == "" {
-		t.Skip("LATCHKEY_TEST_POSTGRES_DSN is not set; set it to a postgres:// URL to run the PostgreSQL tests")
-	}
-	pgAdmin.once.Do(func() {
-		pgAdmin.db, pgAdmin.err = sql.Open("pgx", base)
-	})
-	if pgAdmin.err != nil {
-		t.Fatal(pgAdmin.err)
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "lk_test_" + hex.EncodeToString(b[:])
-	if _, err := pgAdmin.db.Exec(`CREATE SCHEMA ` + schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := pgAdmin.db.Exec(`DROP SCHEMA ` + schema + ` CASCADE`); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("LATCHKEY_TEST_POSTGRES_DSN: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+// postgresDSN gives one test its own empty schema (internal/store/sql/pgtest).
+func postgresDSN(t testing.TB) string { return pgtest.DSN(t) }
 
 func schemaOf(t testing.TB, dsn string) string {
 	u, err := url.Parse(dsn)
@@ -178,7 +139,12 @@ func TestSQLiteUpdateConnectionLeavesWritesFree(t *testing.T) {
 func TestPostgresGCOneReplica(t *testing.T) {
 	dsn := postgresDSN(t)
 	s := openTest(t, dsn)
-	tx, err := pgAdmin.db.BeginTx(t.Context(), nil)
+	admin, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	tx, err := admin.BeginTx(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
