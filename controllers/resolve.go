@@ -610,9 +610,12 @@ func clientIDFor(oc *v1alpha1.OAuthClient) string {
 	return config.DeclaredClientPrefix + strings.ReplaceAll(string(oc.UID), "-", "")
 }
 
+// defaultSecretSuffix names an OAuthClient's credentials Secret when spec.secretName is unset.
+const defaultSecretSuffix = "-credentials"
+
 // credentialsSecretName is the Secret an OAuthClient's credentials go to.
 func credentialsSecretName(oc *v1alpha1.OAuthClient) string {
-	return cmp.Or(oc.Spec.SecretName, oc.Name+"-credentials")
+	return cmp.Or(oc.Spec.SecretName, oc.Name+defaultSecretSuffix)
 }
 
 func isPublic(oc *v1alpha1.OAuthClient) bool {

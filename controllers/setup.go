@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	corev1 "k8s.io/api/core/v1"
 	"net/url"
+	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -93,7 +95,9 @@ func SetupWithCompiler(mgr ctrl.Manager, opts Options) (*Compiler, error) {
 	if err := (&ProjectReconciler{base: b, deps: deps}).SetupWithManager(mgr, copts); err != nil {
 		return nil, fmt.Errorf("setting up the Project controller: %w", err)
 	}
-	if err := (&OAuthClientReconciler{base: b, deps: deps}).SetupWithManager(mgr, copts); err != nil {
+	quiet := b
+	quiet.quietFirstReady = true
+	if err := (&OAuthClientReconciler{base: quiet, deps: deps}).SetupWithManager(mgr, copts); err != nil {
 		return nil, fmt.Errorf("setting up the OAuthClient controller: %w", err)
 	}
 	if err := (&ConnectorReconciler{base: b, deps: deps}).SetupWithManager(mgr, copts); err != nil {
@@ -181,8 +185,15 @@ func addIndexes(ctx context.Context, fi client.FieldIndexer) error {
 		{&v1alpha1.Connector{}, secretIndex, func(o client.Object) []string {
 			return []string{o.(*v1alpha1.Connector).Spec.ClientSecretRef.Name}
 		}},
+		// Only a Secret named in spec.secretName is indexed: one index entry per client costs
+		// two small sets each (the namespaced and the all-namespaces key), a sixth of the
+		// operator's heap at ten thousand clients. clientsForSecret finds a default-named
+		// Secret's client by its name.
 		{&v1alpha1.OAuthClient{}, secretIndex, func(o client.Object) []string {
-			return []string{credentialsSecretName(o.(*v1alpha1.OAuthClient))}
+			if n := o.(*v1alpha1.OAuthClient).Spec.SecretName; n != "" {
+				return []string{n}
+			}
+			return nil
 		}},
 		{&v1alpha1.OAuthClient{}, connectorIndex, func(o client.Object) []string {
 			oc := o.(*v1alpha1.OAuthClient)
@@ -345,6 +356,14 @@ func (d *dependents) clientsForSecret(ctx context.Context, sec client.Object) []
 	var clients v1alpha1.OAuthClientList
 	if d.list(ctx, &clients, client.InNamespace(sec.GetNamespace()), client.MatchingFields{secretIndex: sec.GetName()}) {
 		out = append(out, requests(clients.Items)...)
+	}
+	if owner, ok := strings.CutSuffix(sec.GetName(), defaultSecretSuffix); ok && owner != "" {
+		// The client whose default credentials Secret this is, if it has no spec.secretName.
+		oc := &v1alpha1.OAuthClient{}
+		key := client.ObjectKey{Namespace: sec.GetNamespace(), Name: owner}
+		if err := d.c.Get(ctx, key, oc, noCopy); err == nil && oc.Spec.SecretName == "" {
+			out = append(out, reconcile.Request{NamespacedName: key})
+		}
 	}
 	var conns v1alpha1.ConnectorList
 	if d.list(ctx, &conns, client.InNamespace(sec.GetNamespace()), client.MatchingFields{secretIndex: sec.GetName()}) {

@@ -21,6 +21,11 @@ type base struct {
 	recorder  recorder.EventRecorder
 	publicURL string
 	clock     func() time.Time
+	// quietFirstReady skips the Normal Event when an object turns Ready for the first time; it
+	// still records one when an object recovers. Set for OAuthClients: a GitOps sync of ten
+	// thousand clients would otherwise write ten thousand Events that say what status already
+	// says, and the recorder keeps each in memory for its series for minutes.
+	quietFirstReady bool
 }
 
 func (b *base) resolver() *resolver { return newResolver(b.client, b.publicURL) }
@@ -58,7 +63,8 @@ func (b *base) setCondition(conds *[]metav1.Condition, generation int64, typ str
 }
 
 // finish patches the status when it changed and records an Event when Ready changed: Warning
-// when it became False (or False for a new reason), Normal when it became True. It is deferred
+// when it became False (or False for a new reason), Normal when it became True (unless
+// quietFirstReady and it had never been False). It is deferred
 // by every Reconcile, so status is written once per reconcile at most.
 func (b *base) finish(ctx context.Context, before, after client.Object, oldConds, newConds []metav1.Condition, changed bool) error {
 	if !changed {
@@ -81,7 +87,8 @@ func (b *base) finish(ctx context.Context, before, after client.Object, oldConds
 			b.recorder.Eventf(after, nil, corev1.EventTypeWarning, newReady.Reason, "Reconcile", "%s", newReady.Message)
 		}
 	case metav1.ConditionTrue:
-		if oldReady == nil || oldReady.Status != metav1.ConditionTrue {
+		recovered := oldReady != nil && oldReady.Status == metav1.ConditionFalse
+		if (oldReady == nil || oldReady.Status != metav1.ConditionTrue) && (recovered || !b.quietFirstReady) {
 			b.recorder.Eventf(after, nil, corev1.EventTypeNormal, newReady.Reason, "Reconcile", "%s", newReady.Message)
 		}
 	}

@@ -109,6 +109,7 @@ func main() {
 	}
 	ctrl.SetLogger(log)
 	klog.SetLogger(log.WithName("client-go"))
+	applyMemoryLimit(log)
 
 	if err := run(ctrl.SetupSignalHandler(), o, log); err != nil {
 		log.Error(err, "latchkey stopped")

@@ -277,12 +277,18 @@ func operator(ctx context.Context, o options) error {
 		runtime.MemProfileRate = 64 << 10 // finer than the default, for the heap profile
 	}
 	in := bufio.NewScanner(os.Stdin)
-	for in.Scan() {
+	for reads := 0; in.Scan(); {
 		if in.Text() != "mem" {
 			continue
 		}
 		var m memory
 		m.HeapMiB, m.GoSysMiB, m.RSSMiB = memNow()
+		if o.profileDir != "" {
+			// One heap profile per reading (with no clients, all Ready, settled), taken right
+			// after memNow's collections so it shows what is live then.
+			reads++
+			writeHeapProfile(filepath.Join(o.profileDir, fmt.Sprintf("operator-%s-read%d.heap.pprof", o.controllers, reads)))
+		}
 		_, m.PeakRSSMiB = rss()
 		if p := holder.Load().Project(benchNS + "/" + ctrlProject); p != nil {
 			m.Clients = len(p.Clients)
@@ -290,13 +296,14 @@ func operator(ctx context.Context, o options) error {
 		b, _ := json.Marshal(m)
 		fmt.Println(string(b))
 	}
-	if o.profileDir != "" {
-		if f, err := os.Create(filepath.Join(o.profileDir, fmt.Sprintf("operator-%s.heap.pprof", o.controllers))); err == nil {
-			pprof.Lookup("heap").WriteTo(f, 0)
-			f.Close()
-		}
-	}
 	return nil
+}
+
+func writeHeapProfile(path string) {
+	if f, err := os.Create(path); err == nil {
+		pprof.Lookup("heap").WriteTo(f, 0)
+		f.Close()
+	}
 }
 
 // reconcileOnce runs one count against a fresh control plane.
