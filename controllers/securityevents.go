@@ -30,6 +30,7 @@ const (
 	SecurityRefreshReuseReason           = "RefreshTokenReused"
 	SecurityConsentRefusedByPolicyReason = "ConsentRefusedByPolicy"
 	SecurityCallbackConfirmationReason   = "CallbackNeededConfirmation"
+	SecurityCallbackOtherPersonReason    = "CallbackRefusedForAnotherPerson"
 )
 
 var securityReasons = map[string]string{
@@ -37,6 +38,7 @@ var securityReasons = map[string]string{
 	events.RefreshReuse:           SecurityRefreshReuseReason,
 	events.ConsentRefusedByPolicy: SecurityConsentRefusedByPolicyReason,
 	events.CallbackConfirmation:   SecurityCallbackConfirmationReason,
+	events.CallbackOtherPerson:    SecurityCallbackOtherPersonReason,
 }
 
 // SetupSecurityEvents adds the leader-elected runnable that turns security events from the
@@ -114,6 +116,7 @@ func securityNote(s events.Summary) string {
 		events.RefreshReuse:           "retired refresh token presented again; the client's tokens for the person were ended",
 		events.ConsentRefusedByPolicy: "consent refused by the redirect policy",
 		events.CallbackConfirmation:   "connection callback arrived in another browser and stopped at confirmation",
+		events.CallbackOtherPerson:    "connection callback arrived in a browser signed in as another person and was refused",
 	}[s.Type]
 	times := "1 time"
 	if s.Count != 1 {

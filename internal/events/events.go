@@ -47,11 +47,15 @@ const (
 	// CallbackConfirmation: an upstream callback arrived without the starting browser's binding
 	// cookie and stopped at the confirmation page (seed 002).
 	CallbackConfirmation = "callback.confirmation"
+	// CallbackOtherPerson: an upstream callback arrived in a browser signed in to the project as
+	// another person than the one who started it, and was refused (seed 002's forwarded URL,
+	// opened by a colleague). Actor is who started it; details name who was signed in.
+	CallbackOtherPerson = "callback.other_person"
 )
 
 // Types lists every security event type, in a stable order.
 func Types() []string {
-	return []string{LinkWrongPerson, RefreshReuse, ConsentRefusedByPolicy, CallbackConfirmation}
+	return []string{LinkWrongPerson, RefreshReuse, ConsentRefusedByPolicy, CallbackConfirmation, CallbackOtherPerson}
 }
 
 // aliases are audit actions other flows already write that report a security event under
@@ -60,6 +64,8 @@ var aliases = map[string]string{
 	// webhook/callback: a callback without the starting browser's cookie stopped at the
 	// confirmation page.
 	"connection.confirmation_shown": CallbackConfirmation,
+	// webhook/callback: the same, in a browser signed in as another person: refused.
+	"connection.refused_other_person": CallbackOtherPerson,
 }
 
 // TypeOf returns the security event type an audit action reports, if it reports one.

@@ -329,10 +329,11 @@ func (p *profile) framesOf(prefix string, want int, rendered func(u, why string)
 
 // TestForwardedLinkInChromium is seed 000 meeting seed 002 in a real browser: Mallory presses
 // Connect on her own link and sends Alice the GitHub address instead of the link. Alice, signed
-// in to Latchkey and to GitHub (another site, 127.0.0.2) and having approved the app before,
-// lands on the confirmation page naming Mallory's account, masked; nothing is saved and
-// Mallory's agent is still refused. A page on a third site that submits the confirmation in
-// Alice's browser is refused. Opening Mallory's link itself stops Alice at check 3.
+// in to Latchkey and to GitHub (another site, 127.0.0.2) and having approved the app before, is
+// refused: the page names Mallory's account, masked, offers no confirmation and ends the
+// attempt; nothing is saved and Mallory's agent is still refused. A page on a third site that
+// submits the confirmation in Alice's browser is refused. Opening Mallory's link itself stops
+// Alice at check 3.
 func TestForwardedLinkInChromium(t *testing.T) {
 	testbrowser.Chromium(t)
 	e := newEnvOn(t, "127.0.0.1", "127.0.0.2")
@@ -362,9 +363,12 @@ func TestForwardedLinkInChromium(t *testing.T) {
 	e.GitHub.Approve(ct.AliceLogin, ct.ClientID)
 
 	alice.Open(authURL)
-	text := alice.WaitFor(confirmHeading)
-	if !strings.Contains(text, "m***@example.com") || strings.Contains(text, ct.MalloryEmail) {
+	text := alice.WaitFor(notYoursText)
+	if !strings.Contains(text, "m***@example.com") || strings.Contains(text, ct.MalloryEmail) || strings.Contains(text, "Finish connecting") {
 		t.Errorf("Alice sees:\n%s", text)
+	}
+	if n := e.CountRows("callback_states"); n != 0 {
+		t.Errorf("%d state rows; the refusal must end Mallory's attempt", n)
 	}
 	if loc := alice.Location(); !strings.HasPrefix(loc, e.CallbackURL+"?") {
 		t.Errorf("Alice is at %s", loc)

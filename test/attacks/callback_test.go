@@ -69,20 +69,27 @@ func assertConfirmation(t *testing.T, p ct.Page, masked string) (code, state, to
 
 // TestForwardedAuthorizationURL is seed 002 started from a connect link: Mallory presses
 // Connect on her own link and sends the GitHub address to Alice, who is signed in to GitHub and
-// approved the app before. Alice's browser lands on the confirmation page naming Mallory's
-// account, masked; nothing is exchanged or saved, the link stays open and Mallory's agent is
-// still refused. Every way of pushing the confirmation through without that page's token fails.
+// approved the app before, but not to this project (signed in here, she is refused outright:
+// TestForwardedAuthorizationURLSignedIn). Alice's browser lands on the confirmation page naming
+// Mallory's account, masked; nothing is exchanged or saved, the link stays open and Mallory's
+// agent is still refused. Every way of pushing the confirmation through without that page's
+// token fails.
 func TestForwardedAuthorizationURL(t *testing.T) {
-	for _, aliceState := range []string{"signed in, no binding cookie", "with a binding cookie of her own", "not signed in to Latchkey"} {
+	for _, aliceState := range []string{"signed in to another project", "with a binding cookie of her own", "not signed in to Latchkey"} {
 		t.Run(aliceState, func(t *testing.T) {
 			e := newEnv(t)
 			_, linkID, authURL := e.connectFromLink(ct.MalloryEmail)
 			var alice *ct.Browser
 			switch aliceState {
-			case "signed in, no binding cookie":
-				alice = e.signedIn(ct.AliceEmail)
+			case "signed in to another project":
+				other := e.addOtherProject()
+				alice = e.Browser()
+				if res := signInAt(t, alice, alice.Get(other+"/sign-in"), ct.AliceEmail, ct.AlicePassword); res.Status != http.StatusOK {
+					t.Fatalf("sign-in at the other project: %d %s", res.Status, res.Text())
+				}
 			case "with a binding cookie of her own":
 				alice, _, _ = e.connectFromLink(ct.AliceEmail)
+				e.signOut(alice)
 			default:
 				alice = e.Browser()
 			}
@@ -170,6 +177,49 @@ func TestForwardedAuthorizationURL(t *testing.T) {
 				t.Errorf("callback after ten minutes: %d %s", res.Status, res.Text())
 			}
 			nothingSaved("after ten minutes")
+		})
+	}
+}
+
+// TestForwardedAuthorizationURLSignedIn: the same forwarded address in a browser signed in to
+// this project as Alice (with or without a binding cookie of her own) cannot be Mallory's app
+// path. It is refused without a confirmation page, the attempt ends so its code finishes
+// nowhere, and nothing is saved; Mallory's link stays open for Mallory.
+func TestForwardedAuthorizationURLSignedIn(t *testing.T) {
+	for _, aliceState := range []string{"no binding cookie", "with a binding cookie of her own"} {
+		t.Run(aliceState, func(t *testing.T) {
+			e := newEnv(t)
+			_, linkID, authURL := e.connectFromLink(ct.MalloryEmail)
+			alice := e.signedIn(ct.AliceEmail)
+			if aliceState != "no binding cookie" {
+				alice, _, _ = e.connectFromLink(ct.AliceEmail)
+			}
+			states := e.CountRows("callback_states")
+			cb := e.atGitHub(alice, ct.AliceLogin, authURL)
+			res := alice.Get(cb)
+			if res.Status != http.StatusForbidden || !strings.Contains(res.Text(), notYoursText) || !strings.Contains(res.Text(), "Nothing was saved") || strings.Contains(res.Text(), confirmHeading) {
+				t.Fatalf("want the refusal, got %d: %s", res.Status, res.Text())
+			}
+			if _, _, ok := res.Form("Finish connecting"); ok || strings.Contains(res.Body, ct.MalloryEmail) {
+				t.Error("the refusal offers Connect or shows Mallory's address")
+			}
+			if n := e.CountRows("callback_states"); n != states-1 {
+				t.Errorf("state rows %d → %d; the refusal must end Mallory's attempt", states, n)
+			}
+			for name, b := range map[string]*ct.Browser{"Alice again": alice, "a browser signed in as nobody": e.Browser()} {
+				if res := b.Get(cb); res.Status != http.StatusBadRequest || !strings.Contains(res.Text(), expiredText) {
+					t.Errorf("%s: %d %s", name, res.Status, res.Text())
+				}
+			}
+			if n := e.CountRows("connections") + e.CountRows("agent_permissions"); n != 0 || e.GitHub.ExchangeCalls() != 0 {
+				t.Fatalf("%d connections or permissions, %d exchanges", n, e.GitHub.ExchangeCalls())
+			}
+			if st := e.linkState(linkID); st != store.LinkOpen {
+				t.Fatalf("Mallory's link is %s", st)
+			}
+			if a := e.AgentExchange(e.AccessToken(ct.MalloryEmail, "repo-helper")); a.Status == http.StatusOK {
+				t.Fatal("Mallory's agent got a token")
+			}
 		})
 	}
 }

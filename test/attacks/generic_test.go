@@ -246,14 +246,17 @@ func TestNoSecretsInLogs(t *testing.T) {
 	keep(mallory.BindingCookie().Value)
 	au, _ := url.Parse(authURL)
 	keep(au.Query().Get("state"), au.Query().Get("code_challenge"))
-	alice := e.signedIn(ct.AliceEmail)
-	cb := e.atGitHub(alice, ct.AliceLogin, authURL)
+	// The forwarded address in a browser signed in as nobody, which is offered confirmation (a
+	// browser signed in as Alice would end Mallory's attempt).
+	victim := e.Browser()
+	cb := e.atGitHub(victim, ct.AliceLogin, authURL)
 	cbu, _ := url.Parse(cb)
 	keep(cbu.Query().Get("code"))
-	confirm := alice.Get(cb)
+	confirm := victim.Get(cb)
 	_, cf, _ := confirm.Form("Finish connecting")
 	keep(cf.Get("confirm_token"))
-	alice.Post(e.CallbackURL, url.Values{"code": {"x"}, "state": {cbu.Query().Get("state")}, "confirm_token": {"wrong-token-value"}})
+	victim.Post(e.CallbackURL, url.Values{"code": {"x"}, "state": {cbu.Query().Get("state")}, "confirm_token": {"wrong-token-value"}})
+	alice := e.signedIn(ct.AliceEmail)
 	mcb := e.atGitHub(mallory, ct.MalloryLogin, authURL)
 	keep(must(url.Parse(mcb)).Query().Get("code"))
 	if res := mallory.Get(mcb); !strings.Contains(res.Text(), "is now connected") {

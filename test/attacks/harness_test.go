@@ -36,6 +36,7 @@ const (
 	notFoundText    = "There is nothing at this address"
 	crossSiteText   = "This request came from another site"
 	confirmHeading  = "Finish this connection?"
+	notYoursText    = "It is not yours to finish."
 	expiredText     = "It has expired or has already been used"
 	websiteWarning  = "Access goes to a website"
 	tickBoxText     = "I set up this connection and expected access to go to"
@@ -114,6 +115,19 @@ func (e *env) signedIn(email string) *ct.Browser {
 	b := e.Browser()
 	b.SignIn(email, password(email))
 	return b
+}
+
+// signOut signs b out of the project through its sign-out page.
+func (e *env) signOut(b *ct.Browser) {
+	e.t.Helper()
+	action, f, ok := b.Get(e.Issuer + "/sign-out").Form("Sign out")
+	if !ok {
+		e.t.Fatal("no Sign out button")
+	}
+	b.Post(action, f)
+	if _, _, ok := b.Get(e.Issuer + "/sign-out").Form("Sign out"); ok {
+		e.t.Fatal("still signed in after signing out")
+	}
 }
 
 func password(email string) string {

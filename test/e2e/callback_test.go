@@ -78,9 +78,9 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 		t.Fatal("profiles share cookies")
 	}
 
-	// Alice is signed in to Latchkey and to GitHub, and approved the app before, so GitHub
-	// skips its page and sends her straight back to the callback.
-	signIn(alice, ct.AliceEmail, ct.AlicePassword)
+	// Alice is signed in to GitHub, and approved the app before, so GitHub skips its page and
+	// sends her straight back to the callback. She is not signed in to Latchkey (seed 002: the
+	// victim need not even be a user); signed in, she is refused outright (1b).
 	signInGitHub(alice, ct.AliceLogin, ct.AlicePassword)
 	h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
 	alice.Open(authURL)
@@ -109,6 +109,37 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 	alice.WaitFor("came from another site")
 	if h.CountRows("connections") != 0 || h.GitHub.ExchangeCalls() != 0 {
 		t.Fatal("the cross-site POST saved a connection")
+	}
+
+	// 1b. The same attack on a victim signed in to the same project as herself: her browser
+	// cannot be Mallory's app path, so it is not offered Connect at all, and the attempt ends.
+	signIn(alice, ct.AliceEmail, ct.AlicePassword)
+	mallory.Open(h.Issuer + "/account")
+	mallory.WaitFor("Connect GitHub")
+	authURL = mallory.PressAndCapture("Connect GitHub", h.GitHubURL+"/login/oauth/authorize?")
+	states := h.CountRows("callback_states")
+	alice.Open(authURL)
+	text = alice.WaitFor("This connection is not yours")
+	if want := "This GitHub connection was started by the account m***@example.com, not by the account you are signed in with. It is not yours to finish. Nothing was saved, and this connection attempt has ended."; !strings.Contains(cbOneLine(text), want) {
+		t.Errorf("signed-in Alice sees:\n%s\nwant:\n%s", text, want)
+	}
+	if strings.Contains(text, "Finish connecting") || strings.Contains(text, ct.MalloryEmail) {
+		t.Errorf("the refusal offers Connect or shows Mallory's address:\n%s", text)
+	}
+	if status := testbrowser.Eval[int](alice, `performance.getEntriesByType("navigation")[0].responseStatus`); status != http.StatusForbidden {
+		t.Errorf("the refusal answered %d, want 403", status)
+	}
+	if n := h.CountRows("callback_states"); n != states-1 {
+		t.Errorf("state rows %d → %d; the refusal must end Mallory's attempt", states, n)
+	}
+	if h.CountRows("connections") != 0 || h.GitHub.ExchangeCalls() != 0 {
+		t.Fatal("the refusal exchanged or saved")
+	}
+	// Opening the address again (GitHub issues a fresh code) finds the attempt used up.
+	alice.Open(authURL)
+	alice.WaitFor("It has expired or has already been used")
+	if h.CountRows("connections") != 0 || h.GitHub.ExchangeCalls() != 0 {
+		t.Fatal("reopening the forwarded address exchanged or saved")
 	}
 
 	// 2. The legitimate path: Alice connects from her own browser and it finishes at once.

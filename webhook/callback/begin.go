@@ -12,7 +12,9 @@
 //   - it is missing or different (an app that opened the system browser, or a victim who was
 //     sent someone else's authorization URL): nothing is exchanged or saved, and the browser
 //     gets a confirmation page naming the receiving account, masked, with a one-time token. Only
-//     a POST of that page's current token finishes the connection.
+//     a POST of that page's current token finishes the connection. A browser signed in to the
+//     project as another person than the one who started is refused instead, on the page and
+//     on its POST, and the attempt ends: it holds someone else's authorization URL.
 package callback
 
 import (

@@ -111,7 +111,11 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	// Another browser (or none of our cookie): show who would receive the connection and stop.
+	// Another browser (or none of our cookie): show who would receive the connection and stop,
+	// unless this browser is signed in as someone else.
+	if h.refuseOtherPerson(w, r, p, c, stateHash, st) {
+		return
+	}
 	reason := "no_cookie"
 	if _, err := r.Cookie(CookieName(h.env)); err == nil {
 		reason = "other_cookie"
@@ -155,6 +159,11 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// Before the token: a page rendered earlier (while nobody was signed in, or by someone else)
+	// must not let a browser signed in as another person finish.
+	if h.refuseOtherPerson(w, r, p, c, stateHash, st) {
+		return
+	}
 	if len(token) > maxParam || !checkToken(token, code, st) {
 		// The row stays: a forged or stale POST must not cost the genuine person their
 		// attempt. Guessing is hopeless (256-bit tokens) and the row dies with the state.
@@ -171,6 +180,54 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	})
+}
+
+// refuseOtherPerson answers the request, and reports true, when the browser is signed in to the
+// project as another person than the one recorded with the state. That browser holds someone
+// else's authorization URL (seed 002's forwarded URL, opened by a colleague who is signed in
+// here): it cannot be the app path of the person who started, so confirmation is not offered
+// and the attempt ends, leaving no code for anyone to finish elsewhere. A browser signed in as
+// nobody, or only to another project, keeps the confirmation page: that is the app path. A
+// store that cannot say who is signed in gets the pages' 503, never the confirmation page.
+func (h *handler) refuseOtherPerson(w http.ResponseWriter, r *http.Request, p *config.Project, c *config.Connector, stateHash []byte, st store.CallbackState) bool {
+	_, person, err := signin.Lookup(h.env, r)
+	switch {
+	case errors.Is(err, signin.ErrNotSignedIn):
+		return false
+	case err != nil:
+		signin.Unavailable(h.env, w, r)
+		return true
+	case person.ID == st.Subject:
+		return false
+	}
+	ctx := r.Context()
+	if _, err := h.env.Store.ConsumeCallbackState(ctx, stateHash, h.env.Now(), func(s store.CallbackState) error {
+		if s.Project != p.Key || s.Subject != st.Subject {
+			return errMismatch
+		}
+		return nil
+	}); err != nil {
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, errMismatch) {
+			// Finished or ended meanwhile: say what any late arrival is told.
+			h.expired(w, p)
+			return true
+		}
+		h.internal(w, p, err)
+		return true
+	}
+	h.record(ctx, p, st, "connection.refused_other_person", "connector:"+c.Key, map[string]string{
+		"signed_in": person.ID, "state": stateDigest(stateHash),
+	})
+	h.env.Pages.Message(w, http.StatusForbidden, pages.MessageData{
+		Frame:   pages.Frame{Title: "This connection is not yours", Project: signin.ProjectName(p)},
+		Heading: "This connection is not yours",
+		Paragraphs: []string{
+			"This " + serviceName(c) + " connection was started by the account " + h.maskedOwner(ctx, p, st.Subject) +
+				", not by the account you are signed in with. It is not yours to finish.",
+			"Nothing was saved, and this connection attempt has ended. You can close this window.",
+		},
+	})
+	return true
 }
 
 // confirmHash is what the row keeps of a confirmation token. The code shown with the token is

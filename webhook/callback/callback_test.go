@@ -3,15 +3,18 @@ package callback_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/webhook/callback"
@@ -166,12 +169,13 @@ func TestSameBrowserFinishesAtOnce(t *testing.T) {
 
 // Seed 002's attack: Mallory starts a connection and sends the authorization URL to Alice, who
 // has approved the app at GitHub before, so GitHub sends her straight back to the callback.
+// Alice is not signed in to Latchkey here (seed 002: the victim need not even be a user); signed
+// in, she is refused outright (TestSignedInAsAnotherPersonIsRefused).
 func TestAnotherBrowserStopsAtConfirmation(t *testing.T) {
 	h := ct.New(t, ct.Options{})
 	_, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
 
 	alice := h.Browser()
-	alice.SignIn(ct.AliceEmail, ct.AlicePassword)
 	cb := atGitHub(t, h, alice, ct.AliceLogin, authURL)
 	res := alice.Get(cb)
 	if res.Status != http.StatusOK {
@@ -238,6 +242,190 @@ func TestConfirmFinishesForThePersonWhoStarted(t *testing.T) {
 	if again.Status != http.StatusBadRequest || len(h.Connections(ct.AliceEmail)) != 1 || h.GitHub.ExchangeCalls() != 1 {
 		t.Errorf("second confirm answered %d; exchanges %d", again.Status, h.GitHub.ExchangeCalls())
 	}
+}
+
+const notYoursText = "This GitHub connection was started by the account m***@example.com, not by the account you are signed in with. It is not yours to finish. Nothing was saved, and this connection attempt has ended."
+
+// assertNotYours checks the refusal a browser signed in as another person gets instead of the
+// confirmation page, and that the attempt is over with nothing exchanged or saved.
+func assertNotYours(t *testing.T, h *ct.Harness, res ct.Page) {
+	t.Helper()
+	if res.Status != http.StatusForbidden || !strings.Contains(res.Text(), notYoursText) {
+		t.Errorf("answered %d: %s\nwant 403 and:\n%s", res.Status, res.Text(), notYoursText)
+	}
+	if _, _, ok := res.Form("Finish connecting"); ok || strings.Contains(res.Body, "confirm_token") {
+		t.Error("the refusal offers a way to confirm")
+	}
+	if strings.Contains(res.Body, ct.MalloryEmail) {
+		t.Error("the refusal shows the full address of the person who started")
+	}
+	assertPrivate(t, res)
+	if n, x := count(t, h, "connections"), h.GitHub.ExchangeCalls(); n != 0 || x != 0 {
+		t.Errorf("%d connections saved, %d code exchanges; want none", n, x)
+	}
+	if n := count(t, h, "callback_states"); n != 0 {
+		t.Errorf("%d state rows left; the refusal must end the attempt", n)
+	}
+	rec := lastAudit(t, h, "connection.refused_other_person")
+	if rec.Actor != h.Person(ct.MalloryEmail).ID || rec.Details["signed_in"] != h.Person(ct.AliceEmail).ID {
+		t.Errorf("audit record = %+v", rec)
+	}
+	if typ, ok := events.TypeOf(rec.Action); !ok || typ != events.CallbackOtherPerson {
+		t.Errorf("%s is not reported as the security event %s", rec.Action, events.CallbackOtherPerson)
+	}
+}
+
+// Beyond seed 002: Mallory forwards her authorization URL to Alice, who is signed in to the same
+// project as herself. That browser cannot be Mallory's app path, so it is refused rather than
+// offered Connect, and the attempt ends so its code finishes nowhere else.
+func TestSignedInAsAnotherPersonIsRefused(t *testing.T) {
+	h := ct.New(t, ct.Options{})
+	_, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
+	alice := h.Browser()
+	alice.SignIn(ct.AliceEmail, ct.AlicePassword)
+	cb := atGitHub(t, h, alice, ct.AliceLogin, authURL)
+
+	assertNotYours(t, h, alice.Get(cb))
+	if slices.Contains(h.AuditActions(), "connection.confirmation_shown") {
+		t.Error("recorded a confirmation page that was not shown")
+	}
+	// The same address answers as any used state does, in her browser and in one signed in as
+	// nobody (where it would otherwise offer Connect).
+	for name, b := range map[string]*ct.Browser{"alice": alice, "no session": h.Browser()} {
+		res := b.Get(cb)
+		if res.Status != http.StatusBadRequest || !strings.Contains(res.Text(), "expired or has already been used") {
+			t.Errorf("%s, again: %d %s", name, res.Status, res.Text())
+		}
+	}
+	if n, x := count(t, h, "connections"), h.GitHub.ExchangeCalls(); n != 0 || x != 0 {
+		t.Errorf("%d connections saved, %d code exchanges after the replays", n, x)
+	}
+}
+
+// A confirmation page rendered before Alice signed in, in her browser or in another one, does
+// not let her browser finish Mallory's connection once she is signed in.
+func TestSignedInAsAnotherPersonCannotConfirm(t *testing.T) {
+	for _, where := range []string{"rendered in her browser", "rendered elsewhere"} {
+		t.Run(where, func(t *testing.T) {
+			h := ct.New(t, ct.Options{})
+			_, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
+			alice := h.Browser()
+			cb := atGitHub(t, h, alice, ct.AliceLogin, authURL)
+			renderer := alice
+			if where == "rendered elsewhere" {
+				renderer = h.Browser()
+			}
+			action, fields, ok := renderer.Get(cb).Form("Finish connecting")
+			if !ok {
+				t.Fatal("no confirmation page without a session")
+			}
+			alice.SignIn(ct.AliceEmail, ct.AlicePassword)
+			assertNotYours(t, h, alice.Post(action, fields))
+			// The token was genuine: without the refusal it would finish anywhere. The attempt
+			// is over now.
+			if res := renderer.Post(action, fields); res.Status != http.StatusBadRequest || count(t, h, "connections") != 0 || h.GitHub.ExchangeCalls() != 0 {
+				t.Errorf("the same confirmation afterwards: %d %s", res.Status, res.Text())
+			}
+		})
+	}
+}
+
+// The person who started keeps the confirmation page when their other browser is signed in as
+// them (an app's system browser where they are signed in too), and so does a browser signed in
+// only to another project.
+func TestOwnOrForeignSessionKeepsConfirmation(t *testing.T) {
+	for _, session := range []string{"the person who started", "another project"} {
+		t.Run(session, func(t *testing.T) {
+			h := ct.New(t, ct.Options{})
+			other := *h.Project
+			other.Key, other.Name, other.Issuer = "team/other", "other", h.Latchkey.URL+"/team/other"
+			h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{h.Project.Key: h.Project, other.Key: &other}, Version: 2})
+			_, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
+
+			system := h.Browser()
+			if session == "the person who started" {
+				system.SignIn(ct.AliceEmail, ct.AlicePassword)
+			} else {
+				signInAt(t, system, other.Issuer, ct.MalloryEmail, ct.MalloryPassword)
+			}
+			page := system.Get(atGitHub(t, h, system, ct.AliceLogin, authURL))
+			if page.Status != http.StatusOK || !strings.Contains(page.Text(), strings.ReplaceAll(confirmText, "%s", "a***@example.com")) {
+				t.Fatalf("answered %d: %s", page.Status, page.Text())
+			}
+			action, fields, _ := page.Form("Finish connecting")
+			if res := system.Post(action, fields); res.Status != http.StatusOK || !strings.Contains(res.Text(), "Connected") {
+				t.Fatalf("confirm answered %d: %s", res.Status, res.Text())
+			}
+			if conns := h.Connections(ct.AliceEmail); len(conns) != 1 || conns[0].AccountName != ct.AliceLogin {
+				t.Errorf("connections = %+v", conns)
+			}
+		})
+	}
+}
+
+// signInAt signs b in to the project at issuer through its sign-in page.
+func signInAt(t *testing.T, b *ct.Browser, issuer, email, password string) {
+	t.Helper()
+	action, fields, ok := b.Get(issuer + "/sign-in").Form("Sign in")
+	if !ok {
+		t.Fatalf("no sign-in form at %s", issuer)
+	}
+	fields.Set("username", email)
+	fields.Set("password", password)
+	if res := b.Post(action, fields); res.Status != http.StatusOK || !strings.Contains(res.Body, "You are signed in") {
+		t.Fatalf("sign-in at %s: %d %s", issuer, res.Status, res.Text())
+	}
+}
+
+// sessionsDown is the store with sessions unreadable while down is set.
+type sessionsDown struct {
+	store.Store
+	down *atomic.Bool
+}
+
+func (s sessionsDown) GetSession(ctx context.Context, idHash []byte, now time.Time) (store.Session, error) {
+	if s.down.Load() {
+		return store.Session{}, errors.New("connection refused")
+	}
+	return s.Store.GetSession(ctx, idHash, now)
+}
+
+// When the store cannot say who is signed in, the callback neither offers nor accepts
+// confirmation: it answers the pages' 503 and changes nothing, and works again afterwards.
+func TestSessionStoreOutageIsNotAConfirmation(t *testing.T) {
+	h := ct.New(t, ct.Options{})
+	down := &atomic.Bool{}
+	env := *h.Server.Env()
+	env.Store = sessionsDown{Store: h.Store, down: down}
+	callback.Register(h.Server.Router(), &env)
+
+	_, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
+	alice := h.Browser()
+	cb := atGitHub(t, h, alice, ct.AliceLogin, authURL)
+	action, fields, ok := alice.Get(cb).Form("Finish connecting")
+	if !ok {
+		t.Fatal("no confirmation page before the outage")
+	}
+	alice.SignIn(ct.AliceEmail, ct.AlicePassword)
+
+	down.Store(true)
+	for name, res := range map[string]ct.Page{"GET": alice.Get(cb), "POST": alice.Post(action, fields)} {
+		if res.Status != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" || !strings.Contains(res.Text(), "Try again in a moment") {
+			t.Errorf("%s during the outage: %d %s", name, res.Status, res.Text())
+		}
+		if _, _, ok := res.Form("Finish connecting"); ok {
+			t.Errorf("%s during the outage offers Connect", name)
+		}
+		assertPrivate(t, res)
+	}
+	if n, x := count(t, h, "connections"), h.GitHub.ExchangeCalls(); n != 0 || x != 0 {
+		t.Fatalf("%d connections saved, %d code exchanges during the outage", n, x)
+	}
+	if n := count(t, h, "callback_states"); n != 1 {
+		t.Fatalf("%d state rows during the outage; it must change nothing", n)
+	}
+	down.Store(false)
+	assertNotYours(t, h, alice.Get(cb))
 }
 
 func TestStaleConfirmationTokenIsRefused(t *testing.T) {
