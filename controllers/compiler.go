@@ -27,9 +27,11 @@ import (
 // not, because every replica serves requests from its own snapshot.
 //
 // Each compilation starts from scratch (no incremental state to drift) and uses the same
-// resolver as the reconcilers, so an object is in the snapshot exactly when its reconciler
-// reports it Ready. Changes are debounced: a burst of edits (a GitOps sync, thousands of
-// OAuthClients) costs a few compilations, not one per object.
+// resolver as the reconcilers, so an OAuthClient, Connector or RedirectPolicy is in the snapshot
+// exactly when its reconciler reports it Ready. A Project is in it when it compiled; it is
+// Ready=False also when serving with a feature off (a broken Secret, docs/decisions/0014).
+// Changes are debounced: a burst of edits (a GitOps sync, thousands of OAuthClients) costs a
+// few compilations, not one per object.
 type Compiler struct {
 	cache     cache.Cache
 	publicURL string
@@ -262,7 +264,8 @@ func compile(ctx context.Context, r client.Reader, publicURL string) (*config.Sn
 		if err != nil {
 			return nil, nil, err
 		}
-		if pr.err == nil {
+		// Also with pr.err set: a Secret problem turns off a feature, not the Project.
+		if pr.compiled != nil {
 			snap.Projects[pr.compiled.Key] = pr.compiled
 		}
 	}

@@ -495,8 +495,9 @@ func TestCompilerDropsDeleted(t *testing.T) {
 	})
 }
 
-// TestProjectSecrets: a bad password file keeps the Project (and everything attached) out, says
-// why without quoting the file, and recovers when fixed.
+// TestProjectSecrets: a bad password file turns password sign-in off, not the Project: it stays
+// in the snapshot (tokens keep working) with PasswordsUnavailable, says why without quoting the
+// file, takes clients, and is Ready again when fixed.
 func TestProjectSecrets(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t, nil)
@@ -515,18 +516,41 @@ func TestProjectSecrets(t *testing.T) {
 	if !strings.Contains(cond.Message, ns+"/pw") || strings.Contains(cond.Message, "hunter2") {
 		t.Errorf("message %q must name the Secret and never quote a hash", cond.Message)
 	}
+	if !strings.HasSuffix(cond.Message, "; serving without password sign-in") {
+		t.Errorf("message %q must end with what is off", cond.Message)
+	}
 	if p.Status.Issuer == "" {
 		t.Error("issuer not reported while not Ready")
 	}
 	oc := newClient(ns, "agent", v1alpha1.ProjectReference{Name: "proj"})
 	create(t, oc)
-	waitNotReady(t, oc, v1alpha1.OAuthClientProjectNotReadyReason)
+	waitReady(t, oc)
+	waitSnapshot(t, "project serving without password sign-in", func(s *config.Snapshot) error {
+		pr := s.Project(ns + "/proj")
+		if pr == nil {
+			return errors.New("project not in the snapshot")
+		}
+		if !pr.SignIn.PasswordsUnavailable || len(pr.SignIn.Passwords) != 0 {
+			return fmt.Errorf("passwords unavailable %v, %d people", pr.SignIn.PasswordsUnavailable, len(pr.SignIn.Passwords))
+		}
+		if pr.Clients[oc.Status.ClientID] == nil {
+			return errors.New("client not compiled")
+		}
+		return nil
+	})
 
 	update(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pw"}}, func(s *corev1.Secret) {
 		s.Data["passwords.yaml"] = []byte(`[{"email": "bob@example.com", "hash": "$2a$10$5ai4.gQFC2HTMrdNoweK0eV.EidIA5.eyvrOffs4Ao4TM7P23dxoe"}]`)
 	})
 	waitReady(t, p)
 	waitReady(t, oc)
+	waitSnapshot(t, "password sign-in back", func(s *config.Snapshot) error {
+		pr := s.Project(ns + "/proj")
+		if pr == nil || pr.SignIn.PasswordsUnavailable || len(pr.SignIn.Passwords) != 1 {
+			return errors.New("password file not compiled")
+		}
+		return nil
+	})
 
 	// jwt access tokens need the Project's signing keys.
 	jwt := newClient(ns, "jwt", v1alpha1.ProjectReference{Name: "proj"})
@@ -546,6 +570,127 @@ func TestProjectSecrets(t *testing.T) {
 		}
 		if c := pr.Clients[jwt.Status.ClientID]; c == nil || c.AccessTokenFormat != config.TokenJWT {
 			return errors.New("jwt client not compiled")
+		}
+		return nil
+	})
+
+	// A signing key that no longer parses leaves the Project without keys: the jwt client is
+	// refused, the opaque one goes on.
+	update(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keys"}}, func(s *corev1.Secret) {
+		s.Data["2026-07.pem"] = []byte("not a key")
+	})
+	cond = waitNotReady(t, p, v1alpha1.ProjectSecretInvalidReason)
+	if !strings.HasSuffix(cond.Message, "; serving without JWT signing keys") {
+		t.Errorf("message %q must end with what is off", cond.Message)
+	}
+	waitNotReady(t, jwt, v1alpha1.OAuthClientSigningKeyRequiredReason)
+	waitReady(t, oc)
+	waitSnapshot(t, "no signing keys, opaque client kept", func(s *config.Snapshot) error {
+		pr := s.Project(ns + "/proj")
+		if pr == nil || len(pr.SigningKeys) != 0 {
+			return errors.New("signing keys still compiled")
+		}
+		if pr.Clients[jwt.Status.ClientID] != nil || pr.Clients[oc.Status.ClientID] == nil {
+			return errors.New("want the opaque client only")
+		}
+		return nil
+	})
+}
+
+// TestProjectSecretsTurnOffFeatures: each broken Secret turns off what needs it; the condition
+// lists every problem and what is off, and attached objects stay Ready.
+func TestProjectSecretsTurnOffFeatures(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t, nil)
+	create(t, passwordSecret(ns, "pw"))
+	create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hmac"},
+		StringData: map[string]string{"good": strings.Repeat("k", 32), "short": "too-short-key-value"},
+	})
+	sink := func(name, key string) v1alpha1.EventSink {
+		return v1alpha1.EventSink{Name: name, URL: v1alpha1.EndpointURL("https://siem.example.com/" + name), HMACSecretRef: v1alpha1.SecretKeyReference{Name: "hmac", Key: key}}
+	}
+	p := &v1alpha1.Project{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "proj"},
+		Spec: v1alpha1.ProjectSpec{
+			SignIn: v1alpha1.SignIn{
+				PasswordSecretRef: &v1alpha1.SecretKeyReference{Name: "pw", Key: "passwords.yaml"},
+				OIDC: &v1alpha1.OIDCSignIn{
+					Issuer: "https://idp.example.com", ClientID: "latchkey",
+					ClientSecretRef: v1alpha1.SecretKeyReference{Name: "oidc", Key: "clientSecret"},
+				},
+			},
+			Registration: &v1alpha1.Registration{
+				Mode:                        v1alpha1.RegistrationInitialAccessToken,
+				InitialAccessTokenSecretRef: &v1alpha1.SecretReference{Name: "iat"},
+			},
+			EventSinks: []v1alpha1.EventSink{sink("siem", "good"), sink("audit", "short")},
+		},
+	}
+	create(t, p)
+	cond := waitNotReady(t, p, v1alpha1.ProjectSecretMissingReason)
+	for _, want := range []string{ns + "/oidc", ns + "/iat", ns + "/hmac"} {
+		if !strings.Contains(cond.Message, want) {
+			t.Errorf("message %q does not name %s", cond.Message, want)
+		}
+	}
+	if strings.Contains(cond.Message, "too-short") {
+		t.Errorf("message %q quotes a key", cond.Message)
+	}
+	if want := `; serving without OIDC sign-in, client registration, event sink "audit"`; !strings.HasSuffix(cond.Message, want) {
+		t.Errorf("message %q must end with %q", cond.Message, want)
+	}
+	create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gh"},
+		StringData: map[string]string{"clientSecret": "gh-secret"},
+	})
+	conn := newConnector(ns, "github", "proj", "gh")
+	create(t, conn)
+	oc := newClient(ns, "agent", v1alpha1.ProjectReference{Name: "proj"})
+	create(t, oc)
+	waitReady(t, conn)
+	waitReady(t, oc)
+	waitSnapshot(t, "project with features off", func(s *config.Snapshot) error {
+		pr := s.Project(ns + "/proj")
+		if pr == nil {
+			return errors.New("project not in the snapshot")
+		}
+		if o := pr.SignIn.OIDC; o == nil || !o.Unavailable || o.Issuer != "https://idp.example.com" || o.ClientSecret != "" {
+			return fmt.Errorf("oidc %+v", o)
+		}
+		if pr.SignIn.PasswordsUnavailable || len(pr.SignIn.Passwords) != 1 {
+			return errors.New("password sign-in affected")
+		}
+		if pr.Registration.Mode != config.RegistrationInitialAccessToken || len(pr.Registration.InitialAccessTokenHashes) != 0 {
+			return fmt.Errorf("registration %+v", pr.Registration)
+		}
+		if len(pr.EventSinks) != 2 || pr.EventSinks[0].Unavailable || len(pr.EventSinks[0].HMACKey) != 32 ||
+			!pr.EventSinks[1].Unavailable || pr.EventSinks[1].HMACKey != nil {
+			return fmt.Errorf("event sinks %+v", pr.EventSinks)
+		}
+		if pr.Clients[oc.Status.ClientID] == nil || pr.Connectors[ns+"/github"] == nil {
+			return errors.New("client or connector not attached")
+		}
+		return nil
+	})
+
+	create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "oidc"},
+		StringData: map[string]string{"clientSecret": "idp-secret"},
+	})
+	create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "iat"},
+		StringData: map[string]string{"a": "lk_iat_token"},
+	})
+	update(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hmac"}}, func(s *corev1.Secret) {
+		s.Data["short"] = []byte(strings.Repeat("s", 32))
+	})
+	waitReady(t, p)
+	waitSnapshot(t, "every feature back", func(s *config.Snapshot) error {
+		pr := s.Project(ns + "/proj")
+		if pr == nil || pr.SignIn.OIDC == nil || pr.SignIn.OIDC.Unavailable || pr.SignIn.OIDC.ClientSecret != "idp-secret" ||
+			len(pr.Registration.InitialAccessTokenHashes) != 1 || len(pr.EventSinks) != 2 || pr.EventSinks[1].Unavailable {
+			return errors.New("not yet")
 		}
 		return nil
 	})

@@ -17,9 +17,10 @@ import (
 	"latchkey.dev/latchkey/api/v1alpha1"
 )
 
-// ProjectReconciler reports whether a Project compiles (its Secrets exist and parse) and its
-// issuer. The Project's configuration reaches the server through the Compiler, not through this
-// reconciler.
+// ProjectReconciler reports whether a Project's Secrets exist and parse, and its issuer. A
+// Project with a broken Secret is Ready=False but still serves, without the feature that needs
+// the Secret; the message ends with what is off. The Project's configuration reaches the server
+// through the Compiler, not through this reconciler.
 type ProjectReconciler struct {
 	base
 	deps *dependents

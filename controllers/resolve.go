@@ -22,10 +22,12 @@ import (
 	"latchkey.dev/latchkey/internal/secret"
 )
 
-// notReady says why an object is left out of the compiled configuration. Reconcilers turn it
-// into Ready=False with this reason and message; the compiler skips the object. Because both
-// get it from the same resolver, an object is missing from the snapshot exactly when its
-// reconciler reports it not Ready. Any other error is a failure to read the cache and is retried.
+// notReady says why an object is not Ready. Reconcilers turn it into Ready=False with this
+// reason and message. Because reconcilers and the compiler get it from the same resolver, an
+// OAuthClient, Connector or RedirectPolicy is missing from the snapshot exactly when its
+// reconciler reports it not Ready. A Project is in the snapshot whenever it compiled: it is
+// Ready=False also while it serves with a feature off (a broken Secret, docs/decisions/0014).
+// Any other error is a failure to read the cache and is retried.
 type notReady struct {
 	reason  string
 	message string
@@ -74,8 +76,10 @@ type resolver struct {
 }
 
 type projectResult struct {
-	obj      *v1alpha1.Project // nil: not found
-	compiled *config.Project   // nil when err is set
+	obj *v1alpha1.Project // nil: not found
+	// compiled is set whenever the Project compiled, also with err set: a Secret problem turns
+	// off a feature (err says which), not the Project. nil: not found.
+	compiled *config.Project
 	err      error
 }
 
@@ -158,8 +162,8 @@ func (r *resolver) secretValue(ctx context.Context, namespace string, ref v1alph
 // ---------------------------------------------------------------------------------------------
 // Projects
 
-// project resolves a Project by key: the object (nil if it does not exist) and its compiled form
-// without attachments, or why it cannot be compiled.
+// project resolves a Project by key: the object (nil if it does not exist), its compiled form
+// without attachments, and why it is not Ready.
 func (r *resolver) project(ctx context.Context, key types.NamespacedName) (*projectResult, error) {
 	if pr, ok := r.projects[key]; ok {
 		return pr, nil
@@ -194,6 +198,11 @@ func (r *resolver) projectFromObject(ctx context.Context, p *v1alpha1.Project) (
 	return pr, nil
 }
 
+// compileProject compiles a Project. A Secret problem turns off only the feature that needs the
+// Secret: the Project is still returned, with a notReady that lists every problem and ends with
+// what is off, so the issuer keeps serving tokens while the administrator fixes it. What is
+// off follows from the cluster state alone, so every replica compiles the same thing. A nil
+// Project comes only with a cache read error.
 func (r *resolver) compileProject(ctx context.Context, p *v1alpha1.Project) (*config.Project, error) {
 	out := &config.Project{
 		Key:                  p.Namespace + "/" + p.Name,
@@ -209,45 +218,56 @@ func (r *resolver) compileProject(ctx context.Context, p *v1alpha1.Project) (*co
 		Redirects:            config.DefaultRedirectRules(),
 	}
 	var problems []*notReady
-	// collect keeps going after a problem so the condition lists all of them at once.
-	collect := func(err error) error {
+	var off []string
+	// degrade records a problem and the feature it turns off, and reports whether there was
+	// one. It keeps going after a problem so the condition lists all of them at once.
+	degrade := func(err error, feature string) (bool, error) {
 		if err == nil {
-			return nil
+			return false, nil
 		}
-		if nr, ok := asNotReady(err); ok {
-			problems = append(problems, nr)
-			return nil
+		nr, ok := asNotReady(err)
+		if !ok {
+			return false, err
 		}
-		return err
+		problems = append(problems, nr)
+		off = append(off, feature)
+		return true, nil
 	}
 
 	if ref := p.Spec.SignIn.PasswordSecretRef; ref != nil {
 		data, err := r.secretValue(ctx, p.Namespace, *ref, "spec.signIn.passwordSecretRef")
+		var passwords map[string]config.PasswordUser
 		if err == nil {
-			out.SignIn.Passwords, err = parsePasswordFile(data)
+			passwords, err = parsePasswordFile(data)
 			if err != nil {
 				err = notReadyf(v1alpha1.SecretInvalidReason, "Secret %s/%s key %q (spec.signIn.passwordSecretRef): %v", p.Namespace, ref.Name, ref.Key, err)
 			}
 		}
-		if err := collect(err); err != nil {
+		bad, err := degrade(err, "password sign-in")
+		if err != nil {
 			return nil, err
 		}
+		out.SignIn.Passwords = passwords
+		out.SignIn.PasswordsUnavailable = bad
 	}
 	if o := p.Spec.SignIn.OIDC; o != nil {
 		sec, err := r.secretValue(ctx, p.Namespace, o.ClientSecretRef, "spec.signIn.oidc.clientSecretRef")
-		if err := collect(err); err != nil {
+		bad, err := degrade(err, "OIDC sign-in")
+		if err != nil {
 			return nil, err
 		}
 		scopes := scopeStrings(o.Scopes)
 		if len(scopes) == 0 {
 			scopes = []string{"openid", "email", "profile"}
 		}
+		// Compiled even when unavailable: the issuer says who the provider's people are.
 		out.SignIn.OIDC = &config.OIDCProvider{
 			Issuer:       string(o.Issuer),
 			ClientID:     o.ClientID,
 			ClientSecret: string(sec),
 			Scopes:       scopes,
 			Label:        cmp.Or(o.Label, "Sign in with SSO"),
+			Unavailable:  bad,
 		}
 	}
 
@@ -255,8 +275,9 @@ func (r *resolver) compileProject(ctx context.Context, p *v1alpha1.Project) (*co
 		out.Registration.Mode = config.RegistrationMode(cmp.Or(reg.Mode, v1alpha1.RegistrationClosed))
 		out.Registration.ClientIDMetadataDocuments = reg.ClientIDMetadataDocuments
 		if out.Registration.Mode == config.RegistrationInitialAccessToken && reg.InitialAccessTokenSecretRef != nil {
+			// Without hashes no token matches: registration fails closed.
 			hashes, err := r.initialAccessTokens(ctx, p.Namespace, reg.InitialAccessTokenSecretRef.Name)
-			if err := collect(err); err != nil {
+			if _, err := degrade(err, "client registration"); err != nil {
 				return nil, err
 			}
 			out.Registration.InitialAccessTokenHashes = hashes
@@ -269,29 +290,44 @@ func (r *resolver) compileProject(ctx context.Context, p *v1alpha1.Project) (*co
 		if err == nil && len(key) < 32 {
 			err = notReadyf(v1alpha1.SecretInvalidReason, "Secret %s/%s key %q (%s) must hold at least 32 bytes", p.Namespace, sink.HMACSecretRef.Name, sink.HMACSecretRef.Key, field)
 		}
-		if err := collect(err); err != nil {
+		bad, err := degrade(err, fmt.Sprintf("event sink %q", sink.Name))
+		if err != nil {
 			return nil, err
 		}
-		out.EventSinks = append(out.EventSinks, config.EventSink{Name: sink.Name, URL: string(sink.URL), HMACKey: key})
+		if bad {
+			key = nil
+		}
+		// An unavailable sink stays listed, so its events are still queued and wait for it.
+		out.EventSinks = append(out.EventSinks, config.EventSink{Name: sink.Name, URL: string(sink.URL), HMACKey: key, Unavailable: bad})
 	}
 
 	if ref := p.Spec.SigningKeySecretRef; ref != nil {
 		sec, err := r.secret(ctx, p.Namespace, ref.Name, "spec.signingKeySecretRef")
+		var keys []config.SigningKey
 		if err == nil {
-			out.SigningKeys, err = parseSigningKeys(sec.Data)
+			keys, err = parseSigningKeys(sec.Data)
 			if err != nil {
 				err = notReadyf(v1alpha1.SecretInvalidReason, "Secret %s/%s (spec.signingKeySecretRef): %v", p.Namespace, ref.Name, err)
 			}
 		}
-		if err := collect(err); err != nil {
+		// No keys: JWT clients are refused (SigningKeyRequired), opaque ones keep working.
+		if _, err := degrade(err, "JWT signing keys"); err != nil {
 			return nil, err
 		}
+		out.SigningKeys = keys
 	}
 
-	if err := joinNotReady(problems); err != nil {
-		return nil, err
+	if len(problems) == 0 {
+		return out, nil
 	}
-	return out, nil
+	nr := joinNotReady(problems).(*notReady)
+	suffix := "; serving without " + strings.Join(off, ", ")
+	// The condition keeps maxMessage bytes; what is off must survive, so the problems give way.
+	if room := maxMessage - len(suffix); len(nr.message) > room {
+		nr.message = nr.message[:max(room-3, 0)] + "..."
+	}
+	nr.message += suffix
+	return out, nr
 }
 
 func (r *resolver) initialAccessTokens(ctx context.Context, namespace, name string) ([][]byte, error) {
@@ -350,7 +386,9 @@ func projectKeyOf(ref v1alpha1.ProjectReference, ownNamespace string) types.Name
 
 // attach resolves the Project an OAuthClient, Connector or RedirectPolicy refers to. It returns
 // the Project object whenever it exists (so status can show the issuer even when not Ready), and
-// the compiled Project when the object may attach to it.
+// the compiled Project when the object may attach to it. A Project serving with a feature off
+// (Ready=False for a Secret problem) still takes attachments: only a Project that did not
+// compile turns them ProjectNotReady.
 func (r *resolver) attach(ctx context.Context, ref v1alpha1.ProjectReference, namespace string) (*v1alpha1.Project, *config.Project, error) {
 	key := projectKeyOf(ref, namespace)
 	pr, err := r.project(ctx, key)
@@ -367,7 +405,7 @@ func (r *resolver) attach(ctx context.Context, ref v1alpha1.ProjectReference, na
 	if !ok {
 		return pr.obj, nil, notReadyf(v1alpha1.NotAllowedReason, "Project %s does not admit namespace %q: %s", key, namespace, why)
 	}
-	if pr.err != nil {
+	if pr.compiled == nil {
 		nr, _ := asNotReady(pr.err)
 		return pr.obj, nil, notReadyf(v1alpha1.ProjectNotReadyReason, "Project %s is not ready: %s", key, nr.message)
 	}

@@ -47,10 +47,12 @@ type Project struct {
 	ConnectorsByAudience map[string]*Connector
 	// Redirects is the union of every RedirectPolicy attached to the project.
 	Redirects RedirectRules
-	// EventSinks receive security events (CloudEvents over HTTP, HMAC-signed).
+	// EventSinks receive security events (CloudEvents over HTTP, HMAC-signed), including those
+	// that are Unavailable.
 	EventSinks []EventSink
 	// SigningKeys sign JWT access tokens (RFC 9068) and are published at jwks.json; the first is
-	// current, the rest are kept for overlap during rotation.
+	// current, the rest are kept for overlap during rotation. Empty also when the project's
+	// signing key Secret is missing or does not parse.
 	SigningKeys []SigningKey
 }
 
@@ -58,7 +60,11 @@ type Project struct {
 type SignIn struct {
 	// Passwords by lower-cased email.
 	Passwords map[string]PasswordUser
-	OIDC      *OIDCProvider
+	// PasswordsUnavailable: the project names a password file that is missing or does not
+	// parse. Passwords is empty and password sign-in is refused, but the people of the file are
+	// not taken as removed: a typo in the Secret must not sign everybody out.
+	PasswordsUnavailable bool
+	OIDC                 *OIDCProvider
 }
 
 // PasswordUser is one line of the password file Secret.
@@ -77,6 +83,9 @@ type OIDCProvider struct {
 	Scopes       []string
 	// Label on the sign-in button ("Sign in with Acme SSO").
 	Label string
+	// Unavailable: the client secret's Secret is missing or empty, so sign-in with the provider
+	// is refused. Issuer stays set: the provider's people remain people of the project.
+	Unavailable bool
 }
 
 // Lifetimes of everything a project issues. Controllers fill defaults, so every field is set.
@@ -116,7 +125,9 @@ const (
 
 type Registration struct {
 	Mode RegistrationMode
-	// InitialAccessTokenHashes are SHA-256 hashes of accepted initial access tokens.
+	// InitialAccessTokenHashes are SHA-256 hashes of accepted initial access tokens. Empty in
+	// mode InitialAccessToken (the Secret is missing or holds no token) refuses every
+	// registration.
 	InitialAccessTokenHashes [][]byte
 	// ClientIDMetadataDocuments: accept https client ids whose metadata document is fetched.
 	ClientIDMetadataDocuments bool
@@ -218,6 +229,9 @@ type EventSink struct {
 	Name    string
 	URL     string
 	HMACKey []byte
+	// Unavailable: the HMAC key's Secret is missing or too short, so nothing is sent to the sink
+	// (HMACKey is nil). Events are still queued for it and wait until it is back.
+	Unavailable bool
 }
 
 // SigningKey is a private key for JWT access tokens, PEM or JWK as stored in its Secret.

@@ -44,9 +44,11 @@ func Sign(key, body []byte, t time.Time) string {
 // leases rows, so replicas share the work without sending an event twice at the same time.
 //
 // A sink that is down only delays its events: every failed attempt is recorded and retried with
-// exponential backoff and jitter, without limit, until the sink answers 2xx. Events for a sink
-// that is no longer configured are kept for UnconfiguredMaxAge (the configuration may be
-// briefly incomplete, for example while a Secret is replaced) and then dropped with a log line.
+// exponential backoff and jitter, without limit, until the sink answers 2xx. A sink whose HMAC
+// key Secret is broken (config.EventSink.Unavailable) is treated like one that is down: its
+// events wait, however long, and leave when the Secret is fixed. Events for a sink that is no
+// longer configured (removed from the Project, or the Project is gone) are kept for
+// UnconfiguredMaxAge and then dropped with a log line.
 type Deliverer struct {
 	Store  store.Store
 	Config *config.Holder
@@ -192,6 +194,11 @@ func (d *Deliverer) deliver(ctx context.Context, snap *config.Snapshot, e store.
 			d.deliveries.WithLabelValues("dropped").Inc()
 			return d.mark(ctx, d.Store.MarkDelivered(ctx, e.ID, e.Sink, d.Now()))
 		}
+		return d.mark(ctx, d.Store.MarkFailed(ctx, e.ID, e.Sink, d.next(e)))
+	}
+	if sink.Unavailable {
+		// No key to sign with. The administrator means to keep the sink (it is still in the
+		// spec), so its events wait as for a sink that is down, never dropped.
 		return d.mark(ctx, d.Store.MarkFailed(ctx, e.ID, e.Sink, d.next(e)))
 	}
 	err := d.post(ctx, sink, e)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -315,6 +316,48 @@ func TestUnconfiguredSinkIsKeptThenDropped(t *testing.T) {
 	}
 	if depth(t, f.store) != 0 {
 		t.Fatalf("kept forever")
+	}
+}
+
+// A sink whose HMAC key Secret is broken is left out of delivery while the others deliver, and
+// its events wait (past UnconfiguredMaxAge) until the Secret is fixed: none is lost.
+func TestUnavailableSinkWaits(t *testing.T) {
+	f := newFixture(t, 2)
+	ctx := context.Background()
+	broken := *f.project
+	broken.EventSinks = slices.Clone(f.project.EventSinks)
+	broken.EventSinks[1].HMACKey, broken.EventSinks[1].Unavailable = nil, true
+	f.holder.Store(&config.Snapshot{Projects: map[string]*config.Project{broken.Key: &broken}})
+	if err := f.emitter.Emit(ctx, &broken, events.Event{Type: events.LinkWrongPerson}); err != nil {
+		t.Fatal(err)
+	}
+	d := f.deliverer()
+	d.UnconfiguredMaxAge = time.Hour
+	for range 120 {
+		if _, err := d.DeliverDue(ctx); err != nil {
+			t.Fatal(err)
+		}
+		f.clock.Advance(time.Minute)
+	}
+	if len(f.sinks[0].received) != 1 {
+		t.Fatalf("the working sink received %v", f.sinks[0].received)
+	}
+	if len(f.sinks[1].received) != 0 || f.sinks[1].refused != 0 || len(f.sinks[1].bad) != 0 {
+		t.Fatalf("the unavailable sink was sent something: %+v", f.sinks[1])
+	}
+	if depth(t, f.store) != 1 {
+		t.Fatalf("outbox depth %d: the unavailable sink's event must wait", depth(t, f.store))
+	}
+
+	f.holder.Store(&config.Snapshot{Projects: map[string]*config.Project{f.project.Key: f.project}})
+	for range 3 {
+		if _, err := d.DeliverDue(ctx); err != nil {
+			t.Fatal(err)
+		}
+		f.clock.Advance(time.Minute)
+	}
+	if len(f.sinks[1].received) != 1 || len(f.sinks[1].bad) != 0 || depth(t, f.store) != 0 {
+		t.Fatalf("after the fix: received %v, bad %v, depth %d", f.sinks[1].received, f.sinks[1].bad, depth(t, f.store))
 	}
 }
 

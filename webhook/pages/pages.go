@@ -102,6 +102,10 @@ type SignInData struct {
 	Passwords bool   // show the password form
 	OIDCURL   string // start of upstream sign-in, "" when none
 	OIDCLabel string
+	// PasswordsUnavailable and OIDCUnavailable say that a way to sign in the project uses is
+	// off for now (its Secret is missing or broken); the page says so instead of offering it.
+	PasswordsUnavailable bool
+	OIDCUnavailable      bool
 	// Again says the person must sign in again (prompt=login, max_age, a stale sign-in).
 	Again bool
 }

@@ -108,6 +108,10 @@ func (h *handler) oidcStart(w http.ResponseWriter, r *http.Request) {
 		h.env.Pages.NotFound(w)
 		return
 	}
+	if p.SignIn.OIDC.Unavailable {
+		h.oidcUnavailable(w, p)
+		return
+	}
 	q := r.URL.Query()
 	returnTo, ok := SafeReturn(p, q.Get("return_to"))
 	if !ok {
@@ -139,6 +143,17 @@ func (h *handler) oidcStart(w http.ResponseWriter, r *http.Request) {
 		opts = append(opts, oauth2.SetAuthURLParam("prompt", "login"), oauth2.SetAuthURLParam("max_age", "0"))
 	}
 	http.Redirect(w, r, h.oauth2Config(p, prov).AuthCodeURL(st.State, opts...), http.StatusFound)
+}
+
+// oidcUnavailable refuses sign-in with the provider while the project's client secret Secret is
+// missing or empty.
+func (h *handler) oidcUnavailable(w http.ResponseWriter, p *config.Project) {
+	h.env.Pages.Message(w, http.StatusServiceUnavailable, pages.MessageData{
+		Frame:      pages.Frame{Title: "Sign-in unavailable", Project: projectName(p)},
+		Heading:    "Signing in with your organisation is unavailable right now",
+		Paragraphs: []string{"Choose another way to sign in, or try again later. If this lasts, tell the project's administrator."},
+		Actions:    []pages.Action{{Label: "Go to sign-in", URL: URL(p, "", false), Primary: true}},
+	})
 }
 
 func oidcPurpose(p *config.Project) string { return "signin.oidc:" + p.Key }
@@ -174,6 +189,11 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	st, ok := h.readState(r, p)
 	SetCookie(w, h.env, p, oidcCookie, "", -1)
+	if o.Unavailable {
+		// Started before the client secret's Secret broke: the code cannot be redeemed.
+		h.oidcUnavailable(w, p)
+		return
+	}
 	if !ok || subtle.ConstantTimeCompare([]byte(st.State), []byte(q.Get("state"))) != 1 {
 		h.env.Pages.Message(w, http.StatusBadRequest, pages.MessageData{
 			Frame:      pages.Frame{Title: "Sign-in expired", Project: projectName(p)},

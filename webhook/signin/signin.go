@@ -49,6 +49,9 @@ const (
 	msgTooMany  = "Too many sign-in attempts. Wait a few minutes, then try again."
 	msgExpired  = "This sign-in form has expired. Please try again."
 	msgUpstream = "Signing in with your organisation did not complete. Please try again."
+	// msgPasswordsOff answers a password form posted while the project's password file is
+	// unavailable (its Secret is missing or does not parse).
+	msgPasswordsOff = "Password sign-in is unavailable right now. Please try again later."
 )
 
 type handler struct {
@@ -104,7 +107,11 @@ func (h *handler) form(w http.ResponseWriter, r *http.Request, p *config.Project
 	d.Action = base + "/sign-in"
 	d.CSRF = tok
 	d.Passwords = len(p.SignIn.Passwords) > 0
-	if o := p.SignIn.OIDC; o != nil {
+	// Said once: a refused password form already carries it as the error.
+	d.PasswordsUnavailable = p.SignIn.PasswordsUnavailable && d.Error != msgPasswordsOff
+	if o := p.SignIn.OIDC; o != nil && o.Unavailable {
+		d.OIDCUnavailable = true
+	} else if o != nil {
 		q := url.Values{"return_to": {d.ReturnTo}}
 		if d.Again {
 			q.Set("prompt", "login")
@@ -130,6 +137,12 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 	if !sameToken(ReadCookie(r, h.env, p, csrfCookie), form.Get("csrf_token")) {
 		d.Error = msgExpired
 		h.form(w, r, p, http.StatusForbidden, d)
+		return
+	}
+	if p.SignIn.PasswordsUnavailable {
+		// The form was loaded before the file broke. Show it again with the other ways in.
+		d.Error = msgPasswordsOff
+		h.form(w, r, p, http.StatusServiceUnavailable, d)
 		return
 	}
 	if len(p.SignIn.Passwords) == 0 {

@@ -9,10 +9,15 @@ import (
 
 // PersonActive reports whether the person can still sign in to the project: someone removed
 // from the password file, or whose identity provider the project no longer trusts, loses their
-// sessions and their refresh tokens at once rather than when those expire.
+// sessions and their refresh tokens at once rather than when those expire. While the password
+// file is unavailable (its Secret missing or broken) nobody can tell who was removed, so its
+// people stay active: a typo in the Secret must not sign everybody out.
 func PersonActive(p *config.Project, person store.Person) bool {
 	switch person.Source {
 	case "password":
+		if p.SignIn.PasswordsUnavailable {
+			return true
+		}
 		_, ok := p.SignIn.Passwords[person.SourceSubject]
 		return ok
 	case "oidc":
