@@ -73,6 +73,8 @@ type resolver struct {
 	// secrets records every Secret looked up, present or not, so the compiler knows which Secret
 	// events matter.
 	secrets map[types.NamespacedName]struct{}
+	// memo, when set (reconcilers), reuses compiled Projects across resolvers.
+	memo *projectMemo
 }
 
 type projectResult struct {
@@ -187,6 +189,15 @@ func (r *resolver) projectFromObject(ctx context.Context, p *v1alpha1.Project) (
 	if pr, ok := r.projects[key]; ok {
 		return pr, nil
 	}
+	var versions map[string]string
+	if r.memo != nil {
+		var memo *projectResult
+		if memo, versions = r.memo.lookup(ctx, r.c, p); memo != nil {
+			pr := &projectResult{obj: p, compiled: memo.compiled, err: memo.err}
+			r.projects[key] = pr
+			return pr, nil
+		}
+	}
 	compiled, err := r.compileProject(ctx, p)
 	if err != nil {
 		if _, ok := asNotReady(err); !ok {
@@ -195,6 +206,9 @@ func (r *resolver) projectFromObject(ctx context.Context, p *v1alpha1.Project) (
 	}
 	pr := &projectResult{obj: p, compiled: compiled, err: err}
 	r.projects[key] = pr
+	if r.memo != nil {
+		r.memo.store(p, versions, pr)
+	}
 	return pr, nil
 }
 

@@ -89,6 +89,7 @@ func SetupWithCompiler(mgr ctrl.Manager, opts Options) (*Compiler, error) {
 		recorder:  mgr.GetEventRecorder("latchkey"),
 		publicURL: opts.PublicURL,
 		clock:     opts.Clock,
+		projects:  &projectMemo{},
 	}
 	deps := &dependents{c: mgr.GetClient()}
 	copts := controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}

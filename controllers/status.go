@@ -21,6 +21,8 @@ type base struct {
 	recorder  recorder.EventRecorder
 	publicURL string
 	clock     func() time.Time
+	// projects is shared by every reconciler: see projectMemo.
+	projects *projectMemo
 	// quietFirstReady skips the Normal Event when an object turns Ready for the first time; it
 	// still records one when an object recovers. Set for OAuthClients: a GitOps sync of ten
 	// thousand clients would otherwise write ten thousand Events that say what status already
@@ -28,7 +30,11 @@ type base struct {
 	quietFirstReady bool
 }
 
-func (b *base) resolver() *resolver { return newResolver(b.client, b.publicURL) }
+func (b *base) resolver() *resolver {
+	r := newResolver(b.client, b.publicURL)
+	r.memo = b.projects
+	return r
+}
 
 // maxMessage keeps condition messages readable; the API allows 32 KiB.
 const maxMessage = 1024

@@ -275,6 +275,16 @@ func operator(ctx context.Context, o options) error {
 	fmt.Println("ready")
 	if o.profileDir != "" {
 		runtime.MemProfileRate = 64 << 10 // finer than the default, for the heap profile
+		// The CPU profile covers the whole run after the first snapshot: the clients' creation,
+		// their reconciles and compilations, and the settling.
+		if f, err := os.Create(filepath.Join(o.profileDir, fmt.Sprintf("operator-%s.cpu.pprof", o.controllers))); err == nil {
+			if pprof.StartCPUProfile(f) == nil {
+				defer func() {
+					pprof.StopCPUProfile()
+					f.Close()
+				}()
+			}
+		}
 	}
 	in := bufio.NewScanner(os.Stdin)
 	for reads := 0; in.Scan(); {
