@@ -50,6 +50,10 @@ const defaultDatabase = "sqlite:.latchkey/latchkey.db"
 // database, so sealed upstream tokens survive a restart of the development server.
 const devKeysDir = ".latchkey/keys"
 
+// version is set at link time (-ldflags "-X main.version=…") by `make image` and the
+// Dockerfile, so an image can say what it runs; other builds report "dev".
+var version = "dev"
+
 type options struct {
 	publicURL     string
 	listen        string
@@ -95,7 +99,12 @@ func main() {
 		"how long a call to a connected service (a token refresh during token exchange) may take before the exchange answers temporarily_unavailable")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or text")
+	printVersion := fs.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *printVersion {
+		fmt.Println("latchkey", version)
+		return
+	}
 	// The environment is read after parsing, not used as the flag's default, so that -h never
 	// prints a DSN with its password.
 	if env := os.Getenv("LATCHKEY_DATABASE"); env != "" && !flagSet(fs, "database") {

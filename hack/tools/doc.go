@@ -1,3 +1,4 @@
 // Package tools is a separate module for the command-line tools CI uses that the operator does
-// not import (Helm, for `make chart-lint`), so their dependencies stay out of the main go.mod.
+// not import (Helm, for `make chart-lint`; the image builder in ./image, for `make image`, with
+// go-containerregistry), so their dependencies stay out of the main go.mod.
 package tools
