@@ -10,8 +10,6 @@ import (
 	"encoding/json"
 	"html"
 	"io"
-	"latchkey.dev/latchkey/internal/store/sql/pgtest"
-	"latchkey.dev/latchkey/internal/testclock"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -22,6 +20,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"latchkey.dev/latchkey/internal/store/sql/pgtest"
+	"latchkey.dev/latchkey/internal/testclock"
 
 	"golang.org/x/crypto/bcrypt"
 

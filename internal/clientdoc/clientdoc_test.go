@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
-	"latchkey.dev/latchkey/internal/testclock"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -14,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"latchkey.dev/latchkey/internal/testclock"
 )
 
 // clock is the injected clock: tests move it, nothing sleeps.

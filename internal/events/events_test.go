@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
-	"latchkey.dev/latchkey/internal/testclock"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"latchkey.dev/latchkey/internal/testclock"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"

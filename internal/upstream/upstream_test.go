@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"latchkey.dev/latchkey/internal/testclock"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"latchkey.dev/latchkey/internal/testclock"
 
 	"github.com/go-jose/go-jose/v4"
 	"golang.org/x/oauth2"

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"html"
 	"io"
-	"latchkey.dev/latchkey/internal/testclock"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"latchkey.dev/latchkey/internal/testclock"
 
 	"golang.org/x/oauth2"
 )

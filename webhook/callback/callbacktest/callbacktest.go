@@ -10,7 +10,6 @@ import (
 	"database/sql"
 	"html"
 	"io"
-	"latchkey.dev/latchkey/internal/testclock"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -24,6 +23,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"latchkey.dev/latchkey/internal/testclock"
 
 	"golang.org/x/crypto/bcrypt"
 
