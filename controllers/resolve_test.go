@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
@@ -178,5 +180,54 @@ func TestConnectorKeyAndAudience(t *testing.T) {
 	c.Spec.Audience = "https://api.example"
 	if a := connectorAudience(c); a != "https://api.example" {
 		t.Errorf("explicit audience = %s", a)
+	}
+}
+
+// TestCacheTransform: what the cache keeps of an object. Managed fields and kubectl's copy of
+// the applied object go from every kind; the data of Secret types Latchkey never reads goes too,
+// while an Opaque Secret's data and other annotations stay.
+func TestCacheTransform(t *testing.T) {
+	opts := CacheOptions()
+	var secretTransform toolscache.TransformFunc
+	for obj, bo := range opts.ByObject {
+		if _, ok := obj.(*corev1.Secret); ok {
+			secretTransform = bo.Transform
+		}
+	}
+	if secretTransform == nil || opts.DefaultTransform == nil {
+		t.Fatal("no transforms")
+	}
+	annotations := func() map[string]string {
+		return map[string]string{lastAppliedAnnotation: `{"data":{"client_secret":"c2VjcmV0"}}`, "note": "kept"}
+	}
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Annotations: annotations(),
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate}}}
+	}
+
+	opaque := &corev1.Secret{ObjectMeta: meta("creds"), Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"client_secret": []byte("secret")}}
+	original := opaque.Annotations
+	out, err := secretTransform(opaque)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := out.(*corev1.Secret)
+	if _, ok := s.Annotations[lastAppliedAnnotation]; ok || s.Annotations["note"] != "kept" || s.ManagedFields != nil || string(s.Data["client_secret"]) != "secret" {
+		t.Errorf("Opaque Secret kept as %+v", s)
+	}
+	if _, ok := original[lastAppliedAnnotation]; !ok {
+		t.Error("the transform changed the annotation map it was given in place")
+	}
+
+	helm := &corev1.Secret{ObjectMeta: meta("sh.helm.release.v1.app.v1"), Type: "helm.sh/release.v1", Data: map[string][]byte{"release": []byte("large")}}
+	out, _ = secretTransform(helm)
+	if s := out.(*corev1.Secret); s.Data != nil || s.Annotations[lastAppliedAnnotation] != "" {
+		t.Errorf("Helm release Secret kept as %+v", s)
+	}
+
+	oc := &v1alpha1.OAuthClient{ObjectMeta: meta("agent")}
+	out, _ = opts.DefaultTransform(oc)
+	if o := out.(*v1alpha1.OAuthClient); o.Annotations[lastAppliedAnnotation] != "" || o.Annotations["note"] != "kept" || o.ManagedFields != nil {
+		t.Errorf("OAuthClient kept as %+v", o.ObjectMeta)
 	}
 }

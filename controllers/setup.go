@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -114,11 +116,24 @@ func SetupWithCompiler(mgr ctrl.Manager, opts Options) (*Compiler, error) {
 	return c, nil
 }
 
-// CacheOptions returns cache options suited to these controllers: managed fields are dropped
-// from every cached object (they are large and never read), which matters because Secrets are
-// cached cluster-wide. Callers may restrict cache.Options.DefaultNamespaces further.
+// CacheOptions returns cache options suited to these controllers: managed fields and kubectl's
+// last-applied-configuration annotation are dropped from every cached object (they are large,
+// never read, and the annotation repeats the whole object: for a Secret applied with kubectl,
+// its data), which matters because Secrets are cached cluster-wide. Callers may restrict
+// cache.Options.DefaultNamespaces further.
 func CacheOptions() cache.Options {
-	strip := cache.TransformStripManagedFields()
+	stripFields := cache.TransformStripManagedFields()
+	strip := func(o any) (any, error) {
+		o, err := stripFields(o)
+		if m, ok := o.(metav1.Object); ok && err == nil {
+			if a := m.GetAnnotations(); a[lastAppliedAnnotation] != "" {
+				a = maps.Clone(a)
+				delete(a, lastAppliedAnnotation)
+				m.SetAnnotations(a)
+			}
+		}
+		return o, err
+	}
 	return cache.Options{
 		DefaultTransform: strip,
 		ByObject: map[client.Object]cache.ByObject{
@@ -136,6 +151,9 @@ func CacheOptions() cache.Options {
 		},
 	}
 }
+
+// lastAppliedAnnotation is where client-side `kubectl apply` keeps a copy of what it applied.
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
 // readableSecretType reports whether Secrets of type t may hold what Latchkey reads: client
 // secrets, password files, keys (Opaque, or an unset type, in practice).

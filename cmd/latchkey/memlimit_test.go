@@ -42,7 +42,7 @@ func TestContainerMemoryLimit(t *testing.T) {
 func TestSoftLimit(t *testing.T) {
 	for _, tc := range []struct{ limit, want int64 }{
 		{512 << 20, 512<<20 - (512<<20)/10}, // a tenth
-		{128 << 20, 104 << 20},              // at least 24 MiB of headroom
+		{128 << 20, 96 << 20},               // at least 32 MiB of headroom
 		{32 << 20, 16 << 20},                // never below half
 	} {
 		if got := softLimit(tc.limit); got != tc.want {
