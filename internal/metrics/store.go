@@ -198,6 +198,11 @@ func (x *instrumented) ListConnections(ctx context.Context, project, subject str
 	return x.Store.ListConnections(ctx, project, subject)
 }
 
+func (x *instrumented) AgentAccess(ctx context.Context, project, subject, connector, clientID string) (r0 store.AgentAccess, err error) {
+	defer x.done("AgentAccess", time.Now(), &err)
+	return x.Store.AgentAccess(ctx, project, subject, connector, clientID)
+}
+
 func (x *instrumented) UpdateConnection(ctx context.Context, project, id string, fn func(store.Connection) (store.Connection, error)) (r0 store.Connection, err error) {
 	defer x.done("UpdateConnection", time.Now(), &err)
 	return x.Store.UpdateConnection(ctx, project, id, fn)

@@ -330,6 +330,28 @@ type AgentPermission struct {
 	CreatedAt    time.Time
 }
 
+// AgentAccess is what token exchange decides on: a person's connections to one connector and
+// which of them one agent may use.
+type AgentAccess struct {
+	// Connections are the person's connections to the connector, oldest first.
+	Connections []Connection
+	// Allowed is the ID of the connection in Connections the agent may use; empty if none.
+	Allowed string
+}
+
+// Permitted returns the connection the agent may use.
+func (a AgentAccess) Permitted() (Connection, bool) {
+	if a.Allowed == "" {
+		return Connection{}, false
+	}
+	for _, c := range a.Connections {
+		if c.ID == a.Allowed {
+			return c, true
+		}
+	}
+	return Connection{}, false
+}
+
 type Connections interface {
 	// SaveConnection stores a connection; an existing connection of the same person, connector
 	// and AccountID is updated in place (reconnect keeps its ID and permissions).
@@ -350,6 +372,10 @@ type Connections interface {
 	FindPermission(ctx context.Context, project, subject, connector, clientID string) (AgentPermission, error)
 	ListPermissions(ctx context.Context, project, subject string) ([]AgentPermission, error)
 	DeletePermission(ctx context.Context, project, subject, connector, clientID string) error
+	// AgentAccess reads the person's connections to connector and the one clientID may use in
+	// one query: token exchange asks on every request, and a permission and the connection it
+	// names are then never seen from two different moments.
+	AgentAccess(ctx context.Context, project, subject, connector, clientID string) (AgentAccess, error)
 }
 
 // ---------------------------------------------------------------------------------------------

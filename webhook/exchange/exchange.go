@@ -267,33 +267,23 @@ func (g *Grant) agent(ctx context.Context, p *config.Project, t store.Token, req
 // decide returns the connection to hand out, or the kind of link the person needs:
 // no connection to the service → connect; connections but none this agent may use → allow (or
 // reconnect, when every one of them is broken); the permitted connection broken → reconnect.
+// One query answers it, on every request: a permission withdrawn or a connection marked
+// broken a moment ago decides the very next exchange.
 func (g *Grant) decide(ctx context.Context, p *config.Project, subject, agent string, c *config.Connector) (store.Connection, store.LinkKind, error) {
-	perm, err := g.env.Store.FindPermission(ctx, p.Key, subject, c.Key, agent)
-	switch {
-	case err == nil:
-		conn, err := g.env.Store.GetConnection(ctx, p.Key, perm.ConnectionID)
-		switch {
-		case err == nil && conn.Subject == subject && conn.Connector == c.Key:
-			if conn.Status == store.ConnectionBroken {
-				return conn, store.LinkReconnect, nil
-			}
-			return conn, "", nil
-		case err != nil && !errors.Is(err, store.ErrNotFound):
-			return store.Connection{}, "", err
-		}
-		// The permission points at nothing usable: decide as if there were none.
-	case !errors.Is(err, store.ErrNotFound):
-		return store.Connection{}, "", err
-	}
-	all, err := g.env.Store.ListConnections(ctx, p.Key, subject)
+	access, err := g.env.Store.AgentAccess(ctx, p.Key, subject, c.Key, agent)
 	if err != nil {
 		return store.Connection{}, "", err
 	}
-	mine := slices.DeleteFunc(all, func(x store.Connection) bool { return x.Connector != c.Key })
+	if conn, ok := access.Permitted(); ok {
+		if conn.Status == store.ConnectionBroken {
+			return conn, store.LinkReconnect, nil
+		}
+		return conn, "", nil
+	}
 	switch {
-	case len(mine) == 0:
+	case len(access.Connections) == 0:
 		return store.Connection{}, store.LinkConnect, nil
-	case slices.ContainsFunc(mine, func(x store.Connection) bool { return x.Status == store.ConnectionActive }):
+	case slices.ContainsFunc(access.Connections, func(x store.Connection) bool { return x.Status == store.ConnectionActive }):
 		return store.Connection{}, store.LinkAllow, nil
 	default:
 		return store.Connection{}, store.LinkReconnect, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -170,6 +171,56 @@ func TestExpiringTokenReportsExpiresIn(t *testing.T) {
 	if b2.Status != 200 || b2.String("access_token") == a.String("access_token") || h.GitHub.RefreshCalls() != 1 {
 		t.Fatalf("after expiry: %d %s (refreshes %d)", b2.Status, b2.Raw, h.GitHub.RefreshCalls())
 	}
+}
+
+// The exchange reads the agent's permission and the connection it names on every request: a
+// re-pointed permission hands out the other account's token at once, and a withdrawn
+// permission, a connection marked broken and a disconnected account are refused on the very
+// next request.
+func TestEveryExchangeSeesTheLatestPermission(t *testing.T) {
+	h := lt.New(t, lt.Options{})
+	ctx := context.Background()
+	alice := h.PersonID(ct.AliceEmail)
+	work := h.ConnectDirectly(ct.AliceEmail, "1", "alice-work", "gho_work")
+	home := h.ConnectDirectly(ct.AliceEmail, "2", "alice-home", "gho_home")
+	subject := h.AccessToken(ct.AliceEmail, lt.Agent)
+	want := func(step, status, got string) {
+		t.Helper()
+		a := h.AgentExchange(subject)
+		if a.String("access_token")+a.String("reason") != got || strconv.Itoa(a.Status) != status {
+			t.Fatalf("%s: %d %s, want %s %s", step, a.Status, a.Raw, status, got)
+		}
+	}
+
+	want("connected, not allowed", "400", exchange.ReasonAllowRequired)
+	h.Allow(ct.AliceEmail, lt.Agent, work)
+	want("allowed", "200", "gho_work")
+	h.Allow(ct.AliceEmail, lt.Agent, home)
+	want("re-pointed", "200", "gho_home")
+
+	// Another agent's permission is not this agent's.
+	if err := h.Store.DeletePermission(ctx, ct.ProjectKey, alice, h.Connector.Key, lt.Agent); err != nil {
+		t.Fatal(err)
+	}
+	h.Allow(ct.AliceEmail, lt.MCP, home)
+	want("withdrawn", "400", exchange.ReasonAllowRequired)
+
+	h.Allow(ct.AliceEmail, lt.Agent, home)
+	want("allowed again", "200", "gho_home")
+	if _, err := h.Store.UpdateConnection(ctx, ct.ProjectKey, home.ID, func(c store.Connection) (store.Connection, error) {
+		c.Status = store.ConnectionBroken
+		return c, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want("broken", "400", exchange.ReasonReconnectRequired)
+
+	for _, c := range []store.Connection{home, work} {
+		if err := h.Store.DeleteConnection(ctx, ct.ProjectKey, c.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want("disconnected", "400", exchange.ReasonConnectRequired)
 }
 
 func TestRefusalSurvivesAnUnknownAgentName(t *testing.T) {

@@ -78,6 +78,7 @@ var tests = []test{
 	{"Connection/Delete", testConnectionDelete},
 	{"Permission/Lifecycle", testPermissionLifecycle},
 	{"Permission/OtherPersonsConnection", testPermissionOtherPerson},
+	{"Permission/AgentAccess", testAgentAccess},
 
 	{"CallbackState/Lifecycle", testCallbackLifecycle},
 	{"CallbackState/CheckKeepsRow", testCallbackCheckKeepsRow},

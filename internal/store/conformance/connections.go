@@ -232,6 +232,89 @@ func testPermissionOtherPerson(t *testing.T, s store.Store) {
 	wantErr(t, err, store.ErrNotFound)
 }
 
+// Token exchange decides from AgentAccess alone, so it must show the person's connections to
+// the connector and the agent's permission as they are when it is read: re-pointed, withdrawn,
+// or gone with a deleted connection, and a connection marked broken.
+func testAgentAccess(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	access := func(subject, connector, clientID string) store.AgentAccess {
+		t.Helper()
+		a, err := s.AgentAccess(ctx, project, subject, connector, clientID)
+		must(t, err)
+		return a
+	}
+	ids := func(a store.AgentAccess) []string {
+		var out []string
+		for _, c := range a.Connections {
+			out = append(out, c.ID)
+		}
+		return out
+	}
+	allow := func(clientID string, c store.Connection) {
+		t.Helper()
+		must(t, s.AllowAgent(ctx, store.AgentPermission{Project: project, Subject: c.Subject, Connector: c.Connector,
+			ClientID: clientID, ConnectionID: c.ID, CreatedAt: base}))
+	}
+
+	equal(t, "nothing connected", access("alice", "github", "repo-helper"), store.AgentAccess{})
+
+	// Saved newest first: the order is by creation, not by insertion.
+	newer := newConnection("alice", "github", "2002")
+	newer.CreatedAt = at(time.Hour)
+	newer, err := s.SaveConnection(ctx, newer)
+	must(t, err)
+	older := saveConnection(t, s, "alice", "github", "1001")
+	gitlab := saveConnection(t, s, "alice", "gitlab", "7")
+	bobs := saveConnection(t, s, "bob", "github", "3003")
+	elsewhere := newConnection("alice", "github", "4004")
+	elsewhere.Project, elsewhere.ID = "team-b/main", "conn-elsewhere"
+	_, err = s.SaveConnection(ctx, elsewhere)
+	must(t, err)
+
+	a := access("alice", "github", "repo-helper")
+	equal(t, "alice's GitHub connections, oldest first", a.Connections, []store.Connection{older, newer})
+	equal(t, "allowed before any permission", a.Allowed, "")
+	if _, ok := a.Permitted(); ok {
+		t.Fatal("Permitted with no permission")
+	}
+
+	allow("repo-helper", newer)
+	allow("a-bot", older)
+	allow("repo-helper", gitlab)
+	allow("repo-helper", bobs)
+	a = access("alice", "github", "repo-helper")
+	equal(t, "allowed", a.Allowed, newer.ID)
+	got, ok := a.Permitted()
+	equal(t, "permitted", got, newer)
+	equal(t, "permitted found", ok, true)
+	equal(t, "another agent's permission", access("alice", "github", "a-bot").Allowed, older.ID)
+	equal(t, "an agent without one", access("alice", "github", "someone-else"), store.AgentAccess{Connections: []store.Connection{older, newer}})
+	equal(t, "the other connector", access("alice", "gitlab", "repo-helper"), store.AgentAccess{Connections: []store.Connection{gitlab}, Allowed: gitlab.ID})
+	equal(t, "bob", ids(access("bob", "github", "repo-helper")), []string{bobs.ID})
+	equal(t, "mallory", access("mallory", "github", "repo-helper"), store.AgentAccess{})
+
+	// Re-pointed, then broken: each shows on the next read.
+	allow("repo-helper", older)
+	equal(t, "re-pointed", access("alice", "github", "repo-helper").Allowed, older.ID)
+	_, err = s.UpdateConnection(ctx, project, older.ID, func(c store.Connection) (store.Connection, error) {
+		c.Status, c.UpdatedAt = store.ConnectionBroken, at(2*time.Hour)
+		return c, nil
+	})
+	must(t, err)
+	got, _ = access("alice", "github", "repo-helper").Permitted()
+	equal(t, "broken", got.Status, store.ConnectionBroken)
+
+	// Withdrawn.
+	must(t, s.DeletePermission(ctx, project, "alice", "github", "repo-helper"))
+	equal(t, "withdrawn", access("alice", "github", "repo-helper").Allowed, "")
+
+	// A deleted connection takes every permission that named it along.
+	allow("repo-helper", older)
+	must(t, s.DeleteConnection(ctx, project, older.ID))
+	equal(t, "after delete", access("alice", "github", "repo-helper"), store.AgentAccess{Connections: []store.Connection{newer}})
+	equal(t, "after delete, the other agent", access("alice", "github", "a-bot").Allowed, "")
+}
+
 // ---------------------------------------------------------------------------------------------
 // Callback state (seed 002)
 

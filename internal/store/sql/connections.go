@@ -226,6 +226,14 @@ WHERE project = ? AND subject = ? AND connector = ? AND client_id = ?`)
 	qListPermissions = sqlText(`SELECT ` + permissionCols + ` FROM agent_permissions
 WHERE project = ? AND subject = ? ORDER BY connector, client_id`)
 	qDeletePermission = sqlText(`DELETE FROM agent_permissions WHERE project = ? AND subject = ? AND connector = ? AND client_id = ?`)
+	// The permission's foreign key names a connection of the same person and connector, so the
+	// join finds it among these rows or not at all.
+	qAgentAccess = sqlText(`SELECT c.id, c.project, c.subject, c.connector, c.account_id, c.account_name, c.key_id,
+c.access_token, c.refresh_token, c.token_type, c.expiry, c.scopes, c.status, c.created_at, c.updated_at, c.version,
+p.client_id IS NOT NULL
+FROM connections c LEFT JOIN agent_permissions p ON p.project = c.project AND p.subject = c.subject
+AND p.connector = c.connector AND p.client_id = ? AND p.connection_id = c.id
+WHERE c.project = ? AND c.subject = ? AND c.connector = ? ORDER BY c.created_at, c.id`)
 )
 
 func scanPermission(p *store.AgentPermission) func(scanner) error {
@@ -273,6 +281,36 @@ func (s *Store) ListPermissions(ctx context.Context, project, subject string) ([
 	}
 	return out, rows.Err()
 }
+
+func (s *Store) AgentAccess(ctx context.Context, project, subject, connector, clientID string) (store.AgentAccess, error) {
+	rows, err := s.reader().query(ctx, qAgentAccess, clientID, project, subject, connector)
+	if err != nil {
+		return store.AgentAccess{}, err
+	}
+	defer rows.Close()
+	var out store.AgentAccess
+	for rows.Next() {
+		var c store.Connection
+		var version int64
+		var allowed bool
+		if err := scanConnection(&c, &version)(withExtra{rows, []any{&allowed}}); err != nil {
+			return store.AgentAccess{}, err
+		}
+		if allowed {
+			out.Allowed = c.ID
+		}
+		out.Connections = append(out.Connections, c)
+	}
+	return out, rows.Err()
+}
+
+// withExtra scans the columns a scan function knows, then the extra ones after them.
+type withExtra struct {
+	scanner
+	extra []any
+}
+
+func (w withExtra) Scan(dest ...any) error { return w.scanner.Scan(append(dest, w.extra...)...) }
 
 func (s *Store) DeletePermission(ctx context.Context, project, subject, connector, clientID string) error {
 	n, err := s.wexec(ctx, qDeletePermission, project, subject, connector, clientID)

@@ -177,6 +177,7 @@ func TestSQLiteQueryPlans(t *testing.T) {
 		qGetSession, qGetCallback, qConsumeCallback, qLinkByCode, qOpenLinkFor, qOpenLinkRead, qRedeemCode, qGetConnection,
 		qListConnections, qFindPermission, qListPermissions, qGetGrant, qListGrants, qDeleteClientGrant,
 		qDeleteClientPerm, qClaim, qDepth, qListAudit, qGetClient, qListClients, qAuditAfter, qLinkByID,
+		qAgentAccess,
 	}
 	for _, g := range sqliteGC {
 		queries = append(queries, g.query)
