@@ -64,6 +64,7 @@ type memory struct {
 	HeapMiB    float64 `json:"heap_mib"`     // Go heap in use after two collections
 	GoSysMiB   float64 `json:"go_sys_mib"`   // what the Go runtime holds from the OS
 	RSSMiB     float64 `json:"rss_mib"`      // resident set
+	AnonMiB    float64 `json:"anon_mib"`     // of it, anonymous memory (what the binary's pages are not)
 	PeakRSSMiB float64 `json:"peak_rss_mib"` // resident high-water mark
 	Clients    int     `json:"clients"`      // clients in the compiled snapshot
 }
@@ -114,11 +115,11 @@ func runControllers(ctx context.Context, o options) error {
 		fmt.Printf("- the operator runs with GOMEMLIMIT=%s\n", o.operatorMemLimit)
 	}
 	fmt.Printf("- machine: %d CPUs, shared by the operator, the API server, etcd and this harness\n\n", runtime.NumCPU())
-	fmt.Println("| OAuthClients | create s | all Ready s | operator heap MiB | RSS MiB | settled heap MiB | settled RSS MiB | peak RSS MiB | RSS with no clients MiB | load avg (start → Ready) |")
-	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	fmt.Println("| OAuthClients | create s | all Ready s | operator heap MiB | RSS MiB | settled heap MiB | settled RSS MiB | settled anonymous MiB | peak RSS MiB | RSS with no clients MiB | load avg (start → Ready) |")
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 	for _, r := range results {
-		fmt.Printf("| %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %s → %s |\n", r.clients, r.create.Seconds(), r.ready.Seconds(),
-			r.atReady.HeapMiB, r.atReady.RSSMiB, r.settled.HeapMiB, r.settled.RSSMiB, r.settled.PeakRSSMiB, r.base.RSSMiB, r.loadStart, r.loadAt)
+		fmt.Printf("| %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %s → %s |\n", r.clients, r.create.Seconds(), r.ready.Seconds(),
+			r.atReady.HeapMiB, r.atReady.RSSMiB, r.settled.HeapMiB, r.settled.RSSMiB, r.settled.AnonMiB, r.settled.PeakRSSMiB, r.base.RSSMiB, r.loadStart, r.loadAt)
 	}
 	fmt.Printf("\n\"all Ready\" runs from the first create to the moment every OAuthClient has Ready=True for its generation. The operator's\n")
 	fmt.Printf("Go heap (after two collections) and resident set are read when all are Ready and again %s later (settled).\n", settleFor)
@@ -299,7 +300,7 @@ func operator(ctx context.Context, o options) error {
 			reads++
 			writeHeapProfile(filepath.Join(o.profileDir, fmt.Sprintf("operator-%s-read%d.heap.pprof", o.controllers, reads)))
 		}
-		_, m.PeakRSSMiB = rss()
+		_, m.PeakRSSMiB, m.AnonMiB = rss()
 		if p := holder.Load().Project(benchNS + "/" + ctrlProject); p != nil {
 			m.Clients = len(p.Clients)
 		}
@@ -500,15 +501,15 @@ func memNow() (heap, sys, resident float64) {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	resident, _ = rss()
+	resident, _, _ = rss()
 	return float64(ms.HeapInuse) / (1 << 20), float64(ms.Sys) / (1 << 20), resident
 }
 
 // rss reads the resident set and its high-water mark from /proc/self/status, in MiB.
-func rss() (cur, peak float64) {
+func rss() (cur, peak, anon float64) {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
@@ -522,7 +523,9 @@ func rss() (cur, peak float64) {
 			cur = kb / 1024
 		case "VmHWM:":
 			peak = kb / 1024
+		case "RssAnon:":
+			anon = kb / 1024
 		}
 	}
-	return cur, peak
+	return cur, peak, anon
 }
