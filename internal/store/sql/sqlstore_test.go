@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"fmt"
-	"latchkey.dev/latchkey/internal/store/sql/pgtest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/store/conformance"
+	"latchkey.dev/latchkey/internal/store/sql/pgtest"
 )
 
 func TestSQLite(t *testing.T) {
@@ -170,6 +170,33 @@ func TestPostgresGCOneReplica(t *testing.T) {
 }
 
 // Every hot lookup must use an index: a full scan would grow with the number of people.
+// TestSQLitePageSize: a new database is created with 8 KiB pages (see openSQLite); one created
+// with another page size keeps it.
+func TestSQLitePageSize(t *testing.T) {
+	pageSize := func(s *Store) (n int) {
+		t.Helper()
+		if err := s.w.QueryRow(`PRAGMA page_size`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := pageSize(openTest(t, sqliteDSN(t))); n != 8192 {
+		t.Errorf("new database: page_size %d, want 8192", n)
+	}
+	path := filepath.Join(t.TempDir(), "old.db")
+	old, err := sql.Open("sqlite", path+"?_pragma=page_size(4096)&_journal_mode=WAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Exec(`CREATE TABLE before_latchkey (x)`); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	if n := pageSize(openTest(t, "sqlite:"+path)); n != 4096 {
+		t.Errorf("existing database: page_size %d, want the 4096 it was created with", n)
+	}
+}
+
 func TestSQLiteQueryPlans(t *testing.T) {
 	s := openTest(t, sqliteDSN(t))
 	queries := []string{
