@@ -29,6 +29,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -64,6 +65,7 @@ type options struct {
 	primaryKey    string
 	leaderElect   bool
 	leaderNS      string
+	watchNS       string
 	gcInterval    time.Duration
 	shutdownGrace time.Duration
 	upstreamWait  time.Duration
@@ -91,6 +93,9 @@ func main() {
 		"elect one replica to run the controllers (the HTTP server runs on every replica)")
 	fs.StringVar(&o.leaderNS, "leader-election-namespace", "",
 		"namespace of the leader election Lease (default: the pod's own namespace)")
+	fs.StringVar(&o.watchNS, "watch-namespaces", "",
+		"comma-separated namespaces whose Latchkey resources and Secrets this installation reads (default: every namespace); "+
+			"the service account needs the controllers' permissions in each (the chart's watchNamespaces)")
 	fs.DurationVar(&o.gcInterval, "gc-interval", 5*time.Minute,
 		"how often expired sessions, codes, tokens and links are deleted (0 disables)")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 20*time.Second,
@@ -140,11 +145,26 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes client configuration: %w", err)
 	}
+	cacheOpts := controllers.CacheOptions()
+	watched, err := watchNamespaces(o.watchNS)
+	if err != nil {
+		return err
+	}
+	if len(watched) > 0 {
+		// Namespaced kinds (the four resources, Secrets) are listed and watched in these
+		// namespaces only, so the service account needs no cluster-wide Secret access.
+		// Namespaces themselves stay cluster-wide: Projects select them by label.
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range watched {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+		log.Info("watching only some namespaces", "namespaces", watched)
+	}
 	grace := o.shutdownGrace + 5*time.Second
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme: scheme,
 		Logger: log,
-		Cache:  controllers.CacheOptions(),
+		Cache:  cacheOpts,
 		// Metrics are served below from one handler that also carries Latchkey's own
 		// collectors, so the manager's server stays off.
 		Metrics:                       metricsserver.Options{BindAddress: "0"},

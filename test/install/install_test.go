@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
@@ -40,6 +41,7 @@ var (
 	root       string // the repository
 	assets     string // KUBEBUILDER_ASSETS
 	kubeconfig string
+	restConfig *rest.Config
 	k8s        client.Client
 	skipReason string
 )
@@ -75,6 +77,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer env.Stop()
+	restConfig = cfg
 	dir, err := os.MkdirTemp("", "latchkey-install-")
 	if err != nil {
 		panic(err)
