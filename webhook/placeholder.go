@@ -12,9 +12,8 @@ import (
 // somewhere to return to.
 func (s *Server) accountPlaceholder(w http.ResponseWriter, r *http.Request) {
 	p := site.Project(r)
-	_, person, ok := signin.Current(s.env, r)
+	_, person, ok := signin.Require(s.env, w, r, r.URL.RequestURI())
 	if !ok {
-		signin.Redirect(s.env, w, r, r.URL.RequestURI(), false)
 		return
 	}
 	s.env.Pages.Message(w, http.StatusOK, pages.MessageData{

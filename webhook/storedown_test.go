@@ -17,7 +17,18 @@ func TestPagesDuringStoreOutage(t *testing.T) {
 		t.Fatalf("account page before the outage: %d", pg.status)
 	}
 
+	// A consent form loaded before the outage and answered during it.
+	consent := alice.get(authorizeURL(h, "web", "https://app.example/cb", "read", newPKCE(), url.Values{"prompt": {"consent"}}))
+	if !strings.Contains(consent.body, "Where access goes") {
+		t.Fatalf("consent page before the outage: %d %s", consent.status, consent.body)
+	}
+	answer := consent.hidden()
+	answer.Set("decision", "allow")
+
 	h.store.Close()
+	if pg := alice.post(h.base+"/authorize", answer); pg.status != http.StatusServiceUnavailable || pg.location() != "" {
+		t.Errorf("consent answered during the outage: %d Location %q, want 503 and no redirect", pg.status, pg.location())
+	}
 	pk := newPKCE()
 	for name, u := range map[string]string{
 		"account":   h.base + "/account",

@@ -287,9 +287,8 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) (*config.Projec
 			return nil, store.Person{}, store.Session{}, nil, false
 		}
 	}
-	session, person, ok := signin.Current(h.env, r)
+	session, person, ok := signin.Require(h.env, w, r, site.IssuerPath(p)+Path)
 	if !ok {
-		http.Redirect(w, r, signin.URL(p, site.IssuerPath(p)+Path, false), http.StatusSeeOther)
 		return nil, store.Person{}, store.Session{}, nil, false
 	}
 	if !signin.CheckCSRF(h.env, r, r.PostForm.Get("csrf_token")) {

@@ -125,9 +125,8 @@ func (a *authorizer) decide(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, p, req, err)
 		return
 	}
-	sess, person, ok := signin.Current(a.env, r)
+	sess, person, ok := signin.Require(a.env, w, r, site.IssuerPath(p)+"/authorize?"+req.query().Encode())
 	if !ok {
-		signin.Redirect(a.env, w, r, site.IssuerPath(p)+"/authorize?"+req.query().Encode(), false)
 		return
 	}
 	if !signin.CheckCSRF(a.env, r, form.Get("csrf_token")) {

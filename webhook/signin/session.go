@@ -77,6 +77,23 @@ func Unavailable(env *site.Env, w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// Require returns the signed-in person, or answers the request and returns false: a browser
+// signed in as nobody is sent to sign in and back to returnTo; a store that cannot say who is
+// signed in gets Unavailable, never a sign-in form (signing in could not work either, and the
+// person may well be signed in).
+func Require(env *site.Env, w http.ResponseWriter, r *http.Request, returnTo string) (store.Session, store.Person, bool) {
+	s, person, err := Lookup(env, r)
+	switch {
+	case err == nil:
+		return s, person, true
+	case errors.Is(err, ErrNotSignedIn):
+		Redirect(env, w, r, returnTo, false)
+	default:
+		Unavailable(env, w, r)
+	}
+	return store.Session{}, store.Person{}, false
+}
+
 // Fresh reports whether the session's sign-in happened within maxAge of now.
 func Fresh(s store.Session, maxAge time.Duration, now time.Time) bool {
 	return !s.AuthTime.IsZero() && now.Sub(s.AuthTime) <= maxAge
@@ -91,11 +108,15 @@ func RequireFresh(env *site.Env, w http.ResponseWriter, r *http.Request, maxAge 
 	if maxAge <= 0 {
 		maxAge = p.Lifetimes.RecentSignIn
 	}
-	s, person, ok := Current(env, r)
-	if ok && Fresh(s, maxAge, env.Now()) {
+	s, person, err := Lookup(env, r)
+	if err != nil && !errors.Is(err, ErrNotSignedIn) {
+		Unavailable(env, w, r)
+		return store.Session{}, store.Person{}, false
+	}
+	if err == nil && Fresh(s, maxAge, env.Now()) {
 		return s, person, true
 	}
-	Redirect(env, w, r, r.URL.RequestURI(), ok)
+	Redirect(env, w, r, r.URL.RequestURI(), err == nil)
 	return store.Session{}, store.Person{}, false
 }
 
