@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -895,4 +896,36 @@ func TestLargeSecretTypesNotCached(t *testing.T) {
 	conn := newConnector(ns, "github", "proj", "sh.helm.release.v1.app.v1")
 	create(t, conn)
 	waitNotReady(t, conn, v1alpha1.ConnectorSecretInvalidReason)
+}
+
+// TestOAuthClientEvents: an OAuthClient records a Warning Event when it cannot be used and a
+// Normal one when it recovers, but none when it is simply Ready from the start (thousands of
+// clients applied at once would write thousands of Events saying what status says).
+func TestOAuthClientEvents(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t, nil)
+	early := newClient(ns, "early", v1alpha1.ProjectReference{Name: "proj"})
+	create(t, early)
+	waitEvent(t, early, corev1.EventTypeWarning, v1alpha1.ProjectNotFoundReason)
+
+	newProject(t, ns, "proj", nil)
+	waitReady(t, early)
+	waitEvent(t, early, corev1.EventTypeNormal, v1alpha1.OAuthClientReadyReason)
+
+	ready := newClient(ns, "ready", v1alpha1.ProjectReference{Name: "proj"})
+	create(t, ready)
+	waitReady(t, ready)
+	// Events are written asynchronously: let a later one for another object arrive first.
+	later := newClient(ns, "later", v1alpha1.ProjectReference{Name: "missing"})
+	create(t, later)
+	waitEvent(t, later, corev1.EventTypeWarning, v1alpha1.ProjectNotFoundReason)
+	var list eventsv1.EventList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if e.Regarding.UID == ready.UID {
+			t.Errorf("an OAuthClient Ready from the start recorded %s %s: %s", e.Type, e.Reason, e.Note)
+		}
+	}
 }
