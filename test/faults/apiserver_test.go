@@ -226,10 +226,32 @@ func TestAPIServerUnreachable(t *testing.T) {
 			t.Errorf("%s: /-/readyz %d %s", when, a.Status, a.Raw)
 		}
 	}
-	versions := map[string]uint64{}
-	for i, r := range reps {
+	for i := range reps {
 		serve(i, "with the API server")
-		versions[r.name] = r.holder.Load().Version
+	}
+	// Status writes that follow the client's first compile (its Ready condition, the Project's
+	// client count) reach every replica's cache as events and may compile once more. Wait until
+	// no replica's snapshot has moved for a second, so that what is compared below is the last
+	// snapshot made while the API server was there, not one still in flight on a slow machine.
+	versions := map[string]uint64{}
+	settle := time.Now().Add(30 * time.Second)
+	for still := time.Now(); ; {
+		moved := false
+		for _, r := range reps {
+			if v := r.holder.Load().Version; v != versions[r.name] {
+				versions[r.name], moved = v, true
+			}
+		}
+		if moved {
+			still = time.Now()
+		}
+		if time.Since(still) >= time.Second {
+			break
+		}
+		if time.Now().After(settle) {
+			t.Fatalf("replicas' snapshots still changing after 30s: %v", versions)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 
 	stopAPI()
