@@ -301,7 +301,7 @@ func compile(ctx context.Context, r client.Reader, publicURL string) (*config.Sn
 	}
 	for key, ps := range byProject {
 		if p := snap.Projects[key]; p != nil {
-			p.Redirects = mergeRedirectRules(ps)
+			p.Redirects = mergeRedirectRules(p.Namespace, ps)
 		}
 	}
 

@@ -337,23 +337,7 @@ func TestOAuthClientCredentials(t *testing.T) {
 		return nil
 	})
 
-	// A pre-created Secret keeps its client secret and is adopted.
-	pre := secret.New(secret.PrefixClientSecret)
-	create(t, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "preset-creds"},
-		StringData: map[string]string{"client_secret": pre, "note": "kept"},
-	})
-	adopted := newClient(ns, "adopted", ref)
-	adopted.Spec.SecretName = "preset-creds"
-	create(t, adopted)
-	waitReady(t, adopted)
-	preSec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "preset-creds"}}
-	if err := get(preSec); err != nil {
-		t.Fatal(err)
-	}
-	if string(preSec.Data["client_secret"]) != pre || string(preSec.Data["note"]) != "kept" || metav1.GetControllerOf(preSec) == nil {
-		t.Fatalf("pre-created Secret not kept and adopted: keys %v, controller %v", keys(preSec.Data), metav1.GetControllerOf(preSec))
-	}
+	// A pre-created Secret is not adopted: TestTenantCannotTakeOverSecret.
 
 	// Someone else's Secret is not written into.
 	thief := newClient(ns, "thief", ref)

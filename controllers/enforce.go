@@ -61,7 +61,8 @@ func projectRules(ctx context.Context, c client.Reader, res *resolver, projectKe
 			inForce = append(inForce, p)
 		}
 	}
-	return mergeRedirectRules(inForce), nil
+	ns, _, _ := strings.Cut(projectKey, "/")
+	return mergeRedirectRules(ns, inForce), nil
 }
 
 // classify says how the Project's rules read one redirect URI, in the API's words.

@@ -99,7 +99,9 @@ func (r *OAuthClientReconciler) reconcileSecret(ctx context.Context, s *clientSc
 		s.secret = desired
 		return ctrl.Result{}, nil
 	}
-	if owner := metav1.GetControllerOf(current); owner != nil && owner.UID != oc.UID {
+	if !writesSecret(oc, current) {
+		// Someone else's Secret, or one nobody owns that a tenant named to have Latchkey take
+		// it over: not a byte of it is changed (reconcileReady reports SecretConflict).
 		s.secret = current
 		return ctrl.Result{}, nil
 	}
@@ -119,6 +121,16 @@ func (r *OAuthClientReconciler) reconcileSecret(ctx context.Context, s *clientSc
 	}
 	s.secret = desired
 	return ctrl.Result{}, nil
+}
+
+// writesSecret reports whether Latchkey may write sec for oc: only a Secret it created for this
+// OAuthClient, which carries the managed-by label and this OAuthClient as its controller. Any
+// other Secret is left untouched, even one nobody owns: adopting it would let whoever may
+// create an OAuthClient overwrite, and have garbage-collected, a Secret they could not edit
+// themselves (docs/decisions/0019). Secrets created by earlier versions carry both marks.
+func writesSecret(oc *v1alpha1.OAuthClient, sec *corev1.Secret) bool {
+	owner := metav1.GetControllerOf(sec)
+	return owner != nil && owner.UID == oc.UID && sec.Labels[managedByLabel] == managedByValue
 }
 
 // desiredSecret adds to sec what the OAuthClient needs there.
@@ -171,7 +183,12 @@ func (r *OAuthClientReconciler) reconcileReady(ctx context.Context, s *clientSco
 
 	var connErr error
 	msg := fmt.Sprintf("%d of %d connectors usable", len(res.compiled.Connectors), len(oc.Spec.Connectors))
-	if len(res.unresolved) > 0 {
+	switch {
+	case len(res.refused) > 0:
+		// A refusal comes first: it will not go away by waiting, only by the Connector's owner
+		// granting this namespace.
+		connErr = notReadyf(v1alpha1.OAuthClientConnectorNotAllowedReason, "%s", strings.Join(append(res.refused, res.unresolved...), "; "))
+	case len(res.unresolved) > 0:
 		connErr = notReadyf(v1alpha1.OAuthClientConnectorNotFoundReason, "%s", strings.Join(res.unresolved, "; "))
 	}
 	r.setCondition(&oc.Status.Conditions, oc.Generation, v1alpha1.OAuthClientConnectorsResolvedCondition, connErr,
@@ -202,4 +219,15 @@ func (r *OAuthClientReconciler) SetupWithManager(mgr ctrl.Manager, opts controll
 		WithOptions(opts).
 		Named("oauthclient").
 		Complete(r)
+}
+
+// secretConflict says why sec is not this client's credentials Secret, and what to do.
+func secretConflict(oc *v1alpha1.OAuthClient, sec *corev1.Secret) error {
+	why := "was not created by Latchkey for this OAuthClient"
+	if owner := metav1.GetControllerOf(sec); owner != nil && owner.UID != oc.UID {
+		why = fmt.Sprintf("is controlled by %s %s", owner.Kind, owner.Name)
+	}
+	return notReadyf(v1alpha1.OAuthClientSecretConflictReason,
+		"Secret %s/%s (spec.secretName) %s; Latchkey leaves it untouched: choose another spec.secretName, or delete the Secret to have it created",
+		sec.Namespace, sec.Name, why)
 }

@@ -2,9 +2,12 @@ package controllers
 
 import (
 	"context"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -15,6 +18,7 @@ import (
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/clientdoc"
+	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/store"
 )
 
@@ -52,7 +56,7 @@ func (r *RedirectPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		}
 	}()
 	s := &policyScope{policy: p, res: r.resolver()}
-	return runPhases(ctx, s, r.reconcileReady, r.reconcileEnforcement)
+	return runPhases(ctx, s, r.reconcileReady, r.reconcileIgnored, r.reconcileEnforcement)
 }
 
 func (r *RedirectPolicyReconciler) reconcileReady(ctx context.Context, s *policyScope) (ctrl.Result, error) {
@@ -63,6 +67,76 @@ func (r *RedirectPolicyReconciler) reconcileReady(ctx context.Context, s *policy
 	s.project, s.ready = project, err == nil
 	r.setReady(&s.policy.Status.Conditions, s.policy.Generation, err, "in force for Project "+project)
 	return ctrl.Result{}, nil
+}
+
+// reconcileIgnored reports, for a policy in force outside its Project's namespace, what of it
+// the Project's rules ignore: such a policy may only narrow them (mergeRedirectRules).
+func (r *RedirectPolicyReconciler) reconcileIgnored(ctx context.Context, s *policyScope) (ctrl.Result, error) {
+	p := s.policy
+	if !s.ready {
+		meta.RemoveStatusCondition(&p.Status.Conditions, v1alpha1.RedirectPolicyIgnoredFieldsCondition)
+		return ctrl.Result{}, nil
+	}
+	projectNamespace, _, _ := strings.Cut(s.project, "/")
+	var ignored []string
+	if p.Namespace != projectNamespace {
+		rules, err := projectRules(ctx, r.client, s.res, s.project)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		ignored = foreignIgnored(p, rules)
+	}
+	var err error
+	if len(ignored) > 0 {
+		err = notReadyf(v1alpha1.RedirectPolicyOutsideProjectNamespaceReason,
+			"%s ignored: only RedirectPolicies in the Project's namespace %q may add recognised destinations or turn built-ins on; a policy from namespace %q may only turn onlyRecognisedApps on and built-ins off",
+			strings.Join(ignored, ", "), projectNamespace, p.Namespace)
+	}
+	// The condition is True when something is ignored, the opposite of setCondition's sense.
+	before := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.RedirectPolicyIgnoredFieldsCondition)
+	wasIgnored := before != nil && before.Status == metav1.ConditionTrue
+	r.setCondition(&p.Status.Conditions, p.Generation, v1alpha1.RedirectPolicyIgnoredFieldsCondition, err,
+		v1alpha1.RedirectPolicyNoneIgnoredReason, "all of the policy is in force")
+	c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.RedirectPolicyIgnoredFieldsCondition)
+	if err != nil {
+		c.Status = metav1.ConditionTrue
+	} else {
+		c.Status = metav1.ConditionFalse
+	}
+	if err != nil && !wasIgnored {
+		r.recorder.Eventf(p, nil, corev1.EventTypeWarning, v1alpha1.RedirectPolicyOutsideProjectNamespaceReason, "Reconcile", "%s", c.Message)
+	}
+	return ctrl.Result{}, nil
+}
+
+// foreignIgnored lists what of a policy outside the Project's namespace has no effect on the
+// merged rules: every recognised entry, and each built-in it leaves on (explicitly or by
+// default) that the rules have off. A built-in it leaves on that is on anyway loses nothing.
+func foreignIgnored(p *v1alpha1.RedirectPolicy, rules config.RedirectRules) []string {
+	var out []string
+	if len(p.Spec.Recognised) > 0 {
+		out = append(out, "spec.recognised")
+	}
+	b := p.Spec.Builtins
+	if b == nil {
+		b = &v1alpha1.Builtins{}
+	}
+	on := func(v *bool) bool { return v == nil || *v }
+	for _, bi := range []struct {
+		field   string
+		wants   bool
+		inForce bool
+	}{
+		{"spec.builtins.claude", on(b.Claude), rules.Claude},
+		{"spec.builtins.chatgpt", on(b.ChatGPT), rules.ChatGPT},
+		{"spec.builtins.loopback", on(b.Loopback), rules.Loopback},
+		{"spec.builtins.appSchemes", on(b.AppSchemes), rules.AppSchemes},
+	} {
+		if bi.wants && !bi.inForce {
+			out = append(out, bi.field)
+		}
+	}
+	return out
 }
 
 // reconcileEnforcement is "Only recognised apps can connect" (seed 004): when this policy

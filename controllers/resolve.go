@@ -675,11 +675,13 @@ func isPublic(oc *v1alpha1.OAuthClient) bool {
 }
 
 // clientResult is a resolved OAuthClient. unresolved lists spec.connectors entries that are not
-// usable; the client works without them.
+// usable, refused those whose Connector does not grant the client's namespace; the client works
+// without them.
 type clientResult struct {
 	compiled   *config.Client
 	project    string
 	unresolved []string
+	refused    []string
 }
 
 // client resolves an OAuthClient given its credentials Secret (nil when it does not exist yet):
@@ -731,6 +733,14 @@ func (r *resolver) client(ctx context.Context, oc *v1alpha1.OAuthClient, sec *co
 	res := &clientResult{compiled: out, project: pk.String()}
 	for _, name := range oc.Spec.Connectors {
 		key := connectorKey(string(name), oc.Namespace)
+		refusal, err := r.connectorRefuses(ctx, key, oc.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		if refusal != "" {
+			res.refused = append(res.refused, refusal)
+			continue
+		}
 		cr, err := r.connectorByKey(ctx, key)
 		if err != nil {
 			return nil, err
@@ -759,8 +769,8 @@ func clientCredentials(oc *v1alpha1.OAuthClient, sec *corev1.Secret) ([]byte, er
 	if sec == nil {
 		return nil, notReadyf(v1alpha1.OAuthClientSecretPendingReason, "Secret %s/%s (spec.secretName) has not been written yet", oc.Namespace, name)
 	}
-	if owner := metav1.GetControllerOf(sec); owner != nil && owner.UID != oc.UID {
-		return nil, notReadyf(v1alpha1.OAuthClientSecretConflictReason, "Secret %s/%s (spec.secretName) is controlled by %s %s; choose another spec.secretName", oc.Namespace, name, owner.Kind, owner.Name)
+	if !writesSecret(oc, sec) {
+		return nil, secretConflict(oc, sec)
 	}
 	if isPublic(oc) {
 		return nil, nil
@@ -792,17 +802,28 @@ func (r *resolver) policy(ctx context.Context, p *v1alpha1.RedirectPolicy) (stri
 	return projectKeyOf(p.Spec.ProjectRef, p.Namespace).String(), err
 }
 
-// mergeRedirectRules combines the policies attached to one Project (seed 004): a built-in is
-// recognised when any policy enables it, recognised entries are the union, and
-// onlyRecognisedApps is on when any policy turns it on. No policy means the defaults.
-func mergeRedirectRules(policies []*v1alpha1.RedirectPolicy) config.RedirectRules {
-	if len(policies) == 0 {
-		return config.DefaultRedirectRules()
+// mergeRedirectRules combines the policies attached to the Project in projectNamespace
+// (docs/recognised-apps.md). Policies in the Project's own namespace decide: a built-in is recognised when any of them
+// enables it, recognised entries are their union, and onlyRecognisedApps is on when any turns it
+// on; none means the defaults. A policy from another admitted namespace may only narrow: it can
+// turn onlyRecognisedApps on and built-ins off, never add a recognised entry or turn a built-in
+// back on (docs/decisions/0020; foreignIgnored says what it lost).
+func mergeRedirectRules(projectNamespace string, policies []*v1alpha1.RedirectPolicy) config.RedirectRules {
+	var home, foreign []*v1alpha1.RedirectPolicy
+	for _, p := range policies {
+		if p.Namespace == projectNamespace {
+			home = append(home, p)
+		} else {
+			foreign = append(foreign, p)
+		}
+	}
+	out := config.DefaultRedirectRules()
+	if len(home) > 0 {
+		out = config.RedirectRules{}
 	}
 	on := func(b *bool) bool { return b == nil || *b }
-	var out config.RedirectRules
 	seen := map[config.NamedRedirect]bool{}
-	for _, p := range policies {
+	for _, p := range home {
 		b := p.Spec.Builtins
 		if b == nil {
 			b = &v1alpha1.Builtins{}
@@ -819,6 +840,16 @@ func mergeRedirectRules(policies []*v1alpha1.RedirectPolicy) config.RedirectRule
 				out.Named = append(out.Named, nr)
 			}
 		}
+	}
+	off := func(b *bool) bool { return b != nil && !*b }
+	for _, p := range foreign {
+		if b := p.Spec.Builtins; b != nil {
+			out.Claude = out.Claude && !off(b.Claude)
+			out.ChatGPT = out.ChatGPT && !off(b.ChatGPT)
+			out.Loopback = out.Loopback && !off(b.Loopback)
+			out.AppSchemes = out.AppSchemes && !off(b.AppSchemes)
+		}
+		out.OnlyRecognisedApps = out.OnlyRecognisedApps || p.Spec.OnlyRecognisedApps
 	}
 	slices.SortFunc(out.Named, func(a, b config.NamedRedirect) int {
 		return cmp.Or(cmp.Compare(a.Pattern, b.Pattern), cmp.Compare(a.Name, b.Name))

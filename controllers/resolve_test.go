@@ -7,6 +7,8 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,7 +137,7 @@ func TestMergeRedirectRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := mergeRedirectRules(tt.policies)
+			got := mergeRedirectRules("", tt.policies)
 			if got.Claude != tt.want.Claude || got.ChatGPT != tt.want.ChatGPT || got.Loopback != tt.want.Loopback ||
 				got.AppSchemes != tt.want.AppSchemes || got.OnlyRecognisedApps != tt.want.OnlyRecognisedApps ||
 				len(got.Named) != len(tt.want.Named) {
@@ -229,5 +231,40 @@ func TestCacheTransform(t *testing.T) {
 	out, _ = opts.DefaultTransform(oc)
 	if o := out.(*v1alpha1.OAuthClient); o.Annotations[lastAppliedAnnotation] != "" || o.Annotations["note"] != "kept" || o.ManagedFields != nil {
 		t.Errorf("OAuthClient kept as %+v", o.ObjectMeta)
+	}
+}
+
+// TestMergeRedirectRulesForeign: a policy from another namespace only narrows (decision 0020).
+func TestMergeRedirectRulesForeign(t *testing.T) {
+	policy := func(ns string, b *v1alpha1.Builtins, only bool, named ...v1alpha1.RecognisedRedirect) *v1alpha1.RedirectPolicy {
+		p := &v1alpha1.RedirectPolicy{Spec: v1alpha1.RedirectPolicySpec{Builtins: b, OnlyRecognisedApps: only, Recognised: named}}
+		p.Namespace = ns
+		return p
+	}
+	evil := v1alpha1.RecognisedRedirect{Name: "Evil", URI: "https://evil.example/cb"}
+	loopbackOff := &v1alpha1.Builtins{Loopback: ptr.To(false)}
+	tests := []struct {
+		name     string
+		policies []*v1alpha1.RedirectPolicy
+		want     config.RedirectRules
+	}{
+		{"foreign alone: its entries ignored, the defaults stay", []*v1alpha1.RedirectPolicy{policy("team", nil, false, evil)}, config.DefaultRedirectRules()},
+		{"foreign cannot turn a built-in back on", []*v1alpha1.RedirectPolicy{policy("home", loopbackOff, false), policy("team", nil, false)},
+			config.RedirectRules{Claude: true, ChatGPT: true, AppSchemes: true}},
+		{"foreign turns a built-in off and onlyRecognisedApps on", []*v1alpha1.RedirectPolicy{policy("home", nil, false), policy("team", loopbackOff, true)},
+			config.RedirectRules{Claude: true, ChatGPT: true, AppSchemes: true, OnlyRecognisedApps: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := mergeRedirectRules("home", tt.policies)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+			for _, p := range tt.policies {
+				if p.Namespace != "home" && len(p.Spec.Recognised) > 0 && !slices.Contains(foreignIgnored(p, got), "spec.recognised") {
+					t.Errorf("foreignIgnored(%s) = %v", p.Namespace, foreignIgnored(p, got))
+				}
+			}
+		})
 	}
 }

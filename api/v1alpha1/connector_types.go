@@ -115,6 +115,33 @@ type ConnectorSpec struct {
 	// +kubebuilder:validation:Pattern=`^[!-~]+$`
 	// +optional
 	Audience string `json:"audience,omitempty"`
+
+	// allowedClientNamespaces says which namespaces' OAuthClients may list this Connector in
+	// their spec.connectors, and so exchange tokens for it: the owner of a Connector grants its
+	// use, after Gateway API's allowedRoutes and ReferenceGrant. OAuthClients in the Connector's
+	// own namespace are always allowed. Defaults to from: Same (no other namespace). A refused
+	// OAuthClient reports ConnectorsResolved=False with reason ConnectorNotAllowed and cannot
+	// exchange for this Connector. To name namespaces, use from: Selector with the label every
+	// namespace carries, kubernetes.io/metadata.name.
+	// +optional
+	AllowedClientNamespaces *AllowedClientNamespaces `json:"allowedClientNamespaces,omitempty"`
+}
+
+// AllowedClientNamespaces says which namespaces' OAuthClients may use a Connector.
+// +kubebuilder:validation:XValidation:rule="(has(self.from) && self.from == 'Selector') == has(self.selector)",message="allowedClientNamespaces.selector is required when allowedClientNamespaces.from is Selector, and not allowed otherwise"
+type AllowedClientNamespaces struct {
+	// from is Same (only the Connector's namespace), All (every namespace admitted to the
+	// Project) or Selector (the namespaces selector matches). The Connector's own namespace is
+	// always allowed. Defaults to Same.
+	// +kubebuilder:default=Same
+	// +optional
+	From FromNamespaces `json:"from,omitempty"`
+
+	// selector matches the labels of the namespaces whose OAuthClients may use the Connector,
+	// for example matchExpressions on kubernetes.io/metadata.name to name them. Required when
+	// from is Selector and not allowed otherwise.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 }
 
 // ConnectorEndpoints are a service's OAuth endpoints. Each is https, or http only to a loopback

@@ -24,8 +24,9 @@ const (
 	OAuthClientNotAllowedReason = NotAllowedReason
 	// OAuthClientSecretPendingReason: the credentials Secret has not been written yet.
 	OAuthClientSecretPendingReason = "SecretPending"
-	// OAuthClientSecretConflictReason: the Secret named by spec.secretName is controlled by
-	// another object, so the controller does not write into it.
+	// OAuthClientSecretConflictReason: the Secret named by spec.secretName was not created by
+	// Latchkey for this client (it lacks the managed-by label or this client as its controller),
+	// so the controller leaves it untouched.
 	OAuthClientSecretConflictReason = "SecretConflict"
 	// OAuthClientSecretInvalidReason: the credentials Secret holds a client secret too short to
 	// be safe (an administrator replaced it with fewer than 32 characters).
@@ -42,6 +43,10 @@ const (
 	// OAuthClientConnectorNotFoundReason: a listed connector does not exist, is not Ready, or
 	// belongs to another Project.
 	OAuthClientConnectorNotFoundReason = "ConnectorNotFound"
+	// OAuthClientConnectorNotAllowedReason: a listed connector in another namespace does not
+	// allow OAuthClients from this namespace (its spec.allowedClientNamespaces); the client
+	// cannot exchange tokens for it. The message names the connector.
+	OAuthClientConnectorNotAllowedReason = "ConnectorNotAllowed"
 
 	// OAuthClientRefusedByPolicyCondition is True when a RedirectPolicy of the client's Project
 	// turns onlyRecognisedApps on and at least one of the client's redirect URIs is not
@@ -180,7 +185,8 @@ type OAuthClientSpec struct {
 
 	// connectors this client may exchange a person's token for (RFC 8693 token exchange, with the
 	// Connector's audience), each "name" in this namespace or "namespace/name". They must attach
-	// to the same Project. Empty means none. At most 32.
+	// to the same Project, and a Connector in another namespace must allow this namespace in its
+	// spec.allowedClientNamespaces. Empty means none. At most 32.
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=set
 	// +optional
@@ -199,8 +205,9 @@ type OAuthClientSpec struct {
 	// secretName is the Secret in this namespace the controller writes the credentials into:
 	// client_id, and client_secret for confidential clients (256 random bits). The controller
 	// creates it with an owner reference to this OAuthClient and never replaces an existing
-	// client_secret, so rotation is the administrator's choice (edit or delete the key). A Secret
-	// controlled by another object is left alone (reason SecretConflict). Defaults to
+	// client_secret, so rotation is the administrator's choice (edit or delete the key). An
+	// existing Secret it did not create for this client is left untouched (reason
+	// SecretConflict), even one nobody owns. Defaults to
 	// "<name>-credentials". At most 253 characters.
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`

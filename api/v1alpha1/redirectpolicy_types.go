@@ -16,6 +16,16 @@ const (
 	RedirectPolicyProjectNotReadyReason = ProjectNotReadyReason
 	// RedirectPolicyNotAllowedReason: the Project does not admit this namespace.
 	RedirectPolicyNotAllowedReason = NotAllowedReason
+	// RedirectPolicyIgnoredFieldsCondition is True when part of a policy in force is not: the
+	// policy is outside its Project's namespace, where a policy may only narrow the Project's
+	// rules (turn onlyRecognisedApps on, turn built-ins off), so its recognised entries and any
+	// built-in it would turn on are ignored. The message names them. Absent while not Ready.
+	RedirectPolicyIgnoredFieldsCondition = "IgnoredFields"
+	// RedirectPolicyOutsideProjectNamespaceReason: IgnoredFields is True; the message says which
+	// fields are ignored. Also the reason of the Warning Event recorded when it turns True.
+	RedirectPolicyOutsideProjectNamespaceReason = "OutsideProjectNamespace"
+	// RedirectPolicyNoneIgnoredReason: IgnoredFields is False; all of the policy is in force.
+	RedirectPolicyNoneIgnoredReason = "NoneIgnored"
 	// RedirectPolicyTokensRevokedReason is the reason of the Event recorded when enforcing
 	// onlyRecognisedApps ended live tokens ("revoked 12 tokens held by 3 clients").
 	RedirectPolicyTokensRevokedReason = "TokensRevoked"
@@ -35,8 +45,11 @@ type RecognisedURI string
 // with any other.
 type RedirectPolicySpec struct {
 	// projectRef is the Project the policy applies to. Several policies may attach to one
-	// Project: their recognised entries are combined, a built-in is recognised if any policy
-	// enables it, and onlyRecognisedApps is on if any policy turns it on.
+	// Project. Policies in the Project's own namespace decide: their recognised entries are
+	// combined, a built-in is recognised if any of them enables it, and onlyRecognisedApps is on
+	// if any turns it on. A policy from another namespace the Project admits may only narrow:
+	// its onlyRecognisedApps and the built-ins it turns off count, its recognised entries and
+	// any built-in it would turn on are ignored (condition IgnoredFields).
 	// +required
 	ProjectRef ProjectReference `json:"projectRef"`
 
@@ -104,7 +117,8 @@ type RecognisedRedirect struct {
 
 // RedirectPolicyStatus is what the controller observed.
 type RedirectPolicyStatus struct {
-	// conditions: Ready says whether the policy is in force.
+	// conditions: Ready says whether the policy is in force; IgnoredFields, which parts of it
+	// are not because the policy is outside the Project's namespace.
 	// +kubebuilder:validation:MaxItems=8
 	// +listType=map
 	// +listMapKey=type
