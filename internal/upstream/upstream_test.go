@@ -26,7 +26,7 @@ import (
 	"latchkey.dev/latchkey/internal/upstream/fakegithub"
 )
 
-const callbackURL = "https://auth.example.com/default/acme/connectors/callback"
+const callbackURL = "https://auth.example.com/default/acme/connectors/default/github/callback"
 
 // clock is the injected clock: tests move it, nothing sleeps.
 type clock = testclock.Clock
