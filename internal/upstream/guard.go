@@ -110,7 +110,9 @@ func (f *failure) Unwrap() []error {
 	return []error{f.kind, f.cause}
 }
 
-func fail(kind error, what string, cause error) error { return &failure{kind: kind, what: what, cause: cause} }
+func fail(kind error, what string, cause error) error {
+	return &failure{kind: kind, what: what, cause: cause}
+}
 
 // Status returns what a log line may say about a failed call to a service: the HTTP status of
 // the answer (0 when there was none) and the OAuth error code, only if it looks like one.
