@@ -140,38 +140,52 @@ func TestErrorsNeverCarryWhatTheServiceSent(t *testing.T) {
 // RFC 9207: an OIDC connector's callback must name its issuer when it names one, and must name
 // one when the service's metadata promises it.
 func TestCheckIssuer(t *testing.T) {
-	var promise bool
-	var issuer string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(map[string]any{"issuer": issuer, "authorization_endpoint": issuer + "/auth",
-			"token_endpoint": issuer + "/token", "jwks_uri": issuer + "/jwks",
-			"authorization_response_iss_parameter_supported": promise})
-	}))
-	defer srv.Close()
-	issuer = srv.URL
-	oidc := &config.Connector{AllowedNetworks: netguard.Loopback, OIDCIssuer: issuer}
-	github := &config.Connector{AllowedNetworks: netguard.Loopback}
+	// discovery serves an issuer's metadata and counts the fetches.
+	discovery := func(promise bool) (string, *atomic.Int64) {
+		var issuer string
+		var fetches atomic.Int64
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fetches.Add(1)
+			json.NewEncoder(w).Encode(map[string]any{"issuer": issuer, "authorization_endpoint": issuer + "/auth",
+				"token_endpoint": issuer + "/token", "jwks_uri": issuer + "/jwks",
+				"authorization_response_iss_parameter_supported": promise})
+		}))
+		t.Cleanup(srv.Close)
+		issuer = srv.URL
+		return issuer, &fetches
+	}
 	for _, tc := range []struct {
 		name    string
-		c       *config.Connector
-		iss     string
+		oidc    bool
+		iss     string // "{issuer}" is replaced by the connector's issuer
 		present bool
 		promise bool
 		ok      bool
 	}{
-		{"right issuer", oidc, issuer, true, true, true},
-		{"another issuer", oidc, "https://honest.example", true, false, false},
-		{"trailing slash is another issuer", oidc, issuer + "/", true, false, false},
-		{"empty iss", oidc, "", true, false, false},
-		{"no iss, none promised", oidc, "", false, false, true},
-		{"no iss, promised", oidc, "", false, true, false},
-		{"no issuer to compare with", github, "https://anything.example", true, true, true},
+		{"right issuer", true, "{issuer}", true, true, true},
+		{"another issuer", true, "https://honest.example", true, false, false},
+		{"trailing slash is another issuer", true, "{issuer}/", true, false, false},
+		{"empty iss", true, "", true, false, false},
+		{"no iss, none promised", true, "", false, false, true},
+		{"no iss, promised", true, "", false, true, false},
+		{"no issuer to compare with", false, "https://anything.example", true, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			promise = tc.promise
-			err := upstream.CheckIssuer(t.Context(), nil, tc.c, tc.iss, tc.present)
-			if tc.ok != (err == nil) || (!tc.ok && !errors.Is(err, upstream.ErrIssuer)) {
-				t.Fatalf("CheckIssuer = %v, want ok=%v", err, tc.ok)
+			issuer, fetches := discovery(tc.promise)
+			c := &config.Connector{AllowedNetworks: netguard.Loopback}
+			if tc.oidc {
+				c.OIDCIssuer = issuer
+			}
+			iss := strings.ReplaceAll(tc.iss, "{issuer}", issuer)
+			for range 3 {
+				err := upstream.CheckIssuer(t.Context(), nil, c, iss, tc.present)
+				if tc.ok != (err == nil) || (!tc.ok && !errors.Is(err, upstream.ErrIssuer)) {
+					t.Fatalf("CheckIssuer = %v, want ok=%v", err, tc.ok)
+				}
+			}
+			// The metadata is read only for a missing iss, and once for many callbacks.
+			if want := map[bool]int64{true: 0, false: 1}[tc.present || !tc.oidc]; fetches.Load() != want {
+				t.Errorf("discovery fetched %d times, want %d", fetches.Load(), want)
 			}
 		})
 	}

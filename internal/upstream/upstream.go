@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -303,6 +304,36 @@ func CheckIssuer(ctx context.Context, hc *http.Client, c *config.Connector, iss 
 		}
 		return nil
 	}
+	promised, err := promisesISS(ctx, hc, c)
+	if err != nil {
+		return err
+	}
+	if promised {
+		return fail(ErrIssuer, "the response has no iss, though the service's metadata says it sends one", nil)
+	}
+	return nil
+}
+
+// issPromiseTTL is how long what an issuer's discovery document says about iss is remembered, so
+// requests to a callback cannot make the server fetch the document on every one of them.
+const issPromiseTTL = 10 * time.Minute
+
+type issPromise struct {
+	promised bool
+	until    time.Time
+}
+
+// issPromises caches promisesISS by issuer (and address allowance). Issuers come from the
+// compiled configuration, so the map is as large as the set of connectors.
+var issPromises sync.Map
+
+// promisesISS reads whether c's issuer sends iss in its authorization responses
+// (authorization_response_iss_parameter_supported), through the connector's address guard.
+func promisesISS(ctx context.Context, hc *http.Client, c *config.Connector) (bool, error) {
+	key := c.OIDCIssuer + "\x00" + fmt.Sprint(c.AllowedNetworks)
+	if v, ok := issPromises.Load(key); ok && time.Now().Before(v.(issPromise).until) {
+		return v.(issPromise).promised, nil
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
@@ -310,20 +341,18 @@ func CheckIssuer(ctx context.Context, hc *http.Client, c *config.Connector, iss 
 	}
 	ctx, err := withClient(ctx, hc, c)
 	if err != nil {
-		return classify(ctx, "OIDC discovery", err)
+		return false, classify(ctx, "OIDC discovery", err)
 	}
 	p, err := oidc.NewProvider(ctx, c.OIDCIssuer)
 	if err != nil {
-		return classify(ctx, "OIDC discovery", err)
+		return false, classify(ctx, "OIDC discovery", err)
 	}
 	var md struct {
 		ISSSupported bool `json:"authorization_response_iss_parameter_supported"`
 	}
 	if err := p.Claims(&md); err != nil {
-		return fail(ErrService, "OIDC discovery: the document is not a JSON object", nil)
+		return false, fail(ErrService, "OIDC discovery: the document is not a JSON object", nil)
 	}
-	if md.ISSSupported {
-		return fail(ErrIssuer, "the response has no iss, though the service's metadata says it sends one", nil)
-	}
-	return nil
+	issPromises.Store(key, issPromise{promised: md.ISSSupported, until: time.Now().Add(issPromiseTTL)})
+	return md.ISSSupported, nil
 }
