@@ -135,6 +135,31 @@ func TestErrorsNeverCarryWhatTheServiceSent(t *testing.T) {
 			t.Errorf("the service's error is not in the chain: %v", err)
 		}
 	}
+
+	// A refresh and a revocation the service refuses the same way.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		w.Write([]byte(`{"error":"invalid_client","error_description":"` + leak + `"}`))
+	}))
+	defer srv.Close()
+	clk := testclock.New(time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC))
+	st := openSQLite(t)
+	v := &upstream.Vault{Store: st, Keyring: keyring(t, "a", "a"), Now: clk.Now}
+	c := &config.Connector{AllowedNetworks: netguard.Loopback, Key: "default/svc", ClientID: "c", ClientSecret: "s", TokenURL: srv.URL, RevocationURL: srv.URL}
+	conn := store.Connection{ID: "c1", Project: project, Subject: "p", Connector: c.Key, AccountID: "1", CreatedAt: clk.Now()}
+	v.Seal(&conn, &oauth2.Token{AccessToken: "at", RefreshToken: "rt", ExpiresIn: 60})
+	if _, err := st.SaveConnection(t.Context(), conn); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour)
+	_, err := v.Token(t.Context(), c, project, "c1")
+	if err == nil || strings.Contains(err.Error(), leak) {
+		t.Errorf("refresh error %v", err)
+	}
+	if err := v.Revoke(t.Context(), c, conn); err == nil || strings.Contains(err.Error(), leak) {
+		t.Errorf("revocation error %v", err)
+	}
 }
 
 // RFC 9207: an OIDC connector's callback must name its issuer when it names one, and must name
