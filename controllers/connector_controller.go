@@ -58,7 +58,7 @@ func (r *ConnectorReconciler) reconcileCallback(ctx context.Context, s *connecto
 		s.conn.Status.CallbackURL = ""
 		return ctrl.Result{}, nil
 	}
-	s.conn.Status.CallbackURL = s.res.callbackURL(client.ObjectKeyFromObject(project))
+	s.conn.Status.CallbackURL = s.res.callbackURL(client.ObjectKeyFromObject(project), client.ObjectKeyFromObject(s.conn))
 	return ctrl.Result{}, nil
 }
 

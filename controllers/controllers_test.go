@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -95,7 +96,7 @@ func TestSamples(t *testing.T) {
 
 	conn := &v1alpha1.Connector{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "github"}}
 	waitReady(t, conn)
-	if want := issuer + "/connectors/callback"; conn.Status.CallbackURL != want {
+	if want := issuer + "/connectors/latchkey-demo/github/callback"; conn.Status.CallbackURL != want {
 		t.Errorf("connector status.callbackURL = %q, want %q", conn.Status.CallbackURL, want)
 	}
 	if conn.Status.Audience != "github" {
@@ -181,12 +182,14 @@ func TestSamples(t *testing.T) {
 	}
 	want := config.Connector{
 		Key: "latchkey-demo/github", Namespace: ns, Name: "github", DisplayName: "GitHub", Preset: "github",
-		Audience: "github", CallbackURL: issuer + "/connectors/callback",
+		Audience: "github", CallbackURL: issuer + "/connectors/latchkey-demo/github/callback",
 		AuthURL:     "http://127.0.0.1:8090/login/oauth/authorize",
 		TokenURL:    "http://127.0.0.1:8090/login/oauth/access_token",
 		UserInfoURL: "http://127.0.0.1:8090/user",
 		ClientID:    "latchkey-demo", ClientSecret: "demo-upstream-secret", Scopes: []string{"repo"}, PKCE: true,
 		AccountIDField: "id", AccountNameField: "login",
+		// The demo Project allows the fake GitHub's loopback address explicitly.
+		AllowedNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 	}
 	if fmt.Sprintf("%+v", *c) != fmt.Sprintf("%+v", want) {
 		t.Errorf("connector\n got %+v\nwant %+v", *c, want)
@@ -206,7 +209,7 @@ func TestConnectorSecretMissing(t *testing.T) {
 	if !strings.Contains(cond.Message, ns+"/gh-app") {
 		t.Errorf("message %q does not name the Secret %s/gh-app", cond.Message, ns)
 	}
-	if want := testPublicURL + "/" + ns + "/proj/connectors/callback"; conn.Status.CallbackURL != want {
+	if want := testPublicURL + "/" + ns + "/proj/connectors/" + ns + "/github/callback"; conn.Status.CallbackURL != want {
 		t.Errorf("callbackURL = %q, want %q even before the Secret exists", conn.Status.CallbackURL, want)
 	}
 	waitEvent(t, conn, corev1.EventTypeWarning, v1alpha1.ConnectorSecretMissingReason)
@@ -813,6 +816,18 @@ func TestValidation(t *testing.T) {
 			s.EventSinks = []v1alpha1.EventSink{{Name: "siem", URL: "http://siem.example/hook", HMACSecretRef: v1alpha1.SecretKeyReference{Name: "h", Key: "k"}}}
 		}), []string{"spec.eventSinks[0].url", "must be an absolute https URL"}},
 
+		{"upstream network not a CIDR", project(func(s *v1alpha1.ProjectSpec) {
+			s.UpstreamNetwork = &v1alpha1.UpstreamNetwork{AllowedCIDRs: []v1alpha1.CIDR{"dex.auth.svc"}}
+		}), []string{"spec.upstreamNetwork.allowedCIDRs[0]", "must be an address range in CIDR notation"}},
+		{"upstream network opening cloud metadata", project(func(s *v1alpha1.ProjectSpec) {
+			s.UpstreamNetwork = &v1alpha1.UpstreamNetwork{AllowedCIDRs: []v1alpha1.CIDR{"10.96.0.0/12", "169.254.169.254/32"}}
+		}), []string{"spec.upstreamNetwork.allowedCIDRs[1]", "must not be a link-local range"}},
+		{"upstream network opening IPv6 link-local", project(func(s *v1alpha1.ProjectSpec) {
+			s.UpstreamNetwork = &v1alpha1.UpstreamNetwork{AllowedCIDRs: []v1alpha1.CIDR{"fe80::/10"}}
+		}), []string{"must not be a link-local range"}},
+		{"valid: upstream network for an in-cluster provider", project(func(s *v1alpha1.ProjectSpec) {
+			s.UpstreamNetwork = &v1alpha1.UpstreamNetwork{AllowedCIDRs: []v1alpha1.CIDR{"10.96.12.34/32", "fd00:10:96::/112", "127.0.0.1/32"}}
+		}), nil},
 		{"valid: loopback, IPv6 loopback, app scheme", redirect("http://127.0.0.1:8070/callback", "http://[::1]:9000/cb", "http://localhost/cb", "com.example.app:/callback", "https://claude.ai/api/mcp/auth_callback"), nil},
 		{"valid: lifetimes at their bounds", project(func(s *v1alpha1.ProjectSpec) {
 			s.Lifetimes = &v1alpha1.Lifetimes{RecentSignIn: dur("24h"), RefreshGrace: dur("0s"), AuthCode: dur("10s")}

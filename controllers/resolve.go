@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -111,9 +112,26 @@ func (r *resolver) issuer(namespace, name string) string {
 	return r.publicURL + "/" + namespace + "/" + name
 }
 
-// callbackURL is the one fixed upstream callback of a Project (seed 002).
-func (r *resolver) callbackURL(projectKey types.NamespacedName) string {
-	return r.issuer(projectKey.Namespace, projectKey.Name) + "/connectors/callback"
+// callbackURL is a Connector's own fixed upstream callback under its Project's issuer. One per
+// Connector, so a code one service issued is never redeemed at another Connector's token
+// endpoint (RFC 9700 §4.4, docs/decisions/0021).
+func (r *resolver) callbackURL(projectKey, connector types.NamespacedName) string {
+	return r.issuer(projectKey.Namespace, projectKey.Name) + config.CallbackPath(connector.Namespace, connector.Name)
+}
+
+// allowedNetworks compiles a Project's spec.upstreamNetwork.allowedCIDRs. CEL admits only valid
+// ranges; one that still does not parse allows nothing.
+func allowedNetworks(p *v1alpha1.Project) []netip.Prefix {
+	if p.Spec.UpstreamNetwork == nil {
+		return nil
+	}
+	var out []netip.Prefix
+	for _, s := range p.Spec.UpstreamNetwork.AllowedCIDRs {
+		if pfx, err := netip.ParsePrefix(string(s)); err == nil {
+			out = append(out, pfx.Masked())
+		}
+	}
+	return out
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -595,7 +613,8 @@ func (r *resolver) connectorBase(ctx context.Context, c *v1alpha1.Connector) (*c
 
 func (r *resolver) compileConnector(ctx context.Context, c *v1alpha1.Connector) (*connectorResult, error) {
 	pk := projectKeyOf(c.Spec.ProjectRef, c.Namespace)
-	if _, _, err := r.attach(ctx, c.Spec.ProjectRef, c.Namespace); err != nil {
+	project, _, err := r.attach(ctx, c.Spec.ProjectRef, c.Namespace)
+	if err != nil {
 		return nil, err
 	}
 	sec, err := r.secretValue(ctx, c.Namespace, c.Spec.ClientSecretRef, "spec.clientSecretRef")
@@ -609,12 +628,15 @@ func (r *resolver) compileConnector(ctx context.Context, c *v1alpha1.Connector) 
 		DisplayName: c.Spec.DisplayName,
 		Preset:      string(c.Spec.Preset),
 		Audience:    connectorAudience(c),
-		CallbackURL: r.callbackURL(pk),
+		CallbackURL: r.callbackURL(pk, client.ObjectKeyFromObject(c)),
 		ClientID:    c.Spec.ClientID,
 		// Plaintext on purpose: the server presents it to the upstream token endpoint.
 		ClientSecret: strings.TrimSpace(string(sec)),
 		Scopes:       scopeStrings(c.Spec.Scopes),
 		PKCE:         c.Spec.PKCE == nil || *c.Spec.PKCE,
+		// The Project decides what its Connectors may reach beyond the public internet: the
+		// team that writes a Connector cannot widen it.
+		AllowedNetworks: allowedNetworks(project),
 	}
 	idField, nameField := "id", "email"
 	switch c.Spec.Preset {

@@ -199,9 +199,11 @@ type ConnectorStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// callbackURL is the one fixed upstream callback of the Project, {issuer}/connectors/callback.
-	// Register it as the callback (redirect) URL of the OAuth app at the service. Shown as soon
-	// as the Project is found, even while the client secret is still missing.
+	// callbackURL is this Connector's own fixed upstream callback,
+	// {issuer}/connectors/{namespace}/{name}/callback. Register it as the callback (redirect) URL
+	// of the OAuth app at the service: no other Connector shares it, so a code the service issues
+	// can only be redeemed at this Connector's token endpoint. Shown as soon as the Project is
+	// found, even while the client secret is still missing.
 	// +kubebuilder:validation:MaxLength=2048
 	// +optional
 	CallbackURL string `json:"callbackURL,omitempty"`

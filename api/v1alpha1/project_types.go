@@ -96,7 +96,38 @@ type ProjectSpec struct {
 	// entries by date, e.g. "2026-07.pem"). Unset means this Project issues only opaque tokens.
 	// +optional
 	SigningKeySecretRef *SecretReference `json:"signingKeySecretRef,omitempty"`
+
+	// upstreamNetwork says which addresses outside the public internet the server may call for
+	// the Connectors attached to this Project. Unset, only public addresses are called: an
+	// endpoint on loopback, a private range, a cluster Service or the cloud metadata service is
+	// refused when it is dialled.
+	// +optional
+	UpstreamNetwork *UpstreamNetwork `json:"upstreamNetwork,omitempty"`
 }
+
+// UpstreamNetwork lets a Project's Connectors reach a service that is not on the public
+// internet, such as an identity provider running in the cluster.
+type UpstreamNetwork struct {
+	// allowedCIDRs are address ranges, in CIDR notation ("10.96.12.34/32", "fd00:10:96::/112"),
+	// that the server may dial for the token, userinfo, OIDC discovery and key, and revocation
+	// endpoints of every Connector attached to this Project, whichever namespace it is in. Public
+	// addresses are always allowed; any other address is refused at dial time, after DNS
+	// resolution, unless it is in one of these ranges. Link-local ranges (169.254.0.0/16 and
+	// fe80::/10, where cloud metadata services answer), multicast and the unspecified address are
+	// never dialled, whatever is listed. List the narrowest range that holds the provider (its
+	// Service's ClusterIP as a /32): every Connector of the Project can reach what is listed.
+	// Empty by default. At most 16.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +optional
+	AllowedCIDRs []CIDR `json:"allowedCIDRs,omitempty"`
+}
+
+// CIDR is an IPv4 or IPv6 address range in CIDR notation.
+// +kubebuilder:validation:MaxLength=43
+// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="must be an address range in CIDR notation, such as 10.96.12.34/32 or fd00:10:96::/112"
+// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || !cidr(self).ip().isLinkLocalUnicast()",message="must not be a link-local range: cloud metadata services answer there, and it is never dialled"
+type CIDR string
 
 // SignIn is how people prove who they are to the Project.
 // +kubebuilder:validation:XValidation:rule="has(self.passwordSecretRef) || has(self.oidc)",message="signIn must set passwordSecretRef, oidc, or both"

@@ -166,7 +166,7 @@ func start(ctx context.Context, o options, dsn string) (*fixture, error) {
 	gh := fakegithub.New(fakegithub.Options{
 		ClientID: githubClientID, ClientSecret: "bench-github-secret",
 		Accounts:     []fakegithub.Account{{ID: 7, Login: githubLogin, Name: "Bench", Password: "bench"}},
-		RedirectURIs: []string{f.issuer + "/connectors/callback"},
+		RedirectURIs: []string{f.issuer + config.CallbackPath("default", "github")},
 	})
 	ghLn, ghURL, err := listen()
 	if err != nil {
@@ -176,7 +176,7 @@ func start(ctx context.Context, o options, dsn string) (*fixture, error) {
 	ghSrv := &http.Server{Handler: gh, ReadHeaderTimeout: 5 * time.Second}
 	go ghSrv.Serve(ghLn)
 	f.cleanup = append(f.cleanup, func() { ghSrv.Close() })
-	connector := gh.Connector(ghURL, f.issuer+"/connectors/callback")
+	connector := gh.Connector(ghURL, f.issuer+config.CallbackPath("default", "github"))
 
 	f.project = benchProject(f.issuer, connector)
 	// Sessions and refresh tokens last only while their person is in the project's sign-in

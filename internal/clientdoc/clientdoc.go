@@ -6,9 +6,8 @@
 // Fetching a URL a stranger chose is a server-side request forgery risk, so a Fetcher:
 //   - fetches https only, never through a proxy, never following a redirect;
 //   - refuses, at dial time, every address that is not public (loopback, private, link-local,
-//     carrier-grade NAT, documentation, multicast, NAT64, …). The check runs on the address
-//     actually dialled, after DNS resolution, so a name that resolves to a public address for
-//     the check and a private one for the connection (DNS rebinding) gets nowhere;
+//     carrier-grade NAT, documentation, multicast, NAT64, …), through internal/netguard, which
+//     checks the address actually dialled, after DNS resolution, so DNS rebinding gets nowhere;
 //   - bounds the time (5 s) and the size (64 KiB) of each fetch, and the number of cached
 //     documents;
 //   - caches documents as their Cache-Control says, within bounds, and remembers failures
@@ -37,9 +36,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"latchkey.dev/latchkey/internal/netguard"
 	"latchkey.dev/latchkey/internal/redirect"
 )
 
@@ -156,7 +155,11 @@ func New(o Options) *Fetcher {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	dialer := &net.Dialer{Timeout: o.Timeout, Control: dialControl(o.AllowLoopback)}
+	var allowed netguard.Allowed
+	if o.AllowLoopback {
+		allowed = netguard.Loopback
+	}
+	dialer := netguard.Dialer(o.Timeout, allowed)
 	transport := &http.Transport{
 		Proxy:                  nil, // a proxy would dial for us, past the address check
 		DialContext:            dialer.DialContext,
@@ -184,8 +187,7 @@ func New(o Options) *Fetcher {
 }
 
 var (
-	errRedirect  = errors.New("redirect refused")
-	errNotPublic = errors.New("address is not public")
+	errRedirect = errors.New("redirect refused")
 )
 
 // IsClientID reports whether id is meant as a client ID metadata document URL (it may still
@@ -270,7 +272,7 @@ func (f *Fetcher) fetch(ctx context.Context, id string) (*Document, time.Duratio
 	resp, err := f.client.Do(req)
 	if err != nil {
 		switch {
-		case errors.Is(err, errNotPublic):
+		case errors.Is(err, netguard.ErrNotPublic):
 			return nil, 0, problem("the client id's host does not resolve to a public address")
 		case errors.Is(err, errRedirect):
 			return nil, 0, problem("the document must be served at the client id itself, without redirects")
@@ -423,73 +425,6 @@ func checkHost(host string, allowLoopback bool) error {
 		}
 	}
 	return nil
-}
-
-// dialControl refuses every connection to an address that is not public. It runs on the
-// address being dialled, after resolution, for every address tried.
-func dialControl(allowLoopback bool) func(network, address string, _ syscall.RawConn) error {
-	return func(_, address string, _ syscall.RawConn) error {
-		host, _, err := net.SplitHostPort(address)
-		if err != nil {
-			return errNotPublic
-		}
-		a, err := netip.ParseAddr(host)
-		if err != nil {
-			return errNotPublic
-		}
-		a = a.Unmap()
-		if allowLoopback && a.IsLoopback() {
-			return nil
-		}
-		if !Public(a) {
-			return errNotPublic
-		}
-		return nil
-	}
-}
-
-// notPublic are special-purpose ranges (IANA registries) that netip's predicates do not cover.
-var notPublic = func() []netip.Prefix {
-	var out []netip.Prefix
-	for _, s := range []string{
-		"0.0.0.0/8",       // "this network"
-		"100.64.0.0/10",   // carrier-grade NAT
-		"192.0.0.0/24",    // IETF protocol assignments
-		"192.0.2.0/24",    // documentation
-		"192.88.99.0/24",  // 6to4 relay anycast
-		"198.18.0.0/15",   // benchmarking
-		"198.51.100.0/24", // documentation
-		"203.0.113.0/24",  // documentation
-		"240.0.0.0/4",     // reserved, and the broadcast address
-		"64:ff9b::/96",    // NAT64: would reach IPv4 addresses behind the gateway
-		"64:ff9b:1::/48",  // local-use NAT64
-		"100::/64",        // discard
-		"2001::/23",       // IETF protocol assignments (Teredo, ORCHID, …)
-		"2001:db8::/32",   // documentation
-		"2002::/16",       // 6to4: embeds any IPv4 address
-		"fec0::/10",       // site-local (deprecated)
-	} {
-		out = append(out, netip.MustParsePrefix(s))
-	}
-	return out
-}()
-
-// Public reports whether a is an address on the public internet.
-func Public(a netip.Addr) bool {
-	a = a.Unmap()
-	if !a.IsValid() || a.Zone() != "" || a.IsUnspecified() || a.IsLoopback() || a.IsPrivate() ||
-		a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsInterfaceLocalMulticast() || a.IsMulticast() {
-		return false
-	}
-	if a.Is4In6() {
-		return false
-	}
-	for _, p := range notPublic {
-		if p.Contains(a) {
-			return false
-		}
-	}
-	return true
 }
 
 // document is the part of a metadata document Latchkey reads (RFC 7591 members).

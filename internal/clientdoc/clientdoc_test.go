@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -363,43 +362,6 @@ func TestValidateID(t *testing.T) {
 	}
 	if err := ValidateID("https://10.0.0.1/client.json", true); err == nil {
 		t.Error("the test allowance is for loopback only")
-	}
-}
-
-func TestPublic(t *testing.T) {
-	for s, want := range map[string]bool{
-		"93.184.216.34":        true,
-		"2606:4700::6810:84e5": true,
-		"127.0.0.1":            false,
-		"127.1.2.3":            false,
-		"::1":                  false,
-		"10.1.2.3":             false,
-		"172.16.0.1":           false,
-		"192.168.1.1":          false,
-		"169.254.169.254":      false, // cloud metadata
-		"100.64.0.1":           false,
-		"0.0.0.0":              false,
-		"0.1.2.3":              false,
-		"255.255.255.255":      false,
-		"224.0.0.1":            false,
-		"198.18.0.1":           false,
-		"192.0.2.1":            false,
-		"::":                   false,
-		"fe80::1":              false,
-		"fc00::1":              false,
-		"fd12:3456::1":         false,
-		"ff02::1":              false,
-		"::ffff:127.0.0.1":     false,
-		"::ffff:10.0.0.1":      false,
-		"::ffff:93.184.216.34": true,
-		"64:ff9b::a00:1":       false,
-		"2002:a00:1::":         false,
-		"2001:db8::1":          false,
-		"2001:0::1":            false,
-	} {
-		if got := Public(netip.MustParseAddr(s)); got != want {
-			t.Errorf("Public(%s) = %v, want %v", s, got, want)
-		}
 	}
 }
 

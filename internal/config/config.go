@@ -8,6 +8,7 @@
 package config
 
 import (
+	"net/netip"
 	"sync/atomic"
 	"time"
 )
@@ -183,7 +184,9 @@ type Connector struct {
 	Preset      string // "github" or ""
 	// Audience is the identifier agents send as `audience` in token exchange.
 	Audience string
-	// CallbackURL is the one fixed callback for the project (seed 002).
+	// CallbackURL is the connector's own fixed callback, {issuer} followed by
+	// CallbackPath(Namespace, Name): one per connector, so a code one service issued can only be
+	// redeemed at the token endpoint of the connector it was started for (docs/decisions/0021).
 	CallbackURL string
 
 	AuthURL       string
@@ -199,6 +202,16 @@ type Connector struct {
 	AuthParams       map[string]string
 	AccountIDField   string // JSON field of userinfo naming the stable account id ("id")
 	AccountNameField string // JSON field naming the account for people ("login")
+	// AllowedNetworks are the address ranges outside the public internet that the server may
+	// dial for this connector's token, userinfo, discovery, key and revocation endpoints: the
+	// Project's spec.upstreamNetwork.allowedCIDRs. Empty (the default) dials public addresses
+	// only (internal/netguard).
+	AllowedNetworks []netip.Prefix
+}
+
+// CallbackPath is a connector's callback path under its Project's issuer.
+func CallbackPath(namespace, name string) string {
+	return "/connectors/" + namespace + "/" + name + "/callback"
 }
 
 // RedirectRules is what the project recognises as a safe place for access to go (seed 004).

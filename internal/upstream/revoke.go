@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -44,24 +43,17 @@ func (v *Vault) Revoke(ctx context.Context, c *config.Connector, conn store.Conn
 	return errors.Join(errs...)
 }
 
-func (v *Vault) client() *http.Client {
-	if v.HTTP != nil {
-		return v.HTTP
-	}
-	return http.DefaultClient
-}
-
 func (v *Vault) revokeGitHub(ctx context.Context, c *config.Connector, access string) error {
 	u := strings.ReplaceAll(c.RevocationURL, "{client_id}", url.PathEscape(c.ClientID))
 	body, _ := json.Marshal(map[string]string{"access_token": access})
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("%w: revocation: %v", ErrService, err)
+		return fail(ErrService, "revocation: the URL is not usable", nil)
 	}
 	req.SetBasicAuth(c.ClientID, c.ClientSecret)
 	req.Header.Set("Accept", "application/vnd.github+json")
 	req.Header.Set("Content-Type", "application/json")
-	return v.doRevoke(ctx, req, http.StatusNotFound, http.StatusUnprocessableEntity)
+	return v.doRevoke(ctx, c, req, http.StatusNotFound, http.StatusUnprocessableEntity)
 }
 
 func (v *Vault) revokeRFC7009(ctx context.Context, c *config.Connector, tok, hint string) error {
@@ -71,18 +63,22 @@ func (v *Vault) revokeRFC7009(ctx context.Context, c *config.Connector, tok, hin
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.RevocationURL, strings.NewReader(form.Encode()))
 	if err != nil {
-		return fmt.Errorf("%w: revocation: %v", ErrService, err)
+		return fail(ErrService, "revocation: the URL is not usable", nil)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	return v.doRevoke(ctx, req)
+	return v.doRevoke(ctx, c, req)
 }
 
 // doRevoke sends req; any 2xx, or one of gone (the service's way of saying it no longer knows
 // the token), is success.
-func (v *Vault) doRevoke(ctx context.Context, req *http.Request, gone ...int) error {
-	resp, err := v.client().Do(req)
+func (v *Vault) doRevoke(ctx context.Context, c *config.Connector, req *http.Request, gone ...int) error {
+	hc, err := client(v.HTTP, c)
 	if err != nil {
-		return classify(ctx, err)
+		return classify(ctx, "revocation", err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return classify(ctx, "revocation", err)
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
@@ -94,5 +90,5 @@ func (v *Vault) doRevoke(ctx context.Context, req *http.Request, gone ...int) er
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: revocation answered %d", ErrService, resp.StatusCode)
+	return classify(ctx, "revocation", &statusError{resp.StatusCode})
 }

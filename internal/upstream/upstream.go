@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -33,8 +34,16 @@ var (
 	ErrTimeout = errors.New("upstream: the service did not answer in time")
 	// ErrService: the service refused the request or answered something unusable. When the
 	// service said why, its *oauth2.RetrieveError is in the chain too (errors.As), so a caller
-	// can tell a bad authorization code from a refused client secret.
+	// can tell a bad authorization code from a refused client secret. The error's text never
+	// includes what the service sent (see Status for what a log may say).
 	ErrService = errors.New("upstream: the service refused the request")
+	// ErrNotAllowed: an endpoint of the connector resolves to an address that is not public
+	// (loopback, a private or link-local range such as cloud metadata) and the Project does not
+	// allow it in spec.upstreamNetwork. Nothing was sent: the connection was refused at dial time.
+	ErrNotAllowed = errors.New("upstream: the service's address is not allowed")
+	// ErrIssuer: the authorization response names another issuer than the connector's, or lacks
+	// one that the service promises to send (RFC 9207).
+	ErrIssuer = errors.New("upstream: the authorization response came from another issuer")
 )
 
 // DefaultTimeout bounds every call to a service when no other timeout is configured.
@@ -113,40 +122,15 @@ func oauthConfig(c *config.Connector) *oauth2.Config {
 	}
 }
 
-// withClient puts hc where x/oauth2 and go-oidc look for their HTTP client, and makes every
-// token request ask for JSON (GitHub answers form-encoded otherwise).
-func withClient(ctx context.Context, hc *http.Client) context.Context {
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	cp := *hc
-	base := cp.Transport
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	cp.Transport = acceptJSON{base}
-	ctx = context.WithValue(ctx, oauth2.HTTPClient, &cp)
-	return oidc.ClientContext(ctx, &cp)
-}
-
-type acceptJSON struct{ base http.RoundTripper }
-
-func (a acceptJSON) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Header.Get("Accept") == "" {
-		r = r.Clone(r.Context())
-		r.Header.Set("Accept", "application/json")
-	}
-	return a.base.RoundTrip(r)
-}
-
 // Exchange swaps an authorization code (with its PKCE verifier) for tokens and reads which
 // account they are for: from the verified ID token when the connector has an OIDC issuer,
 // otherwise from the userinfo endpoint's JSON fields AccountIDField and AccountNameField
 // (strings or numbers; a dotted name reaches into nested objects). The token request carries
 // redirect_uri = c.CallbackURL, as the authorization request did.
 //
-// Errors: ErrTimeout when the service does not answer before ctx's deadline (DefaultTimeout
-// when ctx has none); ErrService otherwise, with the service's *oauth2.RetrieveError in the
+// Every call dials through the connector's address guard (AllowedNetworks). Errors: ErrNotAllowed
+// when an endpoint's address is not allowed (nothing was sent); ErrTimeout when the service does
+// not answer before ctx's deadline (DefaultTimeout when ctx has none); ErrService otherwise, with the service's *oauth2.RetrieveError in the
 // chain when it gave a reason (a spent or foreign code is "bad_verification_code" at GitHub,
 // "invalid_grant" elsewhere).
 func Exchange(ctx context.Context, hc *http.Client, c *config.Connector, code, verifier string) (Account, *oauth2.Token, error) {
@@ -155,14 +139,17 @@ func Exchange(ctx context.Context, hc *http.Client, c *config.Connector, code, v
 		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
 		defer cancel()
 	}
-	ctx = withClient(ctx, hc)
+	ctx, err := withClient(ctx, hc, c)
+	if err != nil {
+		return Account{}, nil, classify(ctx, "token endpoint", err)
+	}
 	var opts []oauth2.AuthCodeOption
 	if verifier != "" {
 		opts = append(opts, oauth2.VerifierOption(verifier))
 	}
 	tok, err := oauthConfig(c).Exchange(ctx, code, opts...)
 	if err != nil {
-		return Account{}, nil, classify(ctx, err)
+		return Account{}, nil, classify(ctx, "token endpoint", err)
 	}
 	var acct Account
 	if c.OIDCIssuer != "" {
@@ -179,50 +166,50 @@ func Exchange(ctx context.Context, hc *http.Client, c *config.Connector, code, v
 func accountFromIDToken(ctx context.Context, c *config.Connector, tok *oauth2.Token) (Account, error) {
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {
-		return Account{}, fmt.Errorf("%w: no id_token in the token response", ErrService)
+		return Account{}, fail(ErrService, "no id_token in the token response", nil)
 	}
 	p, err := oidc.NewProvider(ctx, c.OIDCIssuer)
 	if err != nil {
-		return Account{}, classify(ctx, fmt.Errorf("%w: discovery: %v", ErrService, err))
+		return Account{}, classify(ctx, "OIDC discovery", err)
 	}
 	idt, err := p.VerifierContext(ctx, &oidc.Config{ClientID: c.ClientID}).Verify(ctx, raw)
 	if err != nil {
-		return Account{}, classify(ctx, fmt.Errorf("%w: id_token: %v", ErrService, err))
+		return Account{}, classify(ctx, "id_token verification", err)
 	}
 	var claims map[string]any
 	if err := idt.Claims(&claims); err != nil {
-		return Account{}, fmt.Errorf("%w: id_token claims: %v", ErrService, err)
+		return Account{}, fail(ErrService, "id_token claims are not a JSON object", nil)
 	}
 	return accountFrom(claims, orDefault(c.AccountIDField, "sub"), c.AccountNameField, "preferred_username", "email", "name")
 }
 
 func accountFromUserInfo(ctx context.Context, c *config.Connector, tok *oauth2.Token) (Account, error) {
 	if c.UserInfoURL == "" {
-		return Account{}, fmt.Errorf("%w: the connector has neither a userinfo endpoint nor an OIDC issuer", ErrService)
+		return Account{}, fail(ErrService, "the connector has neither a userinfo endpoint nor an OIDC issuer", nil)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.UserInfoURL, nil)
 	if err != nil {
-		return Account{}, fmt.Errorf("%w: userinfo: %v", ErrService, err)
+		return Account{}, fail(ErrService, "userinfo: the URL is not usable", nil)
 	}
 	tok.SetAuthHeader(req)
 	req.Header.Set("Accept", "application/json")
 	resp, err := ctx.Value(oauth2.HTTPClient).(*http.Client).Do(req)
 	if err != nil {
-		return Account{}, classify(ctx, err)
+		return Account{}, classify(ctx, "userinfo", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
-		return Account{}, classify(ctx, err)
+		return Account{}, classify(ctx, "userinfo", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return Account{}, fmt.Errorf("%w: userinfo answered %d", ErrService, resp.StatusCode)
+		return Account{}, classify(ctx, "userinfo", &statusError{resp.StatusCode})
 	}
 	var fields map[string]any
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.UseNumber()
 	if err := dec.Decode(&fields); err != nil {
-		return Account{}, fmt.Errorf("%w: userinfo is not a JSON object", ErrService)
+		return Account{}, fail(ErrService, "userinfo is not a JSON object", nil)
 	}
 	return accountFrom(fields, orDefault(c.AccountIDField, "id"), c.AccountNameField, "login", "preferred_username", "email", "name")
 }
@@ -233,7 +220,7 @@ func accountFromUserInfo(ctx context.Context, c *config.Connector, tok *oauth2.T
 func accountFrom(fields map[string]any, idField, nameField string, fallbacks ...string) (Account, error) {
 	id := scalar(lookup(fields, idField))
 	if id == "" {
-		return Account{}, fmt.Errorf("%w: the account has no %q", ErrService, idField)
+		return Account{}, fail(ErrService, fmt.Sprintf("the account has no %q", idField), nil)
 	}
 	name := ""
 	for _, f := range append([]string{nameField}, fallbacks...) {
@@ -288,21 +275,84 @@ func orDefault(s, d string) string {
 	return s
 }
 
-// classify turns transport failures into ErrTimeout and leaves the rest wrapped as they are.
-func classify(ctx context.Context, err error) error {
-	if err == nil {
+// isTimeout reports whether err (or ctx) says the service did not answer before the deadline.
+func isTimeout(ctx context.Context, err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// CheckIssuer applies RFC 9207 to an authorization response that arrived at c's callback: iss
+// is the response's iss parameter and present says whether it was sent at all. It protects
+// against a mix-up, where a response from one service is handed to another's token endpoint.
+//
+// A connector that knows its issuer (OIDC) needs iss, when sent, to equal it exactly. A missing
+// iss is refused only when the service's discovery document promises to send one
+// (authorization_response_iss_parameter_supported); reading that document dials through the
+// connector's address guard, and happens only then. A connector without an issuer (the github
+// preset) has nothing to compare with and accepts any response: its own callback URL, which no
+// other connector shares, is what keeps responses apart there.
+//
+// Errors: ErrIssuer when the response fails the check; otherwise what reading the discovery
+// document failed with (ErrNotAllowed, ErrTimeout, ErrService).
+func CheckIssuer(ctx context.Context, hc *http.Client, c *config.Connector, iss string, present bool) error {
+	if c.OIDCIssuer == "" {
 		return nil
 	}
-	if errors.Is(err, ErrTimeout) {
+	if present {
+		if iss != c.OIDCIssuer {
+			return fail(ErrIssuer, "the response's iss is not the connector's issuer", nil)
+		}
+		return nil
+	}
+	promised, err := promisesISS(ctx, hc, c)
+	if err != nil {
 		return err
 	}
-	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-		return fmt.Errorf("%w: %v", ErrTimeout, err)
+	if promised {
+		return fail(ErrIssuer, "the response has no iss, though the service's metadata says it sends one", nil)
 	}
-	var re *oauth2.RetrieveError
-	if errors.As(err, &re) {
-		return fmt.Errorf("%w: %w", ErrService, re)
+	return nil
+}
+
+// issPromiseTTL is how long what an issuer's discovery document says about iss is remembered, so
+// requests to a callback cannot make the server fetch the document on every one of them.
+const issPromiseTTL = 10 * time.Minute
+
+type issPromise struct {
+	promised bool
+	until    time.Time
+}
+
+// issPromises caches promisesISS by issuer (and address allowance). Issuers come from the
+// compiled configuration, so the map is as large as the set of connectors.
+var issPromises sync.Map
+
+// promisesISS reads whether c's issuer sends iss in its authorization responses
+// (authorization_response_iss_parameter_supported), through the connector's address guard.
+func promisesISS(ctx context.Context, hc *http.Client, c *config.Connector) (bool, error) {
+	key := c.OIDCIssuer + "\x00" + fmt.Sprint(c.AllowedNetworks)
+	if v, ok := issPromises.Load(key); ok && time.Now().Before(v.(issPromise).until) {
+		return v.(issPromise).promised, nil
 	}
-	return err
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
+	ctx, err := withClient(ctx, hc, c)
+	if err != nil {
+		return false, classify(ctx, "OIDC discovery", err)
+	}
+	p, err := oidc.NewProvider(ctx, c.OIDCIssuer)
+	if err != nil {
+		return false, classify(ctx, "OIDC discovery", err)
+	}
+	var md struct {
+		ISSSupported bool `json:"authorization_response_iss_parameter_supported"`
+	}
+	if err := p.Claims(&md); err != nil {
+		return false, fail(ErrService, "OIDC discovery: the document is not a JSON object", nil)
+	}
+	issPromises.Store(key, issPromise{promised: md.ISSSupported, until: time.Now().Add(issPromiseTTL)})
+	return md.ISSSupported, nil
 }

@@ -21,11 +21,12 @@ import (
 	"golang.org/x/oauth2"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/netguard"
 	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/internal/upstream/fakegithub"
 )
 
-const callbackURL = "https://auth.example.com/default/acme/connectors/callback"
+const callbackURL = "https://auth.example.com/default/acme/connectors/default/github/callback"
 
 // clock is the injected clock: tests move it, nothing sleeps.
 type clock = testclock.Clock
@@ -203,7 +204,7 @@ func TestExchangeGenericUserInfo(t *testing.T) {
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	c := &config.Connector{ClientID: "c", ClientSecret: "s", CallbackURL: callbackURL, AuthURL: srv.URL + "/auth",
+	c := &config.Connector{AllowedNetworks: netguard.Loopback, ClientID: "c", ClientSecret: "s", CallbackURL: callbackURL, AuthURL: srv.URL + "/auth",
 		TokenURL: srv.URL + "/token", UserInfoURL: srv.URL + "/me", AccountIDField: "user.id", AccountNameField: "user.profile.display_name"}
 	acct, tok, err := upstream.Exchange(t.Context(), srv.Client(), c, "good", "v")
 	if err != nil {
@@ -256,7 +257,7 @@ func TestExchangeOIDC(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	issuer = srv.URL
-	c := &config.Connector{ClientID: aud, ClientSecret: "s", CallbackURL: callbackURL, AuthURL: issuer + "/auth",
+	c := &config.Connector{AllowedNetworks: netguard.Loopback, ClientID: aud, ClientSecret: "s", CallbackURL: callbackURL, AuthURL: issuer + "/auth",
 		TokenURL: issuer + "/token", OIDCIssuer: issuer}
 	acct, _, err := upstream.Exchange(t.Context(), srv.Client(), c, "code", "")
 	if err != nil {

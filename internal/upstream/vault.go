@@ -34,7 +34,8 @@ const expirySkew = 30 * time.Second
 type Vault struct {
 	Store   store.Store
 	Keyring *secret.Keyring
-	// HTTP is the client for calls to services; nil uses http.DefaultClient.
+	// HTTP is the client for calls to services; nil uses http.DefaultClient. Its transport (an
+	// *http.Transport, or nil for the default) is used through each connector's address guard.
 	HTTP *http.Client
 	// Now is the clock; nil uses time.Now.
 	Now func() time.Time
@@ -286,10 +287,13 @@ func (v *Vault) refreshed(c *config.Connector, err error) {
 func (v *Vault) refresh(ctx context.Context, c *config.Connector, refreshToken string) (*oauth2.Token, error) {
 	ctx, cancel := context.WithTimeout(ctx, v.timeout())
 	defer cancel()
-	ctx = withClient(ctx, v.HTTP)
+	ctx, err := withClient(ctx, v.HTTP, c)
+	if err != nil {
+		return nil, classify(ctx, "token endpoint", err)
+	}
 	tok, err := oauthConfig(c).TokenSource(ctx, &oauth2.Token{RefreshToken: refreshToken}).Token()
 	if err != nil {
-		return nil, classify(ctx, err)
+		return nil, classify(ctx, "token endpoint", err)
 	}
 	return tok, nil
 }

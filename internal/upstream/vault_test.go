@@ -18,6 +18,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/netguard"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
@@ -311,7 +312,7 @@ func TestTokenRefreshErrorsOfGenericServices(t *testing.T) {
 			clk := testclock.New(time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC))
 			st := openSQLite(t)
 			v := &upstream.Vault{Store: st, Keyring: keyring(t, "a", "a"), Now: clk.Now}
-			c := &config.Connector{Key: "default/svc", ClientID: "c", ClientSecret: "s", TokenURL: srv.URL, CallbackURL: callbackURL}
+			c := &config.Connector{AllowedNetworks: netguard.Loopback, Key: "default/svc", ClientID: "c", ClientSecret: "s", TokenURL: srv.URL, CallbackURL: callbackURL}
 			conn := store.Connection{ID: "c1", Project: project, Subject: "p", Connector: c.Key, AccountID: "1", CreatedAt: clk.Now()}
 			v.Seal(&conn, &oauth2.Token{AccessToken: "at", RefreshToken: "rt", ExpiresIn: 60})
 			if _, err := st.SaveConnection(t.Context(), conn); err != nil {
@@ -334,7 +335,7 @@ func TestTokenExpiredWithoutRefreshTokenNeedsReconnect(t *testing.T) {
 	clk := testclock.New(time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC))
 	st := openSQLite(t)
 	v := &upstream.Vault{Store: st, Keyring: keyring(t, "a", "a"), Now: clk.Now}
-	c := &config.Connector{Key: "default/svc", TokenURL: "http://127.0.0.1:1/never-called"}
+	c := &config.Connector{AllowedNetworks: netguard.Loopback, Key: "default/svc", TokenURL: "http://127.0.0.1:1/never-called"}
 	conn := store.Connection{ID: "c1", Project: project, Subject: "p", Connector: c.Key, AccountID: "1", CreatedAt: clk.Now()}
 	v.Seal(&conn, &oauth2.Token{AccessToken: "at", ExpiresIn: 60})
 	st.SaveConnection(t.Context(), conn)
@@ -458,7 +459,7 @@ func TestRevokeRFC7009(t *testing.T) {
 	defer srv.Close()
 	clk := testclock.New(time.Now())
 	v := &upstream.Vault{Keyring: keyring(t, "a", "a"), Now: clk.Now}
-	c := &config.Connector{Key: "default/svc", ClientID: "c", ClientSecret: "s", RevocationURL: srv.URL}
+	c := &config.Connector{AllowedNetworks: netguard.Loopback, Key: "default/svc", ClientID: "c", ClientSecret: "s", RevocationURL: srv.URL}
 	conn := store.Connection{ID: "c1", Project: project, Subject: "p", Connector: c.Key, AccountID: "1"}
 	v.Seal(&conn, &oauth2.Token{AccessToken: "at", RefreshToken: "rt"})
 	if err := v.Revoke(t.Context(), c, conn); err != nil {

@@ -216,7 +216,7 @@ func TestCrossOriginFormsInChromium(t *testing.T) {
 		{"account connect", "/team/demo/account/connect", url.Values{"csrf_token": {csrf}, "connector": {e.Connector.Key}}},
 		{"sign in as Mallory", "/team/demo/sign-in", url.Values{"username": {ct.MalloryEmail}, "password": {ct.MalloryPassword}, "csrf_token": {csrf}, "return_to": {link}}},
 		{"sign out", "/team/demo/sign-out", url.Values{"csrf_token": {csrf}}},
-		{"confirm Mallory's connection", "/team/demo/connectors/callback", url.Values{"code": {"made-up"}, "state": {state}, "confirm_token": {mf.Get("confirm_token")}}},
+		{"confirm Mallory's connection", "/team/demo/connectors/default/github/callback", url.Values{"code": {"made-up"}, "state": {state}, "confirm_token": {mf.Get("confirm_token")}}},
 	}
 	sites := map[string]*attacker{
 		"another site (127.0.0.3)":            newAttacker(t, "127.0.0.3"),

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/callback"
 	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
@@ -233,7 +234,8 @@ func TestCallbackStateIsBound(t *testing.T) {
 		mallory, _, authURL := e.connectFromLink(ct.MalloryEmail)
 		cb := e.atGitHub(mallory, ct.MalloryLogin, authURL)
 		u, _ := url.Parse(cb)
-		foreign := otherIssuer + callback.Path + "?" + u.RawQuery
+		// The same connector's path, at the other project.
+		foreign := otherIssuer + config.CallbackPath("default", "github") + "?" + u.RawQuery
 		for name, b := range map[string]*ct.Browser{"Mallory's browser": mallory, "a fresh browser": e.Browser()} {
 			res := b.Get(foreign)
 			if res.Status != http.StatusBadRequest || !strings.Contains(res.Text(), expiredText) {

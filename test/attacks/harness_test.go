@@ -23,7 +23,6 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
-	"latchkey.dev/latchkey/webhook/callback"
 	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
 	"latchkey.dev/latchkey/webhook/links"
 	lt "latchkey.dev/latchkey/webhook/links/linktest"
@@ -88,7 +87,7 @@ func (e *env) addOtherProject() string {
 	other.Key, other.Name, other.DisplayName = "team/other", "other", "Other Team"
 	other.Issuer = e.Latchkey.URL + "/team/other"
 	conn := *e.Connector
-	conn.Key, conn.CallbackURL = "team/github", other.Issuer+callback.Path
+	conn.Key, conn.Namespace, conn.CallbackURL = "team/github", "team", other.Issuer+config.CallbackPath("team", "github")
 	other.Connectors = map[string]*config.Connector{conn.Key: &conn}
 	other.ConnectorsByAudience = map[string]*config.Connector{conn.Audience: &conn}
 	other.Clients = map[string]*config.Client{}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/webhook/callback"
 	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
@@ -114,7 +115,7 @@ func TestSessions(t *testing.T) {
 		if bc == nil {
 			t.Fatal("no binding cookie")
 		}
-		for _, u := range []string{e.Issuer + "/account", e.Issuer + "/sign-in", e.Issuer + "/", otherIssuer + callback.Path} {
+		for _, u := range []string{e.Issuer + "/account", e.Issuer + "/sign-in", e.Issuer + "/", otherIssuer + config.CallbackPath("team", "github")} {
 			for _, c := range b.Jar.Cookies(mustURL(u)) {
 				if c.Name == bc.Name {
 					t.Errorf("the binding cookie is sent to %s", u)

@@ -71,7 +71,7 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 	if binding == nil {
 		t.Fatal("Mallory's browser holds no binding cookie")
 	}
-	if !binding.HTTPOnly || binding.SameSite != network.CookieSameSiteLax || binding.Path != "/team/demo/connectors/callback" {
+	if !binding.HTTPOnly || binding.SameSite != network.CookieSameSiteLax || binding.Path != "/team/demo/connectors/default/github/callback" {
 		t.Errorf("binding cookie: HttpOnly=%v SameSite=%q Path=%q; want HttpOnly, Lax, the callback path", binding.HTTPOnly, binding.SameSite, binding.Path)
 	}
 	if got := cbCountNamed(alice.Cookies(h.CallbackURL), binding.Name); got != 0 {

@@ -42,7 +42,6 @@ import (
 	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/internal/upstream/fakegithub"
 	"latchkey.dev/latchkey/webhook"
-	"latchkey.dev/latchkey/webhook/callback"
 	"latchkey.dev/latchkey/webhook/exchange"
 )
 
@@ -165,7 +164,8 @@ func New(t testing.TB, o Options) *Stack {
 	s.Front = httptest.NewServer(http.HandlerFunc(s.route))
 	t.Cleanup(s.Front.Close)
 	s.Issuer = s.Front.URL + "/team/demo"
-	callbackURL := s.Issuer + callback.Path
+	// The connector fakegithub.Connector describes is default/github.
+	callbackURL := s.Issuer + config.CallbackPath("default", "github")
 
 	accounts := []fakegithub.Account{
 		{ID: 2002, Login: AliceLogin, Name: "Alice", Repos: []fakegithub.Repo{{Name: "diary", Private: true}}},
@@ -526,7 +526,7 @@ func (b *Browser) SignInGitHub(login string) {
 func (b *Browser) Cookies() []*http.Cookie {
 	var out []*http.Cookie
 	seen := map[string]bool{}
-	for _, p := range []string{b.Base + "/", b.Issuer + "/", b.Issuer + callback.Path, b.Issuer + "/account/"} {
+	for _, p := range []string{b.Base + "/", b.Issuer + "/", b.S.Connector.CallbackURL, b.Issuer + "/account/"} {
 		u, _ := url.Parse(p)
 		for _, c := range b.Jar.Cookies(u) {
 			if !seen[c.Name+"="+c.Value] {

@@ -3,8 +3,12 @@
 //
 // Begin leaves three things behind: a state row (state and PKCE verifier, the person, the
 // connector, ten minutes), a one-time binding cookie in the starting browser, and only the
-// cookie's hash in the row. The service sends the browser back to the one fixed callback,
-// {issuer}/connectors/callback. There the cookie decides:
+// cookie's hash in the row. The service sends the browser back to the connector's own fixed
+// callback, {issuer}/connectors/{namespace}/{name}/callback, which answers only states started
+// for that connector: a service is registered with one connector's callback and can never hand
+// its code (and the PKCE verifier that goes with it) to another connector's token endpoint
+// (RFC 9700 §4.4). Where the service sends iss (RFC 9207), it must be the connector's issuer.
+// There the cookie decides:
 //
 //   - it matches: the code is exchanged at once and the connection saved under the person
 //     recorded with the state (the callback carries no sign-in, so that person is owner and
@@ -23,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
@@ -32,9 +37,26 @@ import (
 	"latchkey.dev/latchkey/webhook/site"
 )
 
-// Path is the callback's path under the issuer; a connector's CallbackURL is the issuer
-// followed by it.
-const Path = "/connectors/callback"
+// Pattern is the route of every connector's callback under the issuer; a connector's
+// CallbackURL is the issuer followed by config.CallbackPath of its namespace and name.
+const Pattern = "/connectors/{connectorNamespace}/{connector}/callback"
+
+// LegacyPath is the callback every connector of a Project used to share. It no longer finishes
+// anything: a shared callback is what let one connector receive another service's code. It
+// answers with a page telling the person to start again (docs/decisions/0021).
+const LegacyPath = "/connectors/callback"
+
+// ConnectorPath is the path of c's callback on this server.
+func ConnectorPath(p *config.Project, c *config.Connector) string {
+	// From the key, which is what the route is matched against (pathConnector).
+	ns, name, _ := strings.Cut(c.Key, "/")
+	return site.IssuerPath(p) + config.CallbackPath(ns, name)
+}
+
+// pathConnector is the key of the connector whose callback r arrived at.
+func pathConnector(r *http.Request) string {
+	return r.PathValue("connectorNamespace") + "/" + r.PathValue("connector")
+}
 
 // Purposes a connection is started for.
 const (
@@ -42,10 +64,11 @@ const (
 	PurposeReconnect = "reconnect"
 )
 
-// cookieBase names the binding cookie. One name per project over http (the cookie is scoped to
-// the project's callback path) and per host over https (see CookieName), so it holds one value
-// per authorization: starting a second connection in the same browser replaces the first one's
-// cookie, and the first then finishes through the confirmation page, as seed 002 describes.
+// cookieBase names the binding cookie. Over http the cookie is scoped to the connector's callback
+// path, so there is one per connector; over https one per host (see CookieName). Either way it
+// holds one value per authorization of a connector: starting a second connection in the same
+// browser replaces the first one's cookie, and the first then finishes through the confirmation
+// page, as seed 002 describes.
 const cookieBase = "latchkey_connect"
 
 // CookieName is the binding cookie's name. Over https it carries the __Host- prefix. A
@@ -60,17 +83,17 @@ func CookieName(env *site.Env) string {
 	return cookieBase
 }
 
-// CookiePath scopes the binding cookie to the project's callback over http, so no other page
+// CookiePath scopes the binding cookie to the connector's callback over http, so no other page
 // of the server receives it. Over https the __Host- prefix demands Path=/ (cookiePath); the
 // cookie is HttpOnly and finishes nothing without its own state, so other pages that receive
 // it learn nothing from it.
-func CookiePath(p *config.Project) string { return site.IssuerPath(p) + Path }
+func CookiePath(p *config.Project, c *config.Connector) string { return ConnectorPath(p, c) }
 
-func cookiePath(env *site.Env, p *config.Project) string {
+func cookiePath(env *site.Env, p *config.Project, c *config.Connector) string {
 	if env.Secure() {
 		return "/"
 	}
-	return CookiePath(p)
+	return CookiePath(p, c)
 }
 
 // Begin starts connecting the person subject to connector c and returns the service's
@@ -115,7 +138,7 @@ func Begin(w http.ResponseWriter, r *http.Request, env *site.Env, p *config.Proj
 	if err != nil {
 		return "", fmt.Errorf("callback: storing the state: %w", err)
 	}
-	setBinding(w, env, p, binding, lifetime)
+	setBinding(w, env, p, c, binding, lifetime)
 	details := map[string]string{"connector": c.Key, "purpose": purpose, "state": stateDigest(stateHash)}
 	if linkID != "" {
 		details["link_id"] = linkID
@@ -140,12 +163,12 @@ func stateDigest(stateHash []byte) string {
 
 // setBinding sets the one-time binding cookie: HttpOnly, SameSite=Lax (so it rides the
 // top-level navigation back from the service, and no cross-site POST), Secure and __Host- over
-// https, scoped to the callback path over http, and gone when the state expires.
-func setBinding(w http.ResponseWriter, env *site.Env, p *config.Project, value string, lifetime time.Duration) {
+// https, scoped to the connector's callback path over http, and gone when the state expires.
+func setBinding(w http.ResponseWriter, env *site.Env, p *config.Project, c *config.Connector, value string, lifetime time.Duration) {
 	http.SetCookie(w, &http.Cookie{
 		Name:     CookieName(env),
 		Value:    value,
-		Path:     cookiePath(env, p),
+		Path:     cookiePath(env, p, c),
 		MaxAge:   int(lifetime / time.Second),
 		HttpOnly: true,
 		Secure:   env.Secure(),
@@ -153,10 +176,10 @@ func setBinding(w http.ResponseWriter, env *site.Env, p *config.Project, value s
 	})
 }
 
-func clearBinding(w http.ResponseWriter, env *site.Env, p *config.Project) {
+func clearBinding(w http.ResponseWriter, env *site.Env, p *config.Project, c *config.Connector) {
 	http.SetCookie(w, &http.Cookie{
 		Name:     CookieName(env),
-		Path:     cookiePath(env, p),
+		Path:     cookiePath(env, p, c),
 		MaxAge:   -1,
 		HttpOnly: true,
 		Secure:   env.Secure(),

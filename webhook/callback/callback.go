@@ -40,16 +40,19 @@ type handler struct {
 	http *http.Client
 }
 
-// Register mounts the callback: GET receives the service's redirect, POST is the confirmation
-// step. hooks run, in order, after each saved connection.
+// Register mounts each connector's callback: GET receives the service's redirect, POST is the
+// confirmation step. hooks run, in order, after each saved connection. The old shared callback
+// only tells whoever arrives there to start again.
 func Register(rt site.Router, env *site.Env, hooks ...Hook) {
 	h := &handler{
 		env:   env,
 		vault: &upstream.Vault{Store: env.Store, Keyring: env.Keyring, Now: env.Clock},
 		hooks: hooks,
 	}
-	rt.Page("GET "+Path, http.HandlerFunc(h.get))
-	rt.Page("POST "+Path, http.HandlerFunc(h.post))
+	rt.Page("GET "+Pattern, http.HandlerFunc(h.get))
+	rt.Page("POST "+Pattern, http.HandlerFunc(h.post))
+	rt.Page("GET "+LegacyPath, http.HandlerFunc(h.legacy))
+	rt.Page("POST "+LegacyPath, http.HandlerFunc(h.legacy))
 }
 
 // Errors a consume check returns; the row stays when one does.
@@ -79,11 +82,14 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	// redirect_uri and anything else in the query is ignored: the code was issued for the
 	// fixed callback and is exchanged for it.
-	for _, k := range []string{"state", "code", "error"} {
+	for _, k := range []string{"state", "code", "error", "iss"} {
 		if len(q[k]) > 1 {
 			h.invalid(w, p)
 			return
 		}
+	}
+	if !h.checkIssuer(w, r, p, q) {
+		return
 	}
 	state := q.Get("state")
 	if e := q.Get("error"); e != "" {
@@ -134,7 +140,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		Frame:   pages.Frame{Title: "Finish this connection?", Project: signin.ProjectName(p)},
 		Service: serviceName(c),
 		Account: h.maskedOwner(ctx, p, st.Subject),
-		Action:  site.IssuerPath(p) + Path,
+		Action:  ConnectorPath(p, c),
 		Code:    code,
 		State:   state,
 		Token:   token,
@@ -238,11 +244,14 @@ func checkToken(token, code string, st store.CallbackState) bool {
 	return token != "" && len(st.ConfirmHash) > 0 && secret.HashEqual(token+"\x00"+code, st.ConfirmHash)
 }
 
-// lookup finds the live state row of this project and its connector, or answers the request.
+// lookup finds the live state row of this project and of the connector whose callback this is,
+// or answers the request. A state started for another connector gets the page of an unknown one
+// and stays as it is: its code must never reach this connector's token endpoint, and a stranger
+// must not be able to end someone else's attempt.
 func (h *handler) lookup(w http.ResponseWriter, r *http.Request, p *config.Project, stateHash []byte) (store.CallbackState, *config.Connector, bool) {
 	ctx := r.Context()
 	st, err := h.env.Store.GetCallbackState(ctx, stateHash, h.env.Now())
-	if errors.Is(err, store.ErrNotFound) || (err == nil && st.Project != p.Key) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (st.Project != p.Key || st.Connector != pathConnector(r))) {
 		h.expired(w, p)
 		return st, nil, false
 	}
@@ -334,7 +343,7 @@ func (h *handler) finish(w http.ResponseWriter, r *http.Request, p *config.Proje
 		}
 	}
 	if b := readBinding(r, h.env); b != "" && secret.HashEqual(b, st.BindingHash) {
-		clearBinding(w, h.env, p)
+		clearBinding(w, h.env, p, c)
 	}
 	h.connected(w, p, c, st, saved, hookFailed)
 }
@@ -342,19 +351,31 @@ func (h *handler) finish(w http.ResponseWriter, r *http.Request, p *config.Proje
 // exchangeFailed ends an attempt the service did not accept. The state is already gone, so
 // the person starts again.
 func (h *handler) exchangeFailed(w http.ResponseWriter, r *http.Request, p *config.Project, c *config.Connector, st store.CallbackState, err error) {
-	h.env.Logger.Info("upstream code exchange failed", "project", p.Key, "connector", c.Key, "error", err.Error())
 	reason := "service"
 	status := http.StatusBadGateway
 	var re *oauth2.RetrieveError
 	switch {
+	case errors.Is(err, upstream.ErrNotAllowed):
+		reason = "address_not_allowed"
 	case errors.Is(err, upstream.ErrTimeout):
 		reason, status = "timeout", http.StatusGatewayTimeout
 	case errors.As(err, &re) && (re.ErrorCode == "bad_verification_code" || re.ErrorCode == "invalid_grant"):
 		// A code that is wrong, expired or already used is the request's fault, not ours.
 		reason, status = "bad_code", http.StatusBadRequest
 	}
+	// The service's status and OAuth error code only: its body and error_description can carry
+	// anything, a secret echoed back included.
+	upstreamStatus, upstreamCode := upstream.Status(err)
+	h.env.Logger.Info("upstream code exchange failed", "project", p.Key, "connector", c.Key, "reason", reason,
+		"upstream_status", upstreamStatus, "upstream_error", upstreamCode)
 	h.record(r.Context(), p, st, "connection.failed", "connector:"+c.Key, map[string]string{"reason": reason})
 	name := serviceName(c)
+	if reason == "address_not_allowed" {
+		h.page(w, p, status, name+" cannot be reached from here",
+			"This service's address is not one this server may call, so nothing was sent to it and nothing was connected. "+
+				"Tell whoever runs this project: the connector's endpoints must be public addresses, or the project must allow theirs.")
+		return
+	}
 	h.page(w, p, status, name+" did not complete the connection",
 		"Nothing was connected. Start again from your account page, or ask the agent for a new link.")
 }
@@ -390,7 +411,7 @@ func (h *handler) upstreamError(w http.ResponseWriter, r *http.Request, p *confi
 	if param(state) {
 		stateHash := secret.Hash(state)
 		st, err := h.env.Store.ConsumeCallbackState(r.Context(), stateHash, h.env.Now(), func(s store.CallbackState) error {
-			if s.Project != p.Key {
+			if s.Project != p.Key || s.Connector != pathConnector(r) {
 				return errMismatch
 			}
 			return nil

@@ -100,8 +100,8 @@ func TestSameBrowserFinishesAtOnce(t *testing.T) {
 	if ck == nil {
 		t.Fatalf("no binding cookie in %v", res.Header["Set-Cookie"])
 	}
-	if !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.Path != "/team/demo/connectors/callback" || ck.MaxAge != 600 || ck.Secure {
-		t.Errorf("binding cookie = %+v; want HttpOnly, SameSite=Lax, Path=/team/demo/connectors/callback, Max-Age=600, not Secure over http", ck)
+	if !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.Path != "/team/demo/connectors/default/github/callback" || ck.MaxAge != 600 || ck.Secure {
+		t.Errorf("binding cookie = %+v; want HttpOnly, SameSite=Lax, Path=/team/demo/connectors/default/github/callback, Max-Age=600, not Secure over http", ck)
 	}
 	if len(ck.Value) < 43 {
 		t.Errorf("binding cookie value %q is too short to be 256 random bits", ck.Value)
@@ -221,7 +221,7 @@ func TestConfirmFinishesForThePersonWhoStarted(t *testing.T) {
 	if !ok {
 		t.Fatal("no Finish connecting form")
 	}
-	if got, _ := url.Parse(action); got.Path != "/team/demo/connectors/callback" {
+	if got, _ := url.Parse(action); got.Path != "/team/demo/connectors/default/github/callback" {
 		t.Errorf("form posts to %q, want the callback", action)
 	}
 	done := system.Post(action, fields)

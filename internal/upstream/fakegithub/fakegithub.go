@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/netguard"
 )
 
 // Account is a person at the fake GitHub.
@@ -183,6 +184,9 @@ func (s *Server) Connector(baseURL, callbackURL string) *config.Connector {
 		PKCE:             true,
 		AccountIDField:   "id",
 		AccountNameField: "login",
+		// The fake listens on a loopback address, which a real connector may only reach when its
+		// Project allows it (spec.upstreamNetwork.allowedCIDRs): say so, as such a Project would.
+		AllowedNetworks: netguard.Loopback,
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/testclock"
 
+	"github.com/go-logr/logr"
 	"golang.org/x/crypto/bcrypt"
 
 	"latchkey.dev/latchkey/internal/config"
@@ -69,6 +70,8 @@ type Options struct {
 	AccessTokenTTL time.Duration
 	// Hooks run after each saved connection.
 	Hooks []callback.Hook
+	// Logger receives the server's log; discarded when unset.
+	Logger logr.Logger
 }
 
 // Harness is one running installation.
@@ -145,7 +148,8 @@ func New(t testing.TB, o Options) *Harness {
 	h.Latchkey.Start()
 	t.Cleanup(h.Latchkey.Close)
 	h.Issuer = h.Latchkey.URL + "/team/demo"
-	h.CallbackURL = h.Issuer + callback.Path
+	// The connector fakegithub.Connector describes is default/github.
+	h.CallbackURL = h.Issuer + config.CallbackPath("default", "github")
 
 	// The fake GitHub knows the one fixed callback exactly, as GitHub's OAuth app settings do,
 	// so a code exchanged for any other redirect_uri fails.
@@ -194,6 +198,7 @@ func New(t testing.TB, o Options) *Harness {
 		Keyring:   secret.NewRandomKeyring(),
 		Now:       h.Clock.Now,
 		PublicURL: h.Latchkey.URL,
+		Logger:    o.Logger,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,67 @@
+package controllers
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"latchkey.dev/latchkey/api/v1alpha1"
+	"latchkey.dev/latchkey/internal/config"
+)
+
+// A tenant's Connector in another namespace gets its own callback URL, distinct from every other
+// Connector of the Project, and reaches beyond the public internet only what the Project's
+// spec.upstreamNetwork allows: the Connector has no say in it.
+func TestConnectorCallbackAndNetworkComeFromTheProject(t *testing.T) {
+	needEnv(t)
+	admin := newNamespace(t, nil)
+	tenant := newNamespace(t, nil)
+	project := newProject(t, admin, "proj", &v1alpha1.AllowedNamespaces{From: v1alpha1.NamespacesFromAll})
+	var conns []*v1alpha1.Connector
+	for _, ns := range []string{admin, tenant} {
+		create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gh-app"}, StringData: map[string]string{"clientSecret": "s"}})
+		c := newConnector(ns, "github", "proj", "gh-app")
+		c.Spec.ProjectRef.Namespace = admin
+		c.Spec.Audience = "github-" + ns
+		create(t, c)
+		conns = append(conns, c)
+	}
+	issuer := testPublicURL + "/" + admin + "/proj"
+	for _, c := range conns {
+		waitReady(t, c)
+		if want := issuer + "/connectors/" + c.Namespace + "/github/callback"; c.Status.CallbackURL != want {
+			t.Errorf("%s status.callbackURL = %q, want %q", c.Namespace, c.Status.CallbackURL, want)
+		}
+	}
+	networks := func(want []netip.Prefix) {
+		t.Helper()
+		waitSnapshot(t, fmt.Sprintf("connectors allowed %v", want), func(s *config.Snapshot) error {
+			p := s.Project(admin + "/proj")
+			if p == nil {
+				return fmt.Errorf("no project")
+			}
+			for _, ns := range []string{admin, tenant} {
+				c := p.Connectors[ns+"/github"]
+				if c == nil {
+					return fmt.Errorf("connector %s/github not compiled", ns)
+				}
+				if !slices.Equal(c.AllowedNetworks, want) {
+					return fmt.Errorf("%s/github allows %v", ns, c.AllowedNetworks)
+				}
+				if c.CallbackURL != issuer+config.CallbackPath(ns, "github") {
+					return fmt.Errorf("%s/github callback %q", ns, c.CallbackURL)
+				}
+			}
+			return nil
+		})
+	}
+	networks(nil)
+	update(t, project, func(p *v1alpha1.Project) {
+		p.Spec.UpstreamNetwork = &v1alpha1.UpstreamNetwork{AllowedCIDRs: []v1alpha1.CIDR{"10.96.12.34/32", "fd00:10:96::1/112"}}
+	})
+	networks([]netip.Prefix{netip.MustParsePrefix("10.96.12.34/32"), netip.MustParsePrefix("fd00:10:96::/112")})
+}
