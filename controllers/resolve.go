@@ -288,6 +288,9 @@ func (r *resolver) compileProject(ctx context.Context, p *v1alpha1.Project) (*co
 	if reg := p.Spec.Registration; reg != nil {
 		out.Registration.Mode = config.RegistrationMode(cmp.Or(reg.Mode, v1alpha1.RegistrationClosed))
 		out.Registration.ClientIDMetadataDocuments = reg.ClientIDMetadataDocuments
+		for _, u := range reg.ClientCredentialsResources {
+			out.Registration.ClientCredentialsResources = append(out.Registration.ClientCredentialsResources, string(u))
+		}
 		if out.Registration.Mode == config.RegistrationInitialAccessToken && reg.InitialAccessTokenSecretRef != nil {
 			// Without hashes no token matches: registration fails closed.
 			hashes, err := r.initialAccessTokens(ctx, p.Namespace, reg.InitialAccessTokenSecretRef.Name)

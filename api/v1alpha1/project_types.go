@@ -227,6 +227,19 @@ type Registration struct {
 	// metadata from it, as MCP clients do, without prior registration. Defaults to false.
 	// +optional
 	ClientIDMetadataDocuments bool `json:"clientIDMetadataDocuments,omitempty"`
+
+	// clientCredentialsResources are the resource URLs (RFC 8707) a client that registered
+	// itself may name in a client_credentials request. Such a token names no person; with this
+	// list empty (the default) a registered client gets client_credentials tokens for no
+	// resource server at all, only tokens it can introspect itself, and any "resource" it asks
+	// for is refused with invalid_target. List a resource server here only if it is built to
+	// accept tokens that act for a machine, not a person. Each is https, or http to a loopback
+	// host; no fragment. Declared OAuthClients are limited by their own spec.resources instead.
+	// At most 16.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +optional
+	ClientCredentialsResources []ResourceURI `json:"clientCredentialsResources,omitempty"`
 }
 
 // AllowedNamespaces says which namespaces may attach objects to a Project.

@@ -131,6 +131,9 @@ type Registration struct {
 	InitialAccessTokenHashes [][]byte
 	// ClientIDMetadataDocuments: accept https client ids whose metadata document is fetched.
 	ClientIDMetadataDocuments bool
+	// ClientCredentialsResources are the only resources a registered client may name in a
+	// client_credentials request; empty means none (docs/decisions/0018).
+	ClientCredentialsResources []string
 }
 
 // TokenFormat of access tokens issued to a client.
