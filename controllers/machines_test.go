@@ -65,21 +65,27 @@ func TestPublicClientCannotListConnectors(t *testing.T) {
 	}
 }
 
-// spec.registration.clientCredentialsResources holds resource URLs under the same rules as an
-// OAuthClient's spec.resources, and reaches the compiled configuration.
-func TestRegistrationClientCredentialsResources(t *testing.T) {
+// spec.registration.clientCredentials holds resource URLs under the same rules as an
+// OAuthClient's spec.resources, and scopes, and reaches the compiled configuration.
+func TestRegistrationClientCredentials(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t, nil)
 	p := &v1alpha1.Project{Spec: v1alpha1.ProjectSpec{
-		SignIn:       v1alpha1.SignIn{PasswordSecretRef: &v1alpha1.SecretKeyReference{Name: "pw", Key: "k"}},
-		Registration: &v1alpha1.Registration{Mode: v1alpha1.RegistrationOpen, ClientCredentialsResources: []v1alpha1.ResourceURI{"http://internal.example/api"}},
+		SignIn: v1alpha1.SignIn{PasswordSecretRef: &v1alpha1.SecretKeyReference{Name: "pw", Key: "k"}},
+		Registration: &v1alpha1.Registration{Mode: v1alpha1.RegistrationOpen, ClientCredentials: &v1alpha1.RegisteredClientCredentials{
+			Resources: []v1alpha1.ResourceURI{"http://internal.example/api"},
+		}},
 	}}
 	p.Namespace, p.Name = ns, "refused"
-	checkCreate(t, p, []string{"spec.registration.clientCredentialsResources[0]", "https://"})
+	checkCreate(t, p, []string{"spec.registration.clientCredentials.resources[0]", "https://"})
+	p.Spec.Registration.ClientCredentials = &v1alpha1.RegisteredClientCredentials{Scopes: []v1alpha1.Scope{"two words"}}
+	checkCreate(t, p, []string{"spec.registration.clientCredentials.scopes[0]"})
 
 	p = newProjectWith(t, ns, "demo", func(s *v1alpha1.ProjectSpec) {
-		s.Registration = &v1alpha1.Registration{Mode: v1alpha1.RegistrationOpen,
-			ClientCredentialsResources: []v1alpha1.ResourceURI{"https://reports.example.com/api"}}
+		s.Registration = &v1alpha1.Registration{Mode: v1alpha1.RegistrationOpen, ClientCredentials: &v1alpha1.RegisteredClientCredentials{
+			Resources: []v1alpha1.ResourceURI{"https://reports.example.com/api"},
+			Scopes:    []v1alpha1.Scope{"reports:read"},
+		}}
 	})
 	waitReady(t, p)
 	waitSnapshot(t, "registration policy compiled", func(s *config.Snapshot) error {
@@ -88,7 +94,10 @@ func TestRegistrationClientCredentialsResources(t *testing.T) {
 			return fmt.Errorf("project not compiled")
 		}
 		if got := cp.Registration.ClientCredentialsResources; !slices.Equal(got, []string{"https://reports.example.com/api"}) {
-			return fmt.Errorf("clientCredentialsResources = %q", got)
+			return fmt.Errorf("clientCredentials.resources = %q", got)
+		}
+		if got := cp.Registration.ClientCredentialsScopes; !slices.Equal(got, []string{"reports:read"}) {
+			return fmt.Errorf("clientCredentials.scopes = %q", got)
 		}
 		return nil
 	})

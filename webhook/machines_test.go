@@ -10,7 +10,7 @@ import (
 
 // A client that registered itself with client_credentials gets tokens that name no person and
 // reach no resource server: any resource it names is invalid_target, any scope it did not
-// register is invalid_scope, until the Project's registration policy lists a resource.
+// register is invalid_scope, until the Project's registration policy lists a resource or scope.
 func TestSelfRegisteredClientCredentialsReachNothing(t *testing.T) {
 	h := newHarness(t)
 	r := h.jsonReq(http.MethodPost, h.base+"/register", "", `{"grant_types":["client_credentials"],"client_name":"Batch"}`)
@@ -57,13 +57,23 @@ func TestSelfRegisteredClientCredentialsReachNothing(t *testing.T) {
 		}
 	})
 
-	t.Run("a resource the registration policy lists", func(t *testing.T) {
+	t.Run("a resource and scope the registration policy lists", func(t *testing.T) {
 		h.update(func(p *config.Project) {
 			p.Registration.ClientCredentialsResources = []string{"https://reports.example/api"}
+			p.Registration.ClientCredentialsScopes = []string{"reports:read", "reports:write"}
 		})
-		tr := cc(url.Values{"resource": {"https://reports.example/api"}})
-		if tr.status != 200 {
+		tr := cc(url.Values{"resource": {"https://reports.example/api"}, "scope": {"reports:read"}})
+		if tr.status != 200 || tr.str("scope") != "reports:read" {
 			t.Fatalf("%d %s", tr.status, tr.raw)
+		}
+		if tr := cc(url.Values{"scope": {"admin"}}); tr.status != 400 || tr.str("error") != "invalid_scope" {
+			t.Errorf("a scope the policy does not list: %d %s", tr.status, tr.raw)
+		}
+		// A client that registered a scope gets no more than that, whatever the policy lists.
+		r := h.jsonReq(http.MethodPost, h.base+"/register", "", `{"grant_types":["client_credentials"],"scope":"reports:read other"}`)
+		narrow := h.token(url.Values{"grant_type": {"client_credentials"}}, r.str("client_id"), r.str("client_secret"))
+		if narrow.status != 200 || narrow.str("scope") != "reports:read" {
+			t.Errorf("default scope of a client that registered one: %d %s", narrow.status, narrow.raw)
 		}
 		if aud := strs(h.introspect(tr.str("access_token")).json["aud"]); len(aud) != 1 || aud[0] != "https://reports.example/api" {
 			t.Errorf("aud %v", aud)

@@ -131,9 +131,11 @@ type Registration struct {
 	InitialAccessTokenHashes [][]byte
 	// ClientIDMetadataDocuments: accept https client ids whose metadata document is fetched.
 	ClientIDMetadataDocuments bool
-	// ClientCredentialsResources are the only resources a registered client may name in a
-	// client_credentials request; empty means none (docs/decisions/0018).
+	// ClientCredentialsResources and ClientCredentialsScopes are the only resources and scopes
+	// a registered client's client_credentials tokens may carry; empty means none
+	// (docs/decisions/0018).
 	ClientCredentialsResources []string
+	ClientCredentialsScopes    []string
 }
 
 // TokenFormat of access tokens issued to a client.

@@ -15,15 +15,16 @@ import (
 // Such a token names no person, so what it may reach is what an administrator wrote down, never
 // what the client asks for (docs/decisions/0018): a declared OAuthClient gets only the resources
 // of its spec.resources and only the scopes of its spec.scopes; a client that registered itself
-// gets only the resources the Project's registration policy lists
-// (spec.registration.clientCredentialsResources, none by default) and only the scopes it
-// registered. Anything else is invalid_target (RFC 8707 §2) or invalid_scope (RFC 6749 §5.2).
+// gets only the resources and scopes the Project's registration policy lists
+// (spec.registration.clientCredentials, none by default), its scopes further limited to those
+// it registered. Anything else is invalid_target (RFC 8707 §2) or invalid_scope (RFC 6749 §5.2).
 func clientCredentials(ctx context.Context, req *TokenRequest) (*TokenResponse, error) {
 	client := req.Client
 	if client.Public() {
 		return nil, ErrUnauthorizedClient.WithDescription("client_credentials needs a confidential client")
 	}
-	scopes, err := machineScopes(req.Form.Get("scope"), client.Scopes)
+	allowed, declared := machineLimits(req.Project, client)
+	scopes, err := machineScopes(req.Form.Get("scope"), allowed.scopes)
 	if err != nil {
 		return nil, err
 	}
@@ -31,9 +32,8 @@ func clientCredentials(ctx context.Context, req *TokenRequest) (*TokenResponse, 
 	if err != nil {
 		return nil, err
 	}
-	allowed, declared := machineResources(req.Project, client)
 	for _, aud := range audience {
-		if slices.Contains(allowed, aud) {
+		if slices.Contains(allowed.resources, aud) {
 			continue
 		}
 		if declared {
@@ -52,33 +52,41 @@ func clientCredentials(ctx context.Context, req *TokenRequest) (*TokenResponse, 
 }
 
 // machineScopes is the scope of a client_credentials token: the requested scope, which must be
-// within what the client declared, or all of it when none is requested. Unlike a person's
-// authorization, where an empty list means "any scope" and the person consents to what is
-// asked, nobody consents here: a client that declared no scope gets a token without one.
-func machineScopes(requested string, declared []string) ([]string, error) {
+// within allowed, or all of allowed when none is requested. Unlike a person's authorization,
+// where a client without a scope list may ask for any and the person consents to what is
+// asked, nobody consents here: with nothing allowed the token carries no scope.
+func machineScopes(requested string, allowed []string) ([]string, error) {
 	req, err := ParseScope(requested)
 	if err != nil {
 		return nil, err
 	}
 	if req == nil {
-		return slices.Clone(declared), nil
+		return slices.Clone(allowed), nil
 	}
-	if len(declared) == 0 {
-		return nil, ErrInvalidScope.WithDescription("this client declares no scopes, so its client_credentials tokens carry none; ask without scope")
+	if len(allowed) == 0 {
+		return nil, ErrInvalidScope.WithDescription("this client's client_credentials tokens carry no scope; ask without scope")
 	}
-	if !Subset(req, declared) {
-		return nil, ErrInvalidScope.WithDescription("the requested scope exceeds the scopes this client declares")
+	if !Subset(req, allowed) {
+		return nil, ErrInvalidScope.WithDescription("the requested scope exceeds what this client's client_credentials tokens may carry")
 	}
 	return req, nil
 }
 
-// machineResources lists the resources a client may name in a client_credentials request, and
-// whether the client is a declared OAuthClient (whose list is its own spec.resources) rather
-// than one that registered itself or is described by a metadata document (whose list is the
-// Project's registration policy).
-func machineResources(p *config.Project, client *site.Client) (allowed []string, declared bool) {
+// limits are the resources and scopes a client's client_credentials tokens may carry.
+type limits struct{ resources, scopes []string }
+
+// machineLimits says what a client may get with client_credentials, and whether the client is a
+// declared OAuthClient (limited by its own spec.resources and spec.scopes) rather than one that
+// registered itself or is described by a metadata document (limited by the Project's
+// registration policy, and to the scope it registered when it registered one).
+func machineLimits(p *config.Project, client *site.Client) (limits, bool) {
 	if c := p.Clients[client.ID]; c != nil && !client.Registered {
-		return c.Resources, true
+		return limits{resources: c.Resources, scopes: c.Scopes}, true
 	}
-	return p.Registration.ClientCredentialsResources, false
+	reg := p.Registration
+	scopes := reg.ClientCredentialsScopes
+	if len(client.Scopes) > 0 {
+		scopes = slices.DeleteFunc(slices.Clone(scopes), func(s string) bool { return !slices.Contains(client.Scopes, s) })
+	}
+	return limits{resources: reg.ClientCredentialsResources, scopes: scopes}, false
 }
