@@ -83,7 +83,7 @@ func TestOnlyRecognisedAppsRevokesOnEnable(t *testing.T) {
 	agent := func(name string, uris ...v1alpha1.RedirectURI) *v1alpha1.OAuthClient {
 		oc := newClient(ns, name, ref)
 		oc.Spec.RedirectURIs = uris
-		oc.Spec.TokenEndpointAuthMethod = v1alpha1.AuthNone
+		// Confidential: token exchange always authenticates the client (RFC 8693 §5).
 		oc.Spec.GrantTypes = []v1alpha1.GrantType{v1alpha1.GrantAuthorizationCode, v1alpha1.GrantRefreshToken, v1alpha1.GrantTokenExchange}
 		oc.Spec.Connectors = []v1alpha1.ConnectorName{"github"}
 		create(t, oc)
@@ -134,6 +134,15 @@ func TestOnlyRecognisedAppsRevokesOnEnable(t *testing.T) {
 		t.Fatal(err)
 	}
 	rsID, rsSecret := rs.Status.ClientID, string(rsCreds.Data[v1alpha1.ClientSecretSecretKey])
+	secrets := map[string]string{}
+	for _, oc := range []*v1alpha1.OAuthClient{honest, portal, phish} {
+		var creds corev1.Secret
+		creds.Namespace, creds.Name = ns, oc.Status.SecretName
+		if err := get(&creds); err != nil {
+			t.Fatal(err)
+		}
+		secrets[oc.Status.ClientID] = string(creds.Data[v1alpha1.ClientSecretSecretKey])
+	}
 
 	// Two dynamically registered clients: one on this device, one on someone's website.
 	for id, uri := range map[string]string{"dcr-ok": "http://127.0.0.1:9000/cb", "dcr-bad": "https://evil.example/cb"} {
@@ -187,11 +196,21 @@ func TestOnlyRecognisedAppsRevokesOnEnable(t *testing.T) {
 		}
 		return out["active"] == true
 	}
+	// tokenAs calls the token endpoint as client: with its secret when it has one, else as a
+	// public client.
+	tokenAs := func(client string, form url.Values) (int, map[string]any) {
+		t.Helper()
+		if sec, ok := secrets[client]; ok {
+			return w.call(http.MethodPost, "/token", form, client, sec, "")
+		}
+		form.Set("client_id", client)
+		return w.call(http.MethodPost, "/token", form, "", "", "")
+	}
 	exchangeAs := func(p pair) (int, map[string]any) {
-		return w.call(http.MethodPost, "/token", url.Values{
-			"grant_type": {exchange.GrantType}, "client_id": {p.client},
+		return tokenAs(p.client, url.Values{
+			"grant_type":    {exchange.GrantType},
 			"subject_token": {p.at}, "subject_token_type": {exchange.TokenTypeAccessToken}, "audience": {audience},
-		}, "", "", "")
+		})
 	}
 	for _, p := range slices.Concat(allowed, refused) {
 		if !active(p.at) {
@@ -281,10 +300,10 @@ func TestOnlyRecognisedAppsRevokesOnEnable(t *testing.T) {
 	}
 
 	// A refused client cannot renew; an allowed one can.
-	if status, out := w.call(http.MethodPost, "/token", url.Values{"grant_type": {"refresh_token"}, "client_id": {refused[0].client}, "refresh_token": {refused[0].rt}}, "", "", ""); status != http.StatusBadRequest || out["error"] != "invalid_grant" {
+	if status, out := tokenAs(refused[0].client, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refused[0].rt}}); status != http.StatusBadRequest || out["error"] != "invalid_grant" {
 		t.Errorf("refresh by a refused client: %d %v", status, out)
 	}
-	if status, out := w.call(http.MethodPost, "/token", url.Values{"grant_type": {"refresh_token"}, "client_id": {allowed[0].client}, "refresh_token": {allowed[0].rt}}, "", "", ""); status != http.StatusOK {
+	if status, out := tokenAs(allowed[0].client, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {allowed[0].rt}}); status != http.StatusOK {
 		t.Errorf("refresh by an allowed client: %d %v", status, out)
 	}
 
@@ -311,7 +330,7 @@ func TestOnlyRecognisedAppsRevokesOnEnable(t *testing.T) {
 		if active(p.at) {
 			t.Errorf("%s: a revoked token came back when the policy went", p.client)
 		}
-		if status, out := w.call(http.MethodPost, "/token", url.Values{"grant_type": {"refresh_token"}, "client_id": {p.client}, "refresh_token": {p.rt}}, "", "", ""); status != http.StatusBadRequest {
+		if status, out := tokenAs(p.client, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {p.rt}}); status != http.StatusBadRequest {
 			t.Errorf("%s: a revoked refresh token works again: %d %v", p.client, status, out)
 		}
 	}

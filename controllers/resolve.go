@@ -306,6 +306,14 @@ func (r *resolver) compileProject(ctx context.Context, p *v1alpha1.Project) (*co
 	if reg := p.Spec.Registration; reg != nil {
 		out.Registration.Mode = config.RegistrationMode(cmp.Or(reg.Mode, v1alpha1.RegistrationClosed))
 		out.Registration.ClientIDMetadataDocuments = reg.ClientIDMetadataDocuments
+		if cc := reg.ClientCredentials; cc != nil {
+			for _, u := range cc.Resources {
+				out.Registration.ClientCredentialsResources = append(out.Registration.ClientCredentialsResources, string(u))
+			}
+			for _, sc := range cc.Scopes {
+				out.Registration.ClientCredentialsScopes = append(out.Registration.ClientCredentialsScopes, string(sc))
+			}
+		}
 		if out.Registration.Mode == config.RegistrationInitialAccessToken && reg.InitialAccessTokenSecretRef != nil {
 			// Without hashes no token matches: registration fails closed.
 			hashes, err := r.initialAccessTokens(ctx, p.Namespace, reg.InitialAccessTokenSecretRef.Name)

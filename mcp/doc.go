@@ -14,7 +14,10 @@
 //
 //   - ResourceServer is the OAuth side every remote MCP server needs: protected resource
 //     metadata (RFC 9728), a 401 with WWW-Authenticate: Bearer resource_metadata="…", and token
-//     verification by introspection (RFC 7662) that accepts only tokens issued for this server.
+//     verification by introspection (RFC 7662) that accepts only tokens issued for this server
+//     that act for a person. A client-only token (one a client got for itself with
+//     client_credentials) is refused with 401 invalid_token unless the server sets
+//     AllowClientOnlyTokens.
 //   - Exchanger asks Latchkey, by token exchange (RFC 8693), for the caller's token at a
 //     connected service (GitHub, say). When the person has not connected it, has not let this
 //     agent use it, or the connection broke, Latchkey refuses with a *ConnectRequired: a link

@@ -28,6 +28,18 @@ const (
 	TokenInfoClientID = "latchkey.dev/client_id"
 	// TokenInfoIssuer holds the issuer that introspection reported.
 	TokenInfoIssuer = "latchkey.dev/iss"
+	// TokenInfoSubjectType holds SubjectPerson, or SubjectClient for a client-only token
+	// (accepted only with ResourceServer.AllowClientOnlyTokens).
+	TokenInfoSubjectType = "latchkey.dev/subject_type"
+)
+
+// Who a token acts for, as Latchkey's introspection reports it in latchkey_subject_type.
+const (
+	// SubjectPerson: the token acts for the person in TokenInfo.UserID.
+	SubjectPerson = "person"
+	// SubjectClient: the token is client-only. A client got it for itself (the
+	// client_credentials grant); it names no person and TokenInfo.UserID is empty.
+	SubjectClient = "client"
 )
 
 // Defaults for the introspection cache.
@@ -43,7 +55,11 @@ const wellKnownProtectedResource = "/.well-known/oauth-protected-resource"
 // publishes protected resource metadata (RFC 9728), so clients find Latchkey; answers a request
 // without a valid token with 401 and a WWW-Authenticate header naming that metadata; and
 // verifies tokens by introspection (RFC 7662), accepting only active tokens issued for this
-// server (Resource in aud).
+// server (Resource in aud) that act for a person.
+//
+// A client-only token, one a client got for itself with the client_credentials grant, names
+// no person. It is refused (401 invalid_token) unless AllowClientOnlyTokens is set, so a
+// machine can never pass as a person to tools that act for one.
 //
 // Set the fields, then use Handler, or Protect and MetadataHandler separately. Do not change
 // fields while serving.
@@ -65,6 +81,12 @@ type ResourceServer struct {
 	ScopesSupported []string
 	// RequiredScopes must all be granted; a token without them gets 403 naming them.
 	RequiredScopes []string
+	// AllowClientOnlyTokens also accepts client-only tokens: tokens that name no person, which a
+	// client got for itself (client_credentials). Their TokenInfo has an empty UserID and
+	// Extra[TokenInfoSubjectType] == SubjectClient; every handler must then act for no person
+	// (and a connect link, which is made for a person, can never help). False, the default,
+	// refuses them with 401 invalid_token.
+	AllowClientOnlyTokens bool
 	// ResourceName is published as resource_name, for display to the person.
 	ResourceName string
 	// HTTP is the client used to reach Latchkey; nil means http.DefaultClient.
@@ -125,13 +147,47 @@ func (rs *ResourceServer) MetadataHandler() http.Handler {
 
 // Protect lets a request through only with a valid bearer token, putting the verified token
 // info on the request for the MCP handler (and so on each tool call's req.Extra.TokenInfo).
-// Otherwise it answers 401 with WWW-Authenticate: Bearer resource_metadata="…", or 403 naming
-// the scopes when the token lacks RequiredScopes.
+// Otherwise it answers 401 with WWW-Authenticate: Bearer resource_metadata="…" (and, for a
+// token that was refused, error="invalid_token" and why, RFC 6750 §3.1), or 403 naming the
+// scopes when the token lacks RequiredScopes.
 func (rs *ResourceServer) Protect(next http.Handler) http.Handler {
-	return auth.RequireBearerToken(rs.Verify, &auth.RequireBearerTokenOptions{
-		ResourceMetadataURL: rs.MetadataURL(),
-		Scopes:              rs.RequiredScopes,
-	})(next)
+	metadataURL := rs.MetadataURL()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The SDK's middleware puts the token info where the MCP handler finds it, but its
+		// challenge never says why a token was refused. So, per request: when Verify refuses,
+		// write the full challenge here and clear the options, so that the SDK, which reads
+		// them only after verifying and adds a challenge only when it has parameters, adds
+		// none of its own.
+		opts := &auth.RequireBearerTokenOptions{ResourceMetadataURL: metadataURL, Scopes: rs.RequiredScopes}
+		verify := func(ctx context.Context, token string, req *http.Request) (*auth.TokenInfo, error) {
+			info, err := rs.Verify(ctx, token, req)
+			if errors.Is(err, auth.ErrInvalidToken) {
+				w.Header().Set("WWW-Authenticate", invalidTokenChallenge(metadataURL, err))
+				opts.ResourceMetadataURL, opts.Scopes = "", nil
+			}
+			return info, err
+		}
+		auth.RequireBearerToken(verify, opts)(next).ServeHTTP(w, r)
+	})
+}
+
+// invalidTokenChallenge is RFC 6750 §3's challenge for a refused token. The description is
+// this package's own text; anything that could break the quoted-string is dropped.
+func invalidTokenChallenge(metadataURL string, err error) string {
+	desc := strings.TrimPrefix(err.Error(), auth.ErrInvalidToken.Error()+": ")
+	desc = strings.Map(func(r rune) rune {
+		if r == '"' || r == '\\' || r < 0x20 || r > 0x7e {
+			return -1
+		}
+		return r
+	}, desc)
+	var b strings.Builder
+	b.WriteString("Bearer ")
+	if metadataURL != "" {
+		fmt.Fprintf(&b, "resource_metadata=%q, ", metadataURL)
+	}
+	fmt.Fprintf(&b, `error="invalid_token", error_description="%s"`, desc)
+	return b.String()
 }
 
 // Handler serves the metadata at MetadataPath and at the bare well-known path (which some
@@ -155,7 +211,8 @@ func (rs *ResourceServer) Handler(next http.Handler) http.Handler {
 var errUnavailable = errors.New("the authorization server cannot verify tokens right now")
 
 // Verify is an auth.TokenVerifier: it introspects token at Latchkey and accepts it only when it
-// is active, unexpired, issued for Resource, and (when reported) issued by AuthorizationServer.
+// is active, unexpired, issued for Resource, (when reported) issued by AuthorizationServer,
+// and acts for a person, unless AllowClientOnlyTokens lets a client-only token through.
 // Refusals wrap auth.ErrInvalidToken (401); when Latchkey cannot answer, the error does not
 // (500), so a broken link to Latchkey is not mistaken for a bad token.
 func (rs *ResourceServer) Verify(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
@@ -218,6 +275,15 @@ type introspection struct {
 	Sub       string   `json:"sub"`
 	Aud       audience `json:"aud"`
 	Iss       string   `json:"iss"`
+	// SubjectType is Latchkey's latchkey_subject_type: "person" or "client".
+	SubjectType string `json:"latchkey_subject_type"`
+}
+
+// clientOnly reports whether the token names no person. Latchkey says so in
+// latchkey_subject_type and leaves sub out; an authorization server that follows RFC 9068 §2.2
+// instead puts the client id in sub, which is just as much not a person.
+func (ir *introspection) clientOnly() bool {
+	return ir.SubjectType == SubjectClient || ir.Sub == "" || (ir.ClientID != "" && ir.Sub == ir.ClientID)
 }
 
 // audience is aud as a list; RFC 7662 allows a single string too.
@@ -276,8 +342,9 @@ func (rs *ResourceServer) accept(ir *introspection, now time.Time) (*auth.TokenI
 	if !ir.Active {
 		return nil, time.Time{}, errors.New("token is not active")
 	}
-	if ir.Sub == "" {
-		return nil, time.Time{}, errors.New("token names no person")
+	clientOnly := ir.clientOnly()
+	if clientOnly && !rs.AllowClientOnlyTokens {
+		return nil, time.Time{}, errors.New("the token names no person: a client got it for itself (client_credentials), and this server acts only for people")
 	}
 	if ir.Exp <= 0 {
 		return nil, time.Time{}, errors.New("token has no expiry")
@@ -304,9 +371,14 @@ func (rs *ResourceServer) accept(ir *introspection, now time.Time) (*auth.TokenI
 		Expiration: exp,
 		UserID:     ir.Sub,
 		Extra: map[string]any{
-			TokenInfoClientID: ir.ClientID,
-			TokenInfoIssuer:   ir.Iss,
+			TokenInfoClientID:    ir.ClientID,
+			TokenInfoIssuer:      ir.Iss,
+			TokenInfoSubjectType: SubjectPerson,
 		},
+	}
+	if clientOnly {
+		info.UserID = ""
+		info.Extra[TokenInfoSubjectType] = SubjectClient
 	}
 	return info, exp, nil
 }

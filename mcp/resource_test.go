@@ -71,6 +71,9 @@ func TestProtectAnswers(t *testing.T) {
 	s.fake.set("lk_rt_refresh", fakeToken{sub: "alice", aud: []string{s.url}, tokenType: "refresh_token", exp: time.Now().Add(time.Hour), active: true})
 	s.fake.set("lk_at_revoked", fakeToken{sub: "alice", aud: []string{s.url}, tokenType: "Bearer", exp: time.Now().Add(time.Hour), active: false})
 	s.fake.set("lk_at_nobody", fakeToken{aud: []string{s.url}, tokenType: "Bearer", exp: time.Now().Add(time.Hour), active: true})
+	// An authorization server following RFC 9068 §2.2 names the client itself as the subject
+	// of a client_credentials token (as Latchkey once did): still no person.
+	s.fake.set("lk_at_itself", fakeToken{sub: "svc", client: "svc", aud: []string{s.url}, tokenType: "Bearer", exp: time.Now().Add(time.Hour), active: true})
 
 	challenge := `Bearer resource_metadata="` + s.rs.MetadataURL() + `"`
 	tests := []struct {
@@ -87,6 +90,7 @@ func TestProtectAnswers(t *testing.T) {
 		{"refresh token", "Bearer lk_rt_refresh", 401, "not an access token"},
 		{"revoked", "Bearer lk_at_revoked", 401, "not active"},
 		{"no person", "Bearer lk_at_nobody", 401, "names no person"},
+		{"the client as its own subject", "Bearer lk_at_itself", 401, "names no person"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -103,8 +107,16 @@ func TestProtectAnswers(t *testing.T) {
 			if resp.StatusCode != tt.wantStatus || !strings.Contains(string(body), tt.wantBody) {
 				t.Errorf("answer = %d %q, want %d containing %q", resp.StatusCode, body, tt.wantStatus, tt.wantBody)
 			}
-			if got := resp.Header.Values("WWW-Authenticate"); len(got) != 1 || got[0] != challenge {
-				t.Errorf("WWW-Authenticate = %q, want %q", got, challenge)
+			// RFC 6750 §3.1: a request without a token learns only where the metadata is; a
+			// refused token is told invalid_token and why.
+			want := challenge
+			if strings.HasPrefix(tt.authorization, "Bearer ") {
+				want += `, error="invalid_token", error_description="`
+			}
+			got := resp.Header.Values("WWW-Authenticate")
+			if len(got) != 1 || !strings.HasPrefix(got[0], want) || (want != challenge && !strings.Contains(got[0], tt.wantBody)) ||
+				(want == challenge && got[0] != challenge) {
+				t.Errorf("WWW-Authenticate = %q, want one starting %q", got, want)
 			}
 		})
 	}

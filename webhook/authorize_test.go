@@ -136,7 +136,8 @@ func TestCodeFlow(t *testing.T) {
 	t.Run("introspection", func(t *testing.T) {
 		r := h.introspect(at)
 		if r.json["active"] != true || r.str("client_id") != "web" || r.str("scope") != "openid email read" ||
-			r.str("token_type") != "Bearer" || r.json["exp"] == nil || r.json["iat"] == nil || r.str("sub") == "" {
+			r.str("token_type") != "Bearer" || r.json["exp"] == nil || r.json["iat"] == nil || r.str("sub") == "" ||
+			r.str("latchkey_subject_type") != "person" {
 			t.Errorf("%s", r.raw)
 		}
 		if aud := strs(r.json["aud"]); len(aud) != 1 || aud[0] != "https://mcp.example/" {

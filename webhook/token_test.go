@@ -25,8 +25,10 @@ func TestClientCredentials(t *testing.T) {
 		if r.status != 200 || r.str("scope") != "read" || r.str("refresh_token") != "" || !strings.HasPrefix(r.str("access_token"), "lk_at_") {
 			t.Fatalf("%d %s", r.status, r.raw)
 		}
+		// The token names no person: no sub at all, and the subject type says so.
 		in := h.introspect(r.str("access_token"))
-		if in.json["active"] != true || in.str("client_id") != "svc" || in.str("sub") != "svc" {
+		if _, hasSub := in.json["sub"]; in.json["active"] != true || in.str("client_id") != "svc" || hasSub ||
+			in.str("latchkey_subject_type") != "client" {
 			t.Errorf("introspection %s", in.raw)
 		}
 	})
@@ -51,7 +53,20 @@ func TestClientCredentials(t *testing.T) {
 			t.Errorf("%d %s", r.status, r.raw)
 		}
 	})
-	t.Run("resource becomes the audience", func(t *testing.T) {
+	t.Run("no resource, no audience", func(t *testing.T) {
+		r := h.token(cc, "svc", svcSecret)
+		if aud := h.introspect(r.str("access_token")).json["aud"]; r.status != 200 || aud != nil {
+			t.Errorf("aud %v (%s)", aud, r.raw)
+		}
+	})
+	t.Run("resource becomes the audience when the client declares it", func(t *testing.T) {
+		h.update(func(p *config.Project) {
+			c := *p.Clients["svc"]
+			c.Resources = []string{"https://api.example/", "https://b.example/"}
+			clients := maps.Clone(p.Clients)
+			clients[c.ID] = &c
+			p.Clients = clients
+		})
 		r := h.token(url.Values{"grant_type": {"client_credentials"}, "resource": {"https://api.example/", "https://b.example/"}}, "svc", svcSecret)
 		if aud := strs(h.introspect(r.str("access_token")).json["aud"]); len(aud) != 2 || aud[0] != "https://api.example/" {
 			t.Errorf("aud %v (%s)", aud, r.raw)
@@ -79,6 +94,10 @@ func TestClientCredentials(t *testing.T) {
 		"repeated scope":         {url.Values{"grant_type": {"client_credentials"}, "scope": {"read", "write"}}, "svc", svcSecret, 400, "invalid_request"},
 		"client assertion":       {url.Values{"grant_type": {"client_credentials"}, "client_assertion": {"x"}}, "", "", 401, "invalid_client"},
 		"bad resource":           {url.Values{"grant_type": {"client_credentials"}, "resource": {"https://x/#frag"}}, "svc", svcSecret, 400, "invalid_target"},
+		// A token that names no person reaches only what the OAuthClient declares.
+		"undeclared resource":                    {url.Values{"grant_type": {"client_credentials"}, "resource": {"https://mcp.example/mcp"}}, "svc", svcSecret, 400, "invalid_target"},
+		"one resource undeclared":                {url.Values{"grant_type": {"client_credentials"}, "resource": {"https://api.example/", "https://mcp.example/mcp"}}, "svc", svcSecret, 400, "invalid_target"},
+		"scope from a client that declares none": {url.Values{"grant_type": {"client_credentials"}, "scope": {"read"}}, "jwt", jwtSecret, 400, "invalid_scope"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := h.token(c.form, c.user, c.pass)
@@ -123,14 +142,23 @@ func TestClientCredentials(t *testing.T) {
 		}
 		var claims struct {
 			jwt.Claims
-			ClientID string `json:"client_id"`
+			ClientID    string `json:"client_id"`
+			SubjectType string `json:"latchkey_subject_type"`
 		}
+		var raw map[string]any
 		pub := h.project.SigningKeys[0].Private.(*ecdsa.PrivateKey).Public()
-		if err := tok.Claims(pub, &claims); err != nil {
+		if err := tok.Claims(pub, &claims, &raw); err != nil {
 			t.Fatal(err)
 		}
-		if err := claims.ValidateWithLeeway(jwt.Expected{Issuer: h.base, Time: h.clock.Now()}, 0); err != nil || claims.ClientID != "jwt" || claims.Subject != "jwt" {
-			t.Errorf("claims %+v %v", claims, err)
+		// The token names no person: no sub (where RFC 9068 would put the client id), and the
+		// subject type says so, as introspection does.
+		_, hasSub := raw["sub"]
+		if err := claims.ValidateWithLeeway(jwt.Expected{Issuer: h.base, Time: h.clock.Now()}, 0); err != nil ||
+			claims.ClientID != "jwt" || hasSub || claims.SubjectType != "client" {
+			t.Errorf("claims %v %v", raw, err)
+		}
+		if in := h.introspect(at); in.str("latchkey_subject_type") != "client" || in.json["sub"] != nil {
+			t.Errorf("introspection of the JWT: %s", in.raw)
 		}
 		if !h.active(at) {
 			t.Error("a JWT access token must be known to introspection")

@@ -134,6 +134,7 @@ type ConnectorName string
 // +kubebuilder:validation:XValidation:rule="!has(self.grantTypes) || !('client_credentials' in self.grantTypes) || !has(self.tokenEndpointAuthMethod) || self.tokenEndpointAuthMethod != 'none'",message="grantTypes: client_credentials needs a confidential client; set tokenEndpointAuthMethod to client_secret_basic or client_secret_post"
 // +kubebuilder:validation:XValidation:rule="!has(self.grantTypes) || !('authorization_code' in self.grantTypes) || (has(self.redirectURIs) && size(self.redirectURIs) > 0)",message="redirectURIs: grant type authorization_code needs at least one redirect URI"
 // +kubebuilder:validation:XValidation:rule="!has(self.grantTypes) || !('refresh_token' in self.grantTypes) || 'authorization_code' in self.grantTypes || 'urn:ietf:params:oauth:grant-type:token-exchange' in self.grantTypes",message="grantTypes: refresh_token needs authorization_code or token-exchange, which issue refresh tokens"
+// +kubebuilder:validation:XValidation:rule="!has(self.connectors) || size(self.connectors) == 0 || !has(self.tokenEndpointAuthMethod) || self.tokenEndpointAuthMethod != 'none'",message="connectors: a public client (tokenEndpointAuthMethod none) cannot exchange tokens, because token exchange always authenticates the client (RFC 8693 section 5); set tokenEndpointAuthMethod to client_secret_basic or client_secret_post"
 type OAuthClientSpec struct {
 	// projectRef is the Project this client belongs to.
 	// +required
@@ -186,7 +187,8 @@ type OAuthClientSpec struct {
 	// connectors this client may exchange a person's token for (RFC 8693 token exchange, with the
 	// Connector's audience), each "name" in this namespace or "namespace/name". They must attach
 	// to the same Project, and a Connector in another namespace must allow this namespace in its
-	// spec.allowedClientNamespaces. Empty means none. At most 32.
+	// spec.allowedClientNamespaces. Empty means none. Not allowed for a public client
+	// (tokenEndpointAuthMethod none): token exchange always authenticates the client. At most 32.
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=set
 	// +optional
@@ -195,8 +197,10 @@ type OAuthClientSpec struct {
 	// resources are the URLs this client serves as a resource server (RFC 8707), e.g. an MCP
 	// server's endpoint "https://mcp.example.com/mcp". An access token whose audience holds one
 	// of them was issued for this client, so the client may introspect it and exchange it for the
-	// person's token at a listed connector (an MCP server exchanging its caller's token). Each
-	// is https, or http to a loopback host; no fragment. At most 8.
+	// person's token at a listed connector (an MCP server exchanging its caller's token). They
+	// are also the only resources this client may name in a client_credentials request (a token
+	// the client gets for itself, which names no person); any other is refused with
+	// invalid_target. Each is https, or http to a loopback host; no fragment. At most 8.
 	// +kubebuilder:validation:MaxItems=8
 	// +listType=set
 	// +optional

@@ -258,6 +258,33 @@ type Registration struct {
 	// metadata from it, as MCP clients do, without prior registration. Defaults to false.
 	// +optional
 	ClientIDMetadataDocuments bool `json:"clientIDMetadataDocuments,omitempty"`
+
+	// clientCredentials is what a client that registered itself may get with the
+	// client_credentials grant: a token for itself, which names no person. Unset (the default),
+	// such a token names no resource server and carries no scope; the client can only introspect
+	// it. Declared OAuthClients are limited by their own spec.resources and spec.scopes instead.
+	// +optional
+	ClientCredentials *RegisteredClientCredentials `json:"clientCredentials,omitempty"`
+}
+
+// RegisteredClientCredentials bounds the client_credentials tokens of clients that registered
+// themselves (RFC 7591) or are described by a client ID metadata document. Anyone who can
+// register gets what is listed here, so list only resource servers built to serve machines.
+type RegisteredClientCredentials struct {
+	// resources are the resource URLs (RFC 8707) such a client may name in a client_credentials
+	// request; any other is refused with invalid_target. Empty means none. Each is https, or
+	// http to a loopback host; no fragment. At most 16.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +optional
+	Resources []ResourceURI `json:"resources,omitempty"`
+
+	// scopes such a token may carry, further limited to the scope the client registered (when it
+	// registered one); any other is refused with invalid_scope. Empty means none. At most 64.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	// +optional
+	Scopes []Scope `json:"scopes,omitempty"`
 }
 
 // AllowedNamespaces says which namespaces may attach objects to a Project.

@@ -132,6 +132,11 @@ type Registration struct {
 	InitialAccessTokenHashes [][]byte
 	// ClientIDMetadataDocuments: accept https client ids whose metadata document is fetched.
 	ClientIDMetadataDocuments bool
+	// ClientCredentialsResources and ClientCredentialsScopes are the only resources and scopes
+	// a registered client's client_credentials tokens may carry; empty means none
+	// (docs/decisions/0018).
+	ClientCredentialsResources []string
+	ClientCredentialsScopes    []string
 }
 
 // TokenFormat of access tokens issued to a client.

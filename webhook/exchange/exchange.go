@@ -10,6 +10,7 @@
 //     the token's audience (RFC 8707 resources) contains the client's id or one of the
 //     resource URIs the client declares (config.Client.Resources) — an MCP server exchanging its
 //     caller's token;
+//   - the requesting client authenticated itself: public clients never exchange (RFC 8693 §5);
 //   - the requesting client is permitted to exchange for the connector: a declared OAuthClient
 //     lists it in spec.connectors. Dynamically registered clients and clients described by
 //     metadata documents are never permitted: their names and addresses are their own claims,
@@ -92,6 +93,11 @@ func Register(handle func(grantType string, h oauth.GrantHandler), env *site.Env
 func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.TokenResponse, error) {
 	f, p, client, now := req.Form, req.Project, req.Client, req.Now
 
+	// RFC 8693 §5: the client is always authenticated. A public client proves nothing but its
+	// id, which anyone can send, so it never exchanges, whatever it lists or registered.
+	if client.Public() {
+		return nil, oauth.ErrInvalidClient.WithDescription("token exchange needs an authenticated client; a public client cannot exchange tokens")
+	}
 	subjectToken := f.Get("subject_token")
 	if subjectToken == "" {
 		return nil, oauth.ErrInvalidRequest.WithDescription("subject_token is required")

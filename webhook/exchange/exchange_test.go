@@ -2,6 +2,7 @@ package exchange_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -264,4 +265,51 @@ func bench(b *testing.B, h *lt.Harness, body string, want int) {
 			}
 		}
 	})
+}
+
+// A public client proves nothing but its id, which anyone can send. Even when it holds a
+// person's token issued to it and lists the connector (an OAuthClient written before the API
+// server refused that, or a client that registered itself as public), token exchange refuses
+// it as unauthenticated (RFC 8693 §5), and makes no link.
+func TestPublicClientsNeverExchange(t *testing.T) {
+	h := lt.New(t, lt.Options{})
+	ctx := context.Background()
+	h.Project.Clients["public-agent"] = &config.Client{
+		ID: "public-agent", Name: "Public agent", RedirectURIs: []string{"http://127.0.0.1/cb"},
+		GrantTypes:              []string{"authorization_code", exchange.GrantType},
+		TokenEndpointAuthMethod: "none", Connectors: []string{h.Connector.Key},
+	}
+	now := h.Clock.Now()
+	if err := h.Store.CreateClient(ctx, store.Client{
+		Project: ct.ProjectKey, ID: "public-dcr", Name: "Registered public agent",
+		RedirectURIs: []string{"http://127.0.0.1/cb"}, GrantTypes: []string{"authorization_code", exchange.GrantType},
+		ResponseTypes: []string{"code"}, TokenEndpointAuthMethod: "none", CreatedAt: now, UpdatedAt: now,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.ConnectDirectly(ct.AliceEmail, "2002", "alice-gh", "gho_alice")
+	for _, client := range []string{"public-agent", "public-dcr"} {
+		t.Run(client, func(t *testing.T) {
+			f := form(h.AccessToken(ct.AliceEmail, client), func(f url.Values) { f.Set("client_id", client) })
+			resp, err := http.PostForm(h.Issuer+"/token", f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var body map[string]any
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != http.StatusUnauthorized || body["error"] != "invalid_client" ||
+				!strings.Contains(body["error_description"].(string), "public client") {
+				t.Fatalf("public client exchanging: %d %v, want 401 invalid_client", resp.StatusCode, body)
+			}
+			if _, ok := body["connect_uri"]; ok {
+				t.Errorf("the refusal carries a link: %v", body)
+			}
+		})
+	}
+	if n := h.CountRows("links"); n != 0 {
+		t.Fatalf("%d links made for public clients", n)
+	}
 }

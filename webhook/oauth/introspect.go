@@ -23,6 +23,26 @@ type introspection struct {
 	Iat       int64    `json:"iat,omitempty"`
 	TokenType string   `json:"token_type,omitempty"`
 	AuthTime  int64    `json:"auth_time,omitempty"`
+	// SubjectType says whether the token acts for a person or only for its client.
+	SubjectType string `json:"latchkey_subject_type,omitempty"`
+}
+
+// Who a token acts for, in the SubjectTypeClaim member of introspection answers and JWT access
+// tokens (docs/decisions/0018). A token a client got for itself (client_credentials) names no
+// person: it has no "sub" at all, so a resource server that reads only the standard members
+// finds no person to act for, and SubjectTypeClaim says "client" for one that asks.
+const (
+	SubjectTypeClaim  = "latchkey_subject_type"
+	SubjectTypePerson = "person"
+	SubjectTypeClient = "client"
+)
+
+// subjectType is the SubjectTypeClaim value of a token issued for subject ("" for none).
+func subjectType(subject string) string {
+	if subject == "" {
+		return SubjectTypeClient
+	}
+	return SubjectTypePerson
 }
 
 // introspect is RFC 7662, for authenticated (confidential) clients only: resource servers
@@ -77,24 +97,25 @@ func introspect(env *site.Env) http.HandlerFunc {
 			WriteJSON(w, http.StatusOK, introspection{Active: false})
 			return
 		}
+		// A client-only token has no sub: RFC 7662 makes it optional, and reporting the client
+		// id there would let a resource server take the client for a person.
 		out := introspection{
-			Active:   true,
-			Scope:    strings.Join(t.Scopes, " "),
-			ClientID: t.ClientID,
-			Sub:      t.Subject,
-			Aud:      t.Audience,
-			Iss:      p.Issuer,
-			Exp:      t.ExpiresAt.Unix(),
-			Iat:      t.IssuedAt.Unix(),
+			Active:      true,
+			Scope:       strings.Join(t.Scopes, " "),
+			ClientID:    t.ClientID,
+			Sub:         t.Subject,
+			Aud:         t.Audience,
+			Iss:         p.Issuer,
+			Exp:         t.ExpiresAt.Unix(),
+			Iat:         t.IssuedAt.Unix(),
+			SubjectType: subjectType(t.Subject),
 		}
 		if t.Kind == store.AccessToken {
 			out.TokenType = "Bearer"
 		} else {
 			out.TokenType = "refresh_token"
 		}
-		if t.Subject == "" {
-			out.Sub = t.ClientID
-		} else if !t.AuthTime.IsZero() {
+		if t.Subject != "" && !t.AuthTime.IsZero() {
 			out.AuthTime = t.AuthTime.Unix()
 		}
 		WriteJSON(w, http.StatusOK, out)

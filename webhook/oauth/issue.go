@@ -133,16 +133,17 @@ func NewID() string {
 
 type accessClaims struct {
 	jwt.Claims
-	ClientID string `json:"client_id"`
-	Scope    string `json:"scope,omitempty"`
-	AuthTime int64  `json:"auth_time,omitempty"`
+	ClientID    string `json:"client_id"`
+	Scope       string `json:"scope,omitempty"`
+	AuthTime    int64  `json:"auth_time,omitempty"`
+	SubjectType string `json:"latchkey_subject_type"`
 }
 
+// accessJWT makes an RFC 9068 access token. A client-only token (client_credentials) carries
+// no sub, where RFC 9068 §2.2 would put the client id: a resource server reading sub would take
+// the client for a person, and one that requires sub refuses the token, which is the safe way to
+// fail. Introspection answers the same way (docs/decisions/0018).
 func accessJWT(p *config.Project, now, exp time.Time, is Issue) (string, error) {
-	sub := is.Subject
-	if sub == "" {
-		sub = is.Client.ID // RFC 9068 §2.2: a client acting for itself is the subject
-	}
 	aud := is.Audience
 	if len(aud) == 0 {
 		aud = []string{p.Issuer}
@@ -150,15 +151,16 @@ func accessJWT(p *config.Project, now, exp time.Time, is Issue) (string, error) 
 	c := accessClaims{
 		Claims: jwt.Claims{
 			Issuer:    p.Issuer,
-			Subject:   sub,
+			Subject:   is.Subject,
 			Audience:  jwt.Audience(aud),
 			Expiry:    jwt.NewNumericDate(exp),
 			IssuedAt:  jwt.NewNumericDate(now),
 			NotBefore: jwt.NewNumericDate(now),
 			ID:        NewID(),
 		},
-		ClientID: is.Client.ID,
-		Scope:    strings.Join(is.Scopes, " "),
+		ClientID:    is.Client.ID,
+		Scope:       strings.Join(is.Scopes, " "),
+		SubjectType: subjectType(is.Subject),
 	}
 	if is.Subject != "" && !is.AuthTime.IsZero() {
 		c.AuthTime = is.AuthTime.Unix()
