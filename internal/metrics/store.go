@@ -138,9 +138,9 @@ func (x *instrumented) CreateAuthCode(ctx context.Context, c store.AuthCode) (er
 	return x.Store.CreateAuthCode(ctx, c)
 }
 
-func (x *instrumented) RedeemAuthCode(ctx context.Context, hash []byte, now time.Time) (r0 store.AuthCode, err error) {
+func (x *instrumented) RedeemAuthCode(ctx context.Context, hash []byte, now time.Time, check func(store.AuthCode) error) (r0 store.AuthCode, err error) {
 	defer x.done("RedeemAuthCode", time.Now(), &err)
-	return x.Store.RedeemAuthCode(ctx, hash, now)
+	return x.Store.RedeemAuthCode(ctx, hash, now, check)
 }
 
 func (x *instrumented) CreateTokens(ctx context.Context, tokens ...store.Token) (err error) {
