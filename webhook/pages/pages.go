@@ -152,11 +152,12 @@ type ConsentData struct {
 	CSRF   string
 	// Request echoes the authorization request back on submit.
 	Request []Field
-	// AppName is what the client calls itself; Registered says that name (and the logo and
-	// home page) are only the client's claims, shown as such.
+	// AppName is what the client calls itself; Registered says that name (and the home page)
+	// are only the client's claims, shown as such. There is no logo: a self-registered
+	// client's logo_uri would be fetched by the person's browser and tell its server who is
+	// looking (docs/decisions/0022).
 	AppName    string
 	AppURI     string
-	LogoURI    string
 	ClientID   string
 	Registered bool
 	// Vouched names the domain that serves the client's metadata document, if any; ClientID
