@@ -108,6 +108,9 @@ type SignInData struct {
 	OIDCUnavailable      bool
 	// Again says the person must sign in again (prompt=login, max_age, a stale sign-in).
 	Again bool
+	// Recent says the page behind ReturnTo needs a recent sign-in: the upstream provider is
+	// asked for one (max_age) and its auth_time is checked.
+	Recent bool
 }
 
 // SignIn renders the sign-in page.

@@ -91,7 +91,7 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	h.form(w, r, p, http.StatusOK, pages.SignInData{ReturnTo: returnTo, Again: again})
+	h.form(w, r, p, http.StatusOK, pages.SignInData{ReturnTo: returnTo, Again: again, Recent: q.Get("recent") == "1"})
 }
 
 // form renders the sign-in page with a double-submit anti-forgery token: nobody is signed in
@@ -115,6 +115,8 @@ func (h *handler) form(w http.ResponseWriter, r *http.Request, p *config.Project
 		q := url.Values{"return_to": {d.ReturnTo}}
 		if d.Again {
 			q.Set("prompt", "login")
+		} else if d.Recent {
+			q.Set("recent", "1")
 		}
 		d.OIDCURL = base + "/sign-in/oidc?" + q.Encode()
 		d.OIDCLabel = o.Label
@@ -133,7 +135,7 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 		returnTo = DefaultReturn(p)
 	}
 	username := strings.ToLower(strings.TrimSpace(form.Get("username")))
-	d := pages.SignInData{ReturnTo: returnTo, Username: username, Again: form.Get("again") == "1"}
+	d := pages.SignInData{ReturnTo: returnTo, Username: username, Again: form.Get("again") == "1", Recent: form.Get("recent") == "1"}
 	if !sameToken(ReadCookie(r, h.env, p, csrfCookie), form.Get("csrf_token")) {
 		d.Error = msgExpired
 		h.form(w, r, p, http.StatusForbidden, d)
@@ -190,7 +192,7 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, p, err)
 		return
 	}
-	if err := start(r.Context(), h.env, w, r, p, person); err != nil {
+	if err := start(r.Context(), h.env, w, r, p, person, now); err != nil {
 		h.internal(w, p, err)
 		return
 	}
