@@ -84,36 +84,6 @@ func TestVerifyPassword(t *testing.T) {
 	}
 }
 
-func TestLimiter(t *testing.T) {
-	l := newLimiter(3, time.Minute)
-	now := time.Unix(0, 0)
-	for i := range 3 {
-		if !l.take("k", now) {
-			t.Fatalf("attempt %d refused", i)
-		}
-	}
-	if l.take("k", now) {
-		t.Fatal("fourth attempt allowed")
-	}
-	if !l.take("other", now) {
-		t.Fatal("keys are separate")
-	}
-	if l.take("k", now.Add(59*time.Second)) {
-		t.Fatal("refilled too early")
-	}
-	if !l.take("k", now.Add(61*time.Second)) {
-		t.Fatal("not refilled")
-	}
-	l.refund("k", now.Add(61*time.Second))
-	if !l.take("k", now.Add(61*time.Second)) {
-		t.Fatal("refund lost")
-	}
-	l.sweep(now.Add(time.Hour))
-	if len(l.buckets) != 0 {
-		t.Errorf("full buckets kept: %d", len(l.buckets))
-	}
-}
-
 func TestSessionAuthTime(t *testing.T) {
 	p := &config.Project{Lifetimes: config.Lifetimes{RecentSignIn: 15 * time.Minute}}
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
