@@ -160,9 +160,10 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := h.env.Now()
-	client := h.env.ClientAddress(r)
-	addr := p.Key + "|" + client
-	acct := addr + "|" + username
+	addr := p.Key + "|" + h.env.ClientAddress(r)
+	// Emails are at most 254 characters; a longer name shares its bucket with its prefix
+	// rather than growing the limiter's memory with the form's size.
+	acct := addr + "|" + username[:min(len(username), 320)]
 	if ok, wait := h.perAddress.Take(addr, now); !ok {
 		h.tooMany(w, r, p, d, wait)
 		return
