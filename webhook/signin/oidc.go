@@ -348,13 +348,16 @@ func sessionAuthTime(p *config.Project, st oidcState, claim *float64, now time.T
 func (h *handler) notRecent(w http.ResponseWriter, r *http.Request, p *config.Project, st oidcState, hadAuthTime bool) {
 	h.env.Logger.Info("upstream sign-in not recent enough", "project", p.Key, "auth_time_present", hadAuthTime,
 		"again", st.Again)
+	need := "The page you were going to needs you to have signed in within the last " + minutes(p.Lifetimes.RecentSignIn)
+	if st.Again {
+		need = "The page you were going to needs you to sign in again"
+	}
 	h.env.Pages.Message(w, http.StatusForbidden, pages.MessageData{
 		Frame:   pages.Frame{Title: "Sign in again", Project: projectName(p)},
 		Heading: "Your organisation did not confirm a recent sign-in",
 		Paragraphs: []string{
-			"The page you were going to needs you to have signed in within the last " + minutes(p.Lifetimes.RecentSignIn) +
-				", and your organisation's sign-in service did not say that you did. You are not signed in here, and nothing was changed.",
-			"Sign in again. If you see this page again, tell the project's administrator: the sign-in service must honour max_age and report auth_time.",
+			need + ", and your organisation's sign-in service did not say that you did. You are not signed in here, and nothing was changed.",
+			"Sign in again. If you see this page again, tell the project's administrator: the sign-in service must honour prompt=login and max_age, and report auth_time.",
 		},
 		Actions: []pages.Action{{Label: "Sign in again", URL: URL(p, st.ReturnTo, true), Primary: true}},
 	})
