@@ -7,9 +7,12 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +22,8 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
 )
 
 // fakeIdP is a minimal OpenID provider: it approves everyone as "carol" and checks PKCE.
@@ -29,8 +34,12 @@ type fakeIdP struct {
 	now   func() time.Time
 	mu    sync.Mutex
 	codes map[string]idpCode
-	// prompts records the prompt parameter of every authorization request.
-	prompts []string
+	// prompts and maxAges record the prompt and max_age parameters of every authorization
+	// request.
+	prompts, maxAges []string
+	// authTime, when set, is the auth_time of the ID tokens it issues (ok false: no auth_time).
+	// Unset, ID tokens carry none.
+	authTime func() (at time.Time, ok bool)
 }
 
 type idpCode struct{ nonce, challenge, redirect string }
@@ -59,6 +68,7 @@ func newFakeIdP(t *testing.T, now func() time.Time) *fakeIdP {
 		f.mu.Lock()
 		f.codes[code] = idpCode{nonce: q.Get("nonce"), challenge: q.Get("code_challenge"), redirect: q.Get("redirect_uri")}
 		f.prompts = append(f.prompts, q.Get("prompt"))
+		f.maxAges = append(f.maxAges, q.Get("max_age"))
 		f.mu.Unlock()
 		http.Redirect(w, r, q.Get("redirect_uri")+"?"+url.Values{"code": {code}, "state": {q.Get("state")}}.Encode(), http.StatusFound)
 	})
@@ -78,10 +88,19 @@ func newFakeIdP(t *testing.T, now func() time.Time) *fakeIdP {
 		}
 		signer, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key}, (&jose.SignerOptions{}).WithHeader("kid", "idp"))
 		now := f.now()
-		idt, _ := jwt.Signed(signer).Claims(map[string]any{
+		claims := map[string]any{
 			"iss": f.srv.URL, "sub": "carol-123", "aud": "latchkey", "exp": now.Add(time.Hour).Unix(), "iat": now.Unix(),
 			"nonce": c.nonce, "email": "carol@corp.example", "name": "Carol",
-		}).Serialize()
+		}
+		f.mu.Lock()
+		authTime := f.authTime
+		f.mu.Unlock()
+		if authTime != nil {
+			if at, ok := authTime(); ok {
+				claims["auth_time"] = at.Unix()
+			}
+		}
+		idt, _ := jwt.Signed(signer).Claims(claims).Serialize()
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"access_token": "idp-at", "token_type": "Bearer", "expires_in": 3600, "id_token": idt})
 	})
@@ -191,6 +210,151 @@ func TestUpstreamSignIn(t *testing.T) {
 		h.clock.Advance(11 * time.Minute)
 		if cb := b.get(p.location()); cb.status != http.StatusBadRequest {
 			t.Errorf("%d", cb.status)
+		}
+	})
+}
+
+// TestUpstreamSignInMustBeRecent plays a browser that is still signed in at the company's
+// identity provider, which answers without asking for a password: a connect link needs a sign-in
+// within the project's recent sign-in window, and such an answer must not count as one. The
+// provider is asked for one (max_age), and its ID token's auth_time decides (OpenID Connect Core
+// §3.1.2.1, §3.1.3.7).
+func TestUpstreamSignInMustBeRecent(t *testing.T) {
+	h := newHarness(t)
+	idp := newFakeIdP(t, h.clock.Now)
+	gh := &config.Connector{Key: "team/github", Namespace: "team", Name: "github", DisplayName: "GitHub"}
+	h.update(func(p *config.Project) {
+		p.SignIn.OIDC = &config.OIDCProvider{Issuer: idp.srv.URL, ClientID: "latchkey", ClientSecret: "idp-secret", Label: "Sign in with Corp SSO"}
+		p.Connectors = map[string]*config.Connector{gh.Key: gh}
+	})
+	window := h.project.Lifetimes.RecentSignIn
+	setAuthTime := func(fn func() (time.Time, bool)) {
+		idp.mu.Lock()
+		idp.authTime = fn
+		idp.mu.Unlock()
+	}
+	signedInAgo := func(d time.Duration) func() (time.Time, bool) {
+		return func() (time.Time, bool) { return h.clock.Now().Add(-d), true }
+	}
+	lastMaxAge := func() string {
+		idp.mu.Lock()
+		defer idp.mu.Unlock()
+		return idp.maxAges[len(idp.maxAges)-1]
+	}
+	// through follows b from a page on this server through the provider and back, and
+	// returns the first answer that is not a redirect to the sign-in page or the provider.
+	through := func(b *browser, start string) page {
+		t.Helper()
+		p := b.get(start)
+		for range 8 {
+			loc := p.location()
+			if p.status != http.StatusFound && p.status != http.StatusSeeOther {
+				break
+			}
+			if strings.HasPrefix(loc, h.base[len(h.ts.URL):]+"/sign-in?") {
+				// The sign-in page: choose the organisation's sign-in.
+				form := b.get(loc)
+				m := regexp.MustCompile(`href="([^"]*/sign-in/oidc[^"]*)"`).FindStringSubmatch(form.body)
+				if m == nil {
+					t.Fatalf("no organisation sign-in on %s:\n%s", loc, form.body)
+				}
+				p = b.get(html.UnescapeString(m[1]))
+				continue
+			}
+			if !strings.HasPrefix(loc, idp.srv.URL) && !strings.Contains(loc, "/sign-in/") {
+				break
+			}
+			p = b.get(loc)
+		}
+		return p
+	}
+
+	// Carol exists (she signed in before); a connect link is made for her.
+	setAuthTime(signedInAgo(2 * time.Hour))
+	through(h.browser(), h.base+"/sign-in/oidc")
+	carol, err := h.store.UpsertPerson(t.Context(), store.Person{Project: projectKey, ID: "unused", Source: "oidc",
+		SourceSubject: idp.srv.URL + "|carol-123"})
+	if err != nil || carol.ID == "unused" {
+		t.Fatalf("carol: %+v %v", carol, err)
+	}
+	code := "link-code-for-carol"
+	if _, _, err := h.store.OpenLink(t.Context(), store.Link{
+		ID: "l1", CodeHash: secret.Hash(code), Project: projectKey, Subject: carol.ID, ClientID: "web", Connector: gh.Key,
+		Kind: store.LinkConnect, State: store.LinkOpen, ExpiresAt: h.clock.Now().Add(time.Hour), CreatedAt: h.clock.Now(),
+	}, h.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	link := h.base + "/account/services/link/" + code
+	isOffer := func(p page) bool {
+		return p.status == http.StatusOK && strings.Contains(p.body, "GitHub")
+	}
+	maxAge := strconv.Itoa(int(window / time.Second))
+
+	for name, tc := range map[string]struct {
+		authTime func() (time.Time, bool)
+		ok       bool
+	}{
+		"the provider's sign-in is old":   {signedInAgo(2 * time.Hour), false},
+		"just outside the window":         {signedInAgo(window + time.Second), false},
+		"the provider sends no auth_time": {func() (time.Time, bool) { return time.Time{}, false }, false},
+		"a recent sign-in":                {signedInAgo(time.Minute), true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			setAuthTime(tc.authTime)
+			b := h.browser()
+			p := through(b, link)
+			if got := lastMaxAge(); got != maxAge {
+				t.Errorf("max_age sent to the provider = %q, want %q", got, maxAge)
+			}
+			if tc.ok {
+				if p.status != http.StatusSeeOther || !strings.HasSuffix(p.location(), "/link/"+code) {
+					t.Fatalf("callback: %d %q %s", p.status, p.location(), p.body)
+				}
+				if !isOffer(b.get(p.location())) {
+					t.Error("a recent sign-in does not open the link")
+				}
+				return
+			}
+			if p.status != http.StatusForbidden || !strings.Contains(p.body, "did not confirm a recent sign-in") ||
+				sessionCookieOrNil(p.header) != nil {
+				t.Fatalf("callback: %d %v %s", p.status, p.header, p.body)
+			}
+			if again := b.get(link); isOffer(again) {
+				t.Error("the link opened without a recent sign-in")
+			}
+		})
+	}
+
+	t.Run("an ordinary sign-in records the provider's auth_time", func(t *testing.T) {
+		// Signed in at the provider two hours ago: signing in to the account page works, but it
+		// is not a recent sign-in, so the link asks for another (prompt=login, max_age=0).
+		setAuthTime(signedInAgo(2 * time.Hour))
+		b := h.browser()
+		p := through(b, h.base+"/sign-in/oidc?return_to="+url.QueryEscape("/team/demo/account"))
+		if p.status != http.StatusSeeOther || p.location() != "/team/demo/account" {
+			t.Fatalf("%d %q %s", p.status, p.location(), p.body)
+		}
+		if lastMaxAge() != "" {
+			t.Errorf("an ordinary sign-in asked for max_age=%s", lastMaxAge())
+		}
+		l := b.get(link)
+		if isOffer(l) || l.status != http.StatusSeeOther || !strings.Contains(l.location(), "prompt=login") {
+			t.Fatalf("a sign-in two hours old at the provider opened the link: %d %q", l.status, l.location())
+		}
+		// The provider ignores prompt=login and answers with the old sign-in: refused.
+		if p := through(b, link); p.status != http.StatusForbidden || lastMaxAge() != "0" {
+			t.Fatalf("prompt=login answered with an old sign-in: %d max_age=%q %s", p.status, lastMaxAge(), p.body)
+		}
+		// Inside the window but from before this request: still not a sign-in again.
+		setAuthTime(signedInAgo(5 * time.Minute))
+		if p := through(b, link); p.status != http.StatusForbidden {
+			t.Fatalf("prompt=login answered with a sign-in from before it: %d %s", p.status, p.body)
+		}
+		// The provider asks for the password again: the link opens.
+		setAuthTime(signedInAgo(0))
+		p = through(b, link)
+		if p.status != http.StatusSeeOther || !isOffer(b.get(p.location())) {
+			t.Fatalf("a sign-in again: %d %q %s", p.status, p.location(), p.body)
 		}
 	})
 }

@@ -88,7 +88,7 @@ func TestConsentPhishingStory(t *testing.T) {
 		attacker, // in full, in the address block
 		"I set up this connection and expected access to go to " + attacker,
 		"The app calls itself “Claude”",
-		"The name and logo were chosen by whoever registered the app: they prove nothing",
+		"The name was chosen by whoever registered the app: it proves nothing",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the person must see %q:\n%s", want, text)
@@ -361,6 +361,16 @@ func TestClientIDMetadataDocuments(t *testing.T) {
 		// A client described by a document has no secret to present.
 		if r := h.token(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rr.str("refresh_token")}}, id, "guess"); r.status != http.StatusUnauthorized {
 			t.Errorf("secret for a public client: %d %s", r.status, r.raw)
+		}
+	})
+
+	t.Run("the document's logo is not loaded", func(t *testing.T) {
+		// The consent page must not make the person's browser tell the logo's server who is
+		// looking (docs/decisions/0022).
+		id := site.serve("/logo.json", map[string]any{"logo_uri": "https://logo-tracker.example/l.png"})
+		p := b.get(authorizeURL(h, id, "http://127.0.0.1/callback", "read", newPKCE(), nil))
+		if p.status != http.StatusOK || strings.Contains(p.body, "logo-tracker.example") || strings.Contains(p.body, "<img") {
+			t.Errorf("consent page: %d\n%s", p.status, p.body)
 		}
 	})
 

@@ -12,12 +12,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 
+	"latchkey.dev/latchkey/internal/clientaddr"
 	"latchkey.dev/latchkey/internal/clientdoc"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/metrics"
@@ -58,6 +60,12 @@ type Options struct {
 	// Metrics counts requests by route, token issuance and exchange outcomes; nil counts
 	// nothing. Requests are logged at V(1) either way.
 	Metrics *metrics.Metrics
+	// TrustedProxies are the peers (ingress controllers, load balancers) whose forwarding
+	// header names the client, for rate limits; none by default: the peer is the client.
+	TrustedProxies []netip.Prefix
+	// ClientAddressHeader is the header those proxies set: X-Forwarded-For (when empty) or
+	// Forwarded.
+	ClientAddressHeader string
 }
 
 // Server is the HTTP handler.
@@ -92,6 +100,10 @@ func New(o Options) (*Server, error) {
 	if now == nil {
 		now = time.Now
 	}
+	addresses, err := clientaddr.New(o.TrustedProxies, o.ClientAddressHeader)
+	if err != nil {
+		return nil, err
+	}
 	documents := o.ClientDocuments
 	if documents == nil {
 		documents = clientdoc.New(clientdoc.Options{Now: now})
@@ -108,6 +120,7 @@ func New(o Options) (*Server, error) {
 		RedirectPolicy: site.RedirectPolicy,
 		ClientDocument: register.ClientDocument(documents),
 		Events:         o.Events,
+		Addresses:      addresses,
 	}
 	s := &Server{
 		env:      env,

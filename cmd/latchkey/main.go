@@ -35,6 +35,7 @@ import (
 
 	latchkeyv1alpha1 "latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/controllers"
+	"latchkey.dev/latchkey/internal/clientaddr"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/metrics"
@@ -71,6 +72,9 @@ type options struct {
 	upstreamWait  time.Duration
 	logLevel      string
 	logFormat     string
+	// trustedProxies and clientAddrHeader say where rate limits read the client's address.
+	trustedProxies   string
+	clientAddrHeader string
 }
 
 func main() {
@@ -102,6 +106,11 @@ func main() {
 		"how long in-flight requests may take to finish after a stop signal")
 	fs.DurationVar(&o.upstreamWait, "upstream-timeout", upstream.DefaultTimeout,
 		"how long a call to a connected service (a token refresh during token exchange) may take before the exchange answers temporarily_unavailable")
+	fs.StringVar(&o.trustedProxies, "trusted-proxies", "",
+		"comma-separated CIDR prefixes or addresses of the proxies in front of this server (ingress controller, load balancer); "+
+			"only from these peers is the client's address read from --client-address-header, for sign-in and registration rate limits (default: none, the peer is the client)")
+	fs.StringVar(&o.clientAddrHeader, "client-address-header", "X-Forwarded-For",
+		"the header the trusted proxies set to name the client: X-Forwarded-For or Forwarded (RFC 7239)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or text")
 	printVersion := fs.Bool("version", false, "print the version and exit")
@@ -135,6 +144,10 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	publicURL := strings.TrimSuffix(o.publicURL, "/")
 	if err := checkPublicURL(publicURL); err != nil {
 		return err
+	}
+	trustedProxies, err := clientaddr.ParsePrefixes(o.trustedProxies)
+	if err != nil {
+		return fmt.Errorf("--trusted-proxies: %w", err)
 	}
 
 	scheme := runtime.NewScheme()
@@ -232,6 +245,9 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		Now:       time.Now,
 		PublicURL: publicURL,
 		Metrics:   m,
+		// Rate limits count clients by address; behind an ingress, the address it names.
+		TrustedProxies:      trustedProxies,
+		ClientAddressHeader: o.clientAddrHeader,
 		Vault: &upstream.Vault{
 			Store: st, Keyring: kr, Now: time.Now, Timeout: o.upstreamWait, OnRefresh: m.UpstreamRefresh,
 		},

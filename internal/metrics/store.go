@@ -138,9 +138,26 @@ func (x *instrumented) CreateAuthCode(ctx context.Context, c store.AuthCode) (er
 	return x.Store.CreateAuthCode(ctx, c)
 }
 
-func (x *instrumented) RedeemAuthCode(ctx context.Context, hash []byte, now time.Time) (r0 store.AuthCode, err error) {
-	defer x.done("RedeemAuthCode", time.Now(), &err)
-	return x.Store.RedeemAuthCode(ctx, hash, now)
+func (x *instrumented) RedeemAuthCode(ctx context.Context, hash []byte, now time.Time, check func(store.AuthCode) error) (r0 store.AuthCode, err error) {
+	start := time.Now()
+	// A code the caller's check refused (a wrong verifier) is the client's mistake, answered
+	// correctly: counted as ok, not as a store error.
+	refused := false
+	if check != nil {
+		inner := check
+		check = func(c store.AuthCode) error {
+			err := inner(c)
+			refused = err != nil
+			return err
+		}
+	}
+	r0, err = x.Store.RedeemAuthCode(ctx, hash, now, check)
+	counted := err
+	if refused {
+		counted = nil
+	}
+	x.done("RedeemAuthCode", start, &counted)
+	return r0, err
 }
 
 func (x *instrumented) CreateTokens(ctx context.Context, tokens ...store.Token) (err error) {

@@ -183,7 +183,11 @@ type AuthCodes interface {
 	// same code returns ErrConflict together with the code (so the caller can revoke what the
 	// first redemption issued, RFC 6749 §4.1.2); an unknown or expired code is ErrNotFound.
 	// A redeemed code stays ErrConflict after it expires, until GarbageCollect removes it.
-	RedeemAuthCode(ctx context.Context, hash []byte, now time.Time) (AuthCode, error)
+	// If check is non-nil it decides, atomically with the redemption, whether the code may be
+	// spent: when it returns an error the code stays unused and comes back with that error, so
+	// a request that cannot redeem a code (wrong client, redirect_uri or PKCE verifier) cannot
+	// burn it either. check runs only for an unused, unexpired code and must not call the store.
+	RedeemAuthCode(ctx context.Context, hash []byte, now time.Time, check func(AuthCode) error) (AuthCode, error)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -441,3 +441,33 @@ func TestClientDocumentsCannotReachInside(t *testing.T) {
 		t.Fatalf("the server fetched %d documents from this machine", n)
 	}
 }
+
+// TestConsentPageLoadsNoClientLogo: a self-registered client's logo_uri is never put on the
+// consent page, so the person's browser never fetches it and its server never learns who is
+// looking, from which address, or when; and the page's CSP lets no image come from elsewhere.
+func TestConsentPageLoadsNoClientLogo(t *testing.T) {
+	e := newEnv(t)
+	const tracker = "logo-tracker.example"
+	status, out := e.register(map[string]any{
+		"client_name": "Claude", "redirect_uris": []string{loopback}, "token_endpoint_auth_method": "none",
+		"logo_uri": "https://" + tracker + "/logo.png?campaign=alice",
+	})
+	if status != http.StatusCreated {
+		t.Fatalf("registering: %d %v", status, out)
+	}
+	id, _ := out["client_id"].(string)
+	alice := e.signedIn(ct.AliceEmail)
+	p := alice.Get(e.authorizeURL(id, loopback, newPKCE(), url.Values{"prompt": {"consent"}}))
+	if p.Status != http.StatusOK || !strings.Contains(p.Body, "Where access goes") {
+		t.Fatalf("consent page: %d %s", p.Status, p.Text())
+	}
+	if strings.Contains(p.Body, tracker) {
+		t.Errorf("the consent page names the client's logo host, so the browser would fetch it:\n%s", p.Body)
+	}
+	csp := p.Header.Get("Content-Security-Policy")
+	for _, directive := range strings.Split(csp, ";") {
+		if f := strings.Fields(directive); len(f) > 0 && f[0] == "img-src" && strings.Join(f[1:], " ") != "'self'" {
+			t.Errorf("the consent page may load images from elsewhere: %q", csp)
+		}
+	}
+}

@@ -168,11 +168,12 @@ func (a *authorizer) issue(w http.ResponseWriter, r *http.Request, p *config.Pro
 	now := a.env.Now()
 	code := secret.New(secret.PrefixCode)
 	err := a.env.Store.CreateAuthCode(r.Context(), store.AuthCode{
-		Hash:                secret.Hash(code),
-		Project:             p.Key,
-		ClientID:            req.Client.ID,
-		Subject:             person.ID,
-		RedirectURI:         req.To,
+		Hash:     secret.Hash(code),
+		Project:  p.Key,
+		ClientID: req.Client.ID,
+		Subject:  person.ID,
+		// As sent, "" when omitted: the token request must repeat exactly that (RFC 6749 §4.1.3).
+		RedirectURI:         req.RedirectURI,
 		Scopes:              req.Scopes,
 		Resource:            req.Resources,
 		CodeChallenge:       req.Challenge,

@@ -36,7 +36,6 @@ func (a *authorizer) consentPage(w http.ResponseWriter, r *http.Request, p *conf
 		Request:     req.echo(),
 		AppName:     name,
 		AppURI:      httpsOnly(c.URI),
-		LogoURI:     httpsOnly(c.LogoURI),
 		ClientID:    c.ID,
 		Registered:  c.Registered,
 		Vouched:     c.Vouched,

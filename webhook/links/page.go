@@ -65,7 +65,8 @@ func (h *handler) check(w http.ResponseWriter, r *http.Request) (*opened, bool) 
 	sess, person, err := signin.Lookup(h.env, r)
 	if err != nil {
 		if errors.Is(err, signin.ErrNotSignedIn) {
-			signin.Redirect(h.env, w, r, Path(p, code), false)
+			// Check 4 follows: ask for a sign-in that will pass it.
+			signin.RedirectRecent(h.env, w, r, Path(p, code))
 		} else {
 			signin.Unavailable(h.env, w, r)
 		}

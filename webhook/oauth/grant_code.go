@@ -3,6 +3,7 @@ package oauth
 import (
 	"context"
 	"errors"
+	"net/url"
 
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
@@ -28,13 +29,34 @@ func authorizationCode(ctx context.Context, req *TokenRequest) (*TokenResponse, 
 		return nil, err
 	}
 
+	// Everything that proves the caller may redeem the code is checked before it is spent,
+	// inside the redemption: a request that cannot redeem a leaked code cannot burn it for the
+	// client it was issued to either.
+	check := func(ac store.AuthCode) error {
+		if ac.Project != p.Key || ac.ClientID != client.ID {
+			return ErrInvalidGrant.WithDescription("the code was not issued to this client")
+		}
+		if !redirectMatches(f, ac, client.RedirectURIs) {
+			return ErrInvalidGrant.WithDescription("redirect_uri does not match the authorization request")
+		}
+		if ac.CodeChallengeMethod != "S256" || !VerifyS256(verifier, ac.CodeChallenge) {
+			return ErrInvalidGrant.WithDescription("code_verifier does not match the code challenge")
+		}
+		return nil
+	}
 	hash := secret.Hash(code)
-	ac, err := env.Store.RedeemAuthCode(ctx, hash, req.Now)
+	ac, err := env.Store.RedeemAuthCode(ctx, hash, req.Now, check)
+	var refused Error
 	switch {
+	case errors.As(err, &refused):
+		return nil, refused
 	case errors.Is(err, store.ErrNotFound):
 		return nil, ErrInvalidGrant.WithDescription("the code is invalid or has expired")
 	case errors.Is(err, store.ErrConflict):
-		if ac.Project == p.Key {
+		// Only a replay by someone who could have redeemed the code revokes what it issued:
+		// anyone else merely learnt a spent code, and must not be able to end the tokens of
+		// the client it was issued to.
+		if check(ac) == nil {
 			n, rerr := env.Store.RevokeByCode(ctx, hash, req.Now)
 			if rerr != nil {
 				return nil, Internal(rerr)
@@ -47,15 +69,6 @@ func authorizationCode(ctx context.Context, req *TokenRequest) (*TokenResponse, 
 		return nil, ErrInvalidGrant.WithDescription("the code has already been used")
 	case err != nil:
 		return nil, Internal(err)
-	}
-	if ac.Project != p.Key || ac.ClientID != client.ID {
-		return nil, ErrInvalidGrant.WithDescription("the code was not issued to this client")
-	}
-	if f.Get("redirect_uri") != ac.RedirectURI {
-		return nil, ErrInvalidGrant.WithDescription("redirect_uri does not match the authorization request")
-	}
-	if ac.CodeChallengeMethod != "S256" || !VerifyS256(verifier, ac.CodeChallenge) {
-		return nil, ErrInvalidGrant.WithDescription("code_verifier does not match the code challenge")
 	}
 	audience := ac.Resource
 	if resources != nil {
@@ -90,4 +103,15 @@ func authorizationCode(ctx context.Context, req *TokenRequest) (*TokenResponse, 
 		return nil, Internal(err)
 	}
 	return &resp, nil
+}
+
+// redirectMatches: redirect_uri must be the one the authorization request sent. When that
+// request sent none (allowed for a client with one registered redirect URI), the token request
+// may omit it too (RFC 6749 §4.1.3), or send that one registered URI.
+func redirectMatches(f url.Values, ac store.AuthCode, registered []string) bool {
+	got, sent := f.Get("redirect_uri"), f.Has("redirect_uri")
+	if ac.RedirectURI != "" {
+		return sent && got == ac.RedirectURI
+	}
+	return !sent || (len(registered) == 1 && got == registered[0])
 }

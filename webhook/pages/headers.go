@@ -6,9 +6,10 @@ import (
 )
 
 // CSP is the content security policy of every response. Pages load only the same-origin
-// stylesheet and images (logos may come from https); forms post only to this server; no page
-// can be framed.
-const CSP = "default-src 'none'; style-src 'self'; img-src 'self' https: data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+// stylesheet and images, so no page makes the browser tell another server who is looking (a
+// self-registered client's logo_uri is never loaded, docs/decisions/0022); forms post only to
+// this server; no page can be framed.
+const CSP = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // Headers sets the security headers on every response. With noStore, responses are also never
 // cached: everything under an issuer carries a code, a token or a person's data, or might.

@@ -108,6 +108,9 @@ type SignInData struct {
 	OIDCUnavailable      bool
 	// Again says the person must sign in again (prompt=login, max_age, a stale sign-in).
 	Again bool
+	// Recent says the page behind ReturnTo needs a recent sign-in: the upstream provider is
+	// asked for one (max_age) and its auth_time is checked.
+	Recent bool
 }
 
 // SignIn renders the sign-in page.
@@ -152,11 +155,12 @@ type ConsentData struct {
 	CSRF   string
 	// Request echoes the authorization request back on submit.
 	Request []Field
-	// AppName is what the client calls itself; Registered says that name (and the logo and
-	// home page) are only the client's claims, shown as such.
+	// AppName is what the client calls itself; Registered says that name (and the home page)
+	// are only the client's claims, shown as such. There is no logo: a self-registered
+	// client's logo_uri would be fetched by the person's browser and tell its server who is
+	// looking (docs/decisions/0022).
 	AppName    string
 	AppURI     string
-	LogoURI    string
 	ClientID   string
 	Registered bool
 	// Vouched names the domain that serves the client's metadata document, if any; ClientID

@@ -10,8 +10,11 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
+	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/oauth"
@@ -21,11 +24,25 @@ import (
 // MaxBodyBytes bounds a registration document; real ones are well under a kilobyte.
 const MaxBodyBytes = 64 << 10
 
-type registrar struct{ env *site.Env }
+// Registration limits per client address (token buckets, per replica, across projects): an
+// agent registers once, so AddressBurst registrations, then one more every AddressEvery, is
+// plenty even for everyone behind an ingress that is not configured as a trusted proxy (they
+// then share its address), and slows down anyone filling the store with clients. Only
+// registrations that create a client count (a refused one is refunded: it stored nothing).
+// Over the limit the answer is 429 with Retry-After.
+var (
+	AddressBurst = 100
+	AddressEvery = 5 * time.Second
+)
+
+type registrar struct {
+	env   *site.Env
+	limit *ratelimit.Limiter
+}
 
 // Register mounts /register and /register/{client_id}.
 func Register(rt site.Router, env *site.Env) {
-	h := &registrar{env: env}
+	h := &registrar{env: env, limit: ratelimit.New(AddressBurst, AddressEvery)}
 	rt.API("/register", http.HandlerFunc(h.register))
 	rt.API("/register/{client_id}", http.HandlerFunc(h.manage))
 }
@@ -50,6 +67,20 @@ func (h *registrar) register(w http.ResponseWriter, r *http.Request) {
 		oauth.WriteError(w, oauth.ErrMethodNotAllowed.WithDescription("use POST"))
 		return
 	}
+	addr := h.env.ClientAddress(r)
+	if ok, wait := h.limit.Take(addr, h.env.Now()); !ok {
+		secs := ratelimit.Seconds(wait)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		oauth.WriteError(w, oauth.ErrTemporarilyUnavailable.WithStatus(http.StatusTooManyRequests).
+			WithDescription("too many registrations from this address; try again in "+strconv.Itoa(secs)+" s"))
+		return
+	}
+	created := false
+	defer func() {
+		if !created {
+			h.limit.Refund(addr, h.env.Now())
+		}
+	}()
 	switch p.Registration.Mode {
 	case config.RegistrationOpen:
 	case config.RegistrationInitialAccessToken:
@@ -92,6 +123,7 @@ func (h *registrar) register(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, p, err)
 		return
 	}
+	created = true
 	h.env.Record(r.Context(), store.AuditRecord{
 		Project: p.Key, Actor: "client:" + c.ID, Action: "client.registered", Target: c.ID,
 		Details: map[string]string{"client_name": m.ClientName},

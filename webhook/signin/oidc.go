@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -39,7 +40,18 @@ type oidcState struct {
 	Verifier string `json:"v"`
 	ReturnTo string `json:"r"`
 	Expires  int64  `json:"e"`
+	// Started is when the browser was sent to the provider (Unix seconds).
+	Started int64 `json:"t"`
+	// Again: the person was asked to sign in again (prompt=login, max_age=0), so the provider
+	// must have authenticated them after Started. Recent: the page behind ReturnTo needs a sign-in
+	// within the project's RecentSignIn (max_age). Either way the ID token must carry auth_time.
+	Again  bool `json:"a,omitempty"`
+	Recent bool `json:"f,omitempty"`
 }
+
+// authTimeSkew is how far the provider's clock may be from ours when auth_time is compared
+// with the time the sign-in started, and how far in the future an auth_time may lie.
+const authTimeSkew = time.Minute
 
 type providers struct {
 	mu     sync.Mutex
@@ -133,14 +145,24 @@ func (h *handler) oidcStart(w http.ResponseWriter, r *http.Request) {
 		Verifier: oauth2.GenerateVerifier(),
 		ReturnTo: returnTo,
 		Expires:  now.Add(oidcLifetime).Unix(),
+		Started:  now.Unix(),
+		Again:    q.Get("prompt") == "login",
+		Recent:   q.Get("recent") == "1",
 	}
 	b, _ := json.Marshal(st)
 	kid, sealed := h.env.Keyring.Seal(oidcPurpose(p), b)
 	SetCookie(w, h.env, p, oidcCookie, kid+"."+base64.RawURLEncoding.EncodeToString(sealed), oidcLifetime)
 	opts := []oauth2.AuthCodeOption{oidc.Nonce(st.Nonce), oauth2.S256ChallengeOption(st.Verifier)}
-	if q.Get("prompt") == "login" {
-		// A fresh sign-in here should be a fresh sign-in there too.
+	switch {
+	case st.Again:
+		// A fresh sign-in here must be a fresh sign-in there too: a browser still signed in at
+		// the provider would otherwise come straight back.
 		opts = append(opts, oauth2.SetAuthURLParam("prompt", "login"), oauth2.SetAuthURLParam("max_age", "0"))
+	case st.Recent:
+		// OpenID Connect Core §3.1.2.1: the provider makes the person sign in again if their
+		// sign-in there is older than this, and must then return auth_time.
+		maxAge := int64(p.Lifetimes.RecentSignIn / time.Second)
+		opts = append(opts, oauth2.SetAuthURLParam("max_age", strconv.FormatInt(maxAge, 10)))
 	}
 	http.Redirect(w, r, h.oauth2Config(p, prov).AuthCodeURL(st.State, opts...), http.StatusFound)
 }
@@ -204,7 +226,7 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if q.Get("error") != "" || q.Get("code") == "" {
-		h.form(w, r, p, http.StatusOK, pages.SignInData{ReturnTo: st.ReturnTo, Error: msgUpstream})
+		h.form(w, r, p, http.StatusOK, pages.SignInData{ReturnTo: st.ReturnTo, Error: msgUpstream, Again: st.Again, Recent: st.Recent})
 		return
 	}
 	now := h.env.Now()
@@ -231,10 +253,20 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var claims struct {
-		Email string `json:"email"`
-		Name  string `json:"name"`
+		Email    string   `json:"email"`
+		Name     string   `json:"name"`
+		AuthTime *float64 `json:"auth_time"`
 	}
 	if err := idt.Claims(&claims); err != nil {
+		h.upstreamFailed(w, r, p, st, err)
+		return
+	}
+	authTime, err := sessionAuthTime(p, st, claims.AuthTime, now)
+	if errors.Is(err, errNotRecent) {
+		h.notRecent(w, r, p, st, claims.AuthTime != nil)
+		return
+	}
+	if err != nil {
 		h.upstreamFailed(w, r, p, st, err)
 		return
 	}
@@ -251,7 +283,7 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, p, err)
 		return
 	}
-	if err := start(r.Context(), h.env, w, r, p, person); err != nil {
+	if err := start(r.Context(), h.env, w, r, p, person, authTime); err != nil {
 		h.internal(w, p, err)
 		return
 	}
@@ -264,7 +296,81 @@ type constError string
 
 func (e constError) Error() string { return string(e) }
 
-const errNonce = constError("ID token nonce does not match")
+const (
+	errNonce       = constError("ID token nonce does not match")
+	errAuthFuture  = constError("ID token auth_time lies in the future")
+	errNotRecent   = constError("ID token auth_time missing or older than the sign-in asked for")
+	errAuthInvalid = constError("ID token auth_time is not a time")
+)
+
+// sessionAuthTime is the sign-in time to record for a session started from an ID token: the
+// provider's auth_time, never the time the token arrived, so a browser still signed in at the
+// provider does not pass as a recent sign-in. Without auth_time it is zero: the session works,
+// but never counts as a recent sign-in. When the sign-in was started as a fresh one (Again or
+// Recent) a missing or too old auth_time is errNotRecent (OpenID Connect Core §3.1.3.7, 13).
+func sessionAuthTime(p *config.Project, st oidcState, claim *float64, now time.Time) (time.Time, error) {
+	var at time.Time
+	if claim != nil {
+		if *claim <= 0 || *claim > float64(1<<40) {
+			return time.Time{}, errAuthInvalid
+		}
+		at = time.Unix(int64(*claim), 0)
+		if at.After(now.Add(authTimeSkew)) {
+			return time.Time{}, errAuthFuture
+		}
+		if at.After(now) {
+			at = now
+		}
+	}
+	if !st.Again && !st.Recent {
+		return at, nil
+	}
+	if at.IsZero() || now.Sub(at) > p.Lifetimes.RecentSignIn {
+		return time.Time{}, errNotRecent
+	}
+	if st.Again {
+		started := time.Unix(st.Started, 0)
+		if at.Before(started.Add(-authTimeSkew)) {
+			return time.Time{}, errNotRecent
+		}
+		// Authenticated in answer to this request; within the clocks' skew that is no earlier
+		// than the request itself, and a check that asked for a sign-in after some moment
+		// before it (prompt=login at /authorize) must see it as such.
+		if at.Before(started) {
+			at = started
+		}
+	}
+	return at, nil
+}
+
+// notRecent refuses a sign-in that was meant to be fresh when the provider's ID token does not
+// show a recent enough authentication: no session is started.
+func (h *handler) notRecent(w http.ResponseWriter, r *http.Request, p *config.Project, st oidcState, hadAuthTime bool) {
+	h.env.Logger.Info("upstream sign-in not recent enough", "project", p.Key, "auth_time_present", hadAuthTime,
+		"again", st.Again)
+	need := "The page you were going to needs you to have signed in within the last " + minutes(p.Lifetimes.RecentSignIn)
+	if st.Again {
+		need = "The page you were going to needs you to sign in again"
+	}
+	h.env.Pages.Message(w, http.StatusForbidden, pages.MessageData{
+		Frame:   pages.Frame{Title: "Sign in again", Project: projectName(p)},
+		Heading: "Your organisation did not confirm a recent sign-in",
+		Paragraphs: []string{
+			need + ", and your organisation's sign-in service did not say that you did. You are not signed in here, and nothing was changed.",
+			"Sign in again. If you see this page again, tell the project's administrator: the sign-in service must honour prompt=login and max_age, and report auth_time.",
+		},
+		Actions: []pages.Action{{Label: "Sign in again", URL: URL(p, st.ReturnTo, true), Primary: true}},
+	})
+}
+
+// minutes says a duration in whole minutes, for people.
+func minutes(d time.Duration) string {
+	n := int64((d + time.Minute - 1) / time.Minute)
+	if n == 1 {
+		return "minute"
+	}
+	return strconv.FormatInt(n, 10) + " minutes"
+}
 
 func (h *handler) upstreamFailed(w http.ResponseWriter, r *http.Request, p *config.Project, st oidcState, err error) {
 	// A token endpoint error carries the provider's response body; log only its error code.
@@ -274,5 +380,5 @@ func (h *handler) upstreamFailed(w http.ResponseWriter, r *http.Request, p *conf
 		reason = "token endpoint answered " + re.ErrorCode
 	}
 	h.env.Logger.Info("upstream sign-in failed", "project", p.Key, "reason", reason)
-	h.form(w, r, p, http.StatusBadGateway, pages.SignInData{ReturnTo: st.ReturnTo, Error: msgUpstream})
+	h.form(w, r, p, http.StatusBadGateway, pages.SignInData{ReturnTo: st.ReturnTo, Error: msgUpstream, Again: st.Again, Recent: st.Recent})
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
@@ -116,8 +117,26 @@ func RequireFresh(env *site.Env, w http.ResponseWriter, r *http.Request, maxAge 
 	if err == nil && Fresh(s, maxAge, env.Now()) {
 		return s, person, true
 	}
-	Redirect(env, w, r, r.URL.RequestURI(), err == nil)
+	if err == nil {
+		Redirect(env, w, r, r.URL.RequestURI(), true)
+	} else {
+		RedirectRecent(env, w, r, r.URL.RequestURI())
+	}
 	return store.Session{}, store.Person{}, false
+}
+
+// RedirectRecent sends a browser signed in as nobody to sign in for a page that needs a recent
+// sign-in (the project's RecentSignIn). A password sign-in always is one; with the project's
+// OpenID provider, the provider is asked (max_age) to make the person sign in there again if
+// their sign-in there is older, and the ID token's auth_time is checked.
+func RedirectRecent(env *site.Env, w http.ResponseWriter, r *http.Request, returnTo string) {
+	u := URL(site.Project(r), returnTo, false)
+	if strings.Contains(u, "?") {
+		u += "&recent=1"
+	} else {
+		u += "?recent=1"
+	}
+	http.Redirect(w, r, u, http.StatusSeeOther)
 }
 
 // Redirect sends the browser to the project's sign-in page, which comes back to returnTo (a
@@ -164,7 +183,10 @@ func CheckCSRF(env *site.Env, r *http.Request, submitted string) bool {
 
 // start signs person in: a new session (never a reused one, against fixation) whose cookie
 // holds 32 random bytes and whose row holds their hash and the sign-in time.
-func start(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, person store.Person) error {
+//
+// authTime is when the person last authenticated: now for a password, the provider's auth_time
+// for an ID token (zero when unknown, which never counts as a recent sign-in).
+func start(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, person store.Person, authTime time.Time) error {
 	now := env.Now()
 	if old := ReadCookie(r, env, p, sessionCookie); old != "" && len(old) <= 128 {
 		if err := env.Store.DeleteSession(ctx, secret.Hash(old)); err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -176,7 +198,7 @@ func start(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Re
 		IDHash:    secret.Hash(v),
 		Project:   p.Key,
 		Subject:   person.ID,
-		AuthTime:  now,
+		AuthTime:  authTime,
 		CreatedAt: now,
 		ExpiresAt: now.Add(p.Lifetimes.Session),
 	})

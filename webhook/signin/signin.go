@@ -9,9 +9,9 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
-	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,20 +19,26 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/pages"
 	"latchkey.dev/latchkey/webhook/site"
 )
 
-// Sign-in attempt limits (token buckets, per replica). Successful attempts are refunded.
+// Sign-in attempt limits (token buckets, per replica). They slow attempts down, never lock
+// anyone out: an empty bucket answers 429 with Retry-After, and the right password is accepted
+// once the wait is over. Successful attempts are refunded.
 var (
-	// AccountBurst attempts per account, then one more every AccountEvery.
-	AccountBurst = 10
-	AccountEvery = 30 * time.Second
-	// AddressBurst attempts per client address, then one more every AddressEvery. Addresses
-	// are the connection's peer: behind a proxy every person shares one, hence the larger
-	// budget.
+	// AccountBurst attempts per account from one client address, then one more every
+	// AccountEvery. Keyed on both, so someone guessing at alice's password from one address
+	// does not slow alice down at another.
+	AccountBurst = 5
+	AccountEvery = 20 * time.Second
+	// AddressBurst attempts per client address across accounts, then one more every
+	// AddressEvery. The address is the peer, or what a trusted proxy says (site.Env
+	// ClientAddress); when no proxy is configured as trusted, everyone behind an ingress
+	// shares its address, hence the large budget.
 	AddressBurst = 60
 	AddressEvery = time.Second
 )
@@ -46,7 +52,6 @@ const (
 // which accounts exist.
 const (
 	msgWrong    = "That email and password do not match. Check them and try again."
-	msgTooMany  = "Too many sign-in attempts. Wait a few minutes, then try again."
 	msgExpired  = "This sign-in form has expired. Please try again."
 	msgUpstream = "Signing in with your organisation did not complete. Please try again."
 	// msgPasswordsOff answers a password form posted while the project's password file is
@@ -56,8 +61,8 @@ const (
 
 type handler struct {
 	env        *site.Env
-	perAccount *limiter
-	perAddress *limiter
+	perAccount *ratelimit.Limiter // by account and client address
+	perAddress *ratelimit.Limiter
 	providers  *providers
 }
 
@@ -65,8 +70,8 @@ type handler struct {
 func Register(rt site.Router, env *site.Env) {
 	h := &handler{
 		env:        env,
-		perAccount: newLimiter(AccountBurst, AccountEvery),
-		perAddress: newLimiter(AddressBurst, AddressEvery),
+		perAccount: ratelimit.New(AccountBurst, AccountEvery),
+		perAddress: ratelimit.New(AddressBurst, AddressEvery),
 		providers:  newProviders(),
 	}
 	rt.Page("GET /sign-in", http.HandlerFunc(h.page))
@@ -91,7 +96,7 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	h.form(w, r, p, http.StatusOK, pages.SignInData{ReturnTo: returnTo, Again: again})
+	h.form(w, r, p, http.StatusOK, pages.SignInData{ReturnTo: returnTo, Again: again, Recent: q.Get("recent") == "1"})
 }
 
 // form renders the sign-in page with a double-submit anti-forgery token: nobody is signed in
@@ -115,6 +120,8 @@ func (h *handler) form(w http.ResponseWriter, r *http.Request, p *config.Project
 		q := url.Values{"return_to": {d.ReturnTo}}
 		if d.Again {
 			q.Set("prompt", "login")
+		} else if d.Recent {
+			q.Set("recent", "1")
 		}
 		d.OIDCURL = base + "/sign-in/oidc?" + q.Encode()
 		d.OIDCLabel = o.Label
@@ -133,7 +140,7 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 		returnTo = DefaultReturn(p)
 	}
 	username := strings.ToLower(strings.TrimSpace(form.Get("username")))
-	d := pages.SignInData{ReturnTo: returnTo, Username: username, Again: form.Get("again") == "1"}
+	d := pages.SignInData{ReturnTo: returnTo, Username: username, Again: form.Get("again") == "1", Recent: form.Get("recent") == "1"}
 	if !sameToken(ReadCookie(r, h.env, p, csrfCookie), form.Get("csrf_token")) {
 		d.Error = msgExpired
 		h.form(w, r, p, http.StatusForbidden, d)
@@ -153,16 +160,17 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := h.env.Now()
-	acct, addr := p.Key+"|"+username, p.Key+"|"+clientAddress(r)
-	if !h.perAddress.take(addr, now) {
-		d.Error = msgTooMany
-		h.form(w, r, p, http.StatusTooManyRequests, d)
+	addr := p.Key + "|" + h.env.ClientAddress(r)
+	// Emails are at most 254 characters; a longer name shares its bucket with its prefix
+	// rather than growing the limiter's memory with the form's size.
+	acct := addr + "|" + username[:min(len(username), 320)]
+	if ok, wait := h.perAddress.Take(addr, now); !ok {
+		h.tooMany(w, r, p, d, wait)
 		return
 	}
-	if !h.perAccount.take(acct, now) {
-		h.perAddress.refund(addr, now)
-		d.Error = msgTooMany
-		h.form(w, r, p, http.StatusTooManyRequests, d)
+	if ok, wait := h.perAccount.Take(acct, now); !ok {
+		h.perAddress.Refund(addr, now)
+		h.tooMany(w, r, p, d, wait)
 		return
 	}
 	user, known := p.SignIn.Passwords[username]
@@ -175,8 +183,8 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 		h.form(w, r, p, http.StatusOK, d)
 		return
 	}
-	h.perAccount.refund(acct, now)
-	h.perAddress.refund(addr, now)
+	h.perAccount.Refund(acct, now)
+	h.perAddress.Refund(addr, now)
 	person, err := h.env.Store.UpsertPerson(r.Context(), store.Person{
 		Project:       p.Key,
 		ID:            newID(),
@@ -190,11 +198,26 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, p, err)
 		return
 	}
-	if err := start(r.Context(), h.env, w, r, p, person); err != nil {
+	if err := start(r.Context(), h.env, w, r, p, person, now); err != nil {
 		h.internal(w, p, err)
 		return
 	}
 	h.continueTo(w, p, person, returnTo)
+}
+
+// tooMany answers an attempt over the limit: the form again, 429, and how long to wait.
+func (h *handler) tooMany(w http.ResponseWriter, r *http.Request, p *config.Project, d pages.SignInData, wait time.Duration) {
+	secs := ratelimit.Seconds(wait)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	d.Error = "Too many sign-in attempts. Wait " + seconds(secs) + ", then try again."
+	h.form(w, r, p, http.StatusTooManyRequests, d)
+}
+
+func seconds(n int) string {
+	if n == 1 {
+		return "a second"
+	}
+	return strconv.Itoa(n) + " seconds"
 }
 
 // continueTo ends a successful sign-in. The answer to the form POST is a page that moves on
@@ -309,14 +332,6 @@ func dummyVerify(p *config.Project, password string) {
 		hash = dummyHash()
 	}
 	verifyPassword(hash, password)
-}
-
-func clientAddress(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 func newID() string {

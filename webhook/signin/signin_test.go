@@ -84,32 +84,38 @@ func TestVerifyPassword(t *testing.T) {
 	}
 }
 
-func TestLimiter(t *testing.T) {
-	l := newLimiter(3, time.Minute)
-	now := time.Unix(0, 0)
-	for i := range 3 {
-		if !l.take("k", now) {
-			t.Fatalf("attempt %d refused", i)
+func TestSessionAuthTime(t *testing.T) {
+	p := &config.Project{Lifetimes: config.Lifetimes{RecentSignIn: 15 * time.Minute}}
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	started := now.Add(-30 * time.Second)
+	ago := func(d time.Duration) *float64 { f := float64(now.Add(-d).Unix()); return &f }
+	for _, c := range []struct {
+		name   string
+		st     oidcState
+		claim  *float64
+		want   time.Time
+		errNot bool // errNotRecent
+		err    bool // any other error
+	}{
+		{name: "ordinary, none", st: oidcState{}, want: time.Time{}},
+		{name: "ordinary, old", st: oidcState{}, claim: ago(3 * time.Hour), want: now.Add(-3 * time.Hour)},
+		{name: "ordinary, slightly ahead", st: oidcState{}, claim: ago(-20 * time.Second), want: now},
+		{name: "ordinary, far ahead", st: oidcState{}, claim: ago(-2 * time.Hour), err: true},
+		{name: "ordinary, not a time", st: oidcState{}, claim: new(float64), err: true},
+		{name: "recent, none", st: oidcState{Recent: true}, errNot: true},
+		{name: "recent, old", st: oidcState{Recent: true}, claim: ago(16 * time.Minute), errNot: true},
+		{name: "recent, inside", st: oidcState{Recent: true}, claim: ago(14 * time.Minute), want: now.Add(-14 * time.Minute)},
+		{name: "again, before the request", st: oidcState{Again: true, Started: started.Unix()}, claim: ago(5 * time.Minute), errNot: true},
+		{name: "again, skewed clock", st: oidcState{Again: true, Started: started.Unix()}, claim: ago(50 * time.Second), want: started},
+		{name: "again, after the request", st: oidcState{Again: true, Started: started.Unix()}, claim: ago(10 * time.Second), want: now.Add(-10 * time.Second)},
+		{name: "again, none", st: oidcState{Again: true, Started: started.Unix()}, errNot: true},
+	} {
+		got, err := sessionAuthTime(p, c.st, c.claim, now)
+		switch {
+		case c.errNot && err != errNotRecent, c.err && (err == nil || err == errNotRecent), !c.errNot && !c.err && err != nil:
+			t.Errorf("%s: error %v", c.name, err)
+		case err == nil && !got.Equal(c.want):
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
-	}
-	if l.take("k", now) {
-		t.Fatal("fourth attempt allowed")
-	}
-	if !l.take("other", now) {
-		t.Fatal("keys are separate")
-	}
-	if l.take("k", now.Add(59*time.Second)) {
-		t.Fatal("refilled too early")
-	}
-	if !l.take("k", now.Add(61*time.Second)) {
-		t.Fatal("not refilled")
-	}
-	l.refund("k", now.Add(61*time.Second))
-	if !l.take("k", now.Add(61*time.Second)) {
-		t.Fatal("refund lost")
-	}
-	l.sweep(now.Add(time.Hour))
-	if len(l.buckets) != 0 {
-		t.Errorf("full buckets kept: %d", len(l.buckets))
 	}
 }

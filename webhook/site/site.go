@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"latchkey.dev/latchkey/internal/clientaddr"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
@@ -47,6 +48,14 @@ type Env struct {
 	// Events, when set, is told of every record Record appended (or failed to append), so that
 	// security events fan out to metrics and event sinks (internal/events Emitter.Recorded).
 	Events func(ctx context.Context, r store.AuditRecord)
+	// Addresses finds the client address of a request for rate limits; nil trusts no proxy.
+	Addresses *clientaddr.Resolver
+}
+
+// ClientAddress is the address rate limits count r's client by: the connection's peer, or
+// what a trusted proxy says in front of it (internal/clientaddr), with IPv6 counted by /64.
+func (e *Env) ClientAddress(r *http.Request) string {
+	return clientaddr.Key(e.Addresses.Address(r))
 }
 
 // Now is the current time on the injected clock.

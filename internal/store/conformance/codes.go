@@ -21,20 +21,20 @@ func testCodeRedeemOnce(t *testing.T, s store.Store) {
 	must(t, s.CreateAuthCode(ctx, c))
 	wantErr(t, s.CreateAuthCode(ctx, c), store.ErrConflict)
 
-	got, err := s.RedeemAuthCode(ctx, c.Hash, at(time.Second))
+	got, err := s.RedeemAuthCode(ctx, c.Hash, at(time.Second), nil)
 	must(t, err)
 	equal(t, "code", got, c)
 
 	// A replay gets the code back with ErrConflict, so the caller can revoke what it issued;
 	// also after the code expired.
-	got, err = s.RedeemAuthCode(ctx, c.Hash, at(2*time.Second))
+	got, err = s.RedeemAuthCode(ctx, c.Hash, at(2*time.Second), nil)
 	wantErr(t, err, store.ErrConflict)
 	equal(t, "replayed code", got, c)
-	got, err = s.RedeemAuthCode(ctx, c.Hash, at(time.Hour))
+	got, err = s.RedeemAuthCode(ctx, c.Hash, at(time.Hour), nil)
 	wantErr(t, err, store.ErrConflict)
 	equal(t, "replayed code after expiry", got.Hash, c.Hash)
 
-	_, err = s.RedeemAuthCode(ctx, hash("unknown"), at(time.Second))
+	_, err = s.RedeemAuthCode(ctx, hash("unknown"), at(time.Second), nil)
 	wantErr(t, err, store.ErrNotFound)
 }
 
@@ -46,7 +46,7 @@ func testCodeRedeemConcurrent(t *testing.T, s store.Store) {
 	errs := make([]error, n)
 	codes := make([]store.AuthCode, n)
 	parallel(n, func(i int) {
-		codes[i], errs[i] = s.RedeemAuthCode(ctx, c.Hash, at(time.Second))
+		codes[i], errs[i] = s.RedeemAuthCode(ctx, c.Hash, at(time.Second), nil)
 	})
 	won := 0
 	for i, err := range errs {
@@ -66,9 +66,77 @@ func testCodeExpired(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	c := newCode("code1")
 	must(t, s.CreateAuthCode(ctx, c))
-	_, err := s.RedeemAuthCode(ctx, c.Hash, c.ExpiresAt)
+	_, err := s.RedeemAuthCode(ctx, c.Hash, c.ExpiresAt, nil)
 	wantErr(t, err, store.ErrNotFound)
 	// Still unused: a redemption that failed for expiry does not count as one.
-	_, err = s.RedeemAuthCode(ctx, c.Hash, c.ExpiresAt.Add(time.Second))
+	_, err = s.RedeemAuthCode(ctx, c.Hash, c.ExpiresAt.Add(time.Second), nil)
 	wantErr(t, err, store.ErrNotFound)
+}
+
+// testCodeRedeemChecked: a check that refuses leaves the code unused (a request that cannot
+// redeem a code cannot burn it), and a check that accepts spends it as RedeemAuthCode does.
+func testCodeRedeemChecked(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	c := newCode("code1")
+	must(t, s.CreateAuthCode(ctx, c))
+	refused := errors.New("wrong verifier")
+	got, err := s.RedeemAuthCode(ctx, c.Hash, at(time.Second), func(seen store.AuthCode) error {
+		equal(t, "code seen by check", seen, c)
+		return refused
+	})
+	wantErr(t, err, refused)
+	equal(t, "refused code", got, c)
+
+	calls := 0
+	got, err = s.RedeemAuthCode(ctx, c.Hash, at(2*time.Second), func(store.AuthCode) error { calls++; return nil })
+	must(t, err)
+	equal(t, "redeemed code", got, c)
+	equal(t, "check calls", calls, 1)
+
+	// Spent: a replay is ErrConflict with the code, and check is not asked.
+	got, err = s.RedeemAuthCode(ctx, c.Hash, at(3*time.Second), func(store.AuthCode) error { calls++; return nil })
+	wantErr(t, err, store.ErrConflict)
+	equal(t, "replayed code", got.Hash, c.Hash)
+	equal(t, "check calls after replay", calls, 1)
+
+	// Unknown and expired codes never reach check.
+	_, err = s.RedeemAuthCode(ctx, hash("unknown"), at(time.Second), func(store.AuthCode) error { calls++; return nil })
+	wantErr(t, err, store.ErrNotFound)
+	d := newCode("code2")
+	must(t, s.CreateAuthCode(ctx, d))
+	_, err = s.RedeemAuthCode(ctx, d.Hash, d.ExpiresAt, func(store.AuthCode) error { calls++; return nil })
+	wantErr(t, err, store.ErrNotFound)
+	equal(t, "check calls for unknown and expired codes", calls, 1)
+}
+
+// testCodeRedeemCheckedConcurrent: many redeemers with checks, some refusing, one winner.
+func testCodeRedeemCheckedConcurrent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	c := newCode("code1")
+	must(t, s.CreateAuthCode(ctx, c))
+	refused := errors.New("refused")
+	const n = 40
+	errs := make([]error, n)
+	parallel(n, func(i int) {
+		_, errs[i] = s.RedeemAuthCode(ctx, c.Hash, at(time.Second), func(store.AuthCode) error {
+			if i%2 == 0 {
+				return refused
+			}
+			return nil
+		})
+	})
+	won := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			won++
+			if i%2 == 0 {
+				t.Errorf("redeemer %d won although its check refused", i)
+			}
+		case errors.Is(err, refused), errors.Is(err, store.ErrConflict):
+		default:
+			t.Fatalf("unexpected error: %v", err)
+		}
+	}
+	equal(t, "successful redemptions", won, 1)
 }

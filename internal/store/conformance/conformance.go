@@ -51,6 +51,8 @@ var tests = []test{
 	{"AuthCode/RedeemOnce", testCodeRedeemOnce},
 	{"AuthCode/RedeemConcurrent", testCodeRedeemConcurrent},
 	{"AuthCode/Expired", testCodeExpired},
+	{"AuthCode/RedeemChecked", testCodeRedeemChecked},
+	{"AuthCode/RedeemCheckedConcurrent", testCodeRedeemCheckedConcurrent},
 
 	{"Token/RoundTrip", testTokenRoundTrip},
 	{"Token/BatchAtomic", testTokenBatchAtomic},

@@ -53,13 +53,31 @@ func (s *Store) CreateAuthCode(ctx context.Context, c store.AuthCode) error {
 
 // RedeemAuthCode marks the code used, exactly once. A code that was already redeemed comes
 // back with ErrConflict even after it expired (until garbage collection removes it), so a
-// replay always lets the caller revoke what the first redemption issued.
-func (s *Store) RedeemAuthCode(ctx context.Context, hash []byte, now time.Time) (store.AuthCode, error) {
+// replay always lets the caller revoke what the first redemption issued. With check, the code
+// is marked used only if check accepts it, in the same transaction: a failed check leaves the
+// code as it was and returns it with check's error.
+func (s *Store) RedeemAuthCode(ctx context.Context, hash []byte, now time.Time, check func(store.AuthCode) error) (store.AuthCode, error) {
 	var c store.AuthCode
-	err := s.wrow(ctx, scanCode(&c, nil), qRedeemCode, ns(now), hash, ns(now))
+	var err error
+	if check == nil {
+		err = s.wrow(ctx, scanCode(&c, nil), qRedeemCode, ns(now), hash, ns(now))
+	} else {
+		var checkErr error
+		err = s.tx1(ctx, func(x q) error {
+			if err := x.row(ctx, scanCode(&c, nil), qRedeemCode, ns(now), hash, ns(now)); err != nil {
+				return err
+			}
+			checkErr = check(c)
+			return checkErr
+		})
+		if checkErr != nil {
+			return c, checkErr
+		}
+	}
 	if !errors.Is(err, store.ErrNotFound) {
 		return c, err
 	}
+	c = store.AuthCode{}
 	var used sql.NullInt64
 	if err := s.reader().row(ctx, scanCode(&c, &used), qGetCode, hash); err != nil {
 		return store.AuthCode{}, err

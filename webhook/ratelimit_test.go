@@ -1,0 +1,177 @@
+package webhook_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/secret"
+	sqlstore "latchkey.dev/latchkey/internal/store/sql"
+	"latchkey.dev/latchkey/internal/testclock"
+	"latchkey.dev/latchkey/webhook"
+	"latchkey.dev/latchkey/webhook/register"
+	"latchkey.dev/latchkey/webhook/signin"
+)
+
+// newHarnessBehind is newHarness for a server that trusts the given proxies' X-Forwarded-For.
+// Test requests come from 127.0.0.1, so trusting 127.0.0.1/32 plays a server behind an ingress
+// controller, and trusting anything else plays a client that reaches the server directly.
+func newHarnessBehind(t *testing.T, trusted ...string) *harness {
+	t.Helper()
+	st, err := sqlstore.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "latchkey.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h := &harness{t: t, clock: testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)), store: st, holder: &config.Holder{}}
+	var handler http.Handler
+	h.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
+	t.Cleanup(h.ts.Close)
+	h.base = h.ts.URL + "/team/demo"
+	h.project = testProject(h.base)
+	h.holder.Store(&config.Snapshot{Projects: map[string]*config.Project{projectKey: h.project}, Version: 1})
+	var prefixes []netip.Prefix
+	for _, s := range trusted {
+		prefixes = append(prefixes, netip.MustParsePrefix(s))
+	}
+	h.srv, err = webhook.New(webhook.Options{
+		Config: h.holder, Store: st, Keyring: secret.NewRandomKeyring(), Now: h.clock.Now, PublicURL: h.ts.URL,
+		TrustedProxies: prefixes,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler = h.srv
+	return h
+}
+
+// from is a browser whose requests say, as a proxy in front would, that they come from addr.
+func (h *harness) from(addr string) *browser {
+	b := h.browser()
+	b.c.Transport = forwardedFor{addr}
+	return b
+}
+
+type forwardedFor struct{ addr string }
+
+func (f forwardedFor) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("X-Forwarded-For", f.addr)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func signedInOK(p page) bool {
+	return p.status == http.StatusOK && p.continueURL() != "" && sessionCookieOrNil(p.header) != nil
+}
+
+// TestSignInLimitsDoNotLockPeopleOut plays mallory guessing at alice's password, and a company
+// whose people all reach Latchkey through one ingress controller.
+func TestSignInLimitsDoNotLockPeopleOut(t *testing.T) {
+	t.Run("guessing from one address does not stop alice at hers", func(t *testing.T) {
+		h := newHarnessBehind(t, "127.0.0.1/32")
+		mallory := h.from("198.51.100.66")
+		var last page
+		for i := 0; i <= signin.AccountBurst; i++ {
+			last = mallory.signIn("", "alice@example.com", "guess"+strconv.Itoa(i))
+		}
+		if last.status != http.StatusTooManyRequests {
+			t.Fatalf("mallory was not slowed down: %d", last.status)
+		}
+		// And he keeps at it, spending every attempt as soon as it is allowed.
+		h.clock.Advance(signin.AccountEvery)
+		if p := mallory.signIn("", "alice@example.com", "again"); p.status != http.StatusOK {
+			t.Fatalf("mallory's next allowed guess: %d", p.status)
+		}
+		if p := h.from("203.0.113.5").signIn("", "alice@example.com", alicePass); !signedInOK(p) {
+			t.Fatalf("alice, at her own address, with her password: %d %s", p.status, p.body)
+		}
+	})
+
+	t.Run("a person who mistypes is slowed down, then gets in", func(t *testing.T) {
+		h := newHarnessBehind(t, "127.0.0.1/32")
+		b := h.from("203.0.113.5")
+		var last page
+		for i := 0; i <= signin.AccountBurst; i++ {
+			last = b.signIn("", "alice@example.com", "typo")
+		}
+		retry, _ := strconv.Atoi(last.header.Get("Retry-After"))
+		if last.status != http.StatusTooManyRequests || retry < 1 || !strings.Contains(last.body, "Wait "+strconv.Itoa(retry)+" second") {
+			t.Fatalf("over the limit: %d Retry-After %q %s", last.status, last.header.Get("Retry-After"), last.body)
+		}
+		if p := b.signIn("", "alice@example.com", alicePass); p.status != http.StatusTooManyRequests {
+			t.Errorf("the right password before the wait: %d", p.status)
+		}
+		h.clock.Advance(time.Duration(retry) * time.Second)
+		if p := b.signIn("", "alice@example.com", alicePass); !signedInOK(p) {
+			t.Fatalf("the right password after Retry-After: %d %s", p.status, p.body)
+		}
+	})
+
+	t.Run("many people behind one trusted proxy each sign in", func(t *testing.T) {
+		h := newHarnessBehind(t, "127.0.0.1/32")
+		// More people than one address's budget each mistype once, all through the proxy.
+		for i := 0; i < signin.AddressBurst+10; i++ {
+			p := h.from(fmt.Sprintf("203.0.113.%d", i+1)).signIn("", fmt.Sprintf("person%d@example.com", i), "typo")
+			if p.status != http.StatusOK || !strings.Contains(p.body, "do not match") {
+				t.Fatalf("person %d behind the proxy: %d", i, p.status)
+			}
+		}
+		if p := h.from("192.0.2.200").signIn("", "bob@example.com", bobPass); !signedInOK(p) {
+			t.Fatalf("bob behind the same proxy: %d %s", p.status, p.body)
+		}
+	})
+
+	t.Run("an untrusted peer cannot name itself another address", func(t *testing.T) {
+		h := newHarnessBehind(t, "10.0.0.0/8") // the test's 127.0.0.1 is not a trusted proxy
+		var last page
+		for i := 0; i <= signin.AccountBurst; i++ {
+			last = h.from(fmt.Sprintf("198.51.100.%d", i+1)).signIn("", "bob@example.com", "guess")
+		}
+		if last.status != http.StatusTooManyRequests {
+			t.Errorf("per account and address: a new X-Forwarded-For per guess escaped the limit: %d", last.status)
+		}
+		for i := 0; i <= signin.AddressBurst; i++ {
+			last = h.from(fmt.Sprintf("198.51.100.%d", i+1)).signIn("", fmt.Sprintf("p%d@example.com", i), "guess")
+		}
+		if last.status != http.StatusTooManyRequests {
+			t.Errorf("per address: a new X-Forwarded-For per guess escaped the limit: %d", last.status)
+		}
+	})
+}
+
+// TestRegistrationLimitedPerAddress: one address registering clients as fast as it can is
+// slowed down (429, Retry-After, an RFC 7591 error object); another address is not.
+func TestRegistrationLimitedPerAddress(t *testing.T) {
+	h := newHarnessBehind(t, "127.0.0.1/32")
+	body := `{"redirect_uris":["http://127.0.0.1/cb"],"token_endpoint_auth_method":"none"}`
+	reg := func(addr string) tokenResult {
+		req, _ := http.NewRequest(http.MethodPost, h.base+"/register", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Forwarded-For", addr)
+		return h.send(req)
+	}
+	var last tokenResult
+	for i := 0; i <= register.AddressBurst; i++ {
+		last = reg("198.51.100.66")
+	}
+	if last.status != http.StatusTooManyRequests || last.str("error") == "" || last.str("error_description") == "" ||
+		last.header.Get("Retry-After") == "" || !strings.HasPrefix(last.header.Get("Content-Type"), "application/json") {
+		t.Fatalf("registration %d from one address: %d %v %s", register.AddressBurst+1, last.status, last.header, last.raw)
+	}
+	if r := reg("203.0.113.5"); r.status != http.StatusCreated {
+		t.Errorf("another address: %d %s", r.status, r.raw)
+	}
+	retry, _ := strconv.Atoi(last.header.Get("Retry-After"))
+	h.clock.Advance(time.Duration(retry) * time.Second)
+	if r := reg("198.51.100.66"); r.status != http.StatusCreated {
+		t.Errorf("after Retry-After: %d %s", r.status, r.raw)
+	}
+}
