@@ -156,7 +156,8 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	}
 	h.record(ctx, p, st, "connection.confirmation_shown", "connector:"+c.Key, map[string]string{"reason": reason})
 	h.env.Pages.ConnectConfirm(w, http.StatusOK, pages.ConnectConfirmData{
-		Frame:   pages.Frame{Title: "Finish this connection?", Project: signin.ProjectName(p), SignedInAs: signin.DisplayName(here.person)},
+		// Not SignedInAs: the page names its person only masked, wherever it is shown.
+		Frame:   pages.Frame{Title: "Finish this connection?", Project: signin.ProjectName(p)},
 		Service: serviceName(c),
 		Account: h.maskedOwner(ctx, p, st.Subject),
 		Action:  site.IssuerPath(p) + Path,
