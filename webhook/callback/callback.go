@@ -308,10 +308,10 @@ func (h *handler) wrongPerson(w http.ResponseWriter, r *http.Request, p *config.
 
 // signInFirst answers a callback or confirmation that would finish a connection in a browser
 // not signed in (recently) as the person who started it. Nothing is exchanged or consumed: the
-// page names the receiving account, masked, and offers the project's sign-in, which comes back
-// to back (a path of this callback carrying the state and code) within the state's ten
-// minutes. Only the right person, signed in, gets further; anyone else who signs in is refused
-// as the wrong person and the attempt ends.
+// page names the receiving account, masked, and offers the project's sign-in, which returns to
+// back (this callback's own path with the state and code, never anywhere else) while the state
+// lives. Only the right person, signed in, gets further; anyone else who signs in is refused as
+// the wrong person and the attempt ends.
 func (h *handler) signInFirst(w http.ResponseWriter, r *http.Request, p *config.Project, c *config.Connector, st store.CallbackState, status int, back string, again bool) {
 	if _, ok := signin.SafeReturn(p, back); !ok {
 		// A state and code too long to come back with: they could not be real.

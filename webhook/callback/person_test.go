@@ -1,11 +1,14 @@
 package callback_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 
+	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/callback"
 	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
 	"latchkey.dev/latchkey/webhook/signin"
@@ -192,5 +195,40 @@ func TestSignOutEndsPendingAttempts(t *testing.T) {
 	// Mallory's own attempt was not Alice's to end.
 	if res := b.Get(atGitHub(t, h, b, ct.MalloryLogin, mallorys)); res.Status != http.StatusOK || !strings.Contains(res.Text(), "Finish this connection?") {
 		t.Errorf("Mallory's own attempt: %d %s", res.Status, res.Text())
+	}
+}
+
+// endFails is the store with EndCallbackStates failing.
+type endFails struct{ store.Store }
+
+func (endFails) EndCallbackStates(context.Context, string, string) (int64, error) {
+	return 0, errors.New("connection refused")
+}
+
+// A sign-out that cannot end the person's attempts fails as a whole: the person stays signed in
+// (and can try again), so no attempt outlives a sign-out that succeeded.
+func TestSignOutFailsWhenAttemptsCannotEnd(t *testing.T) {
+	h := ct.New(t, ct.Options{})
+	b, _ := start(t, h, ct.AliceEmail, ct.AlicePassword)
+	failing := *h.Server.Env()
+	failing.Store = endFails{h.Store}
+	signin.Register(h.Server.Router(), &failing, callback.EndOnSignOut(&failing))
+	action, fields, _ := b.Get(h.Issuer + "/sign-out").Form("Sign out")
+	res := b.Post(action, fields)
+	env := h.Server.Env()
+	signin.Register(h.Server.Router(), env, callback.EndOnSignOut(env))
+	if res.Status != http.StatusInternalServerError || strings.Contains(res.Text(), "You are signed out") {
+		t.Fatalf("sign-out answered %d: %s", res.Status, res.Text())
+	}
+	if _, _, ok := b.Get(h.Issuer + "/sign-out").Form("Sign out"); !ok {
+		t.Fatal("signed out although the attempts did not end")
+	}
+	if n := count(t, h, "callback_states"); n != 1 {
+		t.Fatalf("%d state rows", n)
+	}
+	// Trying again works.
+	action, fields, _ = b.Get(h.Issuer + "/sign-out").Form("Sign out")
+	if res := b.Post(action, fields); res.Status != http.StatusOK || count(t, h, "callback_states") != 0 {
+		t.Fatalf("second sign-out answered %d: %s", res.Status, res.Text())
 	}
 }
