@@ -80,13 +80,18 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 
 	// Alice is signed in to GitHub, and approved the app before, so GitHub skips its page and
 	// sends her straight back to the callback. She is not signed in to Latchkey (seed 002: the
-	// victim need not even be a user); signed in, she is refused outright (1b).
+	// victim need not even be a user): the page names Mallory's account, masked, and finishing
+	// needs a sign-in as that account, which Alice cannot give. Signed in, she is refused
+	// outright (1b).
 	signInGitHub(alice, ct.AliceLogin, ct.AlicePassword)
 	h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
 	alice.Open(authURL)
 	text := alice.WaitFor("Finish this connection?")
 	if want := fmt.Sprintf(cbConfirmSentence, "m***@example.com"); !strings.Contains(cbOneLine(text), want) {
 		t.Errorf("Alice sees:\n%s\nwant:\n%s", text, want)
+	}
+	if !strings.Contains(text, "To finish, sign in as m***@example.com.") || strings.Contains(text, "Finish connecting") {
+		t.Errorf("Alice, signed in as nobody, is offered:\n%s", text)
 	}
 	if strings.Contains(text, ct.MalloryEmail) {
 		t.Error("the confirmation page shows Mallory's full address")
