@@ -48,9 +48,10 @@ const (
 	// cookie and stopped at the confirmation page (seed 002).
 	CallbackConfirmation = "callback.confirmation"
 	// CallbackOtherPerson: an upstream callback or its confirmation arrived in a browser signed
-	// in to the project as another person than the one who started it, and was refused (seed
-	// 002's forwarded URL opened by a colleague, or someone else signing in where the person
-	// started). Actor is who started it; details name both (owner, signed_in).
+	// in to the project as another person than the one who started it, and was refused (an
+	// authorization URL forwarded to a colleague, or someone else signing in where the person
+	// started; docs/decisions/0017). Actor is who started it; details name both (owner,
+	// signed_in).
 	CallbackOtherPerson = "callback.other_person"
 )
 

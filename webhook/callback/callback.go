@@ -266,10 +266,9 @@ func (h *handler) whoIsHere(w http.ResponseWriter, r *http.Request, p *config.Pr
 
 // wrongPerson refuses a callback in a browser signed in as another person than the one who
 // started the attempt, and ends the attempt so its code finishes nowhere. Either that browser
-// holds someone else's authorization URL (seed 002's forwarded URL, opened by a colleague who
-// is signed in here), or the person who started signed out, or was signed out, and someone
-// else signed in in the same browser and approved at the service with their own account. It
-// cannot be the person's app path in either case.
+// holds someone else's authorization URL (forwarded to a colleague who is signed in here), or
+// someone else signed in where the person started and approved at the service with their own
+// account. It cannot be the person's app path in either case.
 func (h *handler) wrongPerson(w http.ResponseWriter, r *http.Request, p *config.Project, c *config.Connector, stateHash []byte, st store.CallbackState, person store.Person) {
 	ctx := r.Context()
 	if _, err := h.env.Store.ConsumeCallbackState(ctx, stateHash, h.env.Now(), func(s store.CallbackState) error {

@@ -171,7 +171,7 @@ func TestSameBrowserFinishesAtOnce(t *testing.T) {
 
 // Seed 002's attack: Mallory starts a connection and sends the authorization URL to Alice, who
 // has approved the app at GitHub before, so GitHub sends her straight back to the callback.
-// Alice is not signed in to Latchkey here (seed 002: the victim need not even be a user): the
+// Alice is not signed in to Latchkey here (the victim need not even be a user): the
 // page names Mallory's account, masked, and finishing needs a sign-in as that account. Signing
 // in as herself gets Alice refused and ends the attempt; signed in already, she is refused
 // outright (TestSignedInAsAnotherPersonIsRefused).

@@ -10,7 +10,7 @@ func init() {
 }
 
 // ConnectConfirmData is the page a connector callback stops at when it arrives in a browser
-// that did not start the connection (seed 002), or in any browser not signed in as the person
+// that did not start the connection, or in any browser not signed in as the person
 // who started it. It may be seen by someone who is not that person, so it names the receiving
 // person only by a masked address.
 type ConnectConfirmData struct {
