@@ -47,9 +47,11 @@ const (
 	// CallbackConfirmation: an upstream callback arrived without the starting browser's binding
 	// cookie and stopped at the confirmation page (seed 002).
 	CallbackConfirmation = "callback.confirmation"
-	// CallbackOtherPerson: an upstream callback arrived in a browser signed in to the project as
-	// another person than the one who started it, and was refused (seed 002's forwarded URL,
-	// opened by a colleague). Actor is who started it; details name who was signed in.
+	// CallbackOtherPerson: an upstream callback or its confirmation arrived in a browser signed
+	// in to the project as another person than the one who started it, and was refused (an
+	// authorization URL forwarded to a colleague, or someone else signing in where the person
+	// started; docs/decisions/0017). Actor is who started it; details name both (owner,
+	// signed_in).
 	CallbackOtherPerson = "callback.other_person"
 )
 
@@ -64,7 +66,10 @@ var aliases = map[string]string{
 	// webhook/callback: a callback without the starting browser's cookie stopped at the
 	// confirmation page.
 	"connection.confirmation_shown": CallbackConfirmation,
-	// webhook/callback: the same, in a browser signed in as another person: refused.
+	// webhook/callback: a callback or confirmation in a browser signed in as another person
+	// than the one who started it: refused, and the attempt ended.
+	"connection.wrong_person": CallbackOtherPerson,
+	// The same, under the name audit records had before it covered every way of finishing.
 	"connection.refused_other_person": CallbackOtherPerson,
 }
 

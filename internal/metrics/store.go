@@ -270,6 +270,11 @@ func (x *instrumented) ConsumeCallbackState(ctx context.Context, stateHash []byt
 	return x.Store.ConsumeCallbackState(ctx, stateHash, now, check)
 }
 
+func (x *instrumented) EndCallbackStates(ctx context.Context, project, subject string) (r0 int64, err error) {
+	defer x.done("EndCallbackStates", time.Now(), &err)
+	return x.Store.EndCallbackStates(ctx, project, subject)
+}
+
 func (x *instrumented) OpenLink(ctx context.Context, l store.Link, now time.Time) (r0 store.Link, r1 bool, err error) {
 	defer x.done("OpenLink", time.Now(), &err)
 	return x.Store.OpenLink(ctx, l, now)

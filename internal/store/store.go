@@ -412,6 +412,10 @@ type CallbackStates interface {
 	// runs on the row first and the row is kept when it returns an error (the row is returned
 	// with that error). check runs inside the write transaction and must not call the store.
 	ConsumeCallbackState(ctx context.Context, stateHash []byte, now time.Time, check func(CallbackState) error) (CallbackState, error)
+	// EndCallbackStates deletes every callback state the person subject started in project,
+	// live or expired, and reports how many it deleted (0 is not an error). Signing out calls
+	// it: an attempt must not outlive the sign-in it was started under.
+	EndCallbackStates(ctx context.Context, project, subject string) (int64, error)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -182,10 +182,13 @@ func TestCrossOriginFormsInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Mallory's own pending connection, and a confirmation token she rendered for a code she
-	// made up: the token is genuine for that code.
+	// made up, signed in as herself in another browser: the token is genuine for that code.
 	_, _, authURL := e.connectFromLink(ct.MalloryEmail)
 	state := mustURL(authURL).Query().Get("state")
-	_, mf, _ := e.Browser().Get(e.CallbackURL + "?" + url.Values{"state": {state}, "code": {"made-up"}}.Encode()).Form("Finish connecting")
+	_, mf, ok := e.signedIn(ct.MalloryEmail).Get(e.CallbackURL + "?" + url.Values{"state": {state}, "code": {"made-up"}}.Encode()).Form("Finish connecting")
+	if !ok {
+		t.Fatal("Mallory is not offered her own confirmation")
+	}
 
 	alice := newProfile(t, "alice's browser")
 	alice.signIn(e.Issuer, ct.AliceEmail, ct.AlicePassword)

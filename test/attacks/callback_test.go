@@ -68,13 +68,34 @@ func assertConfirmation(t *testing.T, p ct.Page, masked string) (code, state, to
 	return f.Get("code"), f.Get("state"), f.Get("confirm_token")
 }
 
+// assertSignInFirst checks the page a browser signed in as nobody (of this project) gets at the
+// callback: the receiving account, masked, and a sign-in as that account; no way to confirm.
+func assertSignInFirst(t *testing.T, p ct.Page, masked string) {
+	t.Helper()
+	if !strings.Contains(p.Text(), confirmHeading) || !strings.Contains(p.Text(), "To finish, sign in as "+masked+".") {
+		t.Fatalf("want the page asking for a sign-in as %s, got %d: %s", masked, p.Status, p.Text())
+	}
+	if _, _, ok := p.Form("Finish connecting"); ok || strings.Contains(p.Body, "confirm_token") {
+		t.Fatal("a browser signed in as nobody is offered a way to confirm")
+	}
+	for _, leak := range []string{ct.MalloryEmail, ct.AliceEmail, ct.AliceLogin, ct.MalloryLogin} {
+		if strings.Contains(p.Body, leak) {
+			t.Errorf("the page shows %q", leak)
+		}
+	}
+	if p.Header.Get("Cache-Control") != "no-store" || p.Header.Get("Referrer-Policy") != "no-referrer" ||
+		!strings.Contains(p.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+		t.Errorf("page headers: %v", p.Header)
+	}
+}
+
 // TestForwardedAuthorizationURL is seed 002 started from a connect link: Mallory presses
 // Connect on her own link and sends the GitHub address to Alice, who is signed in to GitHub and
 // approved the app before, but not to this project (signed in here, she is refused outright:
-// TestForwardedAuthorizationURLSignedIn). Alice's browser lands on the confirmation page naming
-// Mallory's account, masked; nothing is exchanged or saved, the link stays open and Mallory's
-// agent is still refused. Every way of pushing the confirmation through without that page's
-// token fails.
+// TestForwardedAuthorizationURLSignedIn). Alice's browser lands on a page naming Mallory's
+// account, masked, that asks for a sign-in as that account; nothing is exchanged or saved, the
+// link stays open and Mallory's agent is still refused. Every way of pushing the confirmation
+// through fails in a browser not signed in as Mallory, even with a genuine confirmation token.
 func TestForwardedAuthorizationURL(t *testing.T) {
 	for _, aliceState := range []string{"signed in to another project", "with a binding cookie of her own", "not signed in to Latchkey"} {
 		t.Run(aliceState, func(t *testing.T) {
@@ -97,7 +118,12 @@ func TestForwardedAuthorizationURL(t *testing.T) {
 			states := e.CountRows("callback_states")
 			cb := e.atGitHub(alice, ct.AliceLogin, authURL)
 			page := alice.Get(cb)
-			code, state, token := assertConfirmation(t, page, "m***@example.com")
+			if page.Status != http.StatusOK {
+				t.Fatalf("callback answered %d", page.Status)
+			}
+			assertSignInFirst(t, page, "m***@example.com")
+			q := mustURL(cb).Query()
+			code, state := q.Get("code"), q.Get("state")
 
 			nothingSaved := func(what string) {
 				t.Helper()
@@ -119,8 +145,12 @@ func TestForwardedAuthorizationURL(t *testing.T) {
 				t.Fatalf("the callback changed the state rows: %d → %d", states, n)
 			}
 
-			// An attacker's site submits the form in Alice's browser: no token, a guessed one,
-			// Mallory's own token for another code.
+			// Mallory, signed in in her own browser, renders the confirmation for Alice's code
+			// (more than she could: she never sees the code) and gets a genuine token.
+			mal := e.signedIn(ct.MalloryEmail)
+			_, _, token := assertConfirmation(t, mal.Get(cb), "m***@example.com")
+
+			// An attacker's site submits the form in Alice's browser.
 			for origin, f := range map[string]url.Values{
 				"http://127.0.0.3:8080": {"code": {code}, "state": {state}},
 				"null":                  {"code": {code}, "state": {state}, "confirm_token": {token}},
@@ -143,23 +173,16 @@ func TestForwardedAuthorizationURL(t *testing.T) {
 					t.Errorf("%s: %d %s", name, res.Status, res.Text())
 				}
 			}
-			nothingSaved("after forged confirmations")
-
-			// Reopening the page voids the token it showed before.
-			again := alice.Get(cb)
-			_, _, token2 := assertConfirmation(t, again, "m***@example.com")
-			if token2 == token {
-				t.Fatal("the confirmation token did not change when the page was shown again")
-			}
+			// The genuine token itself, in Alice's browser: a sign-in as Mallory first.
 			res := alice.Post(e.CallbackURL, url.Values{"code": {code}, "state": {state}, "confirm_token": {token}})
 			if res.Status != http.StatusForbidden {
-				t.Errorf("the previous page's token: %d %s", res.Status, res.Text())
+				t.Errorf("the genuine token in Alice's browser: %d %s", res.Status, res.Text())
 			}
-			// Mallory renders the page herself (she knows the state, not the code): her token is
-			// bound to the code she made up, and it voids Alice's page too.
-			mal := e.Browser()
-			mpage := mal.Get(e.CallbackURL + "?" + url.Values{"state": {state}, "code": {"made-up"}}.Encode())
-			_, _, mtoken := assertConfirmation(t, mpage, "m***@example.com")
+			assertSignInFirst(t, res, "m***@example.com")
+			nothingSaved("after forged confirmations")
+
+			// A token Mallory renders for a code she made up is bound to that code.
+			_, _, mtoken := assertConfirmation(t, mal.Get(e.CallbackURL+"?"+url.Values{"state": {state}, "code": {"made-up"}}.Encode()), "m***@example.com")
 			for _, c := range []string{code, "made-up-too"} {
 				if res := alice.Post(e.CallbackURL, url.Values{"code": {c}, "state": {state}, "confirm_token": {mtoken}}); res.Status != http.StatusForbidden {
 					t.Errorf("Mallory's token for another code (%s): %d %s", c, res.Status, res.Text())
@@ -168,7 +191,7 @@ func TestForwardedAuthorizationURL(t *testing.T) {
 			nothingSaved("after stale and foreign tokens")
 
 			// After ten minutes the state is gone; even the current token does nothing.
-			_, _, token3 := assertConfirmation(t, alice.Get(cb), "m***@example.com")
+			_, _, token3 := assertConfirmation(t, mal.Get(cb), "m***@example.com")
 			e.Clock.Advance(10*time.Minute + time.Second)
 			res = alice.Post(e.CallbackURL, url.Values{"code": {code}, "state": {state}, "confirm_token": {token3}})
 			if res.Status != http.StatusBadRequest || !strings.Contains(res.Text(), expiredText) {
@@ -187,17 +210,34 @@ func TestForwardedAuthorizationURL(t *testing.T) {
 // path. It is refused without a confirmation page, the attempt ends so its code finishes
 // nowhere, and nothing is saved; Mallory's link stays open for Mallory.
 func TestForwardedAuthorizationURLSignedIn(t *testing.T) {
-	for _, aliceState := range []string{"no binding cookie", "with a binding cookie of her own"} {
+	for _, aliceState := range []string{"no binding cookie", "with a binding cookie of her own", "signing in from the page"} {
 		t.Run(aliceState, func(t *testing.T) {
 			e := newEnv(t)
 			_, linkID, authURL := e.connectFromLink(ct.MalloryEmail)
-			alice := e.signedIn(ct.AliceEmail)
-			if aliceState != "no binding cookie" {
+			var alice *ct.Browser
+			switch aliceState {
+			case "no binding cookie":
+				alice = e.signedIn(ct.AliceEmail)
+			case "with a binding cookie of her own":
 				alice, _, _ = e.connectFromLink(ct.AliceEmail)
+			default:
+				alice = e.Browser()
 			}
 			states := e.CountRows("callback_states")
 			cb := e.atGitHub(alice, ct.AliceLogin, authURL)
 			res := alice.Get(cb)
+			if aliceState == "signing in from the page" {
+				// Alice does what the page offers, with her own account: she comes back to the
+				// callback signed in as herself.
+				assertSignInFirst(t, res, "m***@example.com")
+				action, f, _ := res.Form("Sign in to finish")
+				back := f.Get("return_to")
+				done := signInAt(t, alice, alice.Get(action+"?"+f.Encode()), ct.AliceEmail, ct.AlicePassword)
+				if next := continueTo(done); next != back || !strings.HasPrefix(e.Latchkey.URL+next, e.CallbackURL+"?") {
+					t.Fatalf("sign-in continues to %q, want %q", next, back)
+				}
+				res = alice.Get(back)
+			}
 			if res.Status != http.StatusForbidden || !strings.Contains(res.Text(), notYoursText) || !strings.Contains(res.Text(), "Nothing was saved") || strings.Contains(res.Text(), confirmHeading) {
 				t.Fatalf("want the refusal, got %d: %s", res.Status, res.Text())
 			}
@@ -274,7 +314,7 @@ func TestCallbackStateIsBound(t *testing.T) {
 		forged := &http.Cookie{Name: callback.CookieName(e.Server.Env()), Value: strings.Repeat("A", 43), Path: cbURL.Path}
 		third := e.Browser()
 		third.Jar.SetCookies(cbURL, []*http.Cookie{forged})
-		assertConfirmation(t, third.Get(cbB), "m***@example.com")
+		assertSignInFirst(t, third.Get(cbB), "m***@example.com")
 		if e.GitHub.ExchangeCalls() != 0 {
 			t.Fatal("a made-up binding cookie finished the connection")
 		}

@@ -80,13 +80,18 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 
 	// Alice is signed in to GitHub, and approved the app before, so GitHub skips its page and
 	// sends her straight back to the callback. She is not signed in to Latchkey (seed 002: the
-	// victim need not even be a user); signed in, she is refused outright (1b).
+	// victim need not even be a user): the page names Mallory's account, masked, and finishing
+	// needs a sign-in as that account, which Alice cannot give. Signed in, she is refused
+	// outright (1b).
 	signInGitHub(alice, ct.AliceLogin, ct.AlicePassword)
 	h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
 	alice.Open(authURL)
 	text := alice.WaitFor("Finish this connection?")
 	if want := fmt.Sprintf(cbConfirmSentence, "m***@example.com"); !strings.Contains(cbOneLine(text), want) {
 		t.Errorf("Alice sees:\n%s\nwant:\n%s", text, want)
+	}
+	if !strings.Contains(text, "To finish, sign in as m***@example.com.") || strings.Contains(text, "Finish connecting") {
+		t.Errorf("Alice, signed in as nobody, is offered:\n%s", text)
 	}
 	if strings.Contains(text, ct.MalloryEmail) {
 		t.Error("the confirmation page shows Mallory's full address")
@@ -166,7 +171,9 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 	}
 
 	// 3. The app path: Mallory starts in one browser (her app) and finishes in another (the
-	// system browser, without the cookie); she confirms, and the connection is hers.
+	// system browser, without the cookie, signed in to Latchkey as nobody). The page asks her to
+	// sign in as the receiving account first; signed in, she confirms, and the connection is
+	// hers.
 	system := testbrowser.New(t, ctx, "mallory's system browser")
 	mallory.Open(h.Issuer + "/account")
 	mallory.WaitFor("Connect GitHub")
@@ -178,8 +185,17 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 	if want := fmt.Sprintf(cbConfirmSentence, "m***@example.com"); !strings.Contains(cbOneLine(text), want) {
 		t.Errorf("system browser sees:\n%s", text)
 	}
-	if h.CountRows("connections") != 1 {
-		t.Fatal("the app path saved before confirmation")
+	if !strings.Contains(text, "To finish, sign in as m***@example.com.") || strings.Contains(text, "Finish connecting") {
+		t.Errorf("a system browser signed in as nobody is offered:\n%s", text)
+	}
+	system.Press("Sign in to finish")
+	system.WaitFor("Sign in")
+	system.Fill("username", ct.MalloryEmail)
+	system.Fill("password", ct.MalloryPassword)
+	system.Press("Sign in")
+	system.WaitFor("Finish connecting")
+	if h.CountRows("connections") != 1 || h.GitHub.ExchangeCalls() != 1 {
+		t.Fatal("the app path exchanged or saved before confirmation")
 	}
 	system.Press("Finish connecting")
 	text = system.WaitFor("is now connected.")

@@ -8,25 +8,31 @@
 // for that connector: a service is registered with one connector's callback and can never hand
 // its code (and the PKCE verifier that goes with it) to another connector's token endpoint
 // (RFC 9700 §4.4). Where the service sends iss (RFC 9207), it must be the connector's issuer.
-// There the cookie decides:
+// Nothing is saved there unless the browser is signed in to the project as the person the
+// attempt was started for, checked as the row is consumed (docs/decisions/0017):
 //
-//   - it matches: the code is exchanged at once and the connection saved under the person
-//     recorded with the state (the callback carries no sign-in, so that person is owner and
-//     actor);
-//   - it is missing or different (an app that opened the system browser, or a victim who was
-//     sent someone else's authorization URL): nothing is exchanged or saved, and the browser
-//     gets a confirmation page naming the receiving account, masked, with a one-time token. Only
-//     a POST of that page's current token finishes the connection. A browser signed in to the
-//     project as another person than the one who started is refused instead, on the page and
-//     on its POST, and the attempt ends: it holds someone else's authorization URL.
+//   - signed in as another person: refused on the page and on its POST, the attempt ends, and
+//     a connection.wrong_person security event names both people. That browser holds someone
+//     else's authorization URL, or someone else signed in where the person started;
+//   - signed in as nobody: nothing is exchanged; the page names the receiving account, masked,
+//     and offers the project's sign-in, which comes back to the callback;
+//   - signed in as that person, the cookie decides. It matches: the code is exchanged at once
+//     and the connection saved. It is missing or different (an app that opened the system
+//     browser): the browser gets a confirmation page naming the receiving account, masked,
+//     with a one-time token, if its sign-in is recent (as connecting asks everywhere), and a
+//     sign-in otherwise. Only a POST of that page's current token finishes the connection.
+//
+// Signing out ends the person's pending attempts and clears the binding cookie (EndOnSignOut).
 package callback
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +40,7 @@ import (
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/upstream"
+	"latchkey.dev/latchkey/webhook/signin"
 	"latchkey.dev/latchkey/webhook/site"
 )
 
@@ -187,6 +194,18 @@ func clearBinding(w http.ResponseWriter, env *site.Env, p *config.Project, c *co
 	})
 }
 
+// clearBindings expires the binding cookie wherever the browser may hold one for p: over https
+// the one __Host- cookie at /, over http one per connector's callback path.
+func clearBindings(w http.ResponseWriter, env *site.Env, p *config.Project) {
+	if env.Secure() {
+		clearBinding(w, env, p, nil)
+		return
+	}
+	for _, c := range p.Connectors {
+		clearBinding(w, env, p, c)
+	}
+}
+
 // readBinding returns the binding cookie's value, or "".
 func readBinding(r *http.Request, env *site.Env) string {
 	c, err := r.Cookie(CookieName(env))
@@ -194,4 +213,30 @@ func readBinding(r *http.Request, env *site.Env) string {
 		return ""
 	}
 	return c.Value
+}
+
+// EndOnSignOut is the sign-out hook (signin.Register) that ends every connection attempt the
+// person has pending in the project and clears the browser's binding cookie: an attempt belongs
+// to the sign-in it was started under, and must not finish for whoever signs in next in the
+// same browser. The callback refuses that anyway (the browser must be signed in as the person
+// who started); ending the attempt means nobody, not even the same person signing in again,
+// finishes a connection started before they signed out.
+func EndOnSignOut(env *site.Env) signin.SignOutHook {
+	return func(ctx context.Context, w http.ResponseWriter, p *config.Project, subject string) error {
+		clearBindings(w, env, p)
+		if subject == "" {
+			return nil
+		}
+		n, err := env.Store.EndCallbackStates(ctx, p.Key, subject)
+		if err != nil {
+			return fmt.Errorf("callback: ending attempts on sign-out: %w", err)
+		}
+		if n > 0 {
+			env.Record(ctx, store.AuditRecord{
+				Project: p.Key, Time: env.Now(), Actor: subject, Action: ActionEndedBySignOut,
+				Target: "person:" + subject, Details: map[string]string{"attempts": strconv.FormatInt(n, 10)},
+			})
+		}
+		return nil
+	}
 }

@@ -57,8 +57,20 @@ func Register(rt site.Router, env *site.Env, hooks ...Hook) {
 
 // Errors a consume check returns; the row stays when one does.
 var (
-	errMismatch = errors.New("callback: the browser does not hold this state's binding")
-	errBadToken = errors.New("callback: missing or wrong confirmation token")
+	errMismatch    = errors.New("callback: the browser does not hold this state's binding")
+	errBadToken    = errors.New("callback: missing or wrong confirmation token")
+	errWrongPerson = errors.New("callback: the browser is not signed in as the person who started")
+)
+
+// Audit actions the callback records besides connection.saved and connection.confirmed.
+const (
+	// ActionWrongPerson: a callback or confirmation arrived in a browser signed in as another
+	// person than the one who started the attempt; nothing was saved and the attempt ended.
+	// Details name both: owner (who started) and signed_in. It reports the security event
+	// callback.other_person (internal/events).
+	ActionWrongPerson = "connection.wrong_person"
+	// ActionEndedBySignOut: the person signed out with attempts pending; they were ended.
+	ActionEndedBySignOut = "connection.ended_by_sign_out"
 )
 
 // headers are set on every callback response whatever the middleware does: each carries a
@@ -107,24 +119,37 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	here, ok := h.whoIsHere(w, r, p, c, stateHash, st)
+	if !ok {
+		return
+	}
 	if binding := readBinding(r, h.env); binding != "" && secret.HashEqual(binding, st.BindingHash) {
+		// The browser that started. Its sign-in was recent when it did (both ways of starting
+		// ask for that), so only who is signed in now matters: signing out ends the attempt,
+		// and any other sign-in since was refused above.
+		if !here.signedIn {
+			h.signInFirst(w, r, p, c, st, http.StatusOK, r.URL.RequestURI(), false)
+			return
+		}
 		h.finish(w, r, p, c, stateHash, code, "connection.saved", true, func(s store.CallbackState) error {
 			if s.Project != p.Key || !secret.HashEqual(binding, s.BindingHash) {
 				return errMismatch
 			}
-			return nil
+			return samePerson(s, here)
 		})
 		return
 	}
 
-	// Another browser (or none of our cookie): show who would receive the connection and stop,
-	// unless this browser is signed in as someone else.
-	if h.refuseOtherPerson(w, r, p, c, stateHash, st) {
-		return
-	}
+	// Another browser (or none of our cookie): show who would receive the connection and stop.
+	// Only a browser signed in recently as that person gets the form that finishes it.
 	reason := "no_cookie"
 	if _, err := r.Cookie(CookieName(h.env)); err == nil {
 		reason = "other_cookie"
+	}
+	if !here.recent(h.env, p) {
+		h.record(ctx, p, st, "connection.confirmation_shown", "connector:"+c.Key, map[string]string{"reason": reason, "sign_in": "required"})
+		h.signInFirst(w, r, p, c, st, http.StatusOK, r.URL.RequestURI(), here.signedIn)
+		return
 	}
 	token := secret.New("")
 	if err := h.env.Store.SetConfirmHash(ctx, stateHash, confirmHash(token, code), h.env.Now()); err != nil {
@@ -137,6 +162,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	}
 	h.record(ctx, p, st, "connection.confirmation_shown", "connector:"+c.Key, map[string]string{"reason": reason})
 	h.env.Pages.ConnectConfirm(w, http.StatusOK, pages.ConnectConfirmData{
+		// Not SignedInAs: the page names its person only masked, wherever it is shown.
 		Frame:   pages.Frame{Title: "Finish this connection?", Project: signin.ProjectName(p)},
 		Service: serviceName(c),
 		Account: h.maskedOwner(ctx, p, st.Subject),
@@ -144,6 +170,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		Code:    code,
 		State:   state,
 		Token:   token,
+		Iss:     q.Get("iss"),
 	})
 }
 
@@ -165,9 +192,10 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	// Before the token: a page rendered earlier (while nobody was signed in, or by someone else)
-	// must not let a browser signed in as another person finish.
-	if h.refuseOtherPerson(w, r, p, c, stateHash, st) {
+	// Before the token: a page rendered earlier (by the person who started, in this browser or
+	// another) must not let a browser signed in as another person finish.
+	here, ok := h.whoIsHere(w, r, p, c, stateHash, st)
+	if !ok {
 		return
 	}
 	if len(token) > maxParam || !checkToken(token, code, st) {
@@ -177,6 +205,18 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 		h.refused(w, p)
 		return
 	}
+	if !here.recent(h.env, p) {
+		// Signed out, or the sign-in grew old, since the page was shown. The token stays good
+		// until the page is shown again after signing in, which replaces it.
+		back := url.Values{"state": {state}, "code": {code}}
+		if iss := form.Get("iss"); iss != "" && len(iss) <= maxParam {
+			// The GET that showed the form passed the issuer check with it; the GET that
+			// sign-in comes back to checks it again.
+			back.Set("iss", iss)
+		}
+		h.signInFirst(w, r, p, c, st, http.StatusForbidden, r.URL.Path+"?"+back.Encode(), here.signedIn)
+		return
+	}
 	h.finish(w, r, p, c, stateHash, code, "connection.confirmed", false, func(s store.CallbackState) error {
 		if s.Project != p.Key {
 			return errMismatch
@@ -184,28 +224,64 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 		if !checkToken(token, code, s) {
 			return errBadToken
 		}
-		return nil
+		return samePerson(s, here)
 	})
 }
 
-// refuseOtherPerson answers the request, and reports true, when the browser is signed in to the
-// project as another person than the one recorded with the state. That browser holds someone
-// else's authorization URL (seed 002's forwarded URL, opened by a colleague who is signed in
-// here): it cannot be the app path of the person who started, so confirmation is not offered
-// and the attempt ends, leaving no code for anyone to finish elsewhere. A browser signed in as
-// nobody, or only to another project, keeps the confirmation page: that is the app path. A
-// store that cannot say who is signed in gets the pages' 503, never the confirmation page.
-func (h *handler) refuseOtherPerson(w http.ResponseWriter, r *http.Request, p *config.Project, c *config.Connector, stateHash []byte, st store.CallbackState) bool {
-	_, person, err := signin.Lookup(h.env, r)
+// here is who the browser is signed in to the project as, when a callback request arrives.
+type here struct {
+	signedIn bool
+	session  store.Session
+	person   store.Person
+}
+
+// recent reports whether the browser is signed in, and signed in within the project's
+// recent-sign-in window: what connecting asks for wherever it starts (a connect link's check 4,
+// the account page's Connect), and so what finishing in a browser that did not start asks for.
+func (x here) recent(env *site.Env, p *config.Project) bool {
+	window := p.Lifetimes.RecentSignIn
+	if window <= 0 {
+		window = config.DefaultLifetimes().RecentSignIn
+	}
+	return x.signedIn && signin.Fresh(x.session, window, env.Now())
+}
+
+// samePerson is part of every check a connection is saved under (it runs as the row is
+// consumed): the row's person is the one signed in when the request arrived.
+func samePerson(s store.CallbackState, x here) error {
+	if !x.signedIn || x.person.ID != s.Subject {
+		return errWrongPerson
+	}
+	return nil
+}
+
+// whoIsHere finds who the browser is signed in to the project as. A browser signed in as
+// another person than the one the attempt was started for is refused here, whatever cookie it
+// holds and whatever page it was shown (wrongPerson), and a store that cannot say who is signed
+// in gets the pages' 503, never a page that could finish; both answer the request and report
+// false. Signed in as nobody, or only to another project, is not refused: the caller asks for
+// a sign-in as the right person before anything is saved.
+func (h *handler) whoIsHere(w http.ResponseWriter, r *http.Request, p *config.Project, c *config.Connector, stateHash []byte, st store.CallbackState) (here, bool) {
+	session, person, err := signin.Lookup(h.env, r)
 	switch {
 	case errors.Is(err, signin.ErrNotSignedIn):
-		return false
+		return here{}, true
 	case err != nil:
 		signin.Unavailable(h.env, w, r)
-		return true
-	case person.ID == st.Subject:
-		return false
+		return here{}, false
+	case person.ID != st.Subject:
+		h.wrongPerson(w, r, p, c, stateHash, st, person)
+		return here{}, false
 	}
+	return here{signedIn: true, session: session, person: person}, true
+}
+
+// wrongPerson refuses a callback in a browser signed in as another person than the one who
+// started the attempt, and ends the attempt so its code finishes nowhere. Either that browser
+// holds someone else's authorization URL (forwarded to a colleague who is signed in here), or
+// someone else signed in where the person started and approved at the service with their own
+// account. It cannot be the person's app path in either case.
+func (h *handler) wrongPerson(w http.ResponseWriter, r *http.Request, p *config.Project, c *config.Connector, stateHash []byte, st store.CallbackState, person store.Person) {
 	ctx := r.Context()
 	if _, err := h.env.Store.ConsumeCallbackState(ctx, stateHash, h.env.Now(), func(s store.CallbackState) error {
 		if s.Project != p.Key || s.Subject != st.Subject {
@@ -216,16 +292,22 @@ func (h *handler) refuseOtherPerson(w http.ResponseWriter, r *http.Request, p *c
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, errMismatch) {
 			// Finished or ended meanwhile: say what any late arrival is told.
 			h.expired(w, p)
-			return true
+			return
 		}
 		h.internal(w, p, err)
-		return true
+		return
 	}
-	h.record(ctx, p, st, "connection.refused_other_person", "connector:"+c.Key, map[string]string{
-		"signed_in": person.ID, "state": stateDigest(stateHash),
+	browser := "other"
+	if b := readBinding(r, h.env); b != "" && secret.HashEqual(b, st.BindingHash) {
+		// The browser that started: someone else signed in there since.
+		browser = "same"
+		clearBinding(w, h.env, p, c)
+	}
+	h.record(ctx, p, st, ActionWrongPerson, "connector:"+c.Key, map[string]string{
+		"owner": st.Subject, "signed_in": person.ID, "browser": browser, "state": stateDigest(stateHash),
 	})
 	h.env.Pages.Message(w, http.StatusForbidden, pages.MessageData{
-		Frame:   pages.Frame{Title: "This connection is not yours", Project: signin.ProjectName(p)},
+		Frame:   pages.Frame{Title: "This connection is not yours", Project: signin.ProjectName(p), SignedInAs: signin.DisplayName(person)},
 		Heading: "This connection is not yours",
 		Paragraphs: []string{
 			"This " + serviceName(c) + " connection was started by the account " + h.maskedOwner(ctx, p, st.Subject) +
@@ -233,7 +315,28 @@ func (h *handler) refuseOtherPerson(w http.ResponseWriter, r *http.Request, p *c
 			"Nothing was saved, and this connection attempt has ended. You can close this window.",
 		},
 	})
-	return true
+}
+
+// signInFirst answers a callback or confirmation that would finish a connection in a browser
+// not signed in (recently) as the person who started it. Nothing is exchanged or consumed: the
+// page names the receiving account, masked, and offers the project's sign-in, which returns to
+// back (this callback's own path with the state and code, never anywhere else) while the state
+// lives. Only the right person, signed in, gets further; anyone else who signs in is refused as
+// the wrong person and the attempt ends.
+func (h *handler) signInFirst(w http.ResponseWriter, r *http.Request, p *config.Project, c *config.Connector, st store.CallbackState, status int, back string, again bool) {
+	if _, ok := signin.SafeReturn(p, back); !ok {
+		// A state and code too long to come back with: they could not be real.
+		h.invalid(w, p)
+		return
+	}
+	h.env.Pages.ConnectConfirm(w, status, pages.ConnectConfirmData{
+		Frame:    pages.Frame{Title: "Finish this connection?", Project: signin.ProjectName(p)},
+		Service:  serviceName(c),
+		Account:  h.maskedOwner(r.Context(), p, st.Subject),
+		SignIn:   site.IssuerPath(p) + "/sign-in",
+		ReturnTo: back,
+		Again:    again,
+	})
 }
 
 // confirmHash is what the row keeps of a confirmation token. The code shown with the token is
@@ -284,7 +387,9 @@ func (h *handler) finish(w http.ResponseWriter, r *http.Request, p *config.Proje
 		h.record(ctx, p, st, "connection.confirmation_refused", "connector:"+c.Key, map[string]string{"reason": "bad_token"})
 		h.refused(w, p)
 		return
-	case errors.Is(err, errMismatch):
+	case errors.Is(err, errMismatch), errors.Is(err, errWrongPerson):
+		// errWrongPerson cannot happen after whoIsHere passed (a row never changes its
+		// person); the check only makes sure no row is ever consumed for anyone else.
 		h.expired(w, p)
 		return
 	case err != nil:
@@ -458,7 +563,8 @@ func (h *handler) record(ctx context.Context, p *config.Project, st store.Callba
 	if _, ok := details["link_id"]; !ok && st.LinkID != "" {
 		details["link_id"] = st.LinkID
 	}
-	// The callback carries no sign-in: the person recorded with the state is the actor.
+	// The person recorded with the state is the actor: every connection is saved for them, and
+	// only while their browser is signed in as them.
 	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Time: h.env.Now(), Actor: st.Subject, Action: action, Target: target, Details: details})
 }
 

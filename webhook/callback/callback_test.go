@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -169,8 +171,10 @@ func TestSameBrowserFinishesAtOnce(t *testing.T) {
 
 // Seed 002's attack: Mallory starts a connection and sends the authorization URL to Alice, who
 // has approved the app at GitHub before, so GitHub sends her straight back to the callback.
-// Alice is not signed in to Latchkey here (seed 002: the victim need not even be a user); signed
-// in, she is refused outright (TestSignedInAsAnotherPersonIsRefused).
+// Alice is not signed in to Latchkey here (the victim need not even be a user): the
+// page names Mallory's account, masked, and finishing needs a sign-in as that account. Signing
+// in as herself gets Alice refused and ends the attempt; signed in already, she is refused
+// outright (TestSignedInAsAnotherPersonIsRefused).
 func TestAnotherBrowserStopsAtConfirmation(t *testing.T) {
 	h := ct.New(t, ct.Options{})
 	_, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
@@ -185,8 +189,11 @@ func TestAnotherBrowserStopsAtConfirmation(t *testing.T) {
 	if !strings.Contains(res.Text(), want) {
 		t.Errorf("confirmation page text:\n%s\nwant it to contain:\n%s", res.Text(), want)
 	}
-	if _, _, ok := res.Form("Finish connecting"); !ok {
-		t.Error("no Finish connecting button")
+	if _, _, ok := res.Form("Finish connecting"); ok || strings.Contains(res.Body, "confirm_token") {
+		t.Error("a browser signed in as nobody is offered Finish connecting")
+	}
+	if !strings.Contains(res.Text(), "To finish, sign in as m***@example.com.") {
+		t.Errorf("the page does not ask for a sign-in as the receiving account: %s", res.Text())
 	}
 	if strings.Contains(res.Body, ct.MalloryEmail) {
 		t.Error("the confirmation page shows the full address of the person who started")
@@ -200,9 +207,49 @@ func TestAnotherBrowserStopsAtConfirmation(t *testing.T) {
 		t.Errorf("%d code exchanges; the code may not be exchanged without the cookie", n)
 	}
 	rec := lastAudit(t, h, "connection.confirmation_shown")
-	if rec.Actor != h.Person(ct.MalloryEmail).ID || rec.Details["reason"] != "no_cookie" {
+	if rec.Actor != h.Person(ct.MalloryEmail).ID || rec.Details["reason"] != "no_cookie" || rec.Details["sign_in"] != "required" {
 		t.Errorf("audit record = %+v", rec)
 	}
+
+	// Alice follows the page's sign-in with her own account: she comes back to the callback and
+	// is refused, and Mallory's attempt is over.
+	assertNotYours(t, h, signInToFinish(t, alice, res, ct.AliceEmail, ct.AlicePassword))
+}
+
+var reContinue = regexp.MustCompile(`<meta http-equiv="refresh" content="0; url=([^"]+)">`)
+
+// signInToFinish presses "Sign in to finish" on page, signs in as email on the project's
+// sign-in page, and returns the page sign-in continues to.
+func signInToFinish(t *testing.T, b *ct.Browser, page ct.Page, email, password string) ct.Page {
+	t.Helper()
+	action, fields, ok := page.Form("Sign in to finish")
+	if !ok {
+		t.Fatalf("no Sign in to finish: %d %s", page.Status, page.Text())
+	}
+	back := fields.Get("return_to")
+	cb, _ := url.Parse(b.H.CallbackURL)
+	if u, err := url.Parse(back); err != nil || u.Path != cb.Path || u.Host != "" {
+		t.Fatalf("sign-in would come back to %q, want the callback", back)
+	}
+	form := b.Get(action + "?" + fields.Encode())
+	action, fields, ok = form.Form("Sign in")
+	if !ok {
+		t.Fatalf("no sign-in form: %d %s", form.Status, form.Text())
+	}
+	if fields.Get("return_to") != back {
+		t.Fatalf("the sign-in form returns to %q, want %q", fields.Get("return_to"), back)
+	}
+	fields.Set("username", email)
+	fields.Set("password", password)
+	done := b.Post(action, fields)
+	m := reContinue.FindStringSubmatch(done.Body)
+	if done.Status != http.StatusOK || m == nil {
+		t.Fatalf("sign-in answered %d: %s", done.Status, done.Text())
+	}
+	if got := html.UnescapeString(m[1]); got != back {
+		t.Fatalf("sign-in continues to %q, want %q", got, back)
+	}
+	return b.Get(back)
 }
 
 // The app path: the person starts in the app (one browser) and finishes in the system browser,
@@ -213,9 +260,18 @@ func TestConfirmFinishesForThePersonWhoStarted(t *testing.T) {
 
 	system := h.Browser()
 	cb := atGitHub(t, h, system, ct.AliceLogin, authURL)
-	page := system.Get(cb)
-	if !strings.Contains(page.Text(), strings.ReplaceAll(confirmText, "%s", "a***@example.com")) {
-		t.Fatalf("confirmation page: %s", page.Text())
+	first := system.Get(cb)
+	if !strings.Contains(first.Text(), strings.ReplaceAll(confirmText, "%s", "a***@example.com")) {
+		t.Fatalf("confirmation page: %s", first.Text())
+	}
+	// The system browser is signed in as nobody: Alice signs in there first, and nothing is
+	// exchanged until she has.
+	if h.GitHub.ExchangeCalls() != 0 {
+		t.Fatal("exchanged before sign-in")
+	}
+	page := signInToFinish(t, system, first, ct.AliceEmail, ct.AlicePassword)
+	if !strings.Contains(page.Text(), strings.ReplaceAll(confirmText, "%s", "a***@example.com")) || h.GitHub.ExchangeCalls() != 0 {
+		t.Fatalf("confirmation page after sign-in: %s", page.Text())
 	}
 	action, fields, ok := page.Form("Finish connecting")
 	if !ok {
@@ -266,8 +322,8 @@ func assertNotYours(t *testing.T, h *ct.Harness, res ct.Page) {
 	if n := count(t, h, "callback_states"); n != 0 {
 		t.Errorf("%d state rows left; the refusal must end the attempt", n)
 	}
-	rec := lastAudit(t, h, "connection.refused_other_person")
-	if rec.Actor != h.Person(ct.MalloryEmail).ID || rec.Details["signed_in"] != h.Person(ct.AliceEmail).ID {
+	rec := lastAudit(t, h, callback.ActionWrongPerson)
+	if m := h.Person(ct.MalloryEmail).ID; rec.Actor != m || rec.Details["owner"] != m || rec.Details["signed_in"] != h.Person(ct.AliceEmail).ID {
 		t.Errorf("audit record = %+v", rec)
 	}
 	if typ, ok := events.TypeOf(rec.Action); !ok || typ != events.CallbackOtherPerson {
@@ -302,27 +358,28 @@ func TestSignedInAsAnotherPersonIsRefused(t *testing.T) {
 	}
 }
 
-// A confirmation page rendered before Alice signed in, in her browser or in another one, does
-// not let her browser finish Mallory's connection once she is signed in.
+// A genuine confirmation page, rendered for Mallory in her own signed-in browser or in a browser
+// where Alice has since signed in over Mallory's session, does not let a browser signed in as
+// Alice finish Mallory's connection: it is refused and the attempt ends.
 func TestSignedInAsAnotherPersonCannotConfirm(t *testing.T) {
-	for _, where := range []string{"rendered in her browser", "rendered elsewhere"} {
+	for _, where := range []string{"rendered in the same browser", "rendered elsewhere"} {
 		t.Run(where, func(t *testing.T) {
 			h := ct.New(t, ct.Options{})
 			_, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
-			alice := h.Browser()
-			cb := atGitHub(t, h, alice, ct.AliceLogin, authURL)
-			renderer := alice
-			if where == "rendered elsewhere" {
-				renderer = h.Browser()
-			}
+			renderer := h.Browser()
+			renderer.SignIn(ct.MalloryEmail, ct.MalloryPassword)
+			cb := atGitHub(t, h, renderer, ct.AliceLogin, authURL)
 			action, fields, ok := renderer.Get(cb).Form("Finish connecting")
 			if !ok {
-				t.Fatal("no confirmation page without a session")
+				t.Fatal("no confirmation page for the person who started")
+			}
+			alice := renderer
+			if where == "rendered elsewhere" {
+				alice = h.Browser()
 			}
 			alice.SignIn(ct.AliceEmail, ct.AlicePassword)
 			assertNotYours(t, h, alice.Post(action, fields))
-			// The token was genuine: without the refusal it would finish anywhere. The attempt
-			// is over now.
+			// The token was genuine: without the refusal it would finish. The attempt is over.
 			if res := renderer.Post(action, fields); res.Status != http.StatusBadRequest || count(t, h, "connections") != 0 || h.GitHub.ExchangeCalls() != 0 {
 				t.Errorf("the same confirmation afterwards: %d %s", res.Status, res.Text())
 			}
@@ -330,29 +387,47 @@ func TestSignedInAsAnotherPersonCannotConfirm(t *testing.T) {
 	}
 }
 
-// The person who started keeps the confirmation page when their other browser is signed in as
-// them (an app's system browser where they are signed in too), and so does a browser signed in
-// only to another project.
-func TestOwnOrForeignSessionKeepsConfirmation(t *testing.T) {
-	for _, session := range []string{"the person who started", "another project"} {
+// The confirmation form is offered only to a browser signed in recently as the person who
+// started (an app's system browser where they are signed in too). A browser signed in only to
+// another project, or as the person but not recently, is asked to sign in (again) first and
+// then finishes.
+func TestConfirmationNeedsTheOwnerSignedInRecently(t *testing.T) {
+	for _, session := range []string{"the person who started", "another project", "the person who started, not recently"} {
 		t.Run(session, func(t *testing.T) {
 			h := ct.New(t, ct.Options{})
 			other := *h.Project
 			other.Key, other.Name, other.Issuer = "team/other", "other", h.Latchkey.URL+"/team/other"
 			h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{h.Project.Key: h.Project, other.Key: &other}, Version: 2})
-			_, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
 
 			system := h.Browser()
-			if session == "the person who started" {
-				system.SignIn(ct.AliceEmail, ct.AlicePassword)
-			} else {
+			switch session {
+			case "another project":
 				signInAt(t, system, other.Issuer, ct.MalloryEmail, ct.MalloryPassword)
+			case "the person who started, not recently":
+				system.SignIn(ct.AliceEmail, ct.AlicePassword)
+				h.Clock.Advance(h.Project.Lifetimes.RecentSignIn + time.Minute)
+			default:
+				system.SignIn(ct.AliceEmail, ct.AlicePassword)
 			}
+			_, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
 			page := system.Get(atGitHub(t, h, system, ct.AliceLogin, authURL))
 			if page.Status != http.StatusOK || !strings.Contains(page.Text(), strings.ReplaceAll(confirmText, "%s", "a***@example.com")) {
 				t.Fatalf("answered %d: %s", page.Status, page.Text())
 			}
-			action, fields, _ := page.Form("Finish connecting")
+			if session != "the person who started" {
+				if _, _, ok := page.Form("Finish connecting"); ok {
+					t.Fatal("offered Finish connecting without a recent sign-in as the person")
+				}
+				_, f, _ := page.Form("Sign in to finish")
+				if again := f.Get("prompt") == "login"; again != (session != "another project") {
+					t.Errorf("sign-in fields %v", f)
+				}
+				page = signInToFinish(t, system, page, ct.AliceEmail, ct.AlicePassword)
+			}
+			action, fields, ok := page.Form("Finish connecting")
+			if !ok {
+				t.Fatalf("no Finish connecting: %d %s", page.Status, page.Text())
+			}
 			if res := system.Post(action, fields); res.Status != http.StatusOK || !strings.Contains(res.Text(), "Connected") {
 				t.Fatalf("confirm answered %d: %s", res.Status, res.Text())
 			}
@@ -400,16 +475,20 @@ func TestSessionStoreOutageIsNotAConfirmation(t *testing.T) {
 	callback.Register(h.Server.Router(), &env)
 
 	_, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
+	mallory := h.Browser()
+	mallory.SignIn(ct.MalloryEmail, ct.MalloryPassword)
 	alice := h.Browser()
 	cb := atGitHub(t, h, alice, ct.AliceLogin, authURL)
-	action, fields, ok := alice.Get(cb).Form("Finish connecting")
+	action, fields, ok := mallory.Get(cb).Form("Finish connecting")
 	if !ok {
 		t.Fatal("no confirmation page before the outage")
 	}
 	alice.SignIn(ct.AliceEmail, ct.AlicePassword)
 
 	down.Store(true)
-	for name, res := range map[string]ct.Page{"GET": alice.Get(cb), "POST": alice.Post(action, fields)} {
+	for name, res := range map[string]ct.Page{
+		"GET": alice.Get(cb), "POST": alice.Post(action, fields), "POST by the person who started": mallory.Post(action, fields),
+	} {
 		if res.Status != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" || !strings.Contains(res.Text(), "Try again in a moment") {
 			t.Errorf("%s during the outage: %d %s", name, res.Status, res.Text())
 		}
@@ -432,6 +511,7 @@ func TestStaleConfirmationTokenIsRefused(t *testing.T) {
 	h := ct.New(t, ct.Options{})
 	_, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
 	system := h.Browser()
+	system.SignIn(ct.AliceEmail, ct.AlicePassword)
 	cb := atGitHub(t, h, system, ct.AliceLogin, authURL)
 
 	_, first, _ := system.Get(cb).Form("Finish connecting")
@@ -463,8 +543,11 @@ func TestCrossSitePostIsRefused(t *testing.T) {
 	_, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
 	victim := h.Browser()
 	cb := atGitHub(t, h, victim, ct.AliceLogin, authURL)
-	page := victim.Get(cb) // the confirmation page exists in the victim's browser
-	_, fields, ok := page.Form("Finish connecting")
+	victim.Get(cb)
+	// A genuine token for the victim's code, as only a browser signed in as Mallory gets it.
+	mallory := h.Browser()
+	mallory.SignIn(ct.MalloryEmail, ct.MalloryPassword)
+	_, fields, ok := mallory.Get(cb).Form("Finish connecting")
 	if !ok {
 		t.Fatal("no confirmation page")
 	}
@@ -485,6 +568,8 @@ func TestCrossSitePostIsRefused(t *testing.T) {
 		{"empty token", withToken(forged, ""), "", "did not come from the page we showed"},
 		{"made-up token", withToken(forged, "lk_guess"), "", "did not come from the page we showed"},
 		{"token for another code", withCode(fields, "other-code"), "", "did not come from the page we showed"},
+		// The genuine token in a browser signed in as nobody: a sign-in as Mallory first.
+		{"the genuine token, signed in as nobody", fields, "", "To finish, sign in as m***@example.com."},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -539,6 +624,7 @@ func TestExpiredStateIsRefused(t *testing.T) {
 		h := ct.New(t, ct.Options{})
 		_, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
 		system := h.Browser()
+		system.SignIn(ct.AliceEmail, ct.AlicePassword)
 		cb := atGitHub(t, h, system, ct.AliceLogin, authURL)
 		action, fields, _ := system.Get(cb).Form("Finish connecting")
 		h.Clock.Advance(10*time.Minute + time.Second)
@@ -821,8 +907,9 @@ func TestAuditTrail(t *testing.T) {
 	_, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
 	victim := h.Browser()
 	cb := atGitHub(t, h, victim, ct.AliceLogin, authURL)
-	_, fields, _ := victim.Get(cb).Form("Finish connecting")
-	victim.Post(h.CallbackURL, withToken(fields, "wrong"))
+	victim.Get(cb)
+	u, _ := url.Parse(cb)
+	victim.Post(h.CallbackURL, url.Values{"code": {u.Query().Get("code")}, "state": {u.Query().Get("state")}, "confirm_token": {"wrong"}})
 	got := h.AuditActions()
 	for _, want := range []string{"connection.started", "connection.confirmation_shown", "connection.confirmation_refused"} {
 		if !slices.Contains(got, want) {

@@ -10,8 +10,9 @@ func init() {
 }
 
 // ConnectConfirmData is the page a connector callback stops at when it arrives in a browser
-// that did not start the connection (seed 002). It opens without a sign-in, so it names the
-// receiving person only by a masked address.
+// that did not start the connection, or in any browser not signed in as the person
+// who started it. It may be seen by someone who is not that person, so it names the receiving
+// person only by a masked address.
 type ConnectConfirmData struct {
 	Frame
 	// Service is the connector's display name ("GitHub").
@@ -20,8 +21,15 @@ type ConnectConfirmData struct {
 	Account string
 	// Action is the callback address the form posts to.
 	Action string
-	// Code and State echo the callback; Token is the one-time confirmation token.
-	Code, State, Token string
+	// Code and State echo the callback; Token is the one-time confirmation token. Iss echoes
+	// the callback's iss, if it had one, so that a sign-in the POST asks for comes back to a
+	// callback that passes the issuer check again.
+	Code, State, Token, Iss string
+	// SignIn, when set, is the project's sign-in page: the browser must sign in as Account
+	// (again, with Again) before the connection can finish, and the page offers that instead of
+	// the confirmation form. ReturnTo is where sign-in comes back to.
+	SignIn, ReturnTo string
+	Again            bool
 }
 
 // ConnectConfirm renders the confirmation page.

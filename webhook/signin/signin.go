@@ -5,6 +5,7 @@
 package signin
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
@@ -64,15 +65,25 @@ type handler struct {
 	perAccount *ratelimit.Limiter // by account and client address
 	perAddress *ratelimit.Limiter
 	providers  *providers
+	onSignOut  []SignOutHook
 }
 
-// Register mounts /sign-in, the upstream sign-in start and callback, and /sign-out.
-func Register(rt site.Router, env *site.Env) {
+// SignOutHook runs when a browser signs out of project p, before its session ends, with the
+// person who was signed in ("" when nobody was). A flow whose pending steps belong to that
+// sign-in ends them here, and may clear its own cookies on w. An error fails the sign-out
+// (the person stays signed in and can try again), so nothing outlives a sign-out that
+// succeeded.
+type SignOutHook func(ctx context.Context, w http.ResponseWriter, p *config.Project, subject string) error
+
+// Register mounts /sign-in, the upstream sign-in start and callback, and /sign-out. onSignOut
+// run, in order, on every sign-out.
+func Register(rt site.Router, env *site.Env, onSignOut ...SignOutHook) {
 	h := &handler{
 		env:        env,
 		perAccount: ratelimit.New(AccountBurst, AccountEvery),
 		perAddress: ratelimit.New(AddressBurst, AddressEvery),
 		providers:  newProviders(),
+		onSignOut:  onSignOut,
 	}
 	rt.Page("GET /sign-in", http.HandlerFunc(h.page))
 	rt.Page("POST /sign-in", http.HandlerFunc(h.submit))
@@ -261,12 +272,19 @@ func (h *handler) signOut(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if _, _, signedIn := Current(h.env, r); signedIn && !CheckCSRF(h.env, r, form.Get("csrf_token")) {
+	_, person, signedIn := Current(h.env, r)
+	if signedIn && !CheckCSRF(h.env, r, form.Get("csrf_token")) {
 		h.env.Pages.Error(w, http.StatusForbidden, pages.ErrorData{
 			Frame:   pages.Frame{Title: "Form expired", Project: projectName(p)},
 			Message: "This form has expired. Go back, reload the page and try again.",
 		})
 		return
+	}
+	for _, hook := range h.onSignOut {
+		if err := hook(r.Context(), w, p, person.ID); err != nil {
+			h.internal(w, p, err)
+			return
+		}
 	}
 	if err := end(r.Context(), h.env, w, r, p); err != nil {
 		h.internal(w, p, err)

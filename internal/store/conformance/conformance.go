@@ -85,6 +85,7 @@ var tests = []test{
 	{"CallbackState/Lifecycle", testCallbackLifecycle},
 	{"CallbackState/CheckKeepsRow", testCallbackCheckKeepsRow},
 	{"CallbackState/ConsumeConcurrent", testCallbackConsumeConcurrent},
+	{"CallbackState/EndForPerson", testCallbackEndForPerson},
 
 	{"Link/OpenSameKind", testLinkOpenSameKind},
 	{"Link/ReplaceOnKindChange", testLinkReplace},

@@ -379,6 +379,41 @@ func testCallbackCheckKeepsRow(t *testing.T, s store.Store) {
 	equal(t, "consumed", got, cb)
 }
 
+// Signing out ends the person's attempts in that project only: other people's, and the same
+// person's in another project, stay; expired rows go too.
+func testCallbackEndForPerson(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mine1, mine2, expired := newCallback("a1"), newCallback("a2"), newCallback("a-old")
+	expired.ExpiresAt = at(-time.Minute)
+	other := newCallback("m")
+	other.Subject = "mallory"
+	elsewhere := newCallback("a-elsewhere")
+	elsewhere.Project = "team-b/main"
+	for _, c := range []store.CallbackState{mine1, mine2, expired, other, elsewhere} {
+		must(t, s.CreateCallbackState(ctx, c))
+	}
+	n, err := s.EndCallbackStates(ctx, project, "alice")
+	must(t, err)
+	equal(t, "ended", n, int64(3))
+	for _, c := range []store.CallbackState{mine1, mine2} {
+		_, err := s.GetCallbackState(ctx, c.StateHash, at(time.Minute))
+		wantErr(t, err, store.ErrNotFound)
+		_, err = s.ConsumeCallbackState(ctx, c.StateHash, at(time.Minute), nil)
+		wantErr(t, err, store.ErrNotFound)
+	}
+	for _, c := range []store.CallbackState{other, elsewhere} {
+		got, err := s.GetCallbackState(ctx, c.StateHash, at(time.Minute))
+		must(t, err)
+		equal(t, "kept", got, c)
+	}
+	n, err = s.EndCallbackStates(ctx, project, "alice")
+	must(t, err)
+	equal(t, "ended again", n, int64(0))
+	n, err = s.EndCallbackStates(ctx, project, "nobody")
+	must(t, err)
+	equal(t, "nobody's", n, int64(0))
+}
+
 func testCallbackConsumeConcurrent(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	cb := newCallback("a")

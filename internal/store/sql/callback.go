@@ -17,6 +17,7 @@ var (
 	// Deleting first and deciding afterwards (rolling back if check refuses) makes the delete
 	// itself the claim: of two concurrent consumers only one gets the row back.
 	qConsumeCallback = sqlText(`DELETE FROM callback_states WHERE state_hash = ? AND expires_at > ? RETURNING ` + callbackCols)
+	qEndCallbacks    = sqlText(`DELETE FROM callback_states WHERE project = ? AND subject = ?`)
 )
 
 func scanCallback(c *store.CallbackState) func(scanner) error {
@@ -69,4 +70,8 @@ func (s *Store) ConsumeCallbackState(ctx context.Context, stateHash []byte, now 
 		return store.CallbackState{}, err
 	}
 	return c, err
+}
+
+func (s *Store) EndCallbackStates(ctx context.Context, project, subject string) (int64, error) {
+	return s.wexec(ctx, qEndCallbacks, project, subject)
 }

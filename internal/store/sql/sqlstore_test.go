@@ -204,7 +204,7 @@ func TestSQLiteQueryPlans(t *testing.T) {
 		qGetSession, qGetCallback, qConsumeCallback, qLinkByCode, qOpenLinkFor, qOpenLinkRead, qRedeemCode, qGetConnection,
 		qListConnections, qFindPermission, qListPermissions, qGetGrant, qListGrants, qDeleteClientGrant,
 		qDeleteClientPerm, qClaim, qDepth, qListAudit, qGetClient, qListClients, qAuditAfter, qLinkByID,
-		qAgentAccess,
+		qAgentAccess, qEndCallbacks,
 	}
 	for _, g := range sqliteGC {
 		queries = append(queries, g.query)
