@@ -138,6 +138,8 @@ func TestNoSecretInLogs(t *testing.T) {
 	ghURL, _ := url.Parse(toGitHub.Location())
 	keep("the upstream state", ghURL.Query().Get("state"))
 	system := s.Browser()
+	// Finishing in another browser needs a recent sign-in there as the person who started.
+	check("the system browser signs in as Alice", system.SignIn(stack.AliceEmail, stack.AlicePassword) == nil, "failed")
 	system.SignInGitHub(stack.AliceLogin)
 	s.GitHub.Approve(stack.AliceLogin, stack.GitHubClientID)
 	confirm, err := system.Follow(toGitHub)
