@@ -58,6 +58,13 @@ test: ## Run every test (real kube-apiserver + etcd; PostgreSQL when LATCHKEY_TE
 	@$(CONTROL_PLANE) && echo "make: KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS" && \
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKGS)
 
+# The fast tier, for the edit-test loop: -short makes every test that needs a control plane,
+# Chromium, PostgreSQL or Node.js skip itself (internal/testenv), and nothing is started. It is
+# not a substitute for `make test`, which CI runs.
+.PHONY: test-short
+test-short: ## Run the fast tier: unit, handler and SQLite store tests (-short; no control plane, browser, PostgreSQL or Node.js).
+	$(GO) test -short -count=1 -timeout 10m $(TESTFLAGS) $(PKGS)
+
 .PHONY: bench
 bench: ## Run the benchmarks.
 	@$(CONTROL_PLANE) && $(GO) test -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) $(PKGS)

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,6 +29,7 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
+	"latchkey.dev/latchkey/internal/testenv"
 )
 
 // One kube-apiserver and etcd for the whole package (starting one takes seconds); each test
@@ -56,6 +58,11 @@ func runMain(m *testing.M) int {
 		ctrl.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{Verbosity: 1}))
 	} else {
 		ctrl.SetLogger(logr.Discard())
+	}
+	flag.Parse() // for testing.Short
+	if testing.Short() {
+		skipReason = testenv.ShortReason("a kube-apiserver and etcd (envtest)")
+		return m.Run()
 	}
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		msg := "KUBEBUILDER_ASSETS is not set: run hack/control-plane.sh and export KUBEBUILDER_ASSETS=<the directory it prints>"
@@ -151,7 +158,7 @@ func runMain(m *testing.M) int {
 	return code
 }
 
-// needEnv skips (outside CI) when there is no control plane.
+// needEnv skips when there is no control plane: under -short, or outside CI without one.
 func needEnv(t *testing.T) {
 	t.Helper()
 	if skipReason != "" {

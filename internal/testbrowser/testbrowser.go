@@ -14,13 +14,16 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	"latchkey.dev/latchkey/internal/testenv"
 )
 
 // Chromium finds Chromium for the browser tests: $LATCHKEY_CHROMIUM, then /usr/bin/chromium,
 // then the PATH. Without one the test is skipped, except on CI (CI=true), where a missing
-// browser must fail rather than quietly test nothing.
+// browser must fail rather than quietly test nothing. Under -short it skips before looking.
 func Chromium(t testing.TB) string {
 	t.Helper()
+	testenv.SkipShort(t, "Chromium")
 	for _, p := range []string{os.Getenv("LATCHKEY_CHROMIUM"), "/usr/bin/chromium"} {
 		if p == "" {
 			continue

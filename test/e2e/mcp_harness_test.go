@@ -28,6 +28,7 @@ import (
 	"latchkey.dev/latchkey/examples/repohelper"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/testenv"
 	"latchkey.dev/latchkey/webhook/callback/callbacktest"
 	"latchkey.dev/latchkey/webhook/links"
 	lt "latchkey.dev/latchkey/webhook/links/linktest"
@@ -445,6 +446,7 @@ func needTool(t *testing.T, what string, err error) {
 // and returns the path of the client script.
 func nodeClient(t *testing.T) string {
 	t.Helper()
+	testenv.SkipShort(t, "Node.js and the MCP TypeScript SDK")
 	_, err := exec.LookPath("node")
 	needTool(t, "node", err)
 	dir := "node"

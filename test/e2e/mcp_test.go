@@ -18,6 +18,7 @@ import (
 
 	"latchkey.dev/latchkey/examples/repohelper"
 	"latchkey.dev/latchkey/internal/testbrowser"
+	"latchkey.dev/latchkey/internal/testenv"
 	latchkey "latchkey.dev/latchkey/mcp"
 	"latchkey.dev/latchkey/webhook/callback/callbacktest"
 )
@@ -341,6 +342,7 @@ func wantAliceConnected(t *testing.T, s *mcpStack) {
 // prints the repositories. Here the agent is Repo Helper itself (the token is issued to it), as
 // in `make run`.
 func TestMCPWalkthroughClient(t *testing.T) {
+	testenv.SkipShort(t, "the go command to build repo-helper, which it runs as a program")
 	goTool, err := exec.LookPath("go")
 	needTool(t, "the go command", err)
 	bin := t.TempDir() + "/repo-helper"

@@ -31,6 +31,7 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
+	"latchkey.dev/latchkey/internal/testenv"
 	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook"
 )
@@ -47,6 +48,7 @@ import (
 // leader that may have been replaced must not reconcile), so in a cluster that pod restarts and
 // stays unready until the API server is back, while the others serve (docs/operations.md).
 func TestAPIServerUnreachable(t *testing.T) {
+	testenv.SkipShort(t, "a kube-apiserver and etcd (envtest)")
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("KUBEBUILDER_ASSETS is not set")

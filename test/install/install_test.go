@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -35,6 +36,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
+
+	"latchkey.dev/latchkey/internal/testenv"
 )
 
 var (
@@ -56,6 +59,11 @@ func runMain(m *testing.M) int {
 		panic(err)
 	}
 	root = filepath.Join(wd, "..", "..")
+	flag.Parse() // for testing.Short
+	if testing.Short() {
+		skipReason = testenv.ShortReason("a kube-apiserver (envtest), Helm and kubectl")
+		return m.Run()
+	}
 	assets = os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		msg := "KUBEBUILDER_ASSETS is not set: run hack/control-plane.sh and export KUBEBUILDER_ASSETS=<the directory it prints>"

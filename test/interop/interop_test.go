@@ -39,6 +39,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/testenv"
 	"latchkey.dev/latchkey/webhook/callback/callbacktest"
 )
 
@@ -495,6 +496,7 @@ const lockStamp = ".latchkey-lock-sha256"
 // from the lock file, and returns the node binary.
 func nodeScript(t *testing.T) string {
 	t.Helper()
+	testenv.SkipShort(t, "Node.js and the client libraries")
 	node, err := exec.LookPath("node")
 	needTool(t, "node", err)
 	out, err := exec.Command(node, "-p", "process.versions.node").Output()

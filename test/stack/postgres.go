@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"latchkey.dev/latchkey/internal/testenv"
 )
 
 // Postgres is a PostgreSQL server of the test's own, in a temporary directory, that the test
@@ -27,9 +29,11 @@ type Postgres struct {
 }
 
 // StartPostgres initialises and starts a server with the Debian binaries under
-// /usr/lib/postgresql/*/bin. Without them the test is skipped, or fails under CI=true.
+// /usr/lib/postgresql/*/bin. Without them the test is skipped, or fails under CI=true; under
+// -short it is skipped.
 func StartPostgres(t testing.TB) *Postgres {
 	t.Helper()
+	testenv.SkipShort(t, "a PostgreSQL server of its own")
 	found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
 	if len(found) == 0 {
 		if os.Getenv("CI") == "true" {

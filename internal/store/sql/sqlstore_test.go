@@ -26,6 +26,7 @@ func TestSQLite(t *testing.T) {
 }
 
 func TestPostgres(t *testing.T) {
+	pgtest.SkipShort(t)
 	if os.Getenv("LATCHKEY_TEST_POSTGRES_DSN") == "" {
 		t.Skip("LATCHKEY_TEST_POSTGRES_DSN is not set; set it to a postgres:// URL to run the PostgreSQL tests")
 	}

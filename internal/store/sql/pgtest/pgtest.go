@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+
+	"latchkey.dev/latchkey/internal/testenv"
 )
 
 // EnvDSN names the variable holding the base DSN; .ci/run always sets it.
@@ -20,8 +22,10 @@ const EnvDSN = "LATCHKEY_TEST_POSTGRES_DSN"
 // DSN creates an empty schema for one test (dropped when it ends) in the database of
 // LATCHKEY_TEST_POSTGRES_DSN and returns a DSN whose search_path selects it. Without the
 // variable the test is skipped, or fails under CI=true, where PostgreSQL must be tested.
+// Under -short it skips whatever the variable says.
 func DSN(t testing.TB) string {
 	t.Helper()
+	SkipShort(t)
 	base := os.Getenv(EnvDSN)
 	if base == "" {
 		if os.Getenv("CI") == "true" {
@@ -30,6 +34,12 @@ func DSN(t testing.TB) string {
 		t.Skip(EnvDSN + " is not set; set it to a postgres:// URL to run the PostgreSQL tests")
 	}
 	return Schema(t, base)
+}
+
+// SkipShort skips t under -short, for a test that needs PostgreSQL before it asks for a DSN.
+func SkipShort(t testing.TB) {
+	t.Helper()
+	testenv.SkipShort(t, "PostgreSQL")
 }
 
 var admins sync.Map // base DSN → *sql.DB, one pool per database for creating schemas
