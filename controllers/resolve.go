@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -521,33 +520,12 @@ func (r *resolver) admits(ctx context.Context, p *v1alpha1.Project, namespace st
 	if namespace == p.Namespace {
 		return true, "", nil
 	}
-	an := p.Spec.AllowedNamespaces
-	from := v1alpha1.NamespacesFromSame
-	if an != nil && an.From != "" {
-		from = an.From
+	var from v1alpha1.FromNamespaces
+	var selector *metav1.LabelSelector
+	if an := p.Spec.AllowedNamespaces; an != nil {
+		from, selector = an.From, an.Selector
 	}
-	switch from {
-	case v1alpha1.NamespacesFromAll:
-		return true, "", nil
-	case v1alpha1.NamespacesFromSelector:
-		if an.Selector == nil {
-			return false, "spec.allowedNamespaces.selector is not set", nil
-		}
-		sel, err := metav1.LabelSelectorAsSelector(an.Selector)
-		if err != nil {
-			return false, fmt.Sprintf("spec.allowedNamespaces.selector is invalid: %v", err), nil
-		}
-		ns, err := r.namespace(ctx, namespace)
-		if err != nil {
-			return false, "", err
-		}
-		if ns == nil || !sel.Matches(labels.Set(ns.Labels)) {
-			return false, fmt.Sprintf("its labels do not match spec.allowedNamespaces.selector (%s)", sel), nil
-		}
-		return true, "", nil
-	default:
-		return false, "spec.allowedNamespaces.from is Same", nil
-	}
+	return r.grants(ctx, "spec.allowedNamespaces", from, selector, namespace)
 }
 
 func (r *resolver) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
