@@ -771,6 +771,19 @@ func (r *resolver) client(ctx context.Context, oc *v1alpha1.OAuthClient, sec *co
 		return nil, notReadyf(v1alpha1.OAuthClientSigningKeyRequiredReason,
 			"accessTokenFormat is jwt but Project %s sets no spec.signingKeySecretRef", pk)
 	}
+	out, err := clientConfig(oc, secretHash)
+	if err != nil {
+		return nil, err
+	}
+	res := &clientResult{compiled: out, project: pk.String()}
+	if err := r.clientConnectors(ctx, oc, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// clientConfig compiles what of an OAuthClient needs nothing but its spec and secret hash.
+func clientConfig(oc *v1alpha1.OAuthClient, secretHash []byte) (*config.Client, error) {
 	grants := make([]string, len(oc.Spec.GrantTypes))
 	for i, g := range oc.Spec.GrantTypes {
 		grants[i] = string(g)
@@ -801,12 +814,17 @@ func (r *resolver) client(ctx context.Context, oc *v1alpha1.OAuthClient, sec *co
 	for _, u := range oc.Spec.Resources {
 		out.Resources = append(out.Resources, string(u))
 	}
-	res := &clientResult{compiled: out, project: pk.String()}
+	return out, nil
+}
+
+// clientConnectors sorts an OAuthClient's spec.connectors into the usable ones (compiled into
+// res.compiled.Connectors), the refused and the unresolved.
+func (r *resolver) clientConnectors(ctx context.Context, oc *v1alpha1.OAuthClient, res *clientResult) error {
 	for _, name := range oc.Spec.Connectors {
 		key := connectorKey(string(name), oc.Namespace)
 		refusal, err := r.connectorRefuses(ctx, key, oc.Namespace)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if refusal != "" {
 			res.refused = append(res.refused, refusal)
@@ -814,7 +832,7 @@ func (r *resolver) client(ctx context.Context, oc *v1alpha1.OAuthClient, sec *co
 		}
 		cr, err := r.connectorByKey(ctx, key)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		switch {
 		case cr.err != nil:
@@ -827,10 +845,10 @@ func (r *resolver) client(ctx context.Context, oc *v1alpha1.OAuthClient, sec *co
 		case cr.project != res.project:
 			res.unresolved = append(res.unresolved, fmt.Sprintf("Connector %s belongs to Project %s, not %s", key, cr.project, res.project))
 		default:
-			out.Connectors = append(out.Connectors, key.String())
+			res.compiled.Connectors = append(res.compiled.Connectors, key.String())
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // clientCredentials checks the credentials Secret and returns the client secret's hash (nil for
