@@ -135,8 +135,8 @@ func runPhases[S any](ctx context.Context, s S, phases ...phase[S]) (ctrl.Result
 	return res, nil
 }
 
-// patchStatus writes after's status when it differs from before's, then records an Event when
-// Ready changed (readyEvent). An object deleted meanwhile is no error.
+// patchStatus writes after's status when the phases changed anything (they write only status),
+// then records an Event when Ready changed (readyEvent). An object deleted meanwhile is no error.
 func patchStatus[T client.Object](ctx context.Context, b *base, before, after T, kind statusKind[T]) error {
 	if equality.Semantic.DeepEqual(before, after) {
 		return nil
