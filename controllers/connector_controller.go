@@ -4,8 +4,6 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,22 +27,17 @@ type connectorScope struct {
 	res  *resolver
 }
 
+var connectorKind = statusKind[*v1alpha1.Connector]{
+	status: func(c *v1alpha1.Connector) statusFields {
+		return statusFields{&c.Status.ObservedGeneration, &c.Status.Conditions}
+	},
+}
+
 // Reconcile implements reconcile.Reconciler.
-func (r *ConnectorReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
-	conn := &v1alpha1.Connector{}
-	if err := r.client.Get(ctx, req.NamespacedName, conn); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	before := conn.DeepCopy()
-	defer func() {
-		conn.Status.ObservedGeneration = conn.Generation
-		changed := !equality.Semantic.DeepEqual(before.Status, conn.Status)
-		if err := r.finish(ctx, before, conn, before.Status.Conditions, conn.Status.Conditions, changed); err != nil {
-			reterr = kerrors.NewAggregate([]error{reterr, err})
-		}
-	}()
-	s := &connectorScope{conn: conn, res: r.resolver()}
-	return runPhases(ctx, s, r.reconcileCallback, r.reconcileReady)
+func (r *ConnectorReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return reconcileWith(ctx, &r.base, req, &v1alpha1.Connector{}, connectorKind,
+		func(c *v1alpha1.Connector) *connectorScope { return &connectorScope{conn: c, res: r.resolver()} },
+		r.reconcileCallback, r.reconcileReady)
 }
 
 // reconcileCallback publishes what the administrator needs to register the OAuth app at the

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -27,34 +28,43 @@ func (r *resolver) connectorRefuses(ctx context.Context, key types.NamespacedNam
 		}
 		return "", fmt.Errorf("reading Connector %s: %w", key, err)
 	}
-	refused := func(why string) (string, error) {
-		return fmt.Sprintf("Connector %s does not allow OAuthClients from namespace %q: %s", key, namespace, why), nil
+	var from v1alpha1.FromNamespaces
+	var selector *metav1.LabelSelector
+	if grant := c.Spec.AllowedClientNamespaces; grant != nil {
+		from, selector = grant.From, grant.Selector
 	}
-	grant := c.Spec.AllowedClientNamespaces
-	from := v1alpha1.NamespacesFromSame
-	if grant != nil && grant.From != "" {
-		from = grant.From
+	ok, why, err := r.grants(ctx, "spec.allowedClientNamespaces", from, selector, namespace)
+	if err != nil || ok {
+		return "", err
 	}
-	switch from {
+	return fmt.Sprintf("Connector %s does not allow OAuthClients from namespace %q: %s", key, namespace, why), nil
+}
+
+// grants applies a namespace grant, a Project's spec.allowedNamespaces or a Connector's
+// spec.allowedClientNamespaces (field), to a namespace other than the owner's own: from (Same
+// when unset) and, for Selector, the namespace's labels. When it does not grant, why names what
+// is off.
+func (r *resolver) grants(ctx context.Context, field string, from v1alpha1.FromNamespaces, selector *metav1.LabelSelector, namespace string) (ok bool, why string, err error) {
+	switch cmp.Or(from, v1alpha1.NamespacesFromSame) {
 	case v1alpha1.NamespacesFromAll:
-		return "", nil
+		return true, "", nil
 	case v1alpha1.NamespacesFromSelector:
-		if grant.Selector == nil {
-			return refused("spec.allowedClientNamespaces.selector is not set")
+		if selector == nil {
+			return false, field + ".selector is not set", nil
 		}
-		sel, err := metav1.LabelSelectorAsSelector(grant.Selector)
+		sel, err := metav1.LabelSelectorAsSelector(selector)
 		if err != nil {
-			return refused(fmt.Sprintf("spec.allowedClientNamespaces.selector is invalid: %v", err))
+			return false, fmt.Sprintf("%s.selector is invalid: %v", field, err), nil
 		}
 		ns, err := r.namespace(ctx, namespace)
 		if err != nil {
-			return "", err
+			return false, "", err
 		}
 		if ns == nil || !sel.Matches(labels.Set(ns.Labels)) {
-			return refused(fmt.Sprintf("its labels do not match spec.allowedClientNamespaces.selector (%s)", sel))
+			return false, fmt.Sprintf("its labels do not match %s.selector (%s)", field, sel), nil
 		}
-		return "", nil
+		return true, "", nil
 	default:
-		return refused("spec.allowedClientNamespaces.from is Same")
+		return false, field + ".from is Same", nil
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,26 +46,19 @@ type clientScope struct {
 	secret *corev1.Secret
 }
 
+var oauthClientKind = statusKind[*v1alpha1.OAuthClient]{
+	status: func(oc *v1alpha1.OAuthClient) statusFields {
+		return statusFields{&oc.Status.ObservedGeneration, &oc.Status.Conditions}
+	},
+	// The Secret goes with the owner reference; nothing to report on the way out.
+	skipDeleting: true,
+}
+
 // Reconcile implements reconcile.Reconciler.
-func (r *OAuthClientReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
-	oc := &v1alpha1.OAuthClient{}
-	if err := r.client.Get(ctx, req.NamespacedName, oc); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !oc.DeletionTimestamp.IsZero() {
-		// The Secret goes with the owner reference; nothing to report on the way out.
-		return ctrl.Result{}, nil
-	}
-	before := oc.DeepCopy()
-	defer func() {
-		oc.Status.ObservedGeneration = oc.Generation
-		changed := !equality.Semantic.DeepEqual(before.Status, oc.Status)
-		if err := r.finish(ctx, before, oc, before.Status.Conditions, oc.Status.Conditions, changed); err != nil {
-			reterr = kerrors.NewAggregate([]error{reterr, err})
-		}
-	}()
-	s := &clientScope{oc: oc, res: r.resolver()}
-	return runPhases(ctx, s, r.reconcileSecret, r.reconcileReady, r.reconcileRedirects)
+func (r *OAuthClientReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return reconcileWith(ctx, &r.base, req, &v1alpha1.OAuthClient{}, oauthClientKind,
+		func(oc *v1alpha1.OAuthClient) *clientScope { return &clientScope{oc: oc, res: r.resolver()} },
+		r.reconcileSecret, r.reconcileReady, r.reconcileRedirects)
 }
 
 // reconcileSecret makes sure the credentials Secret holds the client id and, for a confidential

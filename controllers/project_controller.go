@@ -3,11 +3,8 @@ package controllers
 import (
 	"context"
 
-	"k8s.io/apimachinery/pkg/api/equality"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -31,22 +28,17 @@ type projectScope struct {
 	res     *resolver
 }
 
+var projectKind = statusKind[*v1alpha1.Project]{
+	status: func(p *v1alpha1.Project) statusFields {
+		return statusFields{&p.Status.ObservedGeneration, &p.Status.Conditions}
+	},
+}
+
 // Reconcile implements reconcile.Reconciler.
-func (r *ProjectReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
-	p := &v1alpha1.Project{}
-	if err := r.client.Get(ctx, req.NamespacedName, p); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	before := p.DeepCopy()
-	defer func() {
-		p.Status.ObservedGeneration = p.Generation
-		changed := !equality.Semantic.DeepEqual(before.Status, p.Status)
-		if err := r.finish(ctx, before, p, before.Status.Conditions, p.Status.Conditions, changed); err != nil {
-			reterr = kerrors.NewAggregate([]error{reterr, err})
-		}
-	}()
-	s := &projectScope{project: p, res: r.resolver()}
-	return runPhases(ctx, s, r.reconcileIssuer, r.reconcileReady)
+func (r *ProjectReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return reconcileWith(ctx, &r.base, req, &v1alpha1.Project{}, projectKind,
+		func(p *v1alpha1.Project) *projectScope { return &projectScope{project: p, res: r.resolver()} },
+		r.reconcileIssuer, r.reconcileReady)
 }
 
 func (r *ProjectReconciler) reconcileIssuer(_ context.Context, s *projectScope) (ctrl.Result, error) {

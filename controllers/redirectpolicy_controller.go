@@ -5,13 +5,10 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -41,22 +38,17 @@ type policyScope struct {
 	ready   bool
 }
 
+var redirectPolicyKind = statusKind[*v1alpha1.RedirectPolicy]{
+	status: func(p *v1alpha1.RedirectPolicy) statusFields {
+		return statusFields{&p.Status.ObservedGeneration, &p.Status.Conditions}
+	},
+}
+
 // Reconcile implements reconcile.Reconciler.
-func (r *RedirectPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
-	p := &v1alpha1.RedirectPolicy{}
-	if err := r.client.Get(ctx, req.NamespacedName, p); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	before := p.DeepCopy()
-	defer func() {
-		p.Status.ObservedGeneration = p.Generation
-		changed := !equality.Semantic.DeepEqual(before.Status, p.Status)
-		if err := r.finish(ctx, before, p, before.Status.Conditions, p.Status.Conditions, changed); err != nil {
-			reterr = kerrors.NewAggregate([]error{reterr, err})
-		}
-	}()
-	s := &policyScope{policy: p, res: r.resolver()}
-	return runPhases(ctx, s, r.reconcileReady, r.reconcileIgnored, r.reconcileEnforcement)
+func (r *RedirectPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return reconcileWith(ctx, &r.base, req, &v1alpha1.RedirectPolicy{}, redirectPolicyKind,
+		func(p *v1alpha1.RedirectPolicy) *policyScope { return &policyScope{policy: p, res: r.resolver()} },
+		r.reconcileReady, r.reconcileIgnored, r.reconcileEnforcement)
 }
 
 func (r *RedirectPolicyReconciler) reconcileReady(ctx context.Context, s *policyScope) (ctrl.Result, error) {

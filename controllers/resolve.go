@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -236,7 +235,29 @@ func (r *resolver) projectFromObject(ctx context.Context, p *v1alpha1.Project) (
 // off follows from the cluster state alone, so every replica compiles the same thing. A nil
 // Project comes only with a cache read error.
 func (r *resolver) compileProject(ctx context.Context, p *v1alpha1.Project) (*config.Project, error) {
-	out := &config.Project{
+	out := r.projectConfig(p)
+	var off degraded
+	for _, step := range []projectStep{
+		r.compilePasswords,
+		r.compileOIDC,
+		r.compileRegistration,
+		r.compileEventSinks,
+		r.compileSigningKeys,
+	} {
+		if err := step(ctx, p, out, &off); err != nil {
+			return nil, err
+		}
+	}
+	return out, off.err()
+}
+
+// projectStep compiles one part of a Project that may need a Secret into out. A Secret problem
+// goes to off and turns off only that part; any other error is a cache read failure.
+type projectStep func(ctx context.Context, p *v1alpha1.Project, out *config.Project, off *degraded) error
+
+// projectConfig is the part of a Project that needs no Secret.
+func (r *resolver) projectConfig(p *v1alpha1.Project) *config.Project {
+	return &config.Project{
 		Key:                  p.Namespace + "/" + p.Name,
 		Namespace:            p.Namespace,
 		Name:                 p.Name,
@@ -249,90 +270,136 @@ func (r *resolver) compileProject(ctx context.Context, p *v1alpha1.Project) (*co
 		ConnectorsByAudience: map[string]*config.Connector{},
 		Redirects:            config.DefaultRedirectRules(),
 	}
-	var problems []*notReady
-	var off []string
-	// degrade records a problem and the feature it turns off, and reports whether there was
-	// one. It keeps going after a problem so the condition lists all of them at once.
-	degrade := func(err error, feature string) (bool, error) {
-		if err == nil {
-			return false, nil
-		}
-		nr, ok := asNotReady(err)
-		if !ok {
-			return false, err
-		}
-		problems = append(problems, nr)
-		off = append(off, feature)
-		return true, nil
-	}
+}
 
-	if ref := p.Spec.SignIn.PasswordSecretRef; ref != nil {
-		data, err := r.secretValue(ctx, p.Namespace, *ref, "spec.signIn.passwordSecretRef")
-		var passwords map[string]config.PasswordUser
-		if err == nil {
-			passwords, err = parsePasswordFile(data)
-			if err != nil {
-				err = notReadyf(v1alpha1.SecretInvalidReason, "Secret %s/%s key %q (spec.signIn.passwordSecretRef): %v", p.Namespace, ref.Name, ref.Key, err)
-			}
-		}
-		bad, err := degrade(err, "password sign-in")
+// degraded collects a Project's Secret problems and the feature each turns off. Compilation
+// goes on after a problem so the condition lists all of them at once.
+type degraded struct {
+	problems []*notReady
+	off      []string
+}
+
+// add records err, when it is a notReady, as a problem that turns feature off, and reports
+// whether there was one. Any other error is returned.
+func (d *degraded) add(err error, feature string) (bool, error) {
+	if err == nil {
+		return false, nil
+	}
+	nr, ok := asNotReady(err)
+	if !ok {
+		return false, err
+	}
+	d.problems = append(d.problems, nr)
+	d.off = append(d.off, feature)
+	return true, nil
+}
+
+// err is nil without problems; otherwise a notReady with the first problem's reason and every
+// message, ending with what is off.
+func (d *degraded) err() error {
+	if len(d.problems) == 0 {
+		return nil
+	}
+	nr := joinNotReady(d.problems).(*notReady)
+	suffix := "; serving without " + strings.Join(d.off, ", ")
+	// The condition keeps maxMessage bytes; what is off must survive, so the problems give way.
+	if room := maxMessage - len(suffix); len(nr.message) > room {
+		nr.message = nr.message[:max(room-3, 0)] + "..."
+	}
+	nr.message += suffix
+	return nr
+}
+
+// compilePasswords reads the password file; without a usable one, password sign-in is off.
+func (r *resolver) compilePasswords(ctx context.Context, p *v1alpha1.Project, out *config.Project, off *degraded) error {
+	ref := p.Spec.SignIn.PasswordSecretRef
+	if ref == nil {
+		return nil
+	}
+	data, err := r.secretValue(ctx, p.Namespace, *ref, "spec.signIn.passwordSecretRef")
+	var passwords map[string]config.PasswordUser
+	if err == nil {
+		passwords, err = parsePasswordFile(data)
 		if err != nil {
-			return nil, err
-		}
-		out.SignIn.Passwords = passwords
-		out.SignIn.PasswordsUnavailable = bad
-	}
-	if o := p.Spec.SignIn.OIDC; o != nil {
-		sec, err := r.secretValue(ctx, p.Namespace, o.ClientSecretRef, "spec.signIn.oidc.clientSecretRef")
-		bad, err := degrade(err, "OIDC sign-in")
-		if err != nil {
-			return nil, err
-		}
-		scopes := scopeStrings(o.Scopes)
-		if len(scopes) == 0 {
-			scopes = []string{"openid", "email", "profile"}
-		}
-		// Compiled even when unavailable: the issuer says who the provider's people are.
-		out.SignIn.OIDC = &config.OIDCProvider{
-			Issuer:       string(o.Issuer),
-			ClientID:     o.ClientID,
-			ClientSecret: string(sec),
-			Scopes:       scopes,
-			Label:        cmp.Or(o.Label, "Sign in with SSO"),
-			Unavailable:  bad,
+			err = notReadyf(v1alpha1.SecretInvalidReason, "Secret %s/%s key %q (spec.signIn.passwordSecretRef): %v", p.Namespace, ref.Name, ref.Key, err)
 		}
 	}
+	bad, err := off.add(err, "password sign-in")
+	if err != nil {
+		return err
+	}
+	out.SignIn.Passwords = passwords
+	out.SignIn.PasswordsUnavailable = bad
+	return nil
+}
 
-	if reg := p.Spec.Registration; reg != nil {
-		out.Registration.Mode = config.RegistrationMode(cmp.Or(reg.Mode, v1alpha1.RegistrationClosed))
-		out.Registration.ClientIDMetadataDocuments = reg.ClientIDMetadataDocuments
-		if cc := reg.ClientCredentials; cc != nil {
-			for _, u := range cc.Resources {
-				out.Registration.ClientCredentialsResources = append(out.Registration.ClientCredentialsResources, string(u))
-			}
-			for _, sc := range cc.Scopes {
-				out.Registration.ClientCredentialsScopes = append(out.Registration.ClientCredentialsScopes, string(sc))
-			}
+// compileOIDC compiles the OIDC sign-in provider; without its client secret it is unavailable.
+func (r *resolver) compileOIDC(ctx context.Context, p *v1alpha1.Project, out *config.Project, off *degraded) error {
+	o := p.Spec.SignIn.OIDC
+	if o == nil {
+		return nil
+	}
+	sec, err := r.secretValue(ctx, p.Namespace, o.ClientSecretRef, "spec.signIn.oidc.clientSecretRef")
+	bad, err := off.add(err, "OIDC sign-in")
+	if err != nil {
+		return err
+	}
+	scopes := scopeStrings(o.Scopes)
+	if len(scopes) == 0 {
+		scopes = []string{"openid", "email", "profile"}
+	}
+	// Compiled even when unavailable: the issuer says who the provider's people are.
+	out.SignIn.OIDC = &config.OIDCProvider{
+		Issuer:       string(o.Issuer),
+		ClientID:     o.ClientID,
+		ClientSecret: string(sec),
+		Scopes:       scopes,
+		Label:        cmp.Or(o.Label, "Sign in with SSO"),
+		Unavailable:  bad,
+	}
+	return nil
+}
+
+// compileRegistration compiles dynamic client registration; in initialAccessToken mode it needs
+// the tokens' Secret, without which registration is refused.
+func (r *resolver) compileRegistration(ctx context.Context, p *v1alpha1.Project, out *config.Project, off *degraded) error {
+	reg := p.Spec.Registration
+	if reg == nil {
+		return nil
+	}
+	out.Registration.Mode = config.RegistrationMode(cmp.Or(reg.Mode, v1alpha1.RegistrationClosed))
+	out.Registration.ClientIDMetadataDocuments = reg.ClientIDMetadataDocuments
+	if cc := reg.ClientCredentials; cc != nil {
+		for _, u := range cc.Resources {
+			out.Registration.ClientCredentialsResources = append(out.Registration.ClientCredentialsResources, string(u))
 		}
-		if out.Registration.Mode == config.RegistrationInitialAccessToken && reg.InitialAccessTokenSecretRef != nil {
-			// Without hashes no token matches: registration fails closed.
-			hashes, err := r.initialAccessTokens(ctx, p.Namespace, reg.InitialAccessTokenSecretRef.Name)
-			if _, err := degrade(err, "client registration"); err != nil {
-				return nil, err
-			}
-			out.Registration.InitialAccessTokenHashes = hashes
+		for _, sc := range cc.Scopes {
+			out.Registration.ClientCredentialsScopes = append(out.Registration.ClientCredentialsScopes, string(sc))
 		}
 	}
+	if out.Registration.Mode != config.RegistrationInitialAccessToken || reg.InitialAccessTokenSecretRef == nil {
+		return nil
+	}
+	// Without hashes no token matches: registration fails closed.
+	hashes, err := r.initialAccessTokens(ctx, p.Namespace, reg.InitialAccessTokenSecretRef.Name)
+	if _, err := off.add(err, "client registration"); err != nil {
+		return err
+	}
+	out.Registration.InitialAccessTokenHashes = hashes
+	return nil
+}
 
+// compileEventSinks compiles the event sinks; one without a usable HMAC key is unavailable.
+func (r *resolver) compileEventSinks(ctx context.Context, p *v1alpha1.Project, out *config.Project, off *degraded) error {
 	for i, sink := range p.Spec.EventSinks {
 		field := fmt.Sprintf("spec.eventSinks[%d].hmacSecretRef", i)
 		key, err := r.secretValue(ctx, p.Namespace, sink.HMACSecretRef, field)
 		if err == nil && len(key) < 32 {
 			err = notReadyf(v1alpha1.SecretInvalidReason, "Secret %s/%s key %q (%s) must hold at least 32 bytes", p.Namespace, sink.HMACSecretRef.Name, sink.HMACSecretRef.Key, field)
 		}
-		bad, err := degrade(err, fmt.Sprintf("event sink %q", sink.Name))
+		bad, err := off.add(err, fmt.Sprintf("event sink %q", sink.Name))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if bad {
 			key = nil
@@ -340,34 +407,29 @@ func (r *resolver) compileProject(ctx context.Context, p *v1alpha1.Project) (*co
 		// An unavailable sink stays listed, so its events are still queued and wait for it.
 		out.EventSinks = append(out.EventSinks, config.EventSink{Name: sink.Name, URL: string(sink.URL), HMACKey: key, Unavailable: bad})
 	}
+	return nil
+}
 
-	if ref := p.Spec.SigningKeySecretRef; ref != nil {
-		sec, err := r.secret(ctx, p.Namespace, ref.Name, "spec.signingKeySecretRef")
-		var keys []config.SigningKey
-		if err == nil {
-			keys, err = parseSigningKeys(sec.Data)
-			if err != nil {
-				err = notReadyf(v1alpha1.SecretInvalidReason, "Secret %s/%s (spec.signingKeySecretRef): %v", p.Namespace, ref.Name, err)
-			}
+// compileSigningKeys reads the JWT signing keys. Without them JWT clients are refused
+// (SigningKeyRequired) and opaque ones keep working.
+func (r *resolver) compileSigningKeys(ctx context.Context, p *v1alpha1.Project, out *config.Project, off *degraded) error {
+	ref := p.Spec.SigningKeySecretRef
+	if ref == nil {
+		return nil
+	}
+	sec, err := r.secret(ctx, p.Namespace, ref.Name, "spec.signingKeySecretRef")
+	var keys []config.SigningKey
+	if err == nil {
+		keys, err = parseSigningKeys(sec.Data)
+		if err != nil {
+			err = notReadyf(v1alpha1.SecretInvalidReason, "Secret %s/%s (spec.signingKeySecretRef): %v", p.Namespace, ref.Name, err)
 		}
-		// No keys: JWT clients are refused (SigningKeyRequired), opaque ones keep working.
-		if _, err := degrade(err, "JWT signing keys"); err != nil {
-			return nil, err
-		}
-		out.SigningKeys = keys
 	}
-
-	if len(problems) == 0 {
-		return out, nil
+	if _, err := off.add(err, "JWT signing keys"); err != nil {
+		return err
 	}
-	nr := joinNotReady(problems).(*notReady)
-	suffix := "; serving without " + strings.Join(off, ", ")
-	// The condition keeps maxMessage bytes; what is off must survive, so the problems give way.
-	if room := maxMessage - len(suffix); len(nr.message) > room {
-		nr.message = nr.message[:max(room-3, 0)] + "..."
-	}
-	nr.message += suffix
-	return out, nr
+	out.SigningKeys = keys
+	return nil
 }
 
 func (r *resolver) initialAccessTokens(ctx context.Context, namespace, name string) ([][]byte, error) {
@@ -458,33 +520,12 @@ func (r *resolver) admits(ctx context.Context, p *v1alpha1.Project, namespace st
 	if namespace == p.Namespace {
 		return true, "", nil
 	}
-	an := p.Spec.AllowedNamespaces
-	from := v1alpha1.NamespacesFromSame
-	if an != nil && an.From != "" {
-		from = an.From
+	var from v1alpha1.FromNamespaces
+	var selector *metav1.LabelSelector
+	if an := p.Spec.AllowedNamespaces; an != nil {
+		from, selector = an.From, an.Selector
 	}
-	switch from {
-	case v1alpha1.NamespacesFromAll:
-		return true, "", nil
-	case v1alpha1.NamespacesFromSelector:
-		if an.Selector == nil {
-			return false, "spec.allowedNamespaces.selector is not set", nil
-		}
-		sel, err := metav1.LabelSelectorAsSelector(an.Selector)
-		if err != nil {
-			return false, fmt.Sprintf("spec.allowedNamespaces.selector is invalid: %v", err), nil
-		}
-		ns, err := r.namespace(ctx, namespace)
-		if err != nil {
-			return false, "", err
-		}
-		if ns == nil || !sel.Matches(labels.Set(ns.Labels)) {
-			return false, fmt.Sprintf("its labels do not match spec.allowedNamespaces.selector (%s)", sel), nil
-		}
-		return true, "", nil
-	default:
-		return false, "spec.allowedNamespaces.from is Same", nil
-	}
+	return r.grants(ctx, "spec.allowedNamespaces", from, selector, namespace)
 }
 
 func (r *resolver) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
@@ -730,6 +771,19 @@ func (r *resolver) client(ctx context.Context, oc *v1alpha1.OAuthClient, sec *co
 		return nil, notReadyf(v1alpha1.OAuthClientSigningKeyRequiredReason,
 			"accessTokenFormat is jwt but Project %s sets no spec.signingKeySecretRef", pk)
 	}
+	out, err := clientConfig(oc, secretHash)
+	if err != nil {
+		return nil, err
+	}
+	res := &clientResult{compiled: out, project: pk.String()}
+	if err := r.clientConnectors(ctx, oc, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// clientConfig compiles what of an OAuthClient needs nothing but its spec and secret hash.
+func clientConfig(oc *v1alpha1.OAuthClient, secretHash []byte) (*config.Client, error) {
 	grants := make([]string, len(oc.Spec.GrantTypes))
 	for i, g := range oc.Spec.GrantTypes {
 		grants[i] = string(g)
@@ -760,12 +814,17 @@ func (r *resolver) client(ctx context.Context, oc *v1alpha1.OAuthClient, sec *co
 	for _, u := range oc.Spec.Resources {
 		out.Resources = append(out.Resources, string(u))
 	}
-	res := &clientResult{compiled: out, project: pk.String()}
+	return out, nil
+}
+
+// clientConnectors sorts an OAuthClient's spec.connectors into the usable ones (compiled into
+// res.compiled.Connectors), the refused and the unresolved.
+func (r *resolver) clientConnectors(ctx context.Context, oc *v1alpha1.OAuthClient, res *clientResult) error {
 	for _, name := range oc.Spec.Connectors {
 		key := connectorKey(string(name), oc.Namespace)
 		refusal, err := r.connectorRefuses(ctx, key, oc.Namespace)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if refusal != "" {
 			res.refused = append(res.refused, refusal)
@@ -773,7 +832,7 @@ func (r *resolver) client(ctx context.Context, oc *v1alpha1.OAuthClient, sec *co
 		}
 		cr, err := r.connectorByKey(ctx, key)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		switch {
 		case cr.err != nil:
@@ -786,10 +845,10 @@ func (r *resolver) client(ctx context.Context, oc *v1alpha1.OAuthClient, sec *co
 		case cr.project != res.project:
 			res.unresolved = append(res.unresolved, fmt.Sprintf("Connector %s belongs to Project %s, not %s", key, cr.project, res.project))
 		default:
-			out.Connectors = append(out.Connectors, key.String())
+			res.compiled.Connectors = append(res.compiled.Connectors, key.String())
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // clientCredentials checks the credentials Secret and returns the client secret's hash (nil for

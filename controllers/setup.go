@@ -288,13 +288,13 @@ func (d *dependents) list(ctx context.Context, l client.ObjectList, opts ...clie
 func (d *dependents) projectKeysForSecret(ctx context.Context, sec client.Object) map[string]bool {
 	keys := map[string]bool{}
 	var projects v1alpha1.ProjectList
-	if d.list(ctx, &projects, client.InNamespace(sec.GetNamespace()), client.MatchingFields{secretIndex: sec.GetName()}) {
+	if d.list(ctx, &projects, readersOf(sec)...) {
 		for i := range projects.Items {
 			keys[client.ObjectKeyFromObject(&projects.Items[i]).String()] = true
 		}
 	}
 	var conns v1alpha1.ConnectorList
-	if d.list(ctx, &conns, client.InNamespace(sec.GetNamespace()), client.MatchingFields{secretIndex: sec.GetName()}) {
+	if d.list(ctx, &conns, readersOf(sec)...) {
 		for i := range conns.Items {
 			c := &conns.Items[i]
 			keys[projectKeyOf(c.Spec.ProjectRef, c.Namespace).String()] = true
@@ -304,11 +304,22 @@ func (d *dependents) projectKeysForSecret(ctx context.Context, sec client.Object
 }
 
 func (d *dependents) projectsForSecret(ctx context.Context, sec client.Object) []reconcile.Request {
-	var projects v1alpha1.ProjectList
-	if !d.list(ctx, &projects, client.InNamespace(sec.GetNamespace()), client.MatchingFields{secretIndex: sec.GetName()}) {
+	return listed(ctx, d, projectItems, readersOf(sec)...)
+}
+
+// listed lists the objects of one kind that opts select, and returns a request for each.
+func listed[T any, PT interface {
+	*T
+	client.Object
+}, L interface {
+	client.ObjectList
+	*LT
+}, LT any](ctx context.Context, d *dependents, items func(L) []T, opts ...client.ListOption) []reconcile.Request {
+	l := L(new(LT))
+	if !d.list(ctx, l, opts...) {
 		return nil
 	}
-	return requests(projects.Items)
+	return requests[T, PT](items(l))
 }
 
 // attached lists the objects of one kind attached to the given Projects.
@@ -321,14 +332,17 @@ func attached[T any, PT interface {
 }, LT any](ctx context.Context, d *dependents, projectKeys map[string]bool, items func(L) []T) []reconcile.Request {
 	var out []reconcile.Request
 	for key := range projectKeys {
-		l := L(new(LT))
-		if d.list(ctx, l, client.MatchingFields{projectIndex: key}) {
-			out = append(out, requests[T, PT](items(l))...)
-		}
+		out = append(out, listed[T, PT](ctx, d, items, client.MatchingFields{projectIndex: key})...)
 	}
 	return out
 }
 
+// readersOf selects the objects that refer to the Secret sec.
+func readersOf(sec client.Object) []client.ListOption {
+	return []client.ListOption{client.InNamespace(sec.GetNamespace()), client.MatchingFields{secretIndex: sec.GetName()}}
+}
+
+func projectItems(l *v1alpha1.ProjectList) []v1alpha1.Project              { return l.Items }
 func connectorItems(l *v1alpha1.ConnectorList) []v1alpha1.Connector        { return l.Items }
 func clientItems(l *v1alpha1.OAuthClientList) []v1alpha1.OAuthClient       { return l.Items }
 func policyItems(l *v1alpha1.RedirectPolicyList) []v1alpha1.RedirectPolicy { return l.Items }
@@ -341,11 +355,7 @@ func projectKeySet(o client.Object) map[string]bool {
 // but point at a missing Project.
 func (d *dependents) connectorsForSecret(ctx context.Context, sec client.Object) []reconcile.Request {
 	out := attached[v1alpha1.Connector](ctx, d, d.projectKeysForSecret(ctx, sec), connectorItems)
-	var conns v1alpha1.ConnectorList
-	if d.list(ctx, &conns, client.InNamespace(sec.GetNamespace()), client.MatchingFields{secretIndex: sec.GetName()}) {
-		out = append(out, requests(conns.Items)...)
-	}
-	return out
+	return append(out, listed(ctx, d, connectorItems, readersOf(sec)...)...)
 }
 
 func (d *dependents) connectorsForProject(ctx context.Context, p client.Object) []reconcile.Request {
@@ -353,11 +363,7 @@ func (d *dependents) connectorsForProject(ctx context.Context, p client.Object) 
 }
 
 func (d *dependents) connectorsForNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
-	var conns v1alpha1.ConnectorList
-	if !d.list(ctx, &conns, client.InNamespace(ns.GetName())) {
-		return nil
-	}
-	return requests(conns.Items)
+	return listed(ctx, d, connectorItems, client.InNamespace(ns.GetName()))
 }
 
 // connectorSiblings: the other Connectors of the same Project, whose audience contest may
@@ -372,10 +378,7 @@ func (d *dependents) connectorSiblings(ctx context.Context, o client.Object) []r
 // those listing a Connector that reads it.
 func (d *dependents) clientsForSecret(ctx context.Context, sec client.Object) []reconcile.Request {
 	out := attached[v1alpha1.OAuthClient](ctx, d, d.projectKeysForSecret(ctx, sec), clientItems)
-	var clients v1alpha1.OAuthClientList
-	if d.list(ctx, &clients, client.InNamespace(sec.GetNamespace()), client.MatchingFields{secretIndex: sec.GetName()}) {
-		out = append(out, requests(clients.Items)...)
-	}
+	out = append(out, listed(ctx, d, clientItems, readersOf(sec)...)...)
 	if owner, ok := strings.CutSuffix(sec.GetName(), defaultSecretSuffix); ok && owner != "" {
 		// The client whose default credentials Secret this is, if it has no spec.secretName.
 		oc := &v1alpha1.OAuthClient{}
@@ -385,7 +388,7 @@ func (d *dependents) clientsForSecret(ctx context.Context, sec client.Object) []
 		}
 	}
 	var conns v1alpha1.ConnectorList
-	if d.list(ctx, &conns, client.InNamespace(sec.GetNamespace()), client.MatchingFields{secretIndex: sec.GetName()}) {
+	if d.list(ctx, &conns, readersOf(sec)...) {
 		for i := range conns.Items {
 			out = append(out, d.clientsForConnector(ctx, &conns.Items[i])...)
 		}
@@ -398,20 +401,12 @@ func (d *dependents) clientsForProject(ctx context.Context, p client.Object) []r
 }
 
 func (d *dependents) clientsForConnector(ctx context.Context, c client.Object) []reconcile.Request {
-	var clients v1alpha1.OAuthClientList
-	if !d.list(ctx, &clients, client.MatchingFields{connectorIndex: client.ObjectKeyFromObject(c).String()}) {
-		return nil
-	}
-	return requests(clients.Items)
+	return listed(ctx, d, clientItems, client.MatchingFields{connectorIndex: client.ObjectKeyFromObject(c).String()})
 }
 
 // clientsForNamespace: OAuthClients in the namespace, and those listing a Connector there.
 func (d *dependents) clientsForNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
-	var clients v1alpha1.OAuthClientList
-	var out []reconcile.Request
-	if d.list(ctx, &clients, client.InNamespace(ns.GetName())) {
-		out = requests(clients.Items)
-	}
+	out := listed(ctx, d, clientItems, client.InNamespace(ns.GetName()))
 	var conns v1alpha1.ConnectorList
 	if d.list(ctx, &conns, client.InNamespace(ns.GetName())) {
 		for i := range conns.Items {
@@ -430,9 +425,5 @@ func (d *dependents) policiesForProject(ctx context.Context, p client.Object) []
 }
 
 func (d *dependents) policiesForNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
-	var policies v1alpha1.RedirectPolicyList
-	if !d.list(ctx, &policies, client.InNamespace(ns.GetName())) {
-		return nil
-	}
-	return requests(policies.Items)
+	return listed(ctx, d, policyItems, client.InNamespace(ns.GetName()))
 }

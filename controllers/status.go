@@ -5,9 +5,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -52,6 +53,7 @@ func (b *base) setReady(conds *[]metav1.Condition, generation int64, err error, 
 	b.setCondition(conds, generation, v1alpha1.ReadyCondition, err, v1alpha1.ReadyReason, readyMessage)
 }
 
+// setCondition sets a condition computed from the given generation of the object's spec.
 func (b *base) setCondition(conds *[]metav1.Condition, generation int64, typ string, err error, okReason, okMessage string) {
 	c := metav1.Condition{
 		Type:               typ,
@@ -68,42 +70,56 @@ func (b *base) setCondition(conds *[]metav1.Condition, generation int64, typ str
 	meta.SetStatusCondition(conds, c)
 }
 
-// finish patches the status when it changed and records an Event when Ready changed: Warning
-// when it became False (or False for a new reason), Normal when it became True (unless
-// quietFirstReady and it had never been False). It is deferred
-// by every Reconcile, so status is written once per reconcile at most.
-func (b *base) finish(ctx context.Context, before, after client.Object, oldConds, newConds []metav1.Condition, changed bool) error {
-	if !changed {
-		return nil
-	}
-	if err := b.client.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return err
-	}
-	oldReady := meta.FindStatusCondition(oldConds, v1alpha1.ReadyCondition)
-	newReady := meta.FindStatusCondition(newConds, v1alpha1.ReadyCondition)
-	if newReady == nil {
-		return nil
-	}
-	switch newReady.Status {
-	case metav1.ConditionFalse:
-		if oldReady == nil || oldReady.Status != metav1.ConditionFalse || oldReady.Reason != newReady.Reason {
-			b.recorder.Eventf(after, nil, corev1.EventTypeWarning, newReady.Reason, "Reconcile", "%s", newReady.Message)
-		}
-	case metav1.ConditionTrue:
-		recovered := oldReady != nil && oldReady.Status == metav1.ConditionFalse
-		if (oldReady == nil || oldReady.Status != metav1.ConditionTrue) && (recovered || !b.quietFirstReady) {
-			b.recorder.Eventf(after, nil, corev1.EventTypeNormal, newReady.Reason, "Reconcile", "%s", newReady.Message)
-		}
-	}
-	return nil
+// ---------------------------------------------------------------------------------------------
+// One reconcile, for every kind
+
+// statusKind is what reconcileWith needs to know about one kind of object.
+type statusKind[T client.Object] struct {
+	// status points at the two status fields every Latchkey kind has.
+	status func(T) statusFields
+	// skipDeleting leaves an object that is being deleted alone, status included.
+	skipDeleting bool
+}
+
+type statusFields struct {
+	observedGeneration *int64
+	conditions         *[]metav1.Condition
 }
 
 // phase is one step of a reconcile. Phases run in order and stop at the first error, because
-// later phases read what earlier ones found (the OAuthClient's Secret, for one).
+// later phases read what earlier ones found (the OAuthClient's Secret, for one). A phase that
+// returns an error sets no condition: a condition records the generation it was computed from,
+// and a phase that failed computed nothing.
 type phase[S any] func(context.Context, S) (ctrl.Result, error)
+
+// reconcileWith is the body of every Reconcile, in Cluster API's patch-helper pattern. It reads
+// the object named by req into obj (nothing to do when it is gone), keeps a copy to patch status
+// against, runs the phases on the scope newScope makes from obj, and patches status once, only
+// when it changed. Phases write only status.
+//
+// status.observedGeneration advances only when every phase ran without an error: it says the
+// controller has acted on that generation completely. After an error the status is still
+// patched with what the phases that ran found, and the conditions they set record the
+// generation they were computed from; the error is retried. See docs/decisions/0023.
+func reconcileWith[T client.Object, S any](ctx context.Context, b *base, req ctrl.Request, obj T, kind statusKind[T],
+	newScope func(T) S, phases ...phase[S]) (ctrl.Result, error) {
+	if err := b.client.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if kind.skipDeleting && !obj.GetDeletionTimestamp().IsZero() {
+		return ctrl.Result{}, nil
+	}
+	before := obj.DeepCopyObject().(T)
+	// Not deferred: a panicking phase must not have its generation recorded as observed.
+	res, err := runPhases(ctx, newScope(obj), phases...)
+	if err == nil {
+		*kind.status(obj).observedGeneration = obj.GetGeneration()
+	}
+	if perr := patchStatus(ctx, b, before, obj, kind); perr != nil {
+		return res, kerrors.NewAggregate([]error{err, perr})
+	}
+	return res, err
+}
 
 func runPhases[S any](ctx context.Context, s S, phases ...phase[S]) (ctrl.Result, error) {
 	var res ctrl.Result
@@ -117,4 +133,39 @@ func runPhases[S any](ctx context.Context, s S, phases ...phase[S]) (ctrl.Result
 		}
 	}
 	return res, nil
+}
+
+// patchStatus writes after's status when the phases changed anything (they write only status),
+// then records an Event when Ready changed (readyEvent). An object deleted meanwhile is no error.
+func patchStatus[T client.Object](ctx context.Context, b *base, before, after T, kind statusKind[T]) error {
+	if equality.Semantic.DeepEqual(before, after) {
+		return nil
+	}
+	if err := b.client.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	b.readyEvent(after,
+		meta.FindStatusCondition(*kind.status(before).conditions, v1alpha1.ReadyCondition),
+		meta.FindStatusCondition(*kind.status(after).conditions, v1alpha1.ReadyCondition))
+	return nil
+}
+
+// readyEvent records an Event when Ready changed from oldReady to newReady: Warning when it
+// became False (or False for a new reason), Normal when it became True (unless quietFirstReady
+// and it had never been False).
+func (b *base) readyEvent(obj client.Object, oldReady, newReady *metav1.Condition) {
+	if newReady == nil {
+		return
+	}
+	switch newReady.Status {
+	case metav1.ConditionFalse:
+		if oldReady == nil || oldReady.Status != metav1.ConditionFalse || oldReady.Reason != newReady.Reason {
+			b.recorder.Eventf(obj, nil, corev1.EventTypeWarning, newReady.Reason, "Reconcile", "%s", newReady.Message)
+		}
+	case metav1.ConditionTrue:
+		recovered := oldReady != nil && oldReady.Status == metav1.ConditionFalse
+		if (oldReady == nil || oldReady.Status != metav1.ConditionTrue) && (recovered || !b.quietFirstReady) {
+			b.recorder.Eventf(obj, nil, corev1.EventTypeNormal, newReady.Reason, "Reconcile", "%s", newReady.Message)
+		}
+	}
 }
