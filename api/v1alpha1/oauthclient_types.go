@@ -83,7 +83,8 @@ const (
 	GrantRefreshToken      GrantType = "refresh_token"
 	GrantClientCredentials GrantType = "client_credentials"
 	// GrantTokenExchange (RFC 8693) lets an agent trade a person's token for that person's
-	// token at a Connector (seed 000).
+	// token at a Connector; until the person has connected and allowed it, the refusal carries
+	// a connect link (docs/connected-services.md).
 	GrantTokenExchange GrantType = "urn:ietf:params:oauth:grant-type:token-exchange"
 )
 
@@ -219,7 +220,8 @@ type OAuthClientSpec struct {
 	SecretName string `json:"secretName,omitempty"`
 }
 
-// RedirectClassification is how the server reads a redirect URI on the consent screen (seed 004).
+// RedirectClassification is how the server reads a redirect URI on the consent screen, under
+// "Where access goes" (docs/recognised-apps.md).
 // +kubebuilder:validation:Enum=Claude;ChatGPT;Named;Loopback;AppScheme;Other
 type RedirectClassification string
 

@@ -26,7 +26,8 @@ type RegistrationMode string
 
 const (
 	// RegistrationOpen lets any client register, as MCP clients such as Claude and ChatGPT
-	// expect. The consent screen and RedirectPolicies are the protection (seed 004).
+	// expect. A client's name proves nothing, so the consent screen (which leads with where
+	// access goes) and RedirectPolicies are the protection (docs/recognised-apps.md).
 	RegistrationOpen RegistrationMode = "Open"
 	// RegistrationClosed refuses every registration; only OAuthClient resources exist.
 	RegistrationClosed RegistrationMode = "Closed"
@@ -191,7 +192,8 @@ type Lifetimes struct {
 	Session *metav1.Duration `json:"session,omitempty"`
 
 	// recentSignIn is how recently a person must have signed in to open a connect link or change
-	// a connection (seed 000, check 4). Defaults to 15m; 1m to 24h.
+	// a connection, so that a browser left signed in on a shared computer is not enough (check 4
+	// of a connect link, docs/connected-services.md). Defaults to 15m; 1m to 24h.
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1m') && duration(self) <= duration('24h')",message="lifetimes.recentSignIn must be between 1m and 24h"
 	// +kubebuilder:default="15m"
 	// +optional
@@ -219,20 +221,23 @@ type Lifetimes struct {
 
 	// refreshGrace is how long after a refresh token was rotated a repeat of the same refresh
 	// (a retry, a second tab) gets the same answer instead of counting as reuse and ending the
-	// grant (seed 004). Defaults to 10s; 0s (no grace) to 2m.
+	// grant (docs/recognised-apps.md). Defaults to 10s; 0s (no grace) to 2m.
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('0s') && duration(self) <= duration('2m')",message="lifetimes.refreshGrace must be between 0s and 2m"
 	// +kubebuilder:default="10s"
 	// +optional
 	RefreshGrace *metav1.Duration `json:"refreshGrace,omitempty"`
 
-	// link is how long a connect link stays open (seed 000). Defaults to 30m; 1m to 24h.
+	// link is how long a connect link stays open. It clears away requests nobody finished; the
+	// checks when the link is opened keep the wrong person out (docs/connected-services.md).
+	// Defaults to 30m; 1m to 24h.
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1m') && duration(self) <= duration('24h')",message="lifetimes.link must be between 1m and 24h"
 	// +kubebuilder:default="30m"
 	// +optional
 	Link *metav1.Duration `json:"link,omitempty"`
 
 	// callbackState is how long an upstream authorization (state, PKCE verifier, binding cookie)
-	// may take before its callback is refused (seed 002). Defaults to 10m; 1m to 1h.
+	// may take before its callback is refused (docs/connecting-services.md). Defaults to 10m;
+	// 1m to 1h.
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1m') && duration(self) <= duration('1h')",message="lifetimes.callbackState must be between 1m and 1h"
 	// +kubebuilder:default="10m"
 	// +optional

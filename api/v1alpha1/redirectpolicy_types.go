@@ -66,10 +66,11 @@ type RedirectPolicySpec struct {
 	Recognised []RecognisedRedirect `json:"recognised,omitempty"`
 
 	// onlyRecognisedApps refuses, at the consent step and at refresh, every client with any
-	// registered redirect URI that is not recognised (seed 004: every registered redirect must
-	// pass, not only the one used). Turning it on ends the live tokens of clients it now refuses;
-	// status.revokedTokens reports how many. Defaults to false: other websites get a warning and a
-	// tick box on the consent screen instead.
+	// registered redirect URI that is not recognised: every registered redirect must pass, not
+	// only the one used, since a token does not remember which redirect its code went to.
+	// Turning it on ends the live tokens of clients it now refuses; status.revokedTokens reports
+	// how many. Defaults to false: other websites get a warning and a tick box on the consent
+	// screen instead.
 	// +optional
 	OnlyRecognisedApps bool `json:"onlyRecognisedApps,omitempty"`
 }

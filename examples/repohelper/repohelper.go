@@ -1,6 +1,6 @@
-// Package repohelper is Repo Helper, the agent of seed 000, as an MCP server: one tool,
-// list_repositories, that lists the caller's GitHub repositories with the GitHub token Latchkey
-// holds for them.
+// Package repohelper is Repo Helper, the example agent of docs/connected-services.md, as an MCP
+// server: one tool, list_repositories, that lists the caller's GitHub repositories with the GitHub
+// token Latchkey holds for them.
 //
 // It is an example of latchkey.dev/latchkey/mcp in use, and what `make run` and the end-to-end
 // tests run. The server is an OAuth protected resource whose tokens a Latchkey project issues
@@ -238,7 +238,8 @@ type ListInput struct {
 // ListOutput is the tool's structured result.
 type ListOutput struct {
 	// Account is the GitHub login the repositories belong to, so the person can tell whether the
-	// account they connected is the one they meant (Latchkey cannot know, see seed 000).
+	// account they connected is the one they meant: Latchkey proves who the person is, not which
+	// GitHub account they picked (docs/connected-services.md, what the check does not prove).
 	Account      string       `json:"account,omitempty"`
 	Repositories []Repository `json:"repositories"`
 }

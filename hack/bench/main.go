@@ -1,4 +1,4 @@
-// Command bench is Latchkey's load harness (issue 9). It starts the HTTP server in this process
+// Command bench is Latchkey's load harness (docs/performance.md). It starts the HTTP server in this process
 // on 127.0.0.1 (webhook.New with a config.Snapshot built here: no Kubernetes), on SQLite or
 // PostgreSQL, seeds it through the store, drives each scenario for a fixed time at a fixed
 // number of concurrent clients, and prints requests per second and latency percentiles as a

@@ -141,7 +141,7 @@ func choose(list string) ([]scenario, error) {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// Peers' figures on this kind of machine (issue 9): Ory Hydra v2.3.0 client_credentials, and
+// Peers' figures on this kind of machine (docs/performance.md, "The peers"): Ory Hydra v2.3.0 client_credentials, and
 // zitadel/oidc's example server (in memory, plaintext secrets).
 const (
 	hydraRPS   = 150.0

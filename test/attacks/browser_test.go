@@ -330,13 +330,13 @@ func (p *profile) framesOf(prefix string, want int, rendered func(u, why string)
 	}
 }
 
-// TestForwardedLinkInChromium is seed 000 meeting seed 002 in a real browser: Mallory presses
-// Connect on her own link and sends Alice the GitHub address instead of the link. Alice, signed
-// in to Latchkey and to GitHub (another site, 127.0.0.2) and having approved the app before, is
-// refused: the page names Mallory's account, masked, offers no confirmation and ends the
-// attempt; nothing is saved and Mallory's agent is still refused. A page on a third site that
-// submits the confirmation in Alice's browser is refused. Opening Mallory's link itself stops
-// Alice at check 3.
+// TestForwardedLinkInChromium is the forwarded connect link meeting the forwarded authorization
+// URL in a real browser: Mallory presses Connect on her own link and sends Alice the GitHub
+// address instead of the link. Alice, signed in to Latchkey and to GitHub (another site,
+// 127.0.0.2) and having approved the app before, is refused: the page names Mallory's account,
+// masked, offers no confirmation and ends the attempt; nothing is saved and Mallory's agent is
+// still refused. A page on a third site that submits the confirmation in Alice's browser is
+// refused. Opening Mallory's link itself stops Alice at check 3.
 func TestForwardedLinkInChromium(t *testing.T) {
 	testbrowser.Chromium(t)
 	e := newEnvOn(t, "127.0.0.1", "127.0.0.2")

@@ -89,13 +89,15 @@ func assertSignInFirst(t *testing.T, p ct.Page, masked string) {
 	}
 }
 
-// TestForwardedAuthorizationURL is seed 002 started from a connect link: Mallory presses
-// Connect on her own link and sends the GitHub address to Alice, who is signed in to GitHub and
-// approved the app before, but not to this project (signed in here, she is refused outright:
-// TestForwardedAuthorizationURLSignedIn). Alice's browser lands on a page naming Mallory's
-// account, masked, that asks for a sign-in as that account; nothing is exchanged or saved, the
-// link stays open and Mallory's agent is still refused. Every way of pushing the confirmation
-// through fails in a browser not signed in as Mallory, even with a genuine confirmation token.
+// TestForwardedAuthorizationURL is the forwarded authorization URL (a callback finishes only for
+// the person who started it, docs/connecting-services.md) started from a connect link: Mallory
+// presses Connect on her own link and sends the GitHub address to Alice, who is signed in to
+// GitHub and approved the app before, but not to this project (signed in here, she is refused
+// outright: TestForwardedAuthorizationURLSignedIn). Alice's browser lands on a page naming
+// Mallory's account, masked, that asks for a sign-in as that account; nothing is exchanged or
+// saved, the link stays open and Mallory's agent is still refused. Every way of pushing the
+// confirmation through fails in a browser not signed in as Mallory, even with a genuine
+// confirmation token.
 func TestForwardedAuthorizationURL(t *testing.T) {
 	for _, aliceState := range []string{"signed in to another project", "with a binding cookie of her own", "not signed in to Latchkey"} {
 		t.Run(aliceState, func(t *testing.T) {

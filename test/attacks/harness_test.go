@@ -1,7 +1,9 @@
-// Package attacks attacks a running Latchkey from outside, as its reviewers will: variants of
-// every attack in the three seeds, two people with their own browsers (cookie jars, or real
-// Chromium profiles where browser behaviour is the point), and third-party clients. Every test
-// asserts that an attack is refused, what each person sees, and what ends up stored.
+// Package attacks attacks a running Latchkey from outside, as its reviewers will: variants of the
+// forwarded connect link, the forwarded upstream authorization URL, consent phishing by a
+// self-registered client and refresh-token reuse (docs/security.md), played by two people with
+// their own browsers (cookie jars, or real Chromium profiles where browser behaviour is the point)
+// and by third-party clients. Every test asserts that an attack is refused, what each person sees,
+// and what ends up stored.
 //
 // The installation is the one webhook/links/linktest runs: the real server, a real SQLite file,
 // the fake GitHub on its own listener, an injected clock, Alice and Mallory.

@@ -54,8 +54,9 @@ func (e *env) wrongPersonEvents(actor string) int {
 	return n
 }
 
-// TestForwardedLink is seed 000's story and its variants: whoever opens a link that was not made
-// for them is stopped at check 3, however they arrived, and nothing changes.
+// TestForwardedLink is the forwarded connect link and its variants (Mallory sends Alice the link
+// her agent got): whoever opens a link that was not made for them is stopped at check 3 (the
+// signed-in person must be the link's), however they arrived, and nothing changes.
 func TestForwardedLink(t *testing.T) {
 	t.Run("Alice opens Mallory's link while signed in", func(t *testing.T) {
 		e := newEnv(t)

@@ -18,9 +18,9 @@ import (
 
 const loopback = "http://127.0.0.1/cb"
 
-// TestRefreshTokenReuse is seed 004's second fix: a copied refresh token used first by the
-// attacker. The legitimate client's next refresh fails, and the attacker's pair dies with it;
-// another client of the same person is untouched.
+// TestRefreshTokenReuse is reuse detection for rotated refresh tokens (docs/recognised-apps.md): a
+// copied refresh token used first by the attacker. The legitimate client's next refresh fails, and
+// the attacker's pair dies with it; another client of the same person is untouched.
 func TestRefreshTokenReuse(t *testing.T) {
 	e := newEnv(t)
 	c := e.registerPublic("Claude Desktop", loopback)

@@ -21,8 +21,10 @@ import (
 
 const cbConfirmSentence = "This connects your GitHub account to the account %s. If you did not start this connection or that account is not yours, close this window."
 
-// TestCallbackInRealBrowsers tells seed 002 with real browsers: Latchkey on 127.0.0.1 and the
-// fake GitHub on 127.0.0.2, two different sites, and one Chromium profile per browser.
+// TestCallbackInRealBrowsers tells the story of a callback bound to the browser that started it
+// (docs/connecting-services.md) with real browsers: a forwarded authorization URL, the legitimate
+// path and the app path. Latchkey is on 127.0.0.1 and the fake GitHub on 127.0.0.2, two different
+// sites, with one Chromium profile per browser.
 func TestCallbackInRealBrowsers(t *testing.T) {
 	testbrowser.Chromium(t)
 	h := ct.New(t, ct.Options{LatchkeyHost: "127.0.0.1", GitHubHost: "127.0.0.2"})
@@ -79,10 +81,10 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 	}
 
 	// Alice is signed in to GitHub, and approved the app before, so GitHub skips its page and
-	// sends her straight back to the callback. She is not signed in to Latchkey (seed 002: the
-	// victim need not even be a user): the page names Mallory's account, masked, and finishing
-	// needs a sign-in as that account, which Alice cannot give. Signed in, she is refused
-	// outright (1b).
+	// sends her straight back to the callback. She is not signed in to Latchkey (the victim of a
+	// forwarded authorization URL need not even have an account here): the page names Mallory's
+	// account, masked, and finishing needs a sign-in as that account, which Alice cannot give.
+	// Signed in, she is refused outright (1b).
 	signInGitHub(alice, ct.AliceLogin, ct.AlicePassword)
 	h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
 	alice.Open(authURL)

@@ -64,10 +64,10 @@ func consentAuthorizeURL(h *ct.Harness, clientID, redirect string) string {
 	}.Encode()
 }
 
-// The consent page of seed 004 in a real browser, in both states: a recognised agent callback,
-// and someone's website with the warning and the tick box. What a person sees first is where
-// access goes; the app's name comes after, as a claim; and Allow sends nothing useful until the
-// box is ticked — in the page and, when the page is tampered with, on the server.
+// The consent page (docs/recognised-apps.md) in a real browser, in both states: a recognised agent
+// callback, and someone's website with the warning and the tick box. What a person sees first is
+// where access goes; the app's name comes after, as a claim; and Allow sends nothing useful until
+// the box is ticked — in the page and, when the page is tampered with, on the server.
 func TestConsentPageInChromium(t *testing.T) {
 	testbrowser.Chromium(t)
 	h := ct.New(t, ct.Options{LatchkeyHost: "127.0.0.1"})

@@ -17,7 +17,7 @@ import (
 	lt "latchkey.dev/latchkey/webhook/links/linktest"
 )
 
-// Seed 000's forwarded link, in two real Chromium profiles: Mallory's agent gets a connect link;
+// The forwarded connect link, in two real Chromium profiles: Mallory's agent gets a connect link;
 // Mallory sends it to Alice, who is signed in to Latchkey and to GitHub and approved the app
 // before; the link stops her and nothing is connected. Then Mallory opens her own link, signs
 // in, connects at GitHub (another site, 127.0.0.2), and the agent's next exchange returns her

@@ -7,11 +7,11 @@ import (
 	"latchkey.dev/latchkey/webhook/callback/callbacktest"
 )
 
-// signInAtGitHub signs the person in at the fake GitHub in their own browser and records that
-// they approved Latchkey's app there before, so GitHub sends them straight back: the case seed
-// 002 starts from. (Going through the fake GitHub's approval form does not work in a browser
-// yet: its pages allow form submissions only to 'self' and answer with a redirect to Latchkey,
-// which the browser blocks.)
+// signInAtGitHub signs the person in at the fake GitHub in their own browser and records that they
+// approved Latchkey's app there before, so GitHub sends them straight back without asking: the
+// case in which a forwarded authorization URL would connect the wrong account. (Going through the
+// fake GitHub's approval form does not work in a browser yet: its pages allow form submissions
+// only to 'self' and answer with a redirect to Latchkey, which the browser blocks.)
 func (pp *mcpPerson) signInAtGitHub(b *testbrowser.Profile) {
 	b.T.Helper()
 	b.Open(pp.s.GitHubURL + "/login")

@@ -23,10 +23,10 @@ import (
 	"latchkey.dev/latchkey/webhook/callback/callbacktest"
 )
 
-// Seed 000 ends: "I have not yet watched a client show the link to a person and then retry by
-// itself." These tests do, with real MCP clients (the Go SDK on both protocol versions, the
-// TypeScript SDK through Node) against Repo Helper and a real Latchkey, the person acting in
-// their own browser.
+// A connect link relayed through MCP works only if the client shows the link to the person and
+// then retries by itself. These tests watch that happen, with real MCP clients (the Go SDK on both
+// protocol versions, the TypeScript SDK through Node) against Repo Helper and a real Latchkey, the
+// person acting in their own browser.
 
 // elicited is one URL elicitation shown by the Go client, and how the test tells the client's
 // handler that the person has finished.

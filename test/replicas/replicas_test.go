@@ -66,8 +66,9 @@ func everyReplicaServed(t *testing.T, s *stack.Stack) {
 	}
 }
 
-// Seed 004: a refresh token rotated on one replica and presented again on another ends the
-// grant everywhere; a retry inside the grace window gets the same answer on any replica.
+// Refresh-token reuse detection (docs/recognised-apps.md): a refresh token rotated on one replica
+// and presented again on another ends the grant everywhere; a retry inside the grace window gets
+// the same answer on any replica.
 func TestRefreshReuseDetectionAcrossReplicas(t *testing.T) {
 	s := newStack(t, stack.Options{})
 	b := s.Browser()
@@ -133,8 +134,7 @@ func TestRefreshReuseDetectionAcrossReplicas(t *testing.T) {
 	}
 }
 
-// Seed 000: one open link per person, agent and service, however many replicas are asked at
-// once.
+// One open connect link per person, agent and service, however many replicas are asked at once.
 func TestOneOpenLinkAcrossReplicas(t *testing.T) {
 	s := newStack(t, stack.Options{})
 	subject := s.AccessToken(stack.AliceEmail, stack.Agent)
@@ -178,8 +178,8 @@ func TestOneOpenLinkAcrossReplicas(t *testing.T) {
 	}
 }
 
-// Seed 002 and the vault: fifty agents asking at once, on three replicas, for a connection whose
-// GitHub token has expired cause one refresh at GitHub. GitHub rotates refresh tokens, so a
+// The vault's upstream refresh: fifty agents asking at once, on three replicas, for a connection
+// whose GitHub token has expired cause one refresh at GitHub. GitHub rotates refresh tokens, so a
 // second refresh would have used a retired one and broken the connection.
 func TestSingleUpstreamRefreshAcrossReplicas(t *testing.T) {
 	s := newStack(t, stack.Options{AccessTokenTTL: time.Hour})

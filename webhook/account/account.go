@@ -1,7 +1,8 @@
 // Package account is the signed-in person's account page: each connected account named as the
-// service names it (so a person can spot a wrong account, seed 000), when it was connected,
-// whether it still works, which agents may use it, and the apps the person has authorised;
-// with Connect, Reconnect, Disconnect, Remove access and Revoke.
+// service names it (so a person can spot a wrong account: the connect link's checks prove who the
+// person is, not which account they picked at the service), when it was connected, whether it
+// still works, which agents may use it, and the apps the person has authorised; with Connect,
+// Reconnect, Disconnect, Remove access and Revoke.
 //
 // Every action is a POST carrying the session's anti-forgery token, behind the router's
 // cross-origin protection, answered with a redirect back to the page (or, for Connect, to the
@@ -145,7 +146,7 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 }
 
 // connect starts a connection from the account page and sends the browser to the service.
-// Connecting needs a recent sign-in, as on a connect link (seed 000): a browser left signed in
+// Connecting needs a recent sign-in, as on a connect link (check 4): a browser left signed in
 // on a shared computer is not enough to attach someone's account to this person.
 func (h *handler) connect(w http.ResponseWriter, r *http.Request) {
 	p, person, session, form, ok := h.action(w, r)

@@ -220,9 +220,9 @@ func (a *authorizer) fail(w http.ResponseWriter, r *http.Request, p *config.Proj
 	a.respond(w, r, p, req, params)
 }
 
-// refuse shows a request that goes no further as a page. A refusal by the redirect policy is
-// a security event (seed 004): it is recorded, and the page says where access would have gone
-// and that nothing was sent there.
+// refuse shows a request that goes no further as a page. A refusal by the redirect policy is a
+// security event (consent.refused_by_policy, docs/recognised-apps.md): it is recorded, and the
+// page says where access would have gone and that nothing was sent there.
 func (a *authorizer) refuse(w http.ResponseWriter, r *http.Request, p *config.Project, e *pageError) {
 	if e.Refused == nil {
 		a.page(w, p, e)

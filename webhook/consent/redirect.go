@@ -7,10 +7,10 @@ import (
 	"latchkey.dev/latchkey/internal/redirect"
 )
 
-// MatchRedirect reports whether requested is one of the registered redirect URIs: the same
-// string (seed 004: not a prefix, not the same origin), except that an http redirect to a
-// loopback IP literal may name another port (RFC 8252 §7.3). It is redirect.MatchRegistered,
-// the one matcher every flow uses.
+// MatchRedirect reports whether requested is one of the registered redirect URIs: the same string
+// (not a prefix, not the same origin: docs/recognised-apps.md), except that an http redirect to a
+// loopback IP literal may name another port (RFC 8252 §7.3). It is redirect.MatchRegistered, the
+// one matcher every flow uses.
 func MatchRedirect(registered []string, requested string) bool {
 	return redirect.MatchRegistered(registered, requested)
 }

@@ -1,6 +1,6 @@
 // Package exchange is RFC 8693 token exchange at the token endpoint: an agent (or the MCP
 // server it calls) trades a person's Latchkey access token for that person's access token at a
-// connected service, or gets a connect link made for that person (seed 000).
+// connected service, or gets a connect link made for that person (docs/connected-services.md).
 //
 // Who may exchange which token:
 //
@@ -47,7 +47,7 @@ const (
 	TokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token"
 )
 
-// Reasons of the refusal (ARCHITECTURE.md §3).
+// Reasons of the refusal (docs/connected-services.md, "The refusal").
 const (
 	ReasonConnectRequired   = "connect_required"
 	ReasonAllowRequired     = "allow_required"
@@ -296,8 +296,8 @@ func (g *Grant) decide(ctx context.Context, p *config.Project, subject, agent st
 	}
 }
 
-// refuse is the refusal of ARCHITECTURE.md §3, with the person's one open link for this agent
-// and service.
+// refuse is the token-exchange refusal (docs/connected-services.md, "The refusal"), with the
+// person's one open link for this agent and service.
 func (g *Grant) refuse(ctx context.Context, p *config.Project, subject string, agent *site.Client, c *config.Connector, kind store.LinkKind, now time.Time) error {
 	offer, err := links.Open(ctx, g.env, p, links.Request{Subject: subject, Agent: agent.ID, Connector: c, Kind: kind}, now)
 	if err != nil {

@@ -1,6 +1,6 @@
-// Package links is the connect link of seed 000: the record a token-exchange refusal points to,
-// and the page {issuer}/account/services/link/{code} that checks who opened it before it offers
-// anything.
+// Package links is the connect link (docs/connected-services.md): the record a token-exchange
+// refusal points to, and the page {issuer}/account/services/link/{code} that checks who opened it
+// before it offers anything.
 //
 // A link joins two identities: the person the agent works for (known when the link is made)
 // and that person's account at a service such as GitHub (supplied later by whoever opens the

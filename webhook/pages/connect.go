@@ -2,9 +2,10 @@ package pages
 
 import "net/http"
 
-// The connection pages (issue 5) register themselves here rather than in pages.go, so the
-// flows that own them can add pages without editing the core's list. Package-level variables
-// are initialised before init runs, so New sees the full list.
+// The connection pages (the callback's confirmation page and the account page) register themselves
+// here rather than in pages.go, so the flows that own them can add pages without editing the
+// core's list. Package-level variables are initialised before init runs, so New sees the full
+// list.
 func init() {
 	pageNames = append(pageNames, "connect_confirm", "account")
 }

@@ -37,7 +37,7 @@ type Client struct {
 	Scopes            []string
 	AuthMethod        string
 	AccessTokenFormat config.TokenFormat
-	// Connectors the client may exchange tokens for (issue 6).
+	// Connectors the client may exchange tokens for (RFC 8693 token exchange).
 	Connectors []string
 	// Registered is true for clients registered at run time (RFC 7591) or described by a
 	// client ID metadata document, whose name and logo are only the client's own claims.

@@ -8,9 +8,9 @@ import (
 	"latchkey.dev/latchkey/internal/redirect"
 )
 
-// ErrOnlyRecognisedApps is the refusal of "Only recognised apps can connect" (seed 004). Its
-// text is shown as is: on the consent page, as error_description at the token endpoint and in
-// dynamic registration.
+// ErrOnlyRecognisedApps is the refusal of "Only recognised apps can connect"
+// (docs/recognised-apps.md). Its text is shown as is: on the consent page, as error_description at
+// the token endpoint and in dynamic registration.
 var ErrOnlyRecognisedApps = errors.New("This organisation only allows recognised apps to connect")
 
 // PolicyRefusal is ErrOnlyRecognisedApps with the redirect URIs that caused it, for audit

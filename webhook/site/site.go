@@ -36,7 +36,8 @@ type Env struct {
 	PublicURL *url.URL
 
 	// Destination says where an authorization code for redirectURI would go, for the consent
-	// page. The default calls every address a website; issue 4 plugs in internal/redirect.
+	// page. The default calls every address a website; the server uses consent.Destination, which
+	// classifies it with internal/redirect.
 	Destination func(p *config.Project, redirectURI string) pages.Destination
 	// RedirectPolicy decides whether a client with these registered redirect URIs may be used at
 	// all in the project. It is called with the full list at registration, at consent and at
@@ -65,9 +66,9 @@ func (e *Env) Now() time.Time { return e.Clock() }
 // the Secure attribute.
 func (e *Env) Secure() bool { return e.PublicURL.Scheme == "https" }
 
-// Record appends a security-relevant audit record and logs it. It is the one place such
-// records are written, so security events (issue 6) can fan out from here. Failure to record
-// is logged, not returned: the action it describes has already happened.
+// Record appends a security-relevant audit record and logs it. It is the one place such records
+// are written, so security events (Kubernetes Events, metrics, event sinks) can fan out from here.
+// Failure to record is logged, not returned: the action it describes has already happened.
 func (e *Env) Record(ctx context.Context, r store.AuditRecord) {
 	if r.Time.IsZero() {
 		r.Time = e.Now()

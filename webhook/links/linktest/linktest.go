@@ -1,7 +1,8 @@
-// Package linktest runs seed 000's stories for tests: the callback harness (real server, real
-// SQLite, fake GitHub on its own listener, injected clock, Alice and Mallory with their own
-// browsers) with token exchange, the connect link page, the link hook and security events
-// mounted, agents that exchange tokens, and an event sink that records what it receives.
+// Package linktest runs the connect-link stories (a person connects through their own link;
+// Mallory forwards hers to Alice) for tests: the callback harness (real server, real SQLite, fake
+// GitHub on its own listener, injected clock, Alice and Mallory with their own browsers) with
+// token exchange, the connect link page, the link hook and security events mounted, agents that
+// exchange tokens, and an event sink that records what it receives.
 package linktest
 
 import (
