@@ -22,7 +22,7 @@ import (
 	"latchkey.dev/latchkey/internal/redirect"
 )
 
-// "Only recognised apps can connect" (seed 004), on the controller side. The server refuses a
+// "Only recognised apps can connect" (docs/recognised-apps.md), on the controller side. The server refuses a
 // client the policy refuses wherever it shows up (consent, every grant, introspection, token
 // exchange), on every replica, from the compiled snapshot alone. What only the controller can
 // do is end what already exists: switching the policy on revokes, at once, every live token of

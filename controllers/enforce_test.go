@@ -54,7 +54,7 @@ func (w *web) call(method, path string, form url.Values, user, pass, bearer stri
 	return rec.Code, out
 }
 
-// Seed 004: switching "Only recognised apps can connect" on ends, at once, every live token of
+// docs/recognised-apps.md: switching "Only recognised apps can connect" on ends, at once, every live token of
 // every client it now refuses — declared OAuthClients and dynamically registered clients, with
 // one honest and one foreign redirect or with only a foreign one — while the clients it allows
 // keep working; the save says how many were ended, and relaxing the policy brings none back.

@@ -131,7 +131,7 @@ func foreignIgnored(p *v1alpha1.RedirectPolicy, rules config.RedirectRules) []st
 	return out
 }
 
-// reconcileEnforcement is "Only recognised apps can connect" (seed 004): when this policy
+// reconcileEnforcement is "Only recognised apps can connect" (docs/recognised-apps.md): when this policy
 // turns onlyRecognisedApps on, the live tokens of every client the Project's merged rules
 // refuse are revoked at once, and status.revokedTokens and status.refusedClients say so
 // (enforce.go).

@@ -101,7 +101,8 @@ type Lifetimes struct {
 	CallbackState time.Duration // default 10m
 }
 
-// DefaultLifetimes are the values the seeds specify or peers use.
+// DefaultLifetimes are the values docs/projects-and-clients.md ("Lifetimes")
+// lists, each chosen for what it protects or as peers set it.
 func DefaultLifetimes() Lifetimes {
 	return Lifetimes{
 		Session:       12 * time.Hour,
@@ -219,7 +220,8 @@ func CallbackPath(namespace, name string) string {
 	return "/connectors/" + namespace + "/" + name + "/callback"
 }
 
-// RedirectRules is what the project recognises as a safe place for access to go (seed 004).
+// RedirectRules is what the project recognises as a safe place for access to go
+// (docs/recognised-apps.md).
 type RedirectRules struct {
 	Claude     bool
 	ChatGPT    bool

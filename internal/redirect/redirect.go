@@ -1,5 +1,5 @@
 // Package redirect decides what a redirect URI is, for the consent screen ("Where access goes"),
-// for the "Only recognised apps can connect" policy, and for registration (seed 004).
+// for the "Only recognised apps can connect" policy, and for registration (docs/recognised-apps.md).
 //
 // A client can lie about its name and logo, but not about where the code is sent. So everything
 // here works on the redirect URI exactly as registered: a callback is recognised only when its

@@ -2,8 +2,9 @@
 // OAuth 2.0 / OIDC provider): building the authorization URL, exchanging the code, reading which
 // account was connected, and keeping the service's tokens sealed and fresh (Vault).
 //
-// The HTTP handlers that start a connection and receive the callback (seed 002) live in the
-// webhook packages; this package holds what they call, and knows nothing of browsers or cookies.
+// The HTTP handlers that start a connection and receive the callback, bound to the browser that
+// started it (docs/connecting-services.md), live in the webhook packages; this package holds what
+// they call, and knows nothing of browsers or cookies.
 package upstream
 
 import (

@@ -1,7 +1,7 @@
 // Package fakegithub is a real OAuth 2.0 authorization server, in process, with GitHub's shapes:
 // the paths, parameters, token formats, error bodies (GitHub answers token errors with 200 and a
 // JSON or form body) and its habit of skipping its own approval page for an app the account has
-// approved before. That habit is what makes the attack in seed 002 work, so tests of the
+// approved before. That habit is what makes a forwarded authorization URL work, so tests of the
 // browser-bound callback need a server that has it.
 //
 // It is the one thing Latchkey's tests and `make run` fake. Everything it stores is in memory.

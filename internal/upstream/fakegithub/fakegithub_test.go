@@ -184,7 +184,7 @@ func TestAuthorizeSignInApproveThenSkip(t *testing.T) {
 		t.Fatalf("/user with 'token' scheme = %v", user)
 	}
 
-	// Second time: approved before, so GitHub sends the browser straight back (seed 002).
+	// Second time: approved before, so GitHub sends the browser straight back (what a forwarded authorization URL relies on).
 	resp, _ = get(t, b, e.conf.AuthCodeURL("again", oauth2.S256ChallengeOption(verifier)))
 	if q := callbackParams(t, resp); q.Get("state") != "again" || q.Get("code") == "" {
 		t.Fatalf("second authorization: %v", q)
