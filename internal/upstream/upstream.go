@@ -135,11 +135,8 @@ func oauthConfig(c *config.Connector) *oauth2.Config {
 // chain when it gave a reason (a spent or foreign code is "bad_verification_code" at GitHub,
 // "invalid_grant" elsewhere).
 func Exchange(ctx context.Context, hc *http.Client, c *config.Connector, code, verifier string) (Account, *oauth2.Token, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
-		defer cancel()
-	}
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
 	ctx, err := withClient(ctx, hc, c)
 	if err != nil {
 		return Account{}, nil, classify(ctx, "token endpoint", err)
@@ -335,11 +332,8 @@ func promisesISS(ctx context.Context, hc *http.Client, c *config.Connector) (boo
 	if v, ok := issPromises.Load(key); ok && time.Now().Before(v.(issPromise).until) {
 		return v.(issPromise).promised, nil
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
-		defer cancel()
-	}
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
 	ctx, err := withClient(ctx, hc, c)
 	if err != nil {
 		return false, classify(ctx, "OIDC discovery", err)
@@ -356,4 +350,13 @@ func promisesISS(ctx context.Context, hc *http.Client, c *config.Connector) (boo
 	}
 	issPromises.Store(key, issPromise{promised: md.ISSSupported, until: time.Now().Add(issPromiseTTL)})
 	return md.ISSSupported, nil
+}
+
+// withDefaultTimeout gives ctx DefaultTimeout when it has no deadline of its own: a service that
+// never answers must not hold a person's request for ever.
+func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, DefaultTimeout)
 }

@@ -525,7 +525,7 @@ func (h *handler) upstreamError(w http.ResponseWriter, r *http.Request, p *confi
 			if c := p.Connectors[st.Connector]; c != nil {
 				name = serviceName(c)
 			}
-			h.record(r.Context(), p, st, "connection.cancelled", "connector:"+st.Connector, map[string]string{"error": errorCode(code)})
+			h.record(r.Context(), p, st, "connection.cancelled", "connector:"+st.Connector, map[string]string{"error": upstream.ErrorCode(code)})
 		}
 	}
 	if code == "access_denied" {
@@ -535,19 +535,6 @@ func (h *handler) upstreamError(w http.ResponseWriter, r *http.Request, p *confi
 	}
 	h.page(w, p, http.StatusOK, "Nothing was connected",
 		name+" could not complete the connection, so nothing was connected. Start again from your account page, or ask the agent for a new link.")
-}
-
-// errorCode keeps an OAuth error code for the audit log only if it looks like one.
-func errorCode(s string) string {
-	if len(s) > 64 {
-		return "other"
-	}
-	for _, r := range s {
-		if (r < 'a' || r > 'z') && r != '_' {
-			return "other"
-		}
-	}
-	return s
 }
 
 func (h *handler) record(ctx context.Context, p *config.Project, st store.CallbackState, action, target string, details map[string]string) {
