@@ -426,7 +426,9 @@ func (s *httpServer) Start(ctx context.Context) error {
 // collector deletes expired runtime state periodically. It runs on every replica: on PostgreSQL
 // the store lets one replica at a time collect, and SQLite has only one replica.
 type collector struct {
-	store store.Store
+	store interface {
+		GarbageCollect(ctx context.Context, now time.Time) (store.GCResult, error)
+	}
 	every time.Duration
 	log   logr.Logger
 }
