@@ -221,27 +221,22 @@ func openSQLite(t *testing.T, opts ...sqlstore.Option) *sqlstore.Store {
 }
 
 // The SQL store reports its operations to StoreOperation: a real store call shows up under its
-// method's name with the result the caller saw, and a code the caller's check refused is the
-// client's mistake, counted as ok.
+// method's name with the result its caller saw. (Which error an operation reports, once, is
+// the SQL store's part: internal/store/sql TestObserveReportsOnceWithWhatTheCallerSaw.)
 func TestStoreOperationsAreTimed(t *testing.T) {
 	m, reg := newMetrics(t)
 	st := openSQLite(t, sqlstore.Observe(m.StoreOperation))
 	ctx := context.Background()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	if _, err := st.GetPerson(ctx, "team/demo", "nobody"); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("GetPerson of nobody: %v", err)
+	if _, err := st.GetSession(ctx, []byte("no such cookie"), now); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetSession of nothing: %v", err)
 	}
-	code := store.AuthCode{Hash: []byte("code-hash"), Project: "team/demo", ClientID: "app", Subject: "p1",
-		RedirectURI: "https://app.example/cb", ExpiresAt: now.Add(time.Minute), CreatedAt: now}
-	if err := st.CreateAuthCode(ctx, code); err != nil {
+	s := store.Session{IDHash: []byte("cookie-hash"), Project: "team/demo", Subject: "p1", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	if err := st.CreateSession(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.CreateAuthCode(ctx, code); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("the same code twice: %v", err)
-	}
-	refuse := func(store.AuthCode) error { return errors.New("wrong verifier") }
-	if _, err := st.RedeemAuthCode(ctx, code.Hash, now, refuse); err == nil {
-		t.Fatal("a refused check redeemed the code")
+	if err := st.CreateSession(ctx, s); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("the same session twice: %v", err)
 	}
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
@@ -250,11 +245,10 @@ func TestStoreOperationsAreTimed(t *testing.T) {
 		op, result string
 		want       float64
 	}{
-		{"GetPerson", "not_found", 1},
-		{"CreateAuthCode", "ok", 1},
-		{"CreateAuthCode", "conflict", 1},
-		{"RedeemAuthCode", "ok", 1},
-		{"RedeemAuthCode", "error", 0},
+		{"GetSession", "not_found", 1},
+		{"CreateSession", "ok", 1},
+		{"CreateSession", "conflict", 1},
+		{"CreateSession", "error", 0},
 		{"Close", "ok", 1},
 	} {
 		got := value(t, reg, "latchkey_store_operation_duration_seconds", map[string]string{"operation": c.op, "result": c.result})
@@ -262,9 +256,13 @@ func TestStoreOperationsAreTimed(t *testing.T) {
 			t.Errorf("latchkey_store_operation_duration_seconds{operation=%q,result=%q} observed %v times, want %v", c.op, c.result, got, c.want)
 		}
 	}
-	// A nil *Metrics records nothing and does not panic.
+	// Anything else is an error; a nil *Metrics records nothing and does not panic.
+	m.StoreOperation("GetSession", time.Millisecond, errors.New("connection refused"))
+	if got := value(t, reg, "latchkey_store_operation_duration_seconds", map[string]string{"operation": "GetSession", "result": "error"}); got != 1 {
+		t.Errorf("an unexpected error observed %v times as error, want 1", got)
+	}
 	var none *metrics.Metrics
-	none.StoreOperation("GetPerson", time.Millisecond, nil)
+	none.StoreOperation("GetSession", time.Millisecond, nil)
 }
 
 func TestOutboxDepthAndStoreUp(t *testing.T) {
