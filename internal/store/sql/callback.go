@@ -48,11 +48,7 @@ func (s *Store) GetCallbackState(ctx context.Context, stateHash []byte, now time
 
 func (s *Store) SetConfirmHash(ctx context.Context, stateHash, confirmHash []byte, now time.Time) (err error) {
 	defer s.observe("SetConfirmHash", time.Now(), &err)
-	n, err := s.wexec(ctx, qSetConfirm, blob(confirmHash), stateHash, ns(now))
-	if err == nil && n == 0 {
-		err = store.ErrNotFound
-	}
-	return err
+	return s.wexecOne(ctx, qSetConfirm, blob(confirmHash), stateHash, ns(now))
 }
 
 // ConsumeCallbackState deletes the row and returns it, exactly once. check runs inside the

@@ -330,11 +330,7 @@ func (w withExtra) Scan(dest ...any) error { return w.scanner.Scan(append(dest, 
 
 func (s *Store) DeletePermission(ctx context.Context, project, subject, connector, clientID string) (err error) {
 	defer s.observe("DeletePermission", time.Now(), &err)
-	n, err := s.wexec(ctx, qDeletePermission, project, subject, connector, clientID)
-	if err == nil && n == 0 {
-		err = store.ErrNotFound
-	}
-	return err
+	return s.wexecOne(ctx, qDeletePermission, project, subject, connector, clientID)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -148,22 +148,14 @@ func (s *Store) ClaimEvents(ctx context.Context, now time.Time, lease time.Durat
 // MarkDelivered records delivery; marking a delivered event again changes nothing.
 func (s *Store) MarkDelivered(ctx context.Context, id, sink string, now time.Time) (err error) {
 	defer s.observe("MarkDelivered", time.Now(), &err)
-	n, err := s.wexec(ctx, qDelivered, ns(now), id, sink)
-	if err == nil && n == 0 {
-		err = store.ErrNotFound
-	}
-	return err
+	return s.wexecOne(ctx, qDelivered, ns(now), id, sink)
 }
 
 // MarkFailed counts a failed attempt and makes the event due again at next. An event that was
 // delivered meanwhile is ErrNotFound.
 func (s *Store) MarkFailed(ctx context.Context, id, sink string, next time.Time) (err error) {
 	defer s.observe("MarkFailed", time.Now(), &err)
-	n, err := s.wexec(ctx, qFailed, ns(next), id, sink)
-	if err == nil && n == 0 {
-		err = store.ErrNotFound
-	}
-	return err
+	return s.wexecOne(ctx, qFailed, ns(next), id, sink)
 }
 
 // OutboxDepth counts events not yet delivered.

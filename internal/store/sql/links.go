@@ -114,9 +114,5 @@ func (s *Store) CloseLink(ctx context.Context, id string, state store.LinkState,
 	if state != store.LinkDone && state != store.LinkDeclined {
 		return fmt.Errorf("sqlstore: CloseLink: state must be done or declined, not %q", state)
 	}
-	n, err := s.wexec(ctx, qCloseLink, string(state), ns(now), id)
-	if err == nil && n == 0 {
-		err = store.ErrNotFound
-	}
-	return err
+	return s.wexecOne(ctx, qCloseLink, string(state), ns(now), id)
 }

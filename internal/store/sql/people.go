@@ -79,9 +79,5 @@ func (s *Store) GetSession(ctx context.Context, idHash []byte, now time.Time) (_
 // DeleteSession removes the session; ErrNotFound if there was none.
 func (s *Store) DeleteSession(ctx context.Context, idHash []byte) (err error) {
 	defer s.observe("DeleteSession", time.Now(), &err)
-	n, err := s.wexec(ctx, qDeleteSession, idHash)
-	if err == nil && n == 0 {
-		err = store.ErrNotFound
-	}
-	return err
+	return s.wexecOne(ctx, qDeleteSession, idHash)
 }

@@ -416,6 +416,15 @@ func (s *Store) wexec(ctx context.Context, query string, args ...any) (n int64, 
 	return n, err
 }
 
+// wexecOne runs one write statement that must change a row: changing none is ErrNotFound.
+func (s *Store) wexecOne(ctx context.Context, query string, args ...any) error {
+	n, err := s.wexec(ctx, query, args...)
+	if err == nil && n == 0 {
+		return store.ErrNotFound
+	}
+	return err
+}
+
 // wrow runs one write statement that returns at most one row (… RETURNING).
 func (s *Store) wrow(ctx context.Context, scan func(scanner) error, query string, args ...any) error {
 	return s.write(ctx, func(x q) error { return x.row(ctx, scan, query, args...) })
