@@ -16,7 +16,6 @@ import (
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/clientdoc"
 	"latchkey.dev/latchkey/internal/config"
-	"latchkey.dev/latchkey/internal/store"
 )
 
 // RedirectPolicyReconciler reports whether a RedirectPolicy is in force. The rules themselves
@@ -24,7 +23,7 @@ import (
 type RedirectPolicyReconciler struct {
 	base
 	deps  *dependents
-	store store.Store // nil: refused clients are reported, nothing is revoked
+	store Store // nil: refused clients are reported, nothing is revoked
 	// documents reads client ID metadata documents of clients holding tokens; nil means a
 	// fetcher with production defaults.
 	documents *clientdoc.Fetcher

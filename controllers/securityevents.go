@@ -17,7 +17,6 @@ import (
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/events"
-	"latchkey.dev/latchkey/internal/store"
 )
 
 // SecurityEventInterval is how often security events are summed up into Kubernetes Events:
@@ -45,7 +44,7 @@ var securityReasons = map[string]string{
 // audit log into Warning Events on their Project. HTTP handlers only write the store; this is
 // the one place those moments reach the Kubernetes API, summed per Project and type, so a flood
 // of refusals costs the API server one Event per minute per type.
-func SetupSecurityEvents(mgr ctrl.Manager, st store.Store) error {
+func SetupSecurityEvents(mgr ctrl.Manager, st events.AuditReader) error {
 	if st == nil {
 		return errors.New("controllers: SetupSecurityEvents needs a store")
 	}

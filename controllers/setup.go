@@ -25,6 +25,15 @@ import (
 )
 
 // Options configures the controllers and the compiler.
+// Store is the part of the runtime state the controllers use: RedirectPolicy enforcement
+// lists a project's registered clients, counts the live tokens of each, and revokes those of
+// clients a policy refuses.
+type Store interface {
+	ListClients(ctx context.Context, project string) ([]store.Client, error)
+	CountLiveTokens(ctx context.Context, project string, now time.Time) (map[string]int64, error)
+	RevokeClientTokens(ctx context.Context, project string, clientIDs []string, now time.Time) (map[string]int64, error)
+}
+
 type Options struct {
 	// PublicURL is the server's external base URL (scheme, host, optional path prefix); issuers
 	// are {PublicURL}/{namespace}/{project}. Required.
@@ -33,7 +42,7 @@ type Options struct {
 	Config *config.Holder
 	// Store is the runtime state; RedirectPolicy enforcement revokes the tokens of clients a
 	// policy refuses in it. May be nil (refused clients are then reported, not revoked).
-	Store store.Store
+	Store Store
 	// ClientDocuments reads the client ID metadata documents of clients holding tokens, for
 	// enforcement; nil means a clientdoc.Fetcher with production defaults.
 	ClientDocuments *clientdoc.Fetcher

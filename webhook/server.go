@@ -38,10 +38,17 @@ import (
 	"latchkey.dev/latchkey/webhook/site"
 )
 
+// Store is the runtime state the server uses: what its flows use (site.Store), and Ping for
+// /-/readyz.
+type Store interface {
+	site.Store
+	Ping(ctx context.Context) error
+}
+
 // Options configure the server.
 type Options struct {
 	Config    *config.Holder // compiled snapshot; handlers Load() it once per request
-	Store     store.Store
+	Store     Store
 	Keyring   *secret.Keyring // seals values at rest
 	Logger    logr.Logger
 	Now       func() time.Time // injected clock; time.Now when nil
@@ -71,6 +78,7 @@ type Options struct {
 // Server is the HTTP handler.
 type Server struct {
 	env      *site.Env
+	ping     func(context.Context) error // the store's
 	ready    func(context.Context) error
 	base     string
 	sys      *http.ServeMux // server-wide: /-/…
@@ -124,6 +132,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{
 		env:      env,
+		ping:     o.Store.Ping,
 		ready:    o.Ready,
 		base:     base,
 		sys:      http.NewServeMux(),
@@ -251,7 +260,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		w.Write([]byte(reason + "\n"))
 	}
-	if err := s.env.Store.Ping(ctx); err != nil {
+	if err := s.ping(ctx); err != nil {
 		fail("store unavailable", err)
 		return
 	}

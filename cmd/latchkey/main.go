@@ -191,21 +191,20 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		return fmt.Errorf("controller manager: %w", err)
 	}
 
-	raw, err := openStore(ctx, o.database)
-	if err != nil {
-		return err
-	}
-	defer raw.Close()
-	// Everything reaches the database through the instrumented store, so store latency covers
-	// the controllers, the event deliverer and the HTTP server alike.
 	m, err := metrics.New(prometheus.DefaultRegisterer)
 	if err != nil {
 		return err
 	}
-	if err := metrics.Outbox(prometheus.DefaultRegisterer, raw, time.Second); err != nil {
+	// The store times every operation itself, so store latency covers the controllers, the
+	// event deliverer and the HTTP server alike.
+	st, err := openStore(ctx, o.database, sqlstore.Observe(m.StoreOperation))
+	if err != nil {
 		return err
 	}
-	st := m.Store(raw)
+	defer st.Close()
+	if err := metrics.Outbox(prometheus.DefaultRegisterer, st, time.Second); err != nil {
+		return err
+	}
 
 	kr, err := loadKeyring(o, log)
 	if err != nil {
@@ -339,7 +338,7 @@ func checkPublicURL(raw string) error {
 	return fmt.Errorf("--public-url %q: must be https:// (or http:// on a loopback address)", raw)
 }
 
-func openStore(ctx context.Context, dsn string) (*sqlstore.Store, error) {
+func openStore(ctx context.Context, dsn string, opts ...sqlstore.Option) (*sqlstore.Store, error) {
 	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
 		if dir := filepath.Dir(path); dir != "." {
 			if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -347,7 +346,7 @@ func openStore(ctx context.Context, dsn string) (*sqlstore.Store, error) {
 			}
 		}
 	}
-	st, err := sqlstore.Open(ctx, dsn)
+	st, err := sqlstore.Open(ctx, dsn, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("database %s: %w", redactDSN(dsn), err)
 	}
@@ -427,7 +426,9 @@ func (s *httpServer) Start(ctx context.Context) error {
 // collector deletes expired runtime state periodically. It runs on every replica: on PostgreSQL
 // the store lets one replica at a time collect, and SQLite has only one replica.
 type collector struct {
-	store store.Store
+	store interface {
+		GarbageCollect(ctx context.Context, now time.Time) (store.GCResult, error)
+	}
 	every time.Duration
 	log   logr.Logger
 }

@@ -40,6 +40,13 @@ func Sign(key, body []byte, t time.Time) string {
 	return "t=" + ts + ",v1=" + hex.EncodeToString(m.Sum(nil))
 }
 
+// OutboxStore is the part of the store the Deliverer works the outbox through.
+type OutboxStore interface {
+	ClaimEvents(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]store.Event, error)
+	MarkDelivered(ctx context.Context, id, sink string, now time.Time) error
+	MarkFailed(ctx context.Context, id, sink string, next time.Time) error
+}
+
 // Deliverer sends queued events to the project's sinks. Run it on every replica: ClaimEvents
 // leases rows, so replicas share the work without sending an event twice at the same time.
 //
@@ -50,7 +57,7 @@ func Sign(key, body []byte, t time.Time) string {
 // longer configured (removed from the Project, or the Project is gone) are kept for
 // UnconfiguredMaxAge and then dropped with a log line.
 type Deliverer struct {
-	Store  store.Store
+	Store  OutboxStore
 	Config *config.Holder
 	// Client sends the POSTs; nil uses a client with Timeout and no redirects.
 	Client *http.Client

@@ -103,9 +103,16 @@ type Event struct {
 	Details map[string]string
 }
 
+// EmitterStore is the part of the store the Emitter writes: the audit record and, in the
+// outbox, one event per sink.
+type EmitterStore interface {
+	AppendAudit(ctx context.Context, r store.AuditRecord) error
+	EnqueueEvents(ctx context.Context, events ...store.Event) error
+}
+
 // Emitter records security events. It is safe for concurrent use.
 type Emitter struct {
-	store  store.Store
+	store  EmitterStore
 	config *config.Holder
 	now    func() time.Time
 	log    logr.Logger
@@ -114,7 +121,7 @@ type Emitter struct {
 
 // EmitterOptions configure an Emitter.
 type EmitterOptions struct {
-	Store store.Store
+	Store EmitterStore
 	// Config finds a project's event sinks for Recorded; Emit is given the project.
 	Config *config.Holder
 	// Now is the injected clock; time.Now when nil.

@@ -19,11 +19,16 @@ type Summary struct {
 	LastActor string
 }
 
+// AuditReader is the part of the store a Tail reads.
+type AuditReader interface {
+	ListAuditAfter(ctx context.Context, afterID int64, since time.Time, limit int) ([]store.AuditRecord, error)
+}
+
 // Tail reads the security events appended to the audit log since its previous call, across
 // every project, and sums them up by project and type. It remembers the last record id it saw,
 // so each record is counted once per Tail. It is not safe for concurrent use.
 type Tail struct {
-	Store store.Store
+	Store AuditReader
 	// Lookback is how far back the first call reaches; later calls continue from the last
 	// record seen. Default 10 minutes.
 	Lookback time.Duration

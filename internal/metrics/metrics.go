@@ -1,6 +1,7 @@
 // Package metrics holds Latchkey's own Prometheus collectors: HTTP requests by route pattern,
 // token issuance and errors by grant type, token-exchange outcomes and refusal reasons,
-// upstream refreshes, store latency (a store.Store decorator) and the event outbox depth.
+// upstream refreshes, store latency (observed by the SQL store, see sqlstore.Observe) and the
+// event outbox depth.
 //
 // Label values are always drawn from small, fixed sets: route patterns as registered (never a
 // request's path, which can carry a connect-link code), OAuth error codes, grant types the

@@ -12,7 +12,8 @@
 //   - times are passed in by the caller (an injected clock), never read inside the store.
 //
 // One SQL implementation serves SQLite and PostgreSQL (internal/store/sql); the conformance
-// suite (internal/store/conformance) runs against both.
+// suite (internal/store/conformance) runs against both. Consumers do not take the whole Store:
+// each declares the methods it calls beside itself (docs/decisions/0024).
 package store
 
 import (

@@ -21,6 +21,12 @@ import (
 // an agent does not die on its way to the service.
 const expirySkew = 30 * time.Second
 
+// ConnectionStore is the part of the store the vault reads and refreshes connections through.
+type ConnectionStore interface {
+	GetConnection(ctx context.Context, project, id string) (store.Connection, error)
+	UpdateConnection(ctx context.Context, project, id string, fn func(store.Connection) (store.Connection, error)) (store.Connection, error)
+}
+
 // Vault keeps upstream tokens sealed at rest and fresh on demand.
 //
 // Tokens are sealed with the Keyring's primary key and the key id is stored in the row, so a
@@ -32,7 +38,7 @@ const expirySkew = 30 * time.Second
 // by store.UpdateConnection's row lock, inside which the expiry is checked again. A service
 // that rotates refresh tokens therefore sees one refresh, and the rotated token is never lost.
 type Vault struct {
-	Store   store.Store
+	Store   ConnectionStore
 	Keyring *secret.Keyring
 	// HTTP is the client for calls to services; nil uses http.DefaultClient. Its transport (an
 	// *http.Transport, or nil for the default) is used through each connector's address guard.

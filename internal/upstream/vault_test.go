@@ -478,15 +478,19 @@ func TestTokenConcurrentRefreshAcrossReplicasPostgres(t *testing.T) {
 	g := newGitHub(t, time.Hour)
 	ring := keyring(t, "a", "a")
 	var vaults []*upstream.Vault
+	var first store.Store
 	for range 3 {
 		st, err := sqlstore.Open(t.Context(), dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
+		if first == nil {
+			first = st
+		}
 		vaults = append(vaults, &upstream.Vault{Store: st, Keyring: ring, Now: g.clk.Now})
 	}
-	e := &vaultEnv{gh: g, st: vaults[0].Store, v: vaults[0]}
+	e := &vaultEnv{gh: g, st: first, v: vaults[0]}
 	conn := e.connect(t, "alice")
 	e.clk.Advance(2 * time.Hour)
 	e.fake.SetDelay(20 * time.Millisecond)

@@ -211,15 +211,12 @@ func New(t testing.TB, o Options) *Stack {
 	}
 
 	for range o.Replicas {
-		st, err := sqlstore.Open(context.Background(), o.DSN)
+		st, err := sqlstore.Open(context.Background(), o.DSN, sqlstore.Observe(o.Metrics.StoreOperation))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
 		var ist store.Store = st
-		if o.Metrics != nil {
-			ist = o.Metrics.Store(st)
-		}
 		r := &Replica{Store: ist, Holder: &config.Holder{}}
 		// Each replica compiles the same resources into its own snapshot.
 		r.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{ProjectKey: s.Project}, Version: 1})

@@ -26,7 +26,7 @@ import (
 // Env is shared by every handler. It is built once by webhook.New and never changed afterwards.
 type Env struct {
 	Config  *config.Holder
-	Store   store.Store
+	Store   Store
 	Keyring *secret.Keyring
 	Logger  logr.Logger
 	Pages   *pages.Pages

@@ -46,24 +46,27 @@ func scanClient(c *store.Client) func(scanner) error {
 	}
 }
 
-func (s *Store) CreateClient(ctx context.Context, c store.Client) error {
-	_, err := s.wexec(ctx, qCreateClient, c.Project, c.ID, blob(c.SecretHash), blob(c.RegistrationTokenHash),
+func (s *Store) CreateClient(ctx context.Context, c store.Client) (err error) {
+	defer s.observe("CreateClient", time.Now(), &err)
+	_, err = s.wexec(ctx, qCreateClient, c.Project, c.ID, blob(c.SecretHash), blob(c.RegistrationTokenHash),
 		c.Name, c.URI, c.LogoURI, list(c.RedirectURIs), list(c.GrantTypes), list(c.ResponseTypes),
 		c.TokenEndpointAuthMethod, c.Scope, blob(c.Metadata), ns(c.CreatedAt), ns(c.UpdatedAt))
 	return conflict(err)
 }
 
-func (s *Store) GetClient(ctx context.Context, project, id string) (store.Client, error) {
+func (s *Store) GetClient(ctx context.Context, project, id string) (_ store.Client, err error) {
+	defer s.observe("GetClient", time.Now(), &err)
 	var c store.Client
-	err := s.reader().row(ctx, scanClient(&c), qGetClient, project, id)
+	err = s.reader().row(ctx, scanClient(&c), qGetClient, project, id)
 	return c, err
 }
 
 // UpdateClient runs fn inside the write transaction, so concurrent updates of one client apply
 // one after another. fn must not call the store. Project, ID and CreatedAt cannot be changed.
-func (s *Store) UpdateClient(ctx context.Context, project, id string, fn func(store.Client) (store.Client, error)) (store.Client, error) {
+func (s *Store) UpdateClient(ctx context.Context, project, id string, fn func(store.Client) (store.Client, error)) (_ store.Client, err error) {
+	defer s.observe("UpdateClient", time.Now(), &err)
 	var out store.Client
-	err := s.tx(ctx, func(x q) error {
+	err = s.tx(ctx, func(x q) error {
 		var cur store.Client
 		if err := x.row(ctx, scanClient(&cur), qLockClient, project, id); err != nil {
 			return err
@@ -86,7 +89,8 @@ func (s *Store) UpdateClient(ctx context.Context, project, id string, fn func(st
 
 // DeleteClient removes the client with its grants and agent permissions, and revokes every
 // token it holds, in one transaction.
-func (s *Store) DeleteClient(ctx context.Context, project, id string, now time.Time) error {
+func (s *Store) DeleteClient(ctx context.Context, project, id string, now time.Time) (err error) {
+	defer s.observe("DeleteClient", time.Now(), &err)
 	return s.tx(ctx, func(x q) error {
 		n, err := x.execN(ctx, qDeleteClient, project, id)
 		if err != nil {
@@ -106,7 +110,8 @@ func (s *Store) DeleteClient(ctx context.Context, project, id string, now time.T
 	})
 }
 
-func (s *Store) ListClients(ctx context.Context, project string) ([]store.Client, error) {
+func (s *Store) ListClients(ctx context.Context, project string) (_ []store.Client, err error) {
+	defer s.observe("ListClients", time.Now(), &err)
 	rows, err := s.reader().query(ctx, qListClients, project)
 	if err != nil {
 		return nil, err
@@ -154,7 +159,8 @@ func scanGrant(g *store.Grant) func(scanner) error {
 
 // UpsertGrant stores consent. Scopes become the union of the stored and the new ones (stored
 // order first); CreatedAt is kept from the first consent.
-func (s *Store) UpsertGrant(ctx context.Context, g store.Grant) error {
+func (s *Store) UpsertGrant(ctx context.Context, g store.Grant) (err error) {
+	defer s.observe("UpsertGrant", time.Now(), &err)
 	return s.tx(ctx, func(x q) error {
 		var cur store.Grant
 		err := x.row(ctx, scanGrant(&cur), qLockGrant, g.Project, g.Subject, g.ClientID)
@@ -190,13 +196,15 @@ func union(a, b []string) []string {
 	return out
 }
 
-func (s *Store) GetGrant(ctx context.Context, project, subject, clientID string) (store.Grant, error) {
+func (s *Store) GetGrant(ctx context.Context, project, subject, clientID string) (_ store.Grant, err error) {
+	defer s.observe("GetGrant", time.Now(), &err)
 	var g store.Grant
-	err := s.reader().row(ctx, scanGrant(&g), qGetGrant, project, subject, clientID)
+	err = s.reader().row(ctx, scanGrant(&g), qGetGrant, project, subject, clientID)
 	return g, err
 }
 
-func (s *Store) ListGrants(ctx context.Context, project, subject string) ([]store.Grant, error) {
+func (s *Store) ListGrants(ctx context.Context, project, subject string) (_ []store.Grant, err error) {
+	defer s.observe("ListGrants", time.Now(), &err)
 	rows, err := s.reader().query(ctx, qListGrants, project, subject)
 	if err != nil {
 		return nil, err
@@ -215,7 +223,8 @@ func (s *Store) ListGrants(ctx context.Context, project, subject string) ([]stor
 
 // DeleteGrant withdraws consent and revokes the client's tokens for the person in one
 // transaction. It reports ErrNotFound only when there was neither a grant nor a live token.
-func (s *Store) DeleteGrant(ctx context.Context, project, subject, clientID string, now time.Time) error {
+func (s *Store) DeleteGrant(ctx context.Context, project, subject, clientID string, now time.Time) (err error) {
+	defer s.observe("DeleteGrant", time.Now(), &err)
 	return s.tx(ctx, func(x q) error {
 		n, err := x.execN(ctx, qDeleteGrant, project, subject, clientID)
 		if err != nil {

@@ -44,8 +44,9 @@ func scanCode(c *store.AuthCode, used *sql.NullInt64) func(scanner) error {
 	}
 }
 
-func (s *Store) CreateAuthCode(ctx context.Context, c store.AuthCode) error {
-	_, err := s.wexec(ctx, qCreateCode, c.Hash, c.Project, c.ClientID, c.Subject, c.RedirectURI,
+func (s *Store) CreateAuthCode(ctx context.Context, c store.AuthCode) (err error) {
+	defer s.observe("CreateAuthCode", time.Now(), &err)
+	_, err = s.wexec(ctx, qCreateCode, c.Hash, c.Project, c.ClientID, c.Subject, c.RedirectURI,
 		list(c.Scopes), list(c.Resource), c.CodeChallenge, c.CodeChallengeMethod, c.Nonce,
 		ns(c.AuthTime), ns(c.ExpiresAt), ns(c.CreatedAt))
 	return conflict(err)
@@ -57,8 +58,19 @@ func (s *Store) CreateAuthCode(ctx context.Context, c store.AuthCode) error {
 // is marked used only if check accepts it, in the same transaction: a failed check leaves the
 // code as it was and returns it with check's error.
 func (s *Store) RedeemAuthCode(ctx context.Context, hash []byte, now time.Time, check func(store.AuthCode) error) (store.AuthCode, error) {
-	var c store.AuthCode
-	var err error
+	// A code the caller's check refused (a wrong verifier) is the client's mistake, answered
+	// correctly: it is observed as a success, not as a store error.
+	var observed error
+	defer s.observe("RedeemAuthCode", time.Now(), &observed)
+	c, refused, err := s.redeemAuthCode(ctx, hash, now, check)
+	if !refused {
+		observed = err
+	}
+	return c, err
+}
+
+// redeemAuthCode is RedeemAuthCode; refused says the error is check's.
+func (s *Store) redeemAuthCode(ctx context.Context, hash []byte, now time.Time, check func(store.AuthCode) error) (c store.AuthCode, refused bool, err error) {
 	if check == nil {
 		err = s.wrow(ctx, scanCode(&c, nil), qRedeemCode, ns(now), hash, ns(now))
 	} else {
@@ -71,19 +83,19 @@ func (s *Store) RedeemAuthCode(ctx context.Context, hash []byte, now time.Time, 
 			return checkErr
 		})
 		if checkErr != nil {
-			return c, checkErr
+			return c, true, checkErr
 		}
 	}
 	if !errors.Is(err, store.ErrNotFound) {
-		return c, err
+		return c, false, err
 	}
 	c = store.AuthCode{}
 	var used sql.NullInt64
 	if err := s.reader().row(ctx, scanCode(&c, &used), qGetCode, hash); err != nil {
-		return store.AuthCode{}, err
+		return store.AuthCode{}, false, err
 	}
 	if used.Valid {
-		return c, store.ErrConflict
+		return c, false, store.ErrConflict
 	}
-	return store.AuthCode{}, store.ErrNotFound
+	return store.AuthCode{}, false, store.ErrNotFound
 }

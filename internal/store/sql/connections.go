@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"sync"
+	"time"
 
 	"latchkey.dev/latchkey/internal/store"
 )
@@ -57,7 +58,8 @@ func accountKey(c store.Connection) string {
 // SaveConnection stores a connection, or updates the person's existing connection to the same
 // account in place (keeping its ID, CreatedAt and agent permissions). An empty Status is
 // stored as active.
-func (s *Store) SaveConnection(ctx context.Context, c store.Connection) (store.Connection, error) {
+func (s *Store) SaveConnection(ctx context.Context, c store.Connection) (_ store.Connection, err error) {
+	defer s.observe("SaveConnection", time.Now(), &err)
 	if c.Status == "" {
 		c.Status = store.ConnectionActive
 	}
@@ -70,20 +72,28 @@ func (s *Store) SaveConnection(ctx context.Context, c store.Connection) (store.C
 	}
 	var out store.Connection
 	var version int64
-	err := s.wrow(ctx, scanConnection(&out, &version), qSaveConnection, c.ID, c.Project, c.Subject,
+	err = s.wrow(ctx, scanConnection(&out, &version), qSaveConnection, c.ID, c.Project, c.Subject,
 		c.Connector, c.AccountID, c.AccountName, c.KeyID, blob(c.AccessToken), blob(c.RefreshToken), c.TokenType,
 		nullNS(c.Expiry), list(c.Scopes), string(c.Status), ns(c.CreatedAt), ns(c.UpdatedAt))
 	return out, conflict(err)
 }
 
-func (s *Store) GetConnection(ctx context.Context, project, id string) (store.Connection, error) {
+func (s *Store) GetConnection(ctx context.Context, project, id string) (_ store.Connection, err error) {
+	defer s.observe("GetConnection", time.Now(), &err)
+	return s.getConnection(ctx, project, id)
+}
+
+// getConnection is GetConnection for the store's own use: a read inside another operation is
+// part of that operation's time, not an operation of its own.
+func (s *Store) getConnection(ctx context.Context, project, id string) (store.Connection, error) {
 	var c store.Connection
 	var version int64
 	err := s.reader().row(ctx, scanConnection(&c, &version), qGetConnection, project, id)
 	return c, err
 }
 
-func (s *Store) ListConnections(ctx context.Context, project, subject string) ([]store.Connection, error) {
+func (s *Store) ListConnections(ctx context.Context, project, subject string) (_ []store.Connection, err error) {
+	defer s.observe("ListConnections", time.Now(), &err)
 	rows, err := s.reader().query(ctx, qListConnections, project, subject)
 	if err != nil {
 		return nil, err
@@ -114,7 +124,8 @@ func (s *Store) ListConnections(ctx context.Context, project, subject string) ([
 // per account inside this process serialises the callers instead (SaveConnection and
 // DeleteConnection take it too), and the write that follows checks the row's version, so a
 // change made behind the process's back is reported as ErrConflict rather than overwritten.
-func (s *Store) UpdateConnection(ctx context.Context, project, id string, fn func(store.Connection) (store.Connection, error)) (store.Connection, error) {
+func (s *Store) UpdateConnection(ctx context.Context, project, id string, fn func(store.Connection) (store.Connection, error)) (_ store.Connection, err error) {
+	defer s.observe("UpdateConnection", time.Now(), &err)
 	if s.postgres() {
 		var out store.Connection
 		err := s.tx1(ctx, func(x q) error {
@@ -136,7 +147,7 @@ func (s *Store) UpdateConnection(ctx context.Context, project, id string, fn fun
 		return out, err
 	}
 
-	cur, err := s.GetConnection(ctx, project, id)
+	cur, err := s.getConnection(ctx, project, id)
 	if err != nil {
 		return store.Connection{}, err
 	}
@@ -189,9 +200,10 @@ func storeConnection(ctx context.Context, x q, next store.Connection, version in
 }
 
 // DeleteConnection removes the connection and every agent permission that names it.
-func (s *Store) DeleteConnection(ctx context.Context, project, id string) error {
+func (s *Store) DeleteConnection(ctx context.Context, project, id string) (err error) {
+	defer s.observe("DeleteConnection", time.Now(), &err)
 	if !s.postgres() {
-		cur, err := s.GetConnection(ctx, project, id)
+		cur, err := s.getConnection(ctx, project, id)
 		if err != nil {
 			return err
 		}
@@ -250,8 +262,9 @@ func scanPermission(p *store.AgentPermission) func(scanner) error {
 // AllowAgent lets a client use a connection, replacing the connection it was allowed before
 // for that connector. The connection must belong to the same person and connector, else
 // ErrNotFound (a foreign key enforces it).
-func (s *Store) AllowAgent(ctx context.Context, p store.AgentPermission) error {
-	_, err := s.wexec(ctx, qAllowAgent, p.Project, p.Subject, p.Connector, p.ClientID, p.ConnectionID,
+func (s *Store) AllowAgent(ctx context.Context, p store.AgentPermission) (err error) {
+	defer s.observe("AllowAgent", time.Now(), &err)
+	_, err = s.wexec(ctx, qAllowAgent, p.Project, p.Subject, p.Connector, p.ClientID, p.ConnectionID,
 		ns(p.CreatedAt))
 	if err != nil && isForeignKey(err) {
 		return errors.Join(store.ErrNotFound, err)
@@ -259,13 +272,15 @@ func (s *Store) AllowAgent(ctx context.Context, p store.AgentPermission) error {
 	return err
 }
 
-func (s *Store) FindPermission(ctx context.Context, project, subject, connector, clientID string) (store.AgentPermission, error) {
+func (s *Store) FindPermission(ctx context.Context, project, subject, connector, clientID string) (_ store.AgentPermission, err error) {
+	defer s.observe("FindPermission", time.Now(), &err)
 	var p store.AgentPermission
-	err := s.reader().row(ctx, scanPermission(&p), qFindPermission, project, subject, connector, clientID)
+	err = s.reader().row(ctx, scanPermission(&p), qFindPermission, project, subject, connector, clientID)
 	return p, err
 }
 
-func (s *Store) ListPermissions(ctx context.Context, project, subject string) ([]store.AgentPermission, error) {
+func (s *Store) ListPermissions(ctx context.Context, project, subject string) (_ []store.AgentPermission, err error) {
+	defer s.observe("ListPermissions", time.Now(), &err)
 	rows, err := s.reader().query(ctx, qListPermissions, project, subject)
 	if err != nil {
 		return nil, err
@@ -282,7 +297,8 @@ func (s *Store) ListPermissions(ctx context.Context, project, subject string) ([
 	return out, rows.Err()
 }
 
-func (s *Store) AgentAccess(ctx context.Context, project, subject, connector, clientID string) (store.AgentAccess, error) {
+func (s *Store) AgentAccess(ctx context.Context, project, subject, connector, clientID string) (_ store.AgentAccess, err error) {
+	defer s.observe("AgentAccess", time.Now(), &err)
 	rows, err := s.reader().query(ctx, qAgentAccess, clientID, project, subject, connector)
 	if err != nil {
 		return store.AgentAccess{}, err
@@ -312,12 +328,9 @@ type withExtra struct {
 
 func (w withExtra) Scan(dest ...any) error { return w.scanner.Scan(append(dest, w.extra...)...) }
 
-func (s *Store) DeletePermission(ctx context.Context, project, subject, connector, clientID string) error {
-	n, err := s.wexec(ctx, qDeletePermission, project, subject, connector, clientID)
-	if err == nil && n == 0 {
-		err = store.ErrNotFound
-	}
-	return err
+func (s *Store) DeletePermission(ctx context.Context, project, subject, connector, clientID string) (err error) {
+	defer s.observe("DeletePermission", time.Now(), &err)
+	return s.wexecOne(ctx, qDeletePermission, project, subject, connector, clientID)
 }
 
 // ---------------------------------------------------------------------------------------------

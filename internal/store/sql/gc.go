@@ -56,7 +56,8 @@ func init() {
 // GarbageCollect removes what expired before now; the result names every table it looked at.
 // On PostgreSQL one replica collects at a time: a replica that finds the lock taken returns an
 // empty result at once.
-func (s *Store) GarbageCollect(ctx context.Context, now time.Time) (store.GCResult, error) {
+func (s *Store) GarbageCollect(ctx context.Context, now time.Time) (_ store.GCResult, err error) {
+	defer s.observe("GarbageCollect", time.Now(), &err)
 	res := store.GCResult{}
 	if s.postgres() {
 		// s.tx runs again after a deadlock with a bulk revocation; count afresh each time.

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"time"
 
 	"latchkey.dev/latchkey/internal/store"
 )
@@ -9,8 +10,9 @@ import (
 var qLinkByID = sqlText(`SELECT ` + linkCols + ` FROM links WHERE id = ?`)
 
 // GetLink returns a link by id whatever its state or expiry.
-func (s *Store) GetLink(ctx context.Context, id string) (store.Link, error) {
+func (s *Store) GetLink(ctx context.Context, id string) (_ store.Link, err error) {
+	defer s.observe("GetLink", time.Now(), &err)
 	var l store.Link
-	err := s.reader().row(ctx, scanLink(&l), qLinkByID, id)
+	err = s.reader().row(ctx, scanLink(&l), qLinkByID, id)
 	return l, err
 }

@@ -45,12 +45,13 @@ func scanLink(l *store.Link) func(scanner) error {
 // yet, and without the queue callers asking for different kinds keep replacing each other's
 // link and colliding on insert. The partial unique index on open links stays the guarantee; a
 // caller whose insert still collides runs again and finds the winner's link.
-func (s *Store) OpenLink(ctx context.Context, l store.Link, now time.Time) (store.Link, bool, error) {
+func (s *Store) OpenLink(ctx context.Context, l store.Link, now time.Time) (_ store.Link, _ bool, err error) {
+	defer s.observe("OpenLink", time.Now(), &err)
 	// Most calls are an agent asking again while its link is open: a read answers them, without
 	// a turn at the writer. What the read finds is what the transaction would have found had it
 	// run at that moment.
 	var cur store.Link
-	err := s.reader().row(ctx, scanLink(&cur), qOpenLinkRead, l.Project, l.Subject, l.ClientID, l.Connector)
+	err = s.reader().row(ctx, scanLink(&cur), qOpenLinkRead, l.Project, l.Subject, l.ClientID, l.Connector)
 	switch {
 	case err == nil && cur.Kind == l.Kind && now.Before(cur.ExpiresAt):
 		return cur, false, nil
@@ -99,21 +100,19 @@ func (s *Store) OpenLink(ctx context.Context, l store.Link, now time.Time) (stor
 	return out, created, nil
 }
 
-func (s *Store) GetLinkByCode(ctx context.Context, codeHash []byte, now time.Time) (store.Link, error) {
+func (s *Store) GetLinkByCode(ctx context.Context, codeHash []byte, now time.Time) (_ store.Link, err error) {
+	defer s.observe("GetLinkByCode", time.Now(), &err)
 	var l store.Link
-	err := s.reader().row(ctx, scanLink(&l), qLinkByCode, codeHash, ns(now))
+	err = s.reader().row(ctx, scanLink(&l), qLinkByCode, codeHash, ns(now))
 	return l, err
 }
 
 // CloseLink moves an open link to done or declined. A link that expired while the person was
 // finishing can still be closed; one that was replaced or closed is ErrNotFound.
-func (s *Store) CloseLink(ctx context.Context, id string, state store.LinkState, now time.Time) error {
+func (s *Store) CloseLink(ctx context.Context, id string, state store.LinkState, now time.Time) (err error) {
+	defer s.observe("CloseLink", time.Now(), &err)
 	if state != store.LinkDone && state != store.LinkDeclined {
 		return fmt.Errorf("sqlstore: CloseLink: state must be done or declined, not %q", state)
 	}
-	n, err := s.wexec(ctx, qCloseLink, string(state), ns(now), id)
-	if err == nil && n == 0 {
-		err = store.ErrNotFound
-	}
-	return err
+	return s.wexecOne(ctx, qCloseLink, string(state), ns(now), id)
 }

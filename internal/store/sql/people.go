@@ -29,16 +29,18 @@ func scanPerson(p *store.Person) func(scanner) error {
 
 // UpsertPerson finds the person by source identity or creates them. A new person whose ID is
 // already taken in the project is ErrConflict.
-func (s *Store) UpsertPerson(ctx context.Context, p store.Person) (store.Person, error) {
+func (s *Store) UpsertPerson(ctx context.Context, p store.Person) (_ store.Person, err error) {
+	defer s.observe("UpsertPerson", time.Now(), &err)
 	var out store.Person
-	err := s.wrow(ctx, scanPerson(&out), qUpsertPerson,
+	err = s.wrow(ctx, scanPerson(&out), qUpsertPerson,
 		p.Project, p.ID, p.Source, p.SourceSubject, p.Email, p.Name, ns(p.CreatedAt))
 	return out, conflict(err)
 }
 
-func (s *Store) GetPerson(ctx context.Context, project, id string) (store.Person, error) {
+func (s *Store) GetPerson(ctx context.Context, project, id string) (_ store.Person, err error) {
+	defer s.observe("GetPerson", time.Now(), &err)
 	var out store.Person
-	err := s.reader().row(ctx, scanPerson(&out), qGetPerson, project, id)
+	err = s.reader().row(ctx, scanPerson(&out), qGetPerson, project, id)
 	return out, err
 }
 
@@ -53,15 +55,17 @@ var (
 	qDeleteSession = sqlText(`DELETE FROM sessions WHERE id_hash = ?`)
 )
 
-func (s *Store) CreateSession(ctx context.Context, x store.Session) error {
-	_, err := s.wexec(ctx, qCreateSession,
+func (s *Store) CreateSession(ctx context.Context, x store.Session) (err error) {
+	defer s.observe("CreateSession", time.Now(), &err)
+	_, err = s.wexec(ctx, qCreateSession,
 		x.IDHash, x.Project, x.Subject, ns(x.AuthTime), ns(x.CreatedAt), ns(x.ExpiresAt))
 	return conflict(err)
 }
 
-func (s *Store) GetSession(ctx context.Context, idHash []byte, now time.Time) (store.Session, error) {
+func (s *Store) GetSession(ctx context.Context, idHash []byte, now time.Time) (_ store.Session, err error) {
+	defer s.observe("GetSession", time.Now(), &err)
 	var out store.Session
-	err := s.reader().row(ctx, func(r scanner) error {
+	err = s.reader().row(ctx, func(r scanner) error {
 		var auth, created, expires int64
 		if err := r.Scan(&out.IDHash, &out.Project, &out.Subject, &auth, &created, &expires); err != nil {
 			return err
@@ -73,10 +77,7 @@ func (s *Store) GetSession(ctx context.Context, idHash []byte, now time.Time) (s
 }
 
 // DeleteSession removes the session; ErrNotFound if there was none.
-func (s *Store) DeleteSession(ctx context.Context, idHash []byte) error {
-	n, err := s.wexec(ctx, qDeleteSession, idHash)
-	if err == nil && n == 0 {
-		err = store.ErrNotFound
-	}
-	return err
+func (s *Store) DeleteSession(ctx context.Context, idHash []byte) (err error) {
+	defer s.observe("DeleteSession", time.Now(), &err)
+	return s.wexecOne(ctx, qDeleteSession, idHash)
 }

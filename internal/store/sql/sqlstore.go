@@ -54,6 +54,33 @@ type Store struct {
 	// rows serialises changes to one connected account on SQLite, where the only lock is the
 	// database-wide write lock (see UpdateConnection).
 	rows keyedLock
+
+	// observer is told of every store operation (see Observe); nil when nobody listens.
+	observer func(op string, took time.Duration, err error)
+}
+
+// Option configures Open.
+type Option func(*Store)
+
+// Observe has every store.Store operation reported to fn when it returns: op is the method's
+// name, took its duration, err what it returned. An operation counts once, however many
+// statements and transaction attempts it ran. Operations that run a caller's function inside
+// their transaction (UpdateConnection, UpdateClient, ConsumeCallbackState) include that
+// function's time: for UpdateConnection that is the upstream refresh. RedeemAuthCode reports
+// a code its check refused as a nil error: the store answered correctly.
+//
+// fn runs on the caller's goroutine, so it must be quick; internal/metrics times operations
+// in latchkey_store_operation_duration_seconds this way.
+func Observe(fn func(op string, took time.Duration, err error)) Option {
+	return func(s *Store) { s.observer = fn }
+}
+
+// observe reports one operation to the observer. Every exported method of store.Store defers
+// it as its first statement, with its own name (TestEveryOperationIsObserved checks).
+func (s *Store) observe(op string, start time.Time, err *error) {
+	if s.observer != nil {
+		s.observer(op, time.Since(start), *err)
+	}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -71,7 +98,7 @@ type stmtKey struct {
 // On PostgreSQL the connection's search_path (e.g. ?search_path=latchkey) chooses the schema;
 // the migration and garbage-collection locks are per schema, so two installations can share a
 // database.
-func Open(ctx context.Context, dsn string) (*Store, error) {
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	var (
 		s   *Store
 		err error
@@ -93,6 +120,9 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	for attempt := 0; ; attempt++ {
 		err = s.start(ctx)
 		if err == nil {
+			for _, o := range opts {
+				o(s)
+			}
 			return s, nil
 		}
 		if attempt >= 50 || sqliteCode(err)&0xff != sqlite3.SQLITE_BUSY {
@@ -252,7 +282,8 @@ func openPostgres(dsn string) (*Store, error) {
 }
 
 // Close closes every connection.
-func (s *Store) Close() error {
+func (s *Store) Close() (err error) {
+	defer s.observe("Close", time.Now(), &err)
 	s.stmts.Range(func(_, v any) bool {
 		v.(*sql.Stmt).Close()
 		return true
@@ -262,7 +293,7 @@ func (s *Store) Close() error {
 		<-s.ckDone
 		s.ckStop = nil
 	}
-	err := s.w.Close()
+	err = s.w.Close()
 	if s.r != s.w {
 		err = errors.Join(err, s.r.Close())
 	}
@@ -273,7 +304,8 @@ func (s *Store) Close() error {
 }
 
 // Ping checks both pools answer.
-func (s *Store) Ping(ctx context.Context) error {
+func (s *Store) Ping(ctx context.Context) (err error) {
+	defer s.observe("Ping", time.Now(), &err)
 	if err := s.w.PingContext(ctx); err != nil {
 		return err
 	}
@@ -382,6 +414,15 @@ func (s *Store) wexec(ctx context.Context, query string, args ...any) (n int64, 
 		return err
 	})
 	return n, err
+}
+
+// wexecOne runs one write statement that must change a row: changing none is ErrNotFound.
+func (s *Store) wexecOne(ctx context.Context, query string, args ...any) error {
+	n, err := s.wexec(ctx, query, args...)
+	if err == nil && n == 0 {
+		return store.ErrNotFound
+	}
+	return err
 }
 
 // wrow runs one write statement that returns at most one row (… RETURNING).
