@@ -58,7 +58,7 @@ func (h *harness) audit(action string) []store.AuditRecord {
 	return out
 }
 
-// Seed 004's consent phish, told end to end: anybody can register a client called "Claude"
+// Consent phishing (docs/recognised-apps.md), told end to end: anybody can register a client called "Claude"
 // with a callback on their own site and send people a link to the consent page.
 func TestConsentPhishingStory(t *testing.T) {
 	h := newHarness(t)

@@ -10,7 +10,7 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 )
 
-// Seed 004: rotation with reuse detection and a grace window, on SQLite and (when
+// Refresh-token rotation with reuse detection and a grace window, on SQLite and (when
 // LATCHKEY_TEST_POSTGRES_DSN is set) PostgreSQL.
 func TestRefreshRotation(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) { refreshStories(t, func(t *testing.T) *harness { return newHarness(t) }) })

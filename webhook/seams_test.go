@@ -10,7 +10,7 @@ import (
 	"latchkey.dev/latchkey/webhook/pages"
 )
 
-// The seams issue 4 plugs into: the destination shown on the consent page (with a tick box
+// The seams internal/redirect plugs into: the destination shown on the consent page (with a tick box
 // the server enforces) and the redirect policy checked at consent.
 func TestConsentSeams(t *testing.T) {
 	h := newHarness(t)

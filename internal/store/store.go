@@ -278,7 +278,7 @@ type Tokens interface {
 	CreateTokens(ctx context.Context, tokens ...Token) error
 	// GetToken returns a token by hash whether or not it is active; callers check Active.
 	GetToken(ctx context.Context, hash []byte) (Token, error)
-	// RotateRefreshToken implements rotation with reuse detection (seed 004); it is atomic and
+	// RotateRefreshToken implements rotation with reuse detection (decision 0008); it is atomic and
 	// correct under any number of concurrent calls for the same token, on every replica.
 	RotateRefreshToken(ctx context.Context, r RotateRequest) (Rotation, error)
 	// RevokeToken revokes one token and, for a refresh token, its whole family.
@@ -288,14 +288,14 @@ type Tokens interface {
 	// RevokeByCode revokes every family issued from a code (replayed code, RFC 6749 §4.1.2).
 	RevokeByCode(ctx context.Context, codeHash []byte, now time.Time) (int64, error)
 	// RevokeClientTokens revokes every live token held by the given clients of a project,
-	// reporting how many were live per client (policy enforcement, seed 004).
+	// reporting how many were live per client (enforcing "Only recognised apps can connect").
 	RevokeClientTokens(ctx context.Context, project string, clientIDs []string, now time.Time) (map[string]int64, error)
 	// CountLiveTokens counts live tokens per client of a project (for status and tests).
 	CountLiveTokens(ctx context.Context, project string, now time.Time) (map[string]int64, error)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Connected accounts (seed 002, seed 000) and which agents may use them
+// Connected accounts (docs/connecting-services.md) and which agents may use them
 
 type ConnectionStatus string
 
@@ -384,7 +384,7 @@ type Connections interface {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Upstream OAuth callback state (seed 002)
+// Upstream OAuth callback state (docs/connecting-services.md)
 
 type CallbackState struct {
 	// State is the random state value sent upstream; it is not a secret from the person who
@@ -420,7 +420,7 @@ type CallbackStates interface {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Connect links (seed 000)
+// Connect links (docs/connected-services.md)
 
 type LinkKind string
 

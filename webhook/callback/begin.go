@@ -1,5 +1,5 @@
 // Package callback connects a person's account at an upstream service (GitHub, or any OAuth 2.0
-// / OIDC provider) to their Latchkey account, bound to the browser that started it (seed 002).
+// / OIDC provider) to their Latchkey account, bound to the browser that started it (docs/connecting-services.md).
 //
 // Begin leaves three things behind: a state row (state and PKCE verifier, the person, the
 // connector, ten minutes), a one-time binding cookie in the starting browser, and only the
@@ -75,7 +75,7 @@ const (
 // path, so there is one per connector; over https one per host (see CookieName). Either way it
 // holds one value per authorization of a connector: starting a second connection in the same
 // browser replaces the first one's cookie, and the first then finishes through the confirmation
-// page, as seed 002 describes.
+// page (decision 0010).
 const cookieBase = "latchkey_connect"
 
 // CookieName is the binding cookie's name. Over https it carries the __Host- prefix. A

@@ -25,7 +25,7 @@ import (
 
 const confirmText = "Finish this connection? This connects your GitHub account to the account %s. If you did not start this connection or that account is not yours, close this window."
 
-// assertPrivate checks the headers every callback page carries (seed 002).
+// assertPrivate checks the headers every callback page carries (Cache-Control: no-store and the other private-page headers).
 func assertPrivate(t *testing.T, p ct.Page) {
 	t.Helper()
 	if got := p.Header.Get("Cache-Control"); got != "no-store" {
@@ -169,7 +169,7 @@ func TestSameBrowserFinishesAtOnce(t *testing.T) {
 	}
 }
 
-// Seed 002's attack: Mallory starts a connection and sends the authorization URL to Alice, who
+// The forwarded authorization URL: Mallory starts a connection and sends the authorization URL to Alice, who
 // has approved the app at GitHub before, so GitHub sends her straight back to the callback.
 // Alice is not signed in to Latchkey here (the victim need not even be a user): the
 // page names Mallory's account, masked, and finishing needs a sign-in as that account. Signing
@@ -331,7 +331,7 @@ func assertNotYours(t *testing.T, h *ct.Harness, res ct.Page) {
 	}
 }
 
-// Beyond seed 002: Mallory forwards her authorization URL to Alice, who is signed in to the same
+// A variant of the forwarded authorization URL: Mallory forwards her authorization URL to Alice, who is signed in to the same
 // project as herself. That browser cannot be Mallory's app path, so it is refused rather than
 // offered Connect, and the attempt ends so its code finishes nowhere else.
 func TestSignedInAsAnotherPersonIsRefused(t *testing.T) {
@@ -774,8 +774,9 @@ func TestBadCallbacksGetAClearPage(t *testing.T) {
 	}
 }
 
-// Seed 002: "if you start two connections back to back in the same browser, the earlier one
-// finishes through the confirmation page".
+// The binding cookie holds one authorization at a time: if you start two connections back to
+// back in the same browser, the earlier one finishes through the confirmation page (decision
+// 0010).
 func TestTwoConnectionsBackToBack(t *testing.T) {
 	h := ct.New(t, ct.Options{})
 	b := h.Browser()

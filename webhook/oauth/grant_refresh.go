@@ -12,7 +12,7 @@ import (
 	"latchkey.dev/latchkey/webhook/site"
 )
 
-// refreshToken rotates a refresh token (seed 004). Every refresh returns a new pair and
+// refreshToken rotates a refresh token (docs/recognised-apps.md, decision 0008). Every refresh returns a new pair and
 // retires the old token, keeping the family. A retired token presented again means two
 // parties hold the grant: every live token the client holds for that person in the project is
 // ended, the copy included. Within the grace window the immediate predecessor may be sent

@@ -122,7 +122,7 @@ func (t *TokenEndpoint) serve(w http.ResponseWriter, r *http.Request, p *config.
 	return h.Grant(ctx, &TokenRequest{Env: t.env, Project: p, Client: client, Form: form, HTTP: r, Now: t.env.Now()})
 }
 
-// policy refuses every grant to a client the project's redirect policy refuses (seed 004), so
+// policy refuses every grant to a client the project's redirect policy refuses (docs/recognised-apps.md), so
 // that a code issued, or a client registered, before the policy was switched on yields nothing
 // after. The refresh grant applies the policy itself, because a refused refresh also ends the
 // token's family.

@@ -316,7 +316,7 @@ func testAgentAccess(t *testing.T, s store.Store) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Callback state (seed 002)
+// Upstream callback state
 
 func newCallback(name string) store.CallbackState {
 	return store.CallbackState{StateHash: hash("state-" + name), Project: project, Subject: "alice", Connector: "github",

@@ -7,7 +7,7 @@ import (
 	"latchkey.dev/latchkey/internal/store"
 )
 
-// Behaviours added with connect links and security events (issue 6).
+// Behaviours added with connect links and security events.
 func init() {
 	tests = append(tests,
 		test{"Link/GetByID", testLinkGetByID},

@@ -187,7 +187,7 @@ func testTokenCountLive(t *testing.T, s store.Store) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Rotation (seed 004)
+// Rotation and reuse detection
 
 // rotate presents name's refresh token at now, offering successors named next.
 func rotate(t testing.TB, s store.Store, old, next string, now time.Time, g time.Duration) (store.Rotation, error) {

@@ -38,7 +38,7 @@ func scanLink(l *store.Link) func(scanner) error {
 	}
 }
 
-// OpenLink keeps one open link per person×agent×connector (seed 000).
+// OpenLink keeps one open link per person×agent×connector: an agent asking again gets the same link.
 //
 // On PostgreSQL callers for the same person×agent×connector first queue on a
 // transaction-scoped advisory lock: a row lock cannot serialise them while no open link exists

@@ -150,7 +150,7 @@ func (s *Store) GetToken(ctx context.Context, hash []byte) (_ store.Token, err e
 	return t, err
 }
 
-// RotateRefreshToken implements refresh-token rotation with reuse detection (seed 004) in one
+// RotateRefreshToken implements refresh-token rotation with reuse detection (decision 0008) in one
 // transaction that holds the old token's row lock (PostgreSQL) or the write lock (SQLite), so
 // any number of concurrent presentations of one token end with exactly one successor.
 //

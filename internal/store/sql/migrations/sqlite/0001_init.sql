@@ -87,7 +87,7 @@ CREATE TABLE tokens (
 	revoked_at   INTEGER,
 	rotated_at   INTEGER,
 	-- sealed is the token response of the rotation that retired this refresh token, kept
-	-- until replay_until so a retried refresh gets the same pair back (seed 004).
+	-- until replay_until so a retried refresh gets the same pair back (decision 0008).
 	sealed       BLOB,
 	replay_until INTEGER
 );
@@ -169,7 +169,7 @@ CREATE TABLE links (
 	closed_at   INTEGER
 );
 CREATE UNIQUE INDEX links_code ON links (code_hash);
--- One open link per person x agent x connector (seed 000), even under concurrent requests.
+-- One open link per person x agent x connector (an agent asking again gets the same link), even under concurrent requests.
 CREATE UNIQUE INDEX links_open ON links (project, subject, client_id, connector) WHERE state = 'open';
 CREATE INDEX links_expires ON links (expires_at);
 
