@@ -38,7 +38,7 @@ image: ## Build bin/latchkey-image.tar, an OCI image archive (amd64 + arm64), wi
 	bin/latchkey-image-builder -o bin/latchkey-image.tar -ref $(IMAGE):$(VERSION) -version $(VERSION) \
 	  -platforms $(PLATFORMS) -go $(GO)
 
-# Not part of `make test`, which runs the root module only; about 25 s once both platforms'
+# Not part of `make test`, which runs the root and mcp modules only; about 25 s once both platforms'
 # builds are cached, a few minutes the first time (the arm64 compile).
 .PHONY: test-image
 test-image: ## Build the image twice and check it: user, entrypoint, files, same digest, the binary runs.
@@ -53,8 +53,11 @@ run: build ## Run Latchkey with a local control plane, SQLite under .latchkey/ a
 control-plane: ## Build (once) or reuse etcd, kube-apiserver and kubectl; prints their directory.
 	@hack/control-plane.sh
 
+# The MCP module (mcp/) is tested first, on its own and outside the workspace, so it builds with
+# the versions its own go.mod asks for, as it does for an MCP server's author after `go get`.
 .PHONY: test
 test: ## Run every test (real kube-apiserver + etcd; PostgreSQL when LATCHKEY_TEST_POSTGRES_DSN is set).
+	cd mcp && GOWORK=off $(GO) test -count=1 $(TESTFLAGS) ./...
 	@$(CONTROL_PLANE) && echo "make: KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS" && \
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKGS)
 
