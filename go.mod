@@ -104,4 +104,6 @@ require (
 
 tool sigs.k8s.io/controller-tools/cmd/controller-gen
 
+// The MCP module (mcp/, its own go.mod) is built from this checkout. It has no tag yet
+// (mcp/vX.Y.Z), so the version required above is a placeholder only this replace resolves.
 replace latchkey.dev/latchkey/mcp => ./mcp
