@@ -2,6 +2,9 @@
 
 GO ?= go
 export GOTOOLCHAIN := local
+# Every module builds on its own, as the Dockerfile and `go get` build it; go.work is for editors
+# and commands typed by hand.
+export GOWORK := off
 CONTROLLER_GEN := $(GO) tool controller-gen
 # Generous: the controller tests start a real kube-apiserver and the end-to-end tests drive
 # real browsers, on machines with two cores.
@@ -53,11 +56,11 @@ run: build ## Run Latchkey with a local control plane, SQLite under .latchkey/ a
 control-plane: ## Build (once) or reuse etcd, kube-apiserver and kubectl; prints their directory.
 	@hack/control-plane.sh
 
-# The MCP module (mcp/) is tested first, on its own and outside the workspace, so it builds with
-# the versions its own go.mod asks for, as it does for an MCP server's author after `go get`.
+# The MCP module (mcp/, its own go.mod) is tested first, with the versions its go.mod asks for,
+# as an MCP server's author gets them after `go get`.
 .PHONY: test
 test: ## Run every test (real kube-apiserver + etcd; PostgreSQL when LATCHKEY_TEST_POSTGRES_DSN is set).
-	cd mcp && GOWORK=off $(GO) test -count=1 $(TESTFLAGS) ./...
+	cd mcp && $(GO) test -count=1 $(TESTFLAGS) ./...
 	@$(CONTROL_PLANE) && echo "make: KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS" && \
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKGS)
 
