@@ -9,7 +9,10 @@
 # so a multi-platform build needs no emulation.
 FROM --platform=$BUILDPLATFORM golang:1.26 AS build
 WORKDIR /src
+# go.mod replaces the MCP module (latchkey.dev/latchkey/mcp) with ./mcp; cmd/latchkey imports
+# none of it, but the module graph reads its go.mod.
 COPY go.mod go.sum ./
+COPY mcp/go.mod ./mcp/
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 ARG TARGETOS TARGETARCH VERSION=dev

@@ -2,6 +2,9 @@
 
 GO ?= go
 export GOTOOLCHAIN := local
+# Every module builds on its own, as the Dockerfile and `go get` build it; go.work is for editors
+# and commands typed by hand.
+export GOWORK := off
 CONTROLLER_GEN := $(GO) tool controller-gen
 # Generous: the controller tests start a real kube-apiserver and the end-to-end tests drive
 # real browsers, on machines with two cores.
@@ -38,7 +41,7 @@ image: ## Build bin/latchkey-image.tar, an OCI image archive (amd64 + arm64), wi
 	bin/latchkey-image-builder -o bin/latchkey-image.tar -ref $(IMAGE):$(VERSION) -version $(VERSION) \
 	  -platforms $(PLATFORMS) -go $(GO)
 
-# Not part of `make test`, which runs the root module only; about 25 s once both platforms'
+# Not part of `make test`, which runs the root and mcp modules only; about 25 s once both platforms'
 # builds are cached, a few minutes the first time (the arm64 compile).
 .PHONY: test-image
 test-image: ## Build the image twice and check it: user, entrypoint, files, same digest, the binary runs.
@@ -53,8 +56,11 @@ run: build ## Run Latchkey with a local control plane, SQLite under .latchkey/ a
 control-plane: ## Build (once) or reuse etcd, kube-apiserver and kubectl; prints their directory.
 	@hack/control-plane.sh
 
+# The MCP module (mcp/, its own go.mod) is tested first, with the versions its go.mod asks for,
+# as an MCP server's author gets them after `go get`.
 .PHONY: test
 test: ## Run every test (real kube-apiserver + etcd; PostgreSQL when LATCHKEY_TEST_POSTGRES_DSN is set).
+	cd mcp && $(GO) test -count=1 $(TESTFLAGS) ./...
 	@$(CONTROL_PLANE) && echo "make: KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS" && \
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKGS)
 

@@ -21,6 +21,7 @@ require (
 	k8s.io/client-go v0.37.2
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
+	latchkey.dev/latchkey/mcp v0.0.0-00010101000000-000000000000
 	modernc.org/sqlite v1.62.0
 	sigs.k8s.io/controller-runtime v0.25.2
 	sigs.k8s.io/yaml v1.6.0
@@ -102,3 +103,7 @@ require (
 )
 
 tool sigs.k8s.io/controller-tools/cmd/controller-gen
+
+// The MCP module (mcp/, its own go.mod) is built from this checkout. It has no tag yet
+// (mcp/vX.Y.Z), so the version required above is a placeholder only this replace resolves.
+replace latchkey.dev/latchkey/mcp => ./mcp

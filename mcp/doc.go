@@ -2,8 +2,10 @@
 // at a service they connected in Latchkey, and relay Latchkey's connect link to them when they
 // have not.
 //
-// It talks to Latchkey over HTTP only and imports nothing else of Latchkey's, so an MCP server
-// author can use it alone. Import it under a name that does not clash with the SDK's package:
+// It is a module of its own (go get latchkey.dev/latchkey/mcp) whose one direct dependency is
+// the MCP Go SDK: it talks to Latchkey over HTTP only and imports nothing else of Latchkey's, so
+// an MCP server author's build pulls in no Kubernetes library. Import it under a name that does
+// not clash with the SDK's package:
 //
 //	import (
 //		sdk "github.com/modelcontextprotocol/go-sdk/mcp"

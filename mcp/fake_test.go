@@ -13,8 +13,8 @@ import (
 )
 
 // fakeLatchkey stands in for one Latchkey project: /token (token exchange, with the connect
-// refusal of seed 000) and /introspect, both client-authenticated, with the shapes of
-// ARCHITECTURE.md §3.
+// refusal README.md shows) and /introspect (RFC 7662, with latchkey_subject_type), both
+// client-authenticated.
 type fakeLatchkey struct {
 	t      *testing.T
 	srv    *httptest.Server

@@ -232,8 +232,9 @@ func (r *Relay) Result(ctx context.Context, req *sdk.CallToolRequest, err error)
 }
 
 // urlElicitationError is the 2025-11-25 URLElicitationRequiredError for the link. The SDK's own
-// constructor fixes the message to "URL elicitation required"; the seed's shape carries the
-// person's sentence there too.
+// constructor fixes the message to "URL elicitation required"; here the message is the person's
+// sentence (connect_message), as in the elicitation itself, so a client that shows only the
+// error's message still says what the link is for.
 func urlElicitationError(cr *ConnectRequired) *jsonrpc.Error {
 	data, _ := json.Marshal(struct {
 		Elicitations []*sdk.ElicitParams `json:"elicitations"`

@@ -180,7 +180,8 @@ func TestInputRequiredThenRetryGetsResult(t *testing.T) {
 	}
 }
 
-// The 2025-11-25 story: -32042 with exactly the seed's data, then a retry after connecting.
+// The 2025-11-25 story: -32042 with exactly the data README.md shows, then a retry after
+// connecting.
 func TestURLElicitationErrorThenRetryGetsResult(t *testing.T) {
 	s := newStack(t)
 	cs := s.connect(t, "lk_at_alice", clientOpts{version: latchkey.ProtocolURLElicitationError, url: true})

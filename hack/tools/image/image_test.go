@@ -203,7 +203,9 @@ func dockerContext(t *testing.T, root string) string {
 			} else {
 				var b []byte
 				if b, err = os.ReadFile(from); err == nil {
-					err = os.WriteFile(to, b, 0o644)
+					if err = os.MkdirAll(filepath.Dir(to), 0o755); err == nil {
+						err = os.WriteFile(to, b, 0o644)
+					}
 				}
 			}
 			if err != nil {

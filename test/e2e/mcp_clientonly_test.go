@@ -1,4 +1,4 @@
-package mcp_test
+package e2e
 
 import (
 	"context"
@@ -23,7 +23,9 @@ import (
 // Client-only tokens against a real Latchkey (test/stack: webhook.New on SQLite, in process),
 // introspected at its real endpoint: a token a client got for itself with client_credentials,
 // even one an administrator let the client get for this very resource, never passes as a
-// person, unless the server's owner opts in with AllowClientOnlyTokens.
+// person, unless the server's owner opts in with AllowClientOnlyTokens. It lives here rather than
+// in the mcp module, which cannot import Latchkey's internal packages; the module's own tests
+// cover the same rule against a fake introspection endpoint.
 func TestClientOnlyTokensAtLatchkey(t *testing.T) {
 	const resource = "https://mcp.example.com/mcp"
 	s := lkstack.New(t, lkstack.Options{DSN: "sqlite:" + filepath.Join(t.TempDir(), "latchkey.db")})
