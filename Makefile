@@ -69,6 +69,7 @@ test: ## Run every test (real kube-apiserver + etcd; PostgreSQL when LATCHKEY_TE
 # not a substitute for `make test`, which CI runs.
 .PHONY: test-short
 test-short: ## Run the fast tier: unit, handler and SQLite store tests (-short; no control plane, browser, PostgreSQL or Node.js).
+	cd mcp && $(GO) test -short -count=1 $(TESTFLAGS) ./...
 	$(GO) test -short -count=1 -timeout 10m $(TESTFLAGS) $(PKGS)
 
 .PHONY: bench
