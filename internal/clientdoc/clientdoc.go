@@ -33,6 +33,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -479,7 +480,7 @@ func Parse(id string, body []byte) (*Document, error) {
 		if err := redirect.ValidateRedirectURI(u); err != nil {
 			return nil, problem("redirect_uris: %v", err)
 		}
-		if !contains(uris, u) {
+		if !slices.Contains(uris, u) {
 			uris = append(uris, u)
 		}
 	}
@@ -496,13 +497,4 @@ func Parse(id string, body []byte) (*Document, error) {
 		Scope:         d.Scope,
 		Raw:           body,
 	}, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
