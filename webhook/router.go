@@ -79,18 +79,6 @@ func (rt *router) page(h http.Handler) http.Handler {
 	})
 }
 
-// projectHome sends the issuer's own address to the account page.
-func (s *Server) projectHome(w http.ResponseWriter, r *http.Request) {
-	http.Redirect(w, r, site.IssuerPath(site.Project(r))+"/account", http.StatusFound)
-}
-
-func pagesForbidden() pages.ErrorData {
-	return pages.ErrorData{
-		Frame:   pages.Frame{Title: "Request refused"},
-		Message: "This request came from another site, so it was refused. Go back to the page and try again.",
-	}
-}
-
 // api resolves the project (JSON 404 when unknown) and opens CORS: these endpoints use no
 // cookies, so any origin may call them (browser-based OAuth clients and MCP inspectors do).
 func (rt *router) api(h http.Handler) http.Handler {
@@ -111,4 +99,16 @@ func (rt *router) api(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, site.WithProject(r, p))
 	})
+}
+
+// projectHome sends the issuer's own address to the account page.
+func (s *Server) projectHome(w http.ResponseWriter, r *http.Request) {
+	http.Redirect(w, r, site.IssuerPath(site.Project(r))+"/account", http.StatusFound)
+}
+
+func pagesForbidden() pages.ErrorData {
+	return pages.ErrorData{
+		Frame:   pages.Frame{Title: "Request refused"},
+		Message: "This request came from another site, so it was refused. Go back to the page and try again.",
+	}
 }

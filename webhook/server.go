@@ -2,9 +2,10 @@
 // consent and account pages of every project, and the server-wide health and static paths.
 //
 // Each flow lives in its own package under webhook/ and New mounts it through site.Router
-// (Register(rt, env)); the routes are fixed from then on. Further grant types plug into the token endpoint (Server.Grant). The
-// server itself only routes: it resolves the project from the first two path segments under
-// the public URL, sets the security headers, and recovers from panics.
+// (Register(rt, env)); the routes are fixed from then on. Further grant types plug into the
+// token endpoint (Server.Grant). The server itself only routes: it resolves the project from
+// the first two path segments under the public URL, sets the security headers, and recovers
+// from panics.
 package webhook
 
 import (
