@@ -2,8 +2,6 @@ package callback
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/url"
@@ -410,7 +408,7 @@ func (h *handler) finish(w http.ResponseWriter, r *http.Request, p *config.Proje
 		return
 	}
 	conn := store.Connection{
-		ID:          newID(),
+		ID:          secret.NewID(),
 		Project:     p.Key,
 		Subject:     st.Subject,
 		Connector:   c.Key,
@@ -637,10 +635,4 @@ func (h *handler) internal(w http.ResponseWriter, p *config.Project, err error) 
 	h.env.Logger.Error(err, "connector callback failed", "project", p.Key)
 	h.page(w, p, http.StatusInternalServerError, "Something went wrong",
 		"The connection could not be finished because of a problem on our side. Nothing was connected. Please start again in a moment.")
-}
-
-func newID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
