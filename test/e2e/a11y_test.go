@@ -386,12 +386,25 @@ func TestAccessibilityInChromium(t *testing.T) {
 	a.check(mallory, "account, broken connection")
 	reconnect := link
 
+	// Mallory's reconnection, finished in a browser signed in as Alice: refused.
+	mallory.Block(h.GitHubURL)
+	theirs := mallory.PressAndCapture("Reconnect GitHub", h.GitHubURL+"/login/oauth/authorize?")
+	system.Open(theirs)
+	system.WaitFor("This connection is not yours")
+	a.check(system, "callback, someone else's connection")
+
 	// Allow, choosing among two accounts, with the keyboard: the second one.
 	h.ConnectDirectly(ct.AliceEmail, "3003", "alice-work", "gho_alice_work")
 	link = h.AgentExchange(h.AccessToken(ct.AliceEmail, lt.Agent)).String("connect_uri")
 	alice.Open(link)
 	alice.WaitFor("Which GitHub account may Repo Helper use?")
 	a.check(alice, "link, choose an account")
+	testbrowser.Eval[bool](alice, `(() => {
+		for (const r of document.querySelectorAll("input[type=radio]")) { r.checked = false; r.removeAttribute("required"); }
+		return true;
+	})()`)
+	pressAndWait(alice, "Allow", "Choose which GitHub account Repo Helper may use.")
+	a.check(alice, "link, allow without a choice")
 	tabTo(alice, "#account-0")
 	key(alice, kb.ArrowDown)
 	if !testbrowser.Eval[bool](alice, `document.getElementById("account-1").checked`) {
@@ -483,6 +496,29 @@ func TestAccessibilityInChromium(t *testing.T) {
 	mallory.Open(reconnect)
 	mallory.WaitFor("sign in again")
 	a.check(mallory, "sign-in, again for a link")
+	testbrowser.Eval[bool](mallory, `(document.getElementById("username").value = "", true)`)
+	mallory.Fill("username", ct.MalloryEmail)
+	mallory.Fill("password", ct.MalloryPassword)
+	mallory.Press("Sign in")
+	mallory.WaitFor("Reconnect your GitHub account")
+	testbrowser.Eval[bool](mallory, `(() => { for (const f of document.getElementsByName("csrf_token")) f.value = "stale"; return true; })()`)
+	pressAndWait(mallory, "Decline", "This form has expired")
+	a.check(mallory, "form expired")
+
+	// Sign-in with the organisation's provider beside passwords; then with neither available.
+	stranger := a.browser(ctx, "a stranger's browser")
+	p.SignIn.OIDC = &config.OIDCProvider{Issuer: "https://sso.example", ClientID: "latchkey", Label: "Sign in with Acme SSO"}
+	h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 4})
+	stranger.Open(h.Issuer + "/sign-in")
+	stranger.WaitFor("Sign in with Acme SSO")
+	a.check(stranger, "sign-in, passwords or the organisation")
+	tabTo(stranger, "a.button")
+	shots(stranger, "a11y-sign-in-organisation")
+	p.SignIn = config.SignIn{PasswordsUnavailable: true, OIDC: &config.OIDCProvider{Issuer: "https://sso.example", Unavailable: true}}
+	h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 5})
+	stranger.Open(h.Issuer + "/sign-in")
+	stranger.WaitFor("Please try again later")
+	a.check(stranger, "sign-in, no way available")
 
 	t.Logf("%d page states checked with axe-core %v, each in light and dark mode: %s", len(a.states), axeTags, strings.Join(a.states, "; "))
 }
