@@ -48,10 +48,6 @@ import (
 // defaultDatabase is the embedded single-replica store used by `make run`.
 const defaultDatabase = "sqlite:.latchkey/latchkey.db"
 
-// devKeysDir holds the generated sealing key when no keys are given, next to the default
-// database, so sealed upstream tokens survive a restart of the development server.
-const devKeysDir = ".latchkey/keys"
-
 // version is set at link time (-ldflags "-X main.version=…") by `make image` and the
 // Dockerfile, so an image can say what it runs; other builds report "dev".
 var version = "dev"
@@ -213,7 +209,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 
 	holder := &config.Holder{}
-	if err := controllers.Setup(mgr, controllers.Options{
+	if err := controllers.Setup(mgr, controllers.Options{ //nolint:contextcheck // set-up before the manager starts; no context to pass yet
 		PublicURL: publicURL,
 		Config:    holder,
 		Store:     st,
@@ -412,7 +408,7 @@ func (s *httpServer) Start(ctx context.Context) error {
 		return fmt.Errorf("%s server: %w", s.name, err)
 	case <-ctx.Done():
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.grace)
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.grace)
 	defer cancel()
 	if err := s.srv.Shutdown(shutdownCtx); err != nil {
 		s.log.Error(err, "requests still running at shutdown were cut off", "server", s.name)

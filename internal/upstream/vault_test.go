@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"latchkey.dev/latchkey/internal/store/sql/pgtest"
-	"latchkey.dev/latchkey/internal/testclock"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -22,6 +20,8 @@ import (
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
+	"latchkey.dev/latchkey/internal/store/sql/pgtest"
+	"latchkey.dev/latchkey/internal/testclock"
 	"latchkey.dev/latchkey/internal/upstream"
 )
 
