@@ -99,7 +99,7 @@ func (c *Compiler) Start(ctx context.Context) error {
 	}
 	if !c.cache.WaitForCacheSync(ctx) {
 		if ctx.Err() != nil {
-			return nil
+			return nil //nolint:nilerr // the manager stopping is not a failure of the runnable
 		}
 		return errors.New("compiler: cache did not sync")
 	}
@@ -131,7 +131,7 @@ func (c *Compiler) Start(ctx context.Context) error {
 		last = time.Since(started)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return nil //nolint:nilerr // the manager stopping is not a failure of the runnable
 			}
 			c.log.Error(err, "compiling configuration failed; keeping the previous snapshot", "retryIn", backoff)
 			retry = time.After(backoff)

@@ -61,7 +61,7 @@ func TestPublicClientCannotListConnectors(t *testing.T) {
 	var err error
 	// The controller writes status meanwhile; a conflict says nothing about the rule.
 	eventually(t, "an update that is not a conflict", func() error {
-		if err = get(c); err != nil {
+		if err := get(c); err != nil {
 			return err
 		}
 		c.Spec.Connectors = []v1alpha1.ConnectorName{"github"}

@@ -47,10 +47,8 @@ func asNotReady(err error) (*notReady, bool) {
 }
 
 // joinNotReady folds several notReady errors into one: the reason of the first, every message.
-func joinNotReady(errs []*notReady) error {
-	if len(errs) == 0 {
-		return nil
-	}
+// errs is not empty.
+func joinNotReady(errs []*notReady) *notReady {
 	msgs := make([]string, len(errs))
 	for i, e := range errs {
 		msgs[i] = e.message
@@ -300,7 +298,7 @@ func (d *degraded) err() error {
 	if len(d.problems) == 0 {
 		return nil
 	}
-	nr := joinNotReady(d.problems).(*notReady)
+	nr := joinNotReady(d.problems)
 	suffix := "; serving without " + strings.Join(d.off, ", ")
 	// The condition keeps maxMessage bytes; what is off must survive, so the problems give way.
 	if room := maxMessage - len(suffix); len(nr.message) > room {

@@ -30,7 +30,7 @@ type passwordEntry struct {
 func parsePasswordFile(data []byte) (map[string]config.PasswordUser, error) {
 	var entries []passwordEntry
 	if err := yaml.UnmarshalStrict(data, &entries); err != nil {
-		return nil, fmt.Errorf("not a YAML or JSON list of {email, name, hash}: %v", err)
+		return nil, fmt.Errorf("not a YAML or JSON list of {email, name, hash}: %w", err)
 	}
 	out := make(map[string]config.PasswordUser, len(entries))
 	for i, e := range entries {
@@ -78,7 +78,7 @@ func parseSigningKeys(data map[string][]byte) ([]config.SigningKey, error) {
 	for _, name := range names {
 		key, alg, err := parsePrivateKey(data[name])
 		if err != nil {
-			return nil, fmt.Errorf("key %q: %v", name, err)
+			return nil, fmt.Errorf("key %q: %w", name, err)
 		}
 		out = append(out, config.SigningKey{ID: name, Algorithm: alg, Private: key})
 	}

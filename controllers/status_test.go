@@ -98,7 +98,7 @@ func refuseSecret(t *testing.T, namespace, name string) func() {
 	create(t, binding)
 	lift := func() {
 		for _, o := range []client.Object{binding, policy} {
-			if err := k8s.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+			if err := client.IgnoreNotFound(k8s.Delete(ctx, o)); err != nil {
 				t.Errorf("deleting %T %s: %v", o, o.GetName(), err)
 			}
 		}

@@ -205,7 +205,7 @@ func (r *Relay) Result(ctx context.Context, req *sdk.CallToolRequest, err error)
 	}
 	caller, cerr := r.caller(ctx, req)
 	if cerr != nil || r.aead == nil {
-		return toolError(linkText(cr), cr), nil
+		return toolError(linkText(cr), cr), nil //nolint:nilerr // no caller to bind a state to: the link as a tool result, as for older clients
 	}
 	ttl := r.StateTTL
 	if ttl <= 0 {

@@ -229,7 +229,7 @@ func (rs *ResourceServer) Verify(ctx context.Context, token string, _ *http.Requ
 	}
 	info, until, err := rs.accept(ir, now)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
+		return nil, fmt.Errorf("%w: %w", auth.ErrInvalidToken, err)
 	}
 	cache.put(key, info, until, now)
 	return withToken(info, token), nil

@@ -42,7 +42,7 @@ func TestProtectedResourceMetadata(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
 		t.Fatal(err)
 	}
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || !reflect.DeepEqual(got, want) {
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" || !reflect.DeepEqual(got, want) {
 		t.Errorf("metadata = %d %s %v\nwant %v", resp.StatusCode, resp.Header.Get("Content-Type"), got, want)
 	}
 

@@ -26,8 +26,8 @@ import (
 	"latchkey.dev/latchkey/internal/store"
 )
 
-// fakeIdP is a minimal OpenID provider: it approves everyone as "carol" and checks PKCE.
-type fakeIdP struct {
+// fakeIDP is a minimal OpenID provider: it approves everyone as "carol" and checks PKCE.
+type fakeIDP struct {
 	t     *testing.T
 	srv   *httptest.Server
 	key   *ecdsa.PrivateKey
@@ -44,9 +44,9 @@ type fakeIdP struct {
 
 type idpCode struct{ nonce, challenge, redirect string }
 
-func newFakeIdP(t *testing.T, now func() time.Time) *fakeIdP {
+func newFakeIDP(t *testing.T, now func() time.Time) *fakeIDP {
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	f := &fakeIdP{t: t, key: key, now: now, codes: map[string]idpCode{}}
+	f := &fakeIDP{t: t, key: key, now: now, codes: map[string]idpCode{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(map[string]any{
@@ -61,7 +61,7 @@ func newFakeIdP(t *testing.T, now func() time.Time) *fakeIdP {
 	mux.HandleFunc("GET /authorize", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		if q.Get("code_challenge_method") != "S256" || q.Get("nonce") == "" || q.Get("client_id") != "latchkey" {
-			http.Error(w, "bad request", 400)
+			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
 		code := "idp-code-" + q.Get("state")[:8]
@@ -82,7 +82,7 @@ func newFakeIdP(t *testing.T, now func() time.Time) *fakeIdP {
 		user, pass, _ := r.BasicAuth()
 		if !ok || base64.RawURLEncoding.EncodeToString(sum[:]) != c.challenge || c.redirect != r.PostForm.Get("redirect_uri") || user != "latchkey" || pass != "idp-secret" {
 			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(400)
+			w.WriteHeader(http.StatusBadRequest)
 			w.Write([]byte(`{"error":"invalid_grant"}`))
 			return
 		}
@@ -110,9 +110,9 @@ func newFakeIdP(t *testing.T, now func() time.Time) *fakeIdP {
 }
 
 func TestUpstreamSignIn(t *testing.T) {
-	var idp *fakeIdP
+	var idp *fakeIDP
 	h := newHarness(t)
-	idp = newFakeIdP(t, h.clock.Now)
+	idp = newFakeIDP(t, h.clock.Now)
 	h.update(func(p *config.Project) {
 		p.SignIn.OIDC = &config.OIDCProvider{Issuer: idp.srv.URL, ClientID: "latchkey", ClientSecret: "idp-secret", Label: "Sign in with Corp SSO"}
 	})
@@ -221,7 +221,7 @@ func TestUpstreamSignIn(t *testing.T) {
 // §3.1.2.1, §3.1.3.7).
 func TestUpstreamSignInMustBeRecent(t *testing.T) {
 	h := newHarness(t)
-	idp := newFakeIdP(t, h.clock.Now)
+	idp := newFakeIDP(t, h.clock.Now)
 	gh := &config.Connector{Key: "team/github", Namespace: "team", Name: "github", DisplayName: "GitHub"}
 	h.update(func(p *config.Project) {
 		p.SignIn.OIDC = &config.OIDCProvider{Issuer: idp.srv.URL, ClientID: "latchkey", ClientSecret: "idp-secret", Label: "Sign in with Corp SSO"}

@@ -204,11 +204,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) recover(w http.ResponseWriter, r *http.Request) {
-	v := recover()
+	v := recover() //nolint:revive // recover is called in a deferred function: ServeHTTP defers s.recover
 	if v == nil {
 		return
 	}
-	if v == http.ErrAbortHandler {
+	if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 		panic(v)
 	}
 	// The route pattern, not the path: a connect link's code is part of its path.

@@ -76,7 +76,7 @@ func TestPasswordsUnavailable(t *testing.T) {
 // and password sign-in goes on.
 func TestOIDCUnavailable(t *testing.T) {
 	h := newHarness(t)
-	idp := newFakeIdP(t, h.clock.Now)
+	idp := newFakeIDP(t, h.clock.Now)
 	h.update(func(p *config.Project) {
 		p.SignIn.OIDC = &config.OIDCProvider{Issuer: idp.srv.URL, ClientID: "latchkey", ClientSecret: "idp-secret", Label: "Sign in with Corp SSO"}
 	})
@@ -93,7 +93,7 @@ func TestOIDCUnavailable(t *testing.T) {
 	}
 	// A sign-in started before the Secret broke.
 	late := h.browser()
-	atIdP := late.get(late.get(h.base + "/sign-in/oidc").location())
+	atIDP := late.get(late.get(h.base + "/sign-in/oidc").location())
 
 	h.update(func(p *config.Project) {
 		o := *p.SignIn.OIDC
@@ -113,7 +113,7 @@ func TestOIDCUnavailable(t *testing.T) {
 	if start.status != http.StatusServiceUnavailable || start.location() != "" || !strings.Contains(start.body, "unavailable right now") {
 		t.Errorf("starting OIDC sign-in while unavailable: %d %q %s", start.status, start.location(), start.body)
 	}
-	cb := late.get(atIdP.location())
+	cb := late.get(atIDP.location())
 	if cb.status != http.StatusServiceUnavailable || sessionCookieOrNil(cb.header) != nil {
 		t.Errorf("callback while unavailable: %d %s", cb.status, cb.body)
 	}

@@ -179,7 +179,7 @@ func devKeys(dir string, keys map[string][]byte) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("development keys: %w", err)
 	}
-	_, werr := f.Write([]byte(base64.StdEncoding.EncodeToString(key) + "\n"))
+	_, werr := f.WriteString(base64.StdEncoding.EncodeToString(key) + "\n")
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}

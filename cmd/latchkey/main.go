@@ -49,10 +49,6 @@ import (
 // defaultDatabase is the embedded single-replica store used by `make run`.
 const defaultDatabase = "sqlite:.latchkey/latchkey.db"
 
-// devKeysDir holds the generated sealing key when no keys are given, next to the default
-// database, so sealed upstream tokens survive a restart of the development server.
-const devKeysDir = ".latchkey/keys"
-
 // version is set at link time (-ldflags "-X main.version=…") by `make image` and the
 // Dockerfile, so an image can say what it runs; other builds report "dev".
 var version = "dev"
@@ -213,7 +209,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 
 	holder := &config.Holder{}
-	if err := controllers.Setup(mgr, controllers.Options{
+	if err := controllers.Setup(mgr, controllers.Options{ //nolint:contextcheck // set-up before the manager starts; no context to pass yet
 		PublicURL: publicURL,
 		Config:    holder,
 		Store:     st,

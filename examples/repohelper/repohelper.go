@@ -342,7 +342,7 @@ func (g *github) page(ctx context.Context, u *url.URL, token string) ([]apiRepo,
 	}
 	var repos []apiRepo
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&repos); err != nil {
-		return nil, nil, fmt.Errorf("GitHub's answer: %v", err)
+		return nil, nil, fmt.Errorf("GitHub's answer: %w", err)
 	}
 	return repos, g.nextPage(resp.Header.Get("Link")), nil
 }

@@ -203,7 +203,7 @@ func startOperator(ctx context.Context, o options, kubeconfig string, n int) (*o
 	// The first line says the first snapshot is published.
 	if !p.out.Scan() || p.out.Text() != "ready" {
 		p.stop()
-		return nil, fmt.Errorf("operator did not start: %q %v", p.out.Text(), p.out.Err())
+		return nil, fmt.Errorf("operator did not start: %q %w", p.out.Text(), p.out.Err())
 	}
 	return p, nil
 }
@@ -214,14 +214,15 @@ func (p *operatorProc) memory() (memory, error) {
 		return m, err
 	}
 	if !p.out.Scan() {
-		return m, fmt.Errorf("operator gone: %v", p.out.Err())
+		return m, fmt.Errorf("operator gone: %w", p.out.Err())
 	}
-	return m, json.Unmarshal(p.out.Bytes(), &m)
+	err := json.Unmarshal(p.out.Bytes(), &m)
+	return m, err
 }
 
 func (p *operatorProc) stop() {
-	p.in.Close() // the operator stops at the end of its input
-	p.cmd.Wait()
+	p.in.Close()     // the operator stops at the end of its input
+	_ = p.cmd.Wait() // its exit status after a closed input says nothing the bench needs
 }
 
 // operator is the operator process: the manager, controllers and compiler as cmd/latchkey
@@ -256,7 +257,7 @@ func operator(ctx context.Context, o options) error {
 		return err
 	}
 	holder := &config.Holder{}
-	compiler, err := controllers.SetupWithCompiler(mgr, controllers.Options{PublicURL: "https://latchkey.bench", Config: holder, Store: st})
+	compiler, err := controllers.SetupWithCompiler(mgr, controllers.Options{PublicURL: "https://latchkey.bench", Config: holder, Store: st}) //nolint:contextcheck // set-up before the manager starts
 	if err != nil {
 		return err
 	}
@@ -265,7 +266,9 @@ func operator(ctx context.Context, o options) error {
 	go func() { done <- mgr.Start(mctx) }()
 	defer func() {
 		stop()
-		<-done
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
 	}()
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = compiler.WaitForFirst(wctx)
@@ -311,9 +314,15 @@ func operator(ctx context.Context, o options) error {
 }
 
 func writeHeapProfile(path string) {
-	if f, err := os.Create(path); err == nil {
-		pprof.Lookup("heap").WriteTo(f, 0)
-		f.Close()
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.Lookup("heap").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "heap profile:", err)
 	}
 }
 
@@ -325,7 +334,7 @@ func reconcileOnce(ctx context.Context, o options, crds string, n int) (reconcil
 	if err != nil {
 		return r, fmt.Errorf("starting envtest: %w", err)
 	}
-	defer env.Stop()
+	defer func() { _ = env.Stop() }() // a control plane that fails to stop leaves only processes behind
 	cfg.QPS, cfg.Burst = -1, 0
 	kubeconfig, err := os.CreateTemp("", "latchkey-bench-kubeconfig-")
 	if err != nil {
@@ -365,10 +374,9 @@ func reconcileOnce(ctx context.Context, o options, crds string, n int) (reconcil
 	}
 	if err := waitUntil(ctx, time.Minute, func() (bool, error) {
 		p := &v1alpha1.Project{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: benchNS, Name: ctrlProject}, p); err != nil {
-			return false, nil
-		}
-		return meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ReadyCondition), nil
+		// Not there yet, or the API server busy: poll again.
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: benchNS, Name: ctrlProject}, p)
+		return err == nil && meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ReadyCondition), nil
 	}); err != nil {
 		return r, fmt.Errorf("project not Ready: %w", err)
 	}
@@ -435,7 +443,7 @@ func clientsCache(ctx context.Context, cfg *rest.Config, scheme *kruntime.Scheme
 	if _, err := c.GetInformer(ctx, &v1alpha1.OAuthClient{}); err != nil {
 		return nil, err
 	}
-	go c.Start(ctx)
+	go func() { _ = c.Start(ctx) }() // returns when ctx ends; WaitForCacheSync reports a failed start
 	if !c.WaitForCacheSync(ctx) {
 		return nil, errors.New("OAuthClient informer did not sync")
 	}

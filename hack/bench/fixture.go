@@ -122,7 +122,7 @@ func database(ctx context.Context, o options) (dsn, label string, cleanup func()
 		u.RawQuery = q.Encode()
 		return u.String(), "PostgreSQL (" + u.Host + ", schema " + schema + ")", func() {
 			if !o.keep {
-				db.Exec(`DROP SCHEMA ` + schema + ` CASCADE`)
+				_, _ = db.Exec(`DROP SCHEMA ` + schema + ` CASCADE`) // best-effort cleanup of a throwaway schema
 			}
 			db.Close()
 		}, nil
@@ -174,7 +174,7 @@ func start(ctx context.Context, o options, dsn string) (*fixture, error) {
 		return nil, err
 	}
 	ghSrv := &http.Server{Handler: gh, ReadHeaderTimeout: 5 * time.Second}
-	go ghSrv.Serve(ghLn)
+	go func() { _ = ghSrv.Serve(ghLn) }() // returns http.ErrServerClosed after Close
 	f.cleanup = append(f.cleanup, func() { ghSrv.Close() })
 	connector := gh.Connector(ghURL, f.issuer+config.CallbackPath("default", "github"))
 
@@ -192,7 +192,7 @@ func start(ctx context.Context, o options, dsn string) (*fixture, error) {
 
 	// As cmd/latchkey wires it: JSON logs at info (discarded here, but formatted), security
 	// events through the emitter.
-	log := logr.FromSlogHandler(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := logr.FromSlogHandler(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})) //nolint:sloglint // the bench pays for the formatting, which DiscardHandler skips
 	emitter, err := events.NewEmitter(events.EmitterOptions{Store: st, Config: holder, Logger: log, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		ln.Close()
@@ -214,7 +214,7 @@ func start(ctx context.Context, o options, dsn string) (*fixture, error) {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 	}
-	go f.http.Serve(ln)
+	go func() { _ = f.http.Serve(ln) }() // returns http.ErrServerClosed after Close
 	f.cleanup = append(f.cleanup, func() { f.http.Close() })
 
 	floorLn, floorURL, err := listen()
@@ -223,7 +223,7 @@ func start(ctx context.Context, o options, dsn string) (*fixture, error) {
 	}
 	f.floorURL = floorURL + "/floor"
 	f.floor = &http.Server{Handler: floorHandler(st), ReadHeaderTimeout: 10 * time.Second}
-	go f.floor.Serve(floorLn)
+	go func() { _ = f.floor.Serve(floorLn) }() // returns http.ErrServerClosed after Close
 	f.cleanup = append(f.cleanup, func() { f.floor.Close() })
 	ok = true
 	return f, nil

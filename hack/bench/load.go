@@ -171,8 +171,13 @@ func writeAllocs(path string) {
 	if err != nil {
 		return
 	}
-	defer f.Close()
-	pprof.Lookup("allocs").WriteTo(f, 0)
+	err = pprof.Lookup("allocs").WriteTo(f, 0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "allocation profile:", err)
+	}
 }
 
 func profilePath(dir, scenario string) string {

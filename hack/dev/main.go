@@ -69,7 +69,7 @@ func main() {
 	if err := run(ctx, o); err != nil {
 		if ctx.Err() != nil {
 			fmt.Fprintln(os.Stderr, "\nmake run: stopped before the server was up")
-			os.Exit(130)
+			os.Exit(130) //nolint:gocritic // the deferred stop only unregisters the signal handler; exiting does that too
 		}
 		fmt.Fprintf(os.Stderr, "\nmake run: %v\n", err)
 		os.Exit(1)
@@ -80,6 +80,7 @@ func say(format string, args ...any) {
 	fmt.Printf("==> "+format+"\n", args...)
 }
 
+//nolint:gocyclo // the development server's start-up, one step after another, each with its own message
 func run(ctx context.Context, o options) error {
 	if _, err := os.Stat("config/crd/bases"); err != nil {
 		return errors.New("run this from the repository root (config/crd/bases not found)")
@@ -160,7 +161,7 @@ func run(ctx context.Context, o options) error {
 		return errors.New("config/samples declares no Project, so there is nothing to serve")
 	}
 
-	stopGitHub, err := startFakeGitHub()
+	stopGitHub, err := startFakeGitHub() //nolint:contextcheck // its stop function shuts down after ctx has ended
 	if err != nil {
 		return err
 	}
@@ -258,7 +259,7 @@ func run(ctx context.Context, o options) error {
 		return nil
 	case <-done:
 		tail(logPath, 40)
-		return fmt.Errorf("latchkey exited on its own: %v (log above, full log in %s)", waitErr, logPath)
+		return fmt.Errorf("latchkey exited on its own: %w (log above, full log in %s)", waitErr, logPath)
 	}
 }
 
@@ -404,7 +405,7 @@ func waitFor(ctx context.Context, url string, exited <-chan struct{}, exitErr *e
 		case <-ctx.Done():
 			return errors.New("interrupted while waiting for the server")
 		case <-exited:
-			return fmt.Errorf("latchkey exited before serving the demo project: %v", *exitErr)
+			return fmt.Errorf("latchkey exited before serving the demo project: %w", *exitErr)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

@@ -38,7 +38,7 @@ func startRepoHelper(ctx context.Context, cl client.Client, issuer string) (repo
 			break
 		}
 		if time.Now().After(deadline) {
-			return repoHelper{}, nil, fmt.Errorf("the controller did not write %s/%s within a minute: %v", demoNamespace, repoHelperSecret, err)
+			return repoHelper{}, nil, fmt.Errorf("the controller did not write %s/%s within a minute: %w", demoNamespace, repoHelperSecret, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -51,7 +51,7 @@ func startRepoHelper(ctx context.Context, cl client.Client, issuer string) (repo
 		clientID:     string(sec.Data["client_id"]),
 		clientSecret: string(sec.Data["client_secret"]),
 	}
-	h, err := repohelper.New(repohelper.Options{
+	h, err := repohelper.New(repohelper.Options{ //nolint:contextcheck // New discovers the issuer under its own timeout
 		Issuer:       issuer,
 		ClientID:     rh.clientID,
 		ClientSecret: rh.clientSecret,
@@ -72,7 +72,7 @@ func startRepoHelper(ctx context.Context, cl client.Client, issuer string) (repo
 			fmt.Fprintf(os.Stderr, "repo helper: %v\n", err)
 		}
 	}()
-	return rh, func() {
+	return rh, func() { //nolint:contextcheck // the stop function runs after ctx has ended
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)

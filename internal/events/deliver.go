@@ -255,7 +255,8 @@ func (d *Deliverer) post(ctx context.Context, sink *config.EventSink, e store.Ev
 		return err
 	}
 	defer resp.Body.Close()
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	// Draining lets the connection be reused; a failed drain costs only that.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return fmt.Errorf("sink answered %d", resp.StatusCode)
 	}

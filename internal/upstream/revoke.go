@@ -81,7 +81,8 @@ func (v *Vault) doRevoke(ctx context.Context, c *config.Connector, req *http.Req
 		return classify(ctx, "revocation", err)
 	}
 	defer resp.Body.Close()
-	io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+	// Draining lets the connection be reused; a failed drain costs only that.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
 	if resp.StatusCode/100 == 2 {
 		return nil
 	}

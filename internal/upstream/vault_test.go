@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"latchkey.dev/latchkey/internal/store/sql/pgtest"
-	"latchkey.dev/latchkey/internal/testclock"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -22,6 +20,8 @@ import (
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
+	"latchkey.dev/latchkey/internal/store/sql/pgtest"
+	"latchkey.dev/latchkey/internal/testclock"
 	"latchkey.dev/latchkey/internal/upstream"
 )
 
@@ -338,7 +338,9 @@ func TestTokenExpiredWithoutRefreshTokenNeedsReconnect(t *testing.T) {
 	c := &config.Connector{AllowedNetworks: netguard.Loopback, Key: "default/svc", TokenURL: "http://127.0.0.1:1/never-called"}
 	conn := store.Connection{ID: "c1", Project: project, Subject: "p", Connector: c.Key, AccountID: "1", CreatedAt: clk.Now()}
 	v.Seal(&conn, &oauth2.Token{AccessToken: "at", ExpiresIn: 60})
-	st.SaveConnection(t.Context(), conn)
+	if _, err := st.SaveConnection(t.Context(), conn); err != nil {
+		t.Fatal(err)
+	}
 	clk.Advance(time.Hour)
 	if _, err := v.Token(t.Context(), c, project, "c1"); !errors.Is(err, upstream.ErrReconnect) {
 		t.Fatalf("got %v", err)

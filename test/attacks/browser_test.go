@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -273,7 +274,7 @@ func TestCrossOriginFormsInChromium(t *testing.T) {
 	t.Cleanup(control.Close)
 	for siteName, site := range sites {
 		site.mu.Lock()
-		site.frame = append(framed, control.URL+"/")
+		site.frame = append(slices.Clone(framed), control.URL+"/")
 		site.mu.Unlock()
 		alice.Open(site.URL + "/frames")
 		alice.WaitFor("Prizes below")

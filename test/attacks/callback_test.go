@@ -283,7 +283,8 @@ func TestCallbackStateIsBound(t *testing.T) {
 			if res.Status != http.StatusBadRequest || !strings.Contains(res.Text(), expiredText) {
 				t.Errorf("%s at the other project: %d %s", name, res.Status, res.Text())
 			}
-			res = b.Post(foreign[:strings.Index(foreign, "?")], url.Values{"code": {u.Query().Get("code")}, "state": {u.Query().Get("state")}, "confirm_token": {"x"}})
+			foreignPath, _, _ := strings.Cut(foreign, "?")
+			res = b.Post(foreignPath, url.Values{"code": {u.Query().Get("code")}, "state": {u.Query().Get("state")}, "confirm_token": {"x"}})
 			if res.Status != http.StatusBadRequest {
 				t.Errorf("%s POST at the other project: %d %s", name, res.Status, res.Text())
 			}

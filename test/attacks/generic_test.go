@@ -46,7 +46,7 @@ func TestReturnToIsNeverAnOpenRedirect(t *testing.T) {
 		"/team/demo/%2e%2e/%2e%2e/evil.example",
 		"/team/demo/%2E%2E/other/account",
 		"/team/demo/./../other",
-		"/team/demo\\..\\other",
+		"/team/demo\\..\\other", //nolint:misspell // backslashes in a path, not the word "ther"
 		"/team/demo/\t/evil.example",
 		"/team/demo/\r\nLocation: https://evil.example",
 		"/team/demo/%0d%0aLocation:%20https://evil.example",

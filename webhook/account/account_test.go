@@ -141,8 +141,10 @@ func TestDisconnectRevokesAtTheService(t *testing.T) {
 	b := connect(t, h, ct.AliceEmail, ct.AlicePassword, ct.AliceLogin)
 	alice := h.Person(ct.AliceEmail)
 	conn := h.Connections(ct.AliceEmail)[0]
-	h.Store.AllowAgent(context.Background(), store.AgentPermission{Project: ct.ProjectKey, Subject: alice.ID,
-		Connector: h.Connector.Key, ClientID: "repo-helper", ConnectionID: conn.ID, CreatedAt: h.Clock.Now()})
+	if err := h.Store.AllowAgent(context.Background(), store.AgentPermission{Project: ct.ProjectKey, Subject: alice.ID,
+		Connector: h.Connector.Key, ClientID: "repo-helper", ConnectionID: conn.ID, CreatedAt: h.Clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
 	if n := h.GitHub.ActiveTokens(ct.AliceLogin); n != 1 {
 		t.Fatalf("GitHub holds %d tokens for alice before disconnecting", n)
 	}

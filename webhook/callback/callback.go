@@ -370,7 +370,10 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request, p *config.Proje
 	c := p.Connectors[st.Connector]
 	if c == nil {
 		// The connector was removed while the person was away: end the attempt.
-		h.env.Store.ConsumeCallbackState(ctx, stateHash, h.env.Now(), nil)
+		// The page below is the answer either way; a row left behind expires on its own.
+		if _, err := h.env.Store.ConsumeCallbackState(ctx, stateHash, h.env.Now(), nil); err != nil && !errors.Is(err, store.ErrNotFound) {
+			h.env.Logger.Error(err, "cannot end the attempt of a removed connector", "project", p.Key, "connector", st.Connector)
+		}
 		h.page(w, p, http.StatusGone, "This service is no longer available",
 			"The service you were connecting has been removed from this project. Nothing was connected. You can close this window.")
 		return st, nil, false

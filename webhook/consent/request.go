@@ -58,6 +58,8 @@ type pageError struct {
 
 // parse validates an authorization request. Errors about the client or its redirect address
 // come back as pageError; every other error is an oauth.Error for the redirect.
+//
+//nolint:gocyclo // one branch per parameter check, in the order RFC 6749 §4.1.2.1 sets (redirect_uri before anything is redirected), read against the RFC as one list
 func parse(ctx context.Context, env *site.Env, p *config.Project, q url.Values) (*request, *pageError, error) {
 	for _, k := range []string{"client_id", "redirect_uri"} {
 		if len(q[k]) > 1 {

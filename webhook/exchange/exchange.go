@@ -160,7 +160,7 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 			kind = store.LinkReconnect
 		case errors.Is(err, store.ErrNotFound):
 			// Disconnected between the two reads: decide again from what is there now.
-			if conn, kind, err = g.decide(ctx, p, subject.Subject, agent.ID, connector); err != nil {
+			if _, kind, err = g.decide(ctx, p, subject.Subject, agent.ID, connector); err != nil {
 				return nil, oauth.Internal(err)
 			}
 			if kind == "" {

@@ -37,15 +37,15 @@ func form(subject string, change func(url.Values)) url.Values {
 func TestExchangeErrors(t *testing.T) {
 	h := lt.New(t, lt.Options{})
 	ctx := context.Background()
-	alice := h.AccessToken(ct.AliceEmail, lt.Agent)
+	h.AccessToken(ct.AliceEmail, lt.Agent) // issued with the others; alice below is a newer one
 	expired := h.AccessToken(ct.AliceEmail, lt.Agent)
 	revoked := h.AccessToken(ct.AliceEmail, lt.Agent)
 	if err := h.Store.RevokeToken(ctx, secret.Hash(revoked), h.Clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	h.Clock.Advance(30 * time.Minute)
-	alice = h.AccessToken(ct.AliceEmail, lt.Agent) // the others are 30 minutes older
-	h.Clock.Advance(31 * time.Minute)              // expired is dead now, alice lives
+	alice := h.AccessToken(ct.AliceEmail, lt.Agent) // the others are 30 minutes older
+	h.Clock.Advance(31 * time.Minute)               // expired is dead now, alice lives
 	forAnother := h.AccessToken(ct.AliceEmail, lt.Copycat)
 	h.Project.Clients["plain"] = &config.Client{ID: "plain", SecretHash: secret.Hash(plainSecret), GrantTypes: []string{"authorization_code"}}
 	copycatOwn := h.AccessToken(ct.AliceEmail, lt.Copycat)

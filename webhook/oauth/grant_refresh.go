@@ -129,7 +129,7 @@ func replayPurpose(oldHash []byte) string {
 
 // sealResponse encodes as: one byte key-id length, key id, sealed JSON.
 func sealResponse(env *site.Env, oldHash []byte, resp *TokenResponse) ([]byte, error) {
-	b, err := json.Marshal(resp)
+	b, err := json.Marshal(resp) //nolint:gosec // G117: the response is sealed with the keyring below before it is stored
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +138,7 @@ func sealResponse(env *site.Env, oldHash []byte, resp *TokenResponse) ([]byte, e
 		return nil, errors.New("key id too long")
 	}
 	out := make([]byte, 0, 1+len(kid)+len(sealed))
-	out = append(out, byte(len(kid)))
+	out = append(out, byte(len(kid))) //nolint:gosec // G115: len(kid) <= 255, checked above
 	out = append(out, kid...)
 	return append(out, sealed...), nil
 }

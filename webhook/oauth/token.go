@@ -89,7 +89,7 @@ func (t *TokenEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := site.Project(r)
 	resp, err := t.serve(w, r, p)
 	if err != nil {
-		t.fail(w, r, p, err)
+		t.fail(w, p, err)
 		return
 	}
 	WriteJSON(w, http.StatusOK, resp)
@@ -136,7 +136,7 @@ func policy(env *site.Env, p *config.Project, client *site.Client, grantType str
 	}
 }
 
-func (t *TokenEndpoint) fail(w http.ResponseWriter, r *http.Request, p *config.Project, err error) {
+func (t *TokenEndpoint) fail(w http.ResponseWriter, p *config.Project, err error) {
 	e := AsError(err)
 	if e.Status >= 500 {
 		t.env.Logger.Error(err, "token endpoint failed", "project", p.Key)

@@ -206,12 +206,12 @@ func httpsURL(s string) bool {
 	return err == nil && u.Scheme == "https" && u.Host != "" && u.User == nil
 }
 
-func validText(field, s string, max int) error {
+func validText(field, s string, limit int) error {
 	if s == "" {
 		return nil
 	}
-	if !utf8.ValidString(s) || utf8.RuneCountInString(s) > max {
-		return metadataError(field + " must be at most " + itoa(max) + " characters")
+	if !utf8.ValidString(s) || utf8.RuneCountInString(s) > limit {
+		return metadataError(field + " must be at most " + itoa(limit) + " characters")
 	}
 	for _, r := range s {
 		if unicode.IsControl(r) || r == utf8.RuneError || unicode.Is(unicode.Bidi_Control, r) {

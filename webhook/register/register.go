@@ -218,7 +218,8 @@ func (h *registrar) update(w http.ResponseWriter, r *http.Request, p *config.Pro
 	now := h.env.Now()
 	updated, err := h.env.Store.UpdateClient(r.Context(), p.Key, c.ID, func(old store.Client) (store.Client, error) {
 		old.UpdatedAt = now
-		return old, apply(&old, m)
+		err := apply(&old, m)
+		return old, err
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		oauth.WriteError(w, invalidToken)

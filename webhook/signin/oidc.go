@@ -122,7 +122,7 @@ func (h *handler) oidcStart(w http.ResponseWriter, r *http.Request) {
 		returnTo = DefaultReturn(p)
 	}
 	now := h.env.Now()
-	prov, err := h.providers.get(p.SignIn.OIDC.Issuer, now)
+	prov, err := h.providers.get(p.SignIn.OIDC.Issuer, now) //nolint:contextcheck // discovery is cached for every request, not tied to this one
 	if err != nil {
 		h.env.Logger.Error(err, "cannot discover the sign-in provider", "project", p.Key, "issuer", p.SignIn.OIDC.Issuer)
 		h.env.Pages.Error(w, http.StatusBadGateway, pages.ErrorData{
@@ -222,7 +222,7 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := h.env.Now()
-	prov, err := h.providers.get(o.Issuer, now)
+	prov, err := h.providers.get(o.Issuer, now) //nolint:contextcheck // discovery is cached for every request, not tied to this one
 	if err != nil {
 		h.upstreamFailed(w, r, p, st, err)
 		return
@@ -255,7 +255,7 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	authTime, err := sessionAuthTime(p, st, claims.AuthTime, now)
 	if errors.Is(err, errNotRecent) {
-		h.notRecent(w, r, p, st, claims.AuthTime != nil)
+		h.notRecent(w, p, st, claims.AuthTime != nil)
 		return
 	}
 	if err != nil {
@@ -337,7 +337,7 @@ func sessionAuthTime(p *config.Project, st oidcState, claim *float64, now time.T
 
 // notRecent refuses a sign-in that was meant to be fresh when the provider's ID token does not
 // show a recent enough authentication: no session is started.
-func (h *handler) notRecent(w http.ResponseWriter, r *http.Request, p *config.Project, st oidcState, hadAuthTime bool) {
+func (h *handler) notRecent(w http.ResponseWriter, p *config.Project, st oidcState, hadAuthTime bool) {
 	h.env.Logger.Info("upstream sign-in not recent enough", "project", p.Key, "auth_time_present", hadAuthTime,
 		"again", st.Again)
 	need := "The page you were going to needs you to have signed in within the last " + minutes(p.Lifetimes.RecentSignIn)

@@ -117,7 +117,7 @@ func (h *handler) form(w http.ResponseWriter, r *http.Request, p *config.Project
 		SetCookie(w, h.env, p, csrfCookie, tok, 0)
 	}
 	base := site.IssuerPath(p)
-	d.Frame.Project = projectName(p)
+	d.Project = projectName(p)
 	d.Action = base + "/sign-in"
 	d.CSRF = tok
 	d.Passwords = len(p.SignIn.Passwords) > 0

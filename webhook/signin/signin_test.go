@@ -3,6 +3,7 @@ package signin
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -112,7 +113,7 @@ func TestSessionAuthTime(t *testing.T) {
 	} {
 		got, err := sessionAuthTime(p, c.st, c.claim, now)
 		switch {
-		case c.errNot && err != errNotRecent, c.err && (err == nil || err == errNotRecent), !c.errNot && !c.err && err != nil:
+		case c.errNot && !errors.Is(err, errNotRecent), c.err && (err == nil || errors.Is(err, errNotRecent)), !c.errNot && !c.err && err != nil:
 			t.Errorf("%s: error %v", c.name, err)
 		case err == nil && !got.Equal(c.want):
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)

@@ -11,7 +11,7 @@ import (
 // ErrOnlyRecognisedApps is the refusal of "Only recognised apps can connect"
 // (docs/recognised-apps.md). Its text is shown as is: on the consent page, as error_description at
 // the token endpoint and in dynamic registration.
-var ErrOnlyRecognisedApps = errors.New("This organisation only allows recognised apps to connect")
+var ErrOnlyRecognisedApps = errors.New("This organisation only allows recognised apps to connect") //nolint:staticcheck // a sentence shown to people as is
 
 // PolicyRefusal is ErrOnlyRecognisedApps with the redirect URIs that caused it, for audit
 // records and the consent page.

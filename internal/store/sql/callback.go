@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"latchkey.dev/latchkey/internal/store"
@@ -66,7 +67,7 @@ func (s *Store) ConsumeCallbackState(ctx context.Context, stateHash []byte, now 
 		}
 		return nil
 	})
-	if err == store.ErrNotFound {
+	if errors.Is(err, store.ErrNotFound) {
 		return store.CallbackState{}, err
 	}
 	return c, err

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"latchkey.dev/latchkey/internal/store"
@@ -164,7 +165,7 @@ func (s *Store) UpsertGrant(ctx context.Context, g store.Grant) (err error) {
 	return s.tx(ctx, func(x q) error {
 		var cur store.Grant
 		err := x.row(ctx, scanGrant(&cur), qLockGrant, g.Project, g.Subject, g.ClientID)
-		if err == store.ErrNotFound {
+		if errors.Is(err, store.ErrNotFound) {
 			n, err := x.execN(ctx, qInsertGrant, g.Project, g.Subject, g.ClientID, list(g.Scopes),
 				ns(g.CreatedAt), ns(g.UpdatedAt))
 			if err == nil && n == 0 {

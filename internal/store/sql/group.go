@@ -78,14 +78,14 @@ func (g *group) do(ctx context.Context, tx bool, fn func(q) error) error {
 			<-p.done // taken: the group decides
 			return g.result(p)
 		case g.s.gate <- struct{}{}:
-			g.lead(p)
+			g.lead(p) //nolint:contextcheck // the batch commits for every caller in it; one caller giving up must not abort the others
 		}
 	}
 }
 
 // result is the caller's outcome; work whose group failed runs again, alone.
 func (g *group) result(p *pending) error {
-	if p.err != errRerun {
+	if !errors.Is(p.err, errRerun) {
 		return p.err
 	}
 	if err := g.s.enter(p.ctx); err != nil {

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -55,7 +56,7 @@ func (s *Store) OpenLink(ctx context.Context, l store.Link, now time.Time) (_ st
 	switch {
 	case err == nil && cur.Kind == l.Kind && now.Before(cur.ExpiresAt):
 		return cur, false, nil
-	case err != nil && err != store.ErrNotFound:
+	case err != nil && !errors.Is(err, store.ErrNotFound):
 		return store.Link{}, false, err
 	}
 	var out store.Link
@@ -71,7 +72,7 @@ func (s *Store) OpenLink(ctx context.Context, l store.Link, now time.Time) (_ st
 		cur = store.Link{}
 		err := x.row(ctx, scanLink(&cur), qOpenLinkFor, l.Project, l.Subject, l.ClientID, l.Connector)
 		switch {
-		case err == store.ErrNotFound:
+		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
 			return err
 		case cur.Kind == l.Kind && now.Before(cur.ExpiresAt):

@@ -253,7 +253,7 @@ func (s *Store) checkpoints() {
 			return
 		case <-t.C:
 			// Errors are transient (a busy file); the next tick tries again.
-			s.ck.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
+			_, _ = s.ck.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
 		}
 	}
 }
@@ -566,7 +566,7 @@ type scanner interface{ Scan(dest ...any) error }
 func (s *Store) tx(ctx context.Context, fn func(q) error) error {
 	for attempt := 0; ; attempt++ {
 		err := s.tx1(ctx, fn)
-		if err == nil || attempt >= 7 || !(err == errRace || s.retryable(err)) {
+		if err == nil || attempt >= 7 || !(errors.Is(err, errRace) || s.retryable(err)) {
 			return err
 		}
 	}
@@ -643,7 +643,7 @@ var errRace = fmt.Errorf("%w: concurrent change, try again", store.ErrConflict)
 // conflict maps a unique-key violation to store.ErrConflict, keeping other errors.
 func conflict(err error) error {
 	if err != nil && isUnique(err) {
-		return fmt.Errorf("%w: %v", store.ErrConflict, err)
+		return fmt.Errorf("%w: %w", store.ErrConflict, err)
 	}
 	return err
 }
@@ -708,9 +708,4 @@ func blob(b []byte) any {
 		return nil
 	}
 	return b
-}
-
-// placeholders returns "?, ?, …" for n values.
-func placeholders(n int) string {
-	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }

@@ -271,12 +271,10 @@ func (s *Server) SessionCookie(login string) *http.Cookie {
 func (t *token) live(now time.Time) bool { return t.expires.IsZero() || now.Before(t.expires) }
 
 // revokeLocked removes every access and refresh token that match.
-func (s *Server) revokeLocked(match func(*token) bool) int {
-	n := 0
+func (s *Server) revokeLocked(match func(*token) bool) {
 	for k, t := range s.access {
 		if match(t) {
 			delete(s.access, k)
-			n++
 		}
 	}
 	for k, t := range s.refresh {
@@ -284,7 +282,12 @@ func (s *Server) revokeLocked(match func(*token) bool) int {
 			delete(s.refresh, k)
 		}
 	}
-	return n
+}
+
+// render writes a page after its status line: an error means the client went away or a
+// template is broken, and the test loading the page sees either.
+func render(w io.Writer, name string, data any) {
+	_ = pages.ExecuteTemplate(w, name, data)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -334,7 +337,7 @@ func pageHeaders(w http.ResponseWriter) {
 func errorPage(w http.ResponseWriter, status int, msg string) {
 	pageHeaders(w)
 	w.WriteHeader(status)
-	pages.ExecuteTemplate(w, "error", msg)
+	render(w, "error", msg)
 }
 
 // authRequest is a validated authorization request.
@@ -417,7 +420,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pageHeaders(w)
-	pages.ExecuteTemplate(w, "approve", map[string]any{
+	render(w, "approve", map[string]any{
 		"App": s.o.AppName, "Login": sess.login, "Scopes": strings.Fields(ar.scope), "Scope": ar.scope,
 		"CSRF": sess.csrf, "ClientID": ar.clientID, "RedirectURI": ar.redirectURI, "State": ar.state,
 		"Challenge": ar.challenge, "ChallengeMethod": ar.method,
@@ -495,7 +498,7 @@ func safeReturn(p string) string {
 
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 	pageHeaders(w)
-	pages.ExecuteTemplate(w, "login", map[string]any{"ReturnTo": safeReturn(r.URL.Query().Get("return_to"))})
+	render(w, "login", map[string]any{"ReturnTo": safeReturn(r.URL.Query().Get("return_to"))})
 }
 
 func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
@@ -512,7 +515,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		pageHeaders(w)
 		w.WriteHeader(http.StatusUnauthorized)
-		pages.ExecuteTemplate(w, "login", map[string]any{"ReturnTo": ret, "Login": login, "Error": "Incorrect username or password."})
+		render(w, "login", map[string]any{"ReturnTo": ret, "Login": login, "Error": "Incorrect username or password."})
 		return
 	}
 	http.SetCookie(w, s.SessionCookie(login))
@@ -564,7 +567,7 @@ func tokenReply(w http.ResponseWriter, r *http.Request, fields map[string]any) {
 	w.Header().Set("Cache-Control", "no-store")
 	if strings.Contains(r.Header.Get("Accept"), "json") {
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		json.NewEncoder(w).Encode(fields)
+		_ = json.NewEncoder(w).Encode(fields)
 		return
 	}
 	v := url.Values{}
@@ -666,7 +669,7 @@ func apiJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "private, no-store")
 	w.WriteHeader(status)
 	if v != nil {
-		json.NewEncoder(w).Encode(v)
+		_ = json.NewEncoder(w).Encode(v)
 	}
 }
 

@@ -273,7 +273,7 @@ func TestTokenEndpointShapes(t *testing.T) {
 	if !strings.HasPrefix(ct, "application/x-www-form-urlencoded") || !strings.HasPrefix(v.Get("access_token"), "gho_") || v.Get("token_type") != "bearer" || v.Get("scope") != "repo,read:user" {
 		t.Fatalf("form answer: %s %v", ct, v)
 	}
-	ct, j, _ = post(url.Values{"client_id": {"Iv1.test"}, "client_secret": {"shh"}, "grant_type": {"password"}}, "application/json", false)
+	_, j, _ = post(url.Values{"client_id": {"Iv1.test"}, "client_secret": {"shh"}, "grant_type": {"password"}}, "application/json", false)
 	if j["error"] != "unsupported_grant_type" {
 		t.Fatalf("password grant: %v", j)
 	}

@@ -186,7 +186,7 @@ func signIn(ctx context.Context, creds credentials, resource, redirect string) (
 		default:
 		}
 	})}
-	go srv.Serve(ln)
+	go func() { _ = srv.Serve(ln) }() // returns http.ErrServerClosed after Close
 	defer srv.Close()
 
 	fmt.Printf("Open this address to sign in to Latchkey as the person Repo Helper works for:\n\n    %s\n\n", authURL)

@@ -54,7 +54,7 @@ func main() {
 	}
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(os.Stderr, "repo-helper %s: %v\n", cmd, err)
-		os.Exit(1)
+		os.Exit(1) //nolint:gocritic // the deferred stop only unregisters the signal handler; exiting does that too
 	}
 }
 
@@ -114,7 +114,7 @@ func serve(ctx context.Context, args []string) error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
-	h, err := repohelper.New(repohelper.Options{
+	h, err := repohelper.New(repohelper.Options{ //nolint:contextcheck // New discovers the issuer under its own timeout
 		Issuer:       creds.issuer,
 		ClientID:     creds.clientID,
 		ClientSecret: creds.clientSecret,
@@ -134,7 +134,7 @@ func serve(ctx context.Context, args []string) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
