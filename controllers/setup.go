@@ -24,7 +24,6 @@ import (
 	"latchkey.dev/latchkey/internal/store"
 )
 
-// Options configures the controllers and the compiler.
 // Store is the part of the runtime state the controllers use: RedirectPolicy enforcement
 // lists a project's registered clients, counts the live tokens of each, and revokes those of
 // clients a policy refuses.
@@ -34,6 +33,7 @@ type Store interface {
 	RevokeClientTokens(ctx context.Context, project string, clientIDs []string, now time.Time) (map[string]int64, error)
 }
 
+// Options configures the controllers and the compiler.
 type Options struct {
 	// PublicURL is the server's external base URL (scheme, host, optional path prefix); issuers
 	// are {PublicURL}/{namespace}/{project}. Required.

@@ -223,14 +223,14 @@ func ExampleTool() {
 	defer ss.Close()
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "agent", Version: "1.0.0"}, nil).Connect(ctx, clientEnd, nil)
 	if err != nil {
-		log.Fatal(err)
+		panic(err) // unlike log.Fatal, runs the deferred Close calls
 	}
 	defer cs.Close()
 
 	call := func() {
 		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "list_repos"})
 		if err != nil {
-			log.Fatal(err)
+			panic(err) // unlike log.Fatal, runs the deferred Close calls
 		}
 		fmt.Printf("isError=%v\n%s\n", res.IsError, res.Content[0].(*sdk.TextContent).Text)
 	}

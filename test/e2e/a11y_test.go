@@ -80,7 +80,7 @@ type axeViolation struct {
 // a person's browser does.
 func (a *auditor) browser(ctx context.Context, name string) *testbrowser.Profile {
 	p := testbrowser.New(a.t, ctx, name)
-	p.Do(chromedp.EmulateViewport(720, 900))
+	p.Do(chromedp.EmulateViewport(720, 900)) //nolint:contextcheck // Do runs in the profile's own browser context, which testbrowser.New derived from ctx
 	return p
 }
 

@@ -99,7 +99,7 @@ func TestObserveReportsOnceWithWhatTheCallerSaw(t *testing.T) {
 		t.Fatal(err)
 	}
 	wrong := errors.New("wrong verifier")
-	if _, err := st.RedeemAuthCode(ctx, code.Hash, now, func(store.AuthCode) error { return wrong }); err != wrong {
+	if _, err := st.RedeemAuthCode(ctx, code.Hash, now, func(store.AuthCode) error { return wrong }); !errors.Is(err, wrong) {
 		t.Fatalf("refused redemption: %v", err)
 	}
 	// On SQLite DeleteConnection reads the connection first; that read is part of it.
