@@ -38,6 +38,20 @@ func TestPostgres(t *testing.T) {
 	})
 }
 
+// TestPgBouncer runs the conformance suite through PgBouncer in transaction mode, configured
+// as docs/operations.md asks ("PostgreSQL in production"): every transaction may run on a
+// different server connection, so nothing the store does may depend on session state.
+func TestPgBouncer(t *testing.T) {
+	pgtest.SkipShort(t)
+	if os.Getenv(pgtest.EnvPgBouncerDSN) == "" && os.Getenv("CI") != "true" {
+		t.Skip(pgtest.EnvPgBouncerDSN + " is not set; set it to the postgres:// URL of a PgBouncer in transaction mode to run these tests")
+	}
+	conformance.Run(t, func(t *testing.T) store.Store {
+		t.Parallel()
+		return openTest(t, pgtest.PgBouncerDSN(t)+"&pool_max_conns=8")
+	})
+}
+
 func openTest(t testing.TB, dsn string) *Store {
 	t.Helper()
 	s, err := Open(context.Background(), dsn)
@@ -75,7 +89,7 @@ func TestOpenRejects(t *testing.T) {
 // Replicas (or a restart) opening one database at the same time: the migrations are applied
 // once and everyone starts.
 func TestConcurrentOpen(t *testing.T) {
-	for name, dsn := range map[string]func(testing.TB) string{"sqlite": sqliteDSN, "postgres": postgresDSN} {
+	for name, dsn := range map[string]func(testing.TB) string{"sqlite": sqliteDSN, "postgres": postgresDSN, "pgbouncer": pgtest.PgBouncerDSN} {
 		t.Run(name, func(t *testing.T) {
 			dsn := dsn(t)
 			const n = 4
@@ -257,7 +271,7 @@ func countArgs(q string) int {
 var backends = []struct {
 	name string
 	dsn  func(testing.TB) string
-}{{"sqlite", sqliteDSN}, {"postgres", postgresDSN}}
+}{{"sqlite", sqliteDSN}, {"postgres", postgresDSN}, {"pgbouncer", pgtest.PgBouncerDSN}}
 
 var bench = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
