@@ -57,6 +57,9 @@ type Store struct {
 
 	// observer is told of every store operation (see Observe); nil when nobody listens.
 	observer func(op string, took time.Duration, err error)
+
+	// searchPath is the search_path the PostgreSQL DSN sets, checked at Open (pooler.go).
+	searchPath string
 }
 
 // Option configures Open.
@@ -95,9 +98,9 @@ type stmtKey struct {
 //	sqlite:/var/lib/latchkey/latchkey.db
 //	postgres://user:pass@host:5432/db?sslmode=verify-full
 //
-// On PostgreSQL the connection's search_path (e.g. ?search_path=latchkey) chooses the schema;
-// the migration and garbage-collection locks are per schema, so two installations can share a
-// database.
+// On PostgreSQL the connection's search_path (e.g. ?search_path=latchkey, or the role's own
+// default behind a pooler, see pooler.go) chooses the schema; the migration and
+// garbage-collection locks are per schema, so two installations can share a database.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	var (
 		s   *Store
@@ -141,7 +144,10 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 // start checks the connection, migrates, and prepares statements.
 func (s *Store) start(ctx context.Context) error {
 	if err := s.w.PingContext(ctx); err != nil {
-		return fmt.Errorf("sqlstore: connect: %w", err)
+		return fmt.Errorf("sqlstore: connect: %w", connectHint(err))
+	}
+	if err := s.checkSearchPath(ctx); err != nil {
+		return err
 	}
 	if err := s.migrate(ctx); err != nil {
 		return err
@@ -278,7 +284,7 @@ func openPostgres(dsn string) (*Store, error) {
 	db.SetMaxIdleConns(n)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	db.SetConnMaxLifetime(time.Hour)
-	return &Store{d: postgresDialect, w: db, r: db}, nil
+	return &Store{d: postgresDialect, w: db, r: db, searchPath: searchPathParam(cfg.RuntimeParams)}, nil
 }
 
 // Close closes every connection.

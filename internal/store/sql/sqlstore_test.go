@@ -52,6 +52,70 @@ func TestPgBouncer(t *testing.T) {
 	})
 }
 
+// A pooler that drops the search_path the DSN sets (PgBouncer's ignore_startup_parameters,
+// as .ci/run configures it and managed poolers offer) would have the migrations create the
+// tables in the role's default schema: Open refuses instead and says what to do. The role's
+// default schema stays empty.
+func TestPgBouncerDroppedSearchPath(t *testing.T) {
+	for name, param := range map[string]func(schema string) (string, string){
+		"search_path": func(schema string) (string, string) { return "search_path", schema },
+		"options":     func(schema string) (string, string) { return "options", "-c search_path=" + schema },
+	} {
+		t.Run(name, func(t *testing.T) {
+			bouncer := pgtest.PgBouncerDSN(t) // as a role whose default search_path is its own schema
+			u, err := url.Parse(bouncer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			role := u.User.Username()
+			wanted := schemaOf(t, postgresDSN(t))
+			// pgx reads a + in the query as itself, not as a space.
+			key, value := param(wanted)
+			u.RawQuery += "&" + key + "=" + strings.ReplaceAll(url.QueryEscape(value), "+", "%20")
+			s, err := Open(t.Context(), u.String())
+			if err == nil {
+				s.Close()
+				t.Errorf("Open through a pooler that dropped search_path=%s succeeded", wanted)
+			} else if !strings.Contains(err.Error(), "ALTER ROLE") || !strings.Contains(err.Error(), wanted) {
+				t.Errorf("Open: %v; want an error that names the schema and ALTER ROLE … SET search_path", err)
+			}
+			admin, err := sql.Open("pgx", os.Getenv(pgtest.EnvDSN))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer admin.Close()
+			var tables int
+			if err := admin.QueryRow(`SELECT count(*) FROM pg_tables WHERE schemaname = $1`, role).Scan(&tables); err != nil {
+				t.Fatal(err)
+			}
+			if tables != 0 {
+				t.Errorf("the role's default schema %s has %d tables, want none", role, tables)
+			}
+		})
+	}
+}
+
+func TestSearchPathParam(t *testing.T) {
+	for _, c := range []struct {
+		params map[string]string
+		want   string
+	}{
+		{nil, ""},
+		{map[string]string{"search_path": "latchkey"}, "latchkey"},
+		{map[string]string{"search_path": "a", "options": "-c search_path=b"}, "a"},
+		{map[string]string{"options": "-c search_path=latchkey"}, "latchkey"},
+		{map[string]string{"options": "-csearch_path=latchkey,public"}, "latchkey,public"},
+		{map[string]string{"options": "--search-path=x -c statement_timeout=5s"}, "x"},
+		{map[string]string{"options": `-c statement_timeout=5s  -c SEARCH_PATH=my\ schema`}, "my schema"},
+		{map[string]string{"options": "-c search_path=a -c search_path=b"}, "b"},
+		{map[string]string{"options": "-c statement_timeout=5s"}, ""},
+	} {
+		if got := searchPathParam(c.params); got != c.want {
+			t.Errorf("searchPathParam(%q) = %q, want %q", c.params, got, c.want)
+		}
+	}
+}
+
 func openTest(t testing.TB, dsn string) *Store {
 	t.Helper()
 	s, err := Open(context.Background(), dsn)
