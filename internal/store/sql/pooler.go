@@ -103,3 +103,16 @@ func searchPathParam(params map[string]string) string {
 	}
 	return path
 }
+
+// preparedHint explains the errors that pgx's named prepared statements meet through a pooler
+// in transaction mode: a statement prepared on one server connection is unknown on the next,
+// or another client already prepared it there. The store never prepares statements by name
+// itself, so on PostgreSQL these codes mean just that.
+func preparedHint(err error) error {
+	switch pgCode(err) {
+	case "42P05", "26000": // duplicate_prepared_statement, invalid_sql_statement_name
+		return fmt.Errorf("%w (through a pooler in transaction mode, add default_query_exec_mode=cache_describe "+
+			"to the DSN: docs/operations.md, \"PostgreSQL in production\")", err)
+	}
+	return err
+}

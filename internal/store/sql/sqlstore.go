@@ -80,7 +80,13 @@ func Observe(fn func(op string, took time.Duration, err error)) Option {
 
 // observe reports one operation to the observer. Every exported method of store.Store defers
 // it as its first statement, with its own name (TestEveryOperationIsObserved checks).
+//
+// It also adds the pooler advice to the errors of named prepared statements (preparedHint):
+// every operation's error passes here.
 func (s *Store) observe(op string, start time.Time, err *error) {
+	if *err != nil && s.postgres() {
+		*err = preparedHint(*err)
+	}
 	if s.observer != nil {
 		s.observer(op, time.Since(start), *err)
 	}
@@ -130,7 +136,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		}
 		if attempt >= 50 || sqliteCode(err)&0xff != sqlite3.SQLITE_BUSY {
 			s.Close()
-			return nil, err
+			return nil, preparedHint(err)
 		}
 		select {
 		case <-ctx.Done():

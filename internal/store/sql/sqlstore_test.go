@@ -95,6 +95,53 @@ func TestPgBouncerDroppedSearchPath(t *testing.T) {
 	}
 }
 
+// Through a transaction-mode pooler without default_query_exec_mode=cache_describe, pgx's
+// named prepared statements meet server connections that do not know them, or already do:
+// each such error says what to add to the DSN.
+func TestPgBouncerNamedStatementsHint(t *testing.T) {
+	dsn := strings.Replace(pgtest.PgBouncerDSN(t), "default_query_exec_mode=cache_describe", "default_query_exec_mode=cache_statement", 1)
+	const hint = "add default_query_exec_mode=cache_describe to the DSN"
+	s, err := Open(t.Context(), dsn+"&pool_max_conns=8")
+	if err != nil {
+		if !strings.Contains(err.Error(), hint) {
+			t.Fatalf("Open: %v; want the pooler advice", err)
+		}
+		return
+	}
+	defer s.Close()
+	var (
+		mu     sync.Mutex
+		failed []error
+		wg     sync.WaitGroup
+	)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				a, r := benchPair("hint"+strconv.Itoa(w), int64(i))
+				err := s.CreateTokens(t.Context(), a, r)
+				if err == nil {
+					_, err = s.GetToken(t.Context(), a.Hash)
+				}
+				if err != nil {
+					mu.Lock()
+					failed = append(failed, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(failed) == 0 {
+		t.Fatal("no operation failed through the pooler with named prepared statements; the test no longer shows the symptom")
+	}
+	for _, err := range failed {
+		if !strings.Contains(err.Error(), hint) {
+			t.Errorf("%v; want the pooler advice", err)
+		}
+	}
+	t.Logf("%d of 800 operations failed, each with the advice", len(failed))
+}
+
 func TestSearchPathParam(t *testing.T) {
 	for _, c := range []struct {
 		params map[string]string
