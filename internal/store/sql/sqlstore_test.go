@@ -539,3 +539,55 @@ func BenchmarkSQLiteWriters(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPostgresTokenSizes fills the tokens table with b.N tokens (access and refresh in
+// pairs, shaped as the code flow stores them: random 32-byte hashes and family ids, 50 clients,
+// 10,000 people, issued over an hour) and reports the table's and each index's size in MB,
+// for docs/operations.md ("PostgreSQL in production"):
+//
+//	go test ./internal/store/sql -run '^$' -bench PostgresTokenSizes -benchtime 1000000x
+func BenchmarkPostgresTokenSizes(b *testing.B) {
+	s := openTest(b, postgresDSN(b))
+	ctx := b.Context()
+	now := time.Now().UnixNano()
+	const batch = 100000 // pairs per statement
+	b.ResetTimer()
+	for first := int64(0); first < int64(b.N)/2; first += batch {
+		last := min(first+batch, int64(b.N)/2) - 1
+		_, err := s.w.ExecContext(ctx, `INSERT INTO tokens (hash, kind, project, client_id, subject, scopes,
+	audience, family_id, generation, code_hash, auth_time, issued_at, expires_at)
+SELECT decode(md5('h' || g || k) || md5('i' || g || k), 'hex'), k, 'team-a/default',
+	md5('client' || g % 50), md5('person' || g % 10000), '["read","write"]',
+	'["https://mcp.example.com/"]', md5('family' || g), 0,
+	decode(md5('c' || g) || md5('d' || g), 'hex'), t, t,
+	t + CASE k WHEN 'access' THEN 3600000000000 ELSE 2592000000000000 END
+FROM generate_series($1::bigint, $2::bigint) g,
+	(VALUES ('access'), ('refresh')) v(k),
+	LATERAL (SELECT $3::bigint - (g * 7919 % 3600) * 1000000000 AS t) x`, first, last, now)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if _, err := s.w.ExecContext(ctx, `VACUUM ANALYZE tokens`); err != nil {
+		b.Fatal(err)
+	}
+	rows, err := s.w.QueryContext(ctx, `SELECT c.relname, pg_relation_size(c.oid) FROM pg_class c
+WHERE c.relnamespace = current_schema()::regnamespace
+	AND (c.relname = 'tokens' OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'tokens'::regclass))`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var size int64
+		if err := rows.Scan(&name, &size); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(size)/(1<<20), name+"-MB")
+	}
+	if err := rows.Err(); err != nil {
+		b.Fatal(err)
+	}
+}
