@@ -563,7 +563,7 @@ SELECT decode(md5('h' || g || k) || md5('i' || g || k), 'hex'), k, 'team-a/defau
 	t + CASE k WHEN 'access' THEN 3600000000000 ELSE 2592000000000000 END
 FROM generate_series($1::bigint, $2::bigint) g,
 	(VALUES ('access'), ('refresh')) v(k),
-	LATERAL (SELECT $3::bigint - (g * 7919 % 3600) * 1000000000 AS t) x`, first, last, now)
+	LATERAL (SELECT $3::bigint - g * 7919 % 3600000000000 AS t) x`, first, last, now)
 		if err != nil {
 			b.Fatal(err)
 		}
