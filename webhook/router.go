@@ -3,32 +3,26 @@ package webhook
 import (
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"latchkey.dev/latchkey/webhook/oauth"
+	"latchkey.dev/latchkey/webhook/pages"
 	"latchkey.dev/latchkey/webhook/site"
 )
 
 // router implements site.Router on one ServeMux that holds only per-project routes, so flow
-// patterns never conflict with the server-wide ones.
+// patterns never conflict with the server-wide ones. New registers every flow and hands the
+// router to nobody afterwards, so the routes are fixed once the server is built; a pattern
+// registered twice panics there (http.ServeMux), at start-up.
 type router struct {
 	mux  *http.ServeMux
 	base string
 	s    *Server
 
-	mu        sync.Mutex
-	slots     map[string]*slot
-	preflight map[string]bool
+	preflight map[string]bool // paths whose OPTIONS route is registered
 }
 
-// slot lets a pattern be registered again: the mux keeps the slot, the slot the handler.
-type slot struct{ h atomic.Pointer[http.Handler] }
-
-func (s *slot) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*s.h.Load()).ServeHTTP(w, r) }
-
 func newRouter(s *Server, base string) *router {
-	rt := &router{mux: http.NewServeMux(), base: base, s: s, slots: map[string]*slot{}, preflight: map[string]bool{}}
+	rt := &router{mux: http.NewServeMux(), base: base, s: s, preflight: map[string]bool{}}
 	// Anything under a project that no flow handles: the same 404 page as everything else.
 	rt.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.env.Pages.NotFound(w) }))
 	return rt
@@ -48,20 +42,10 @@ func (rt *router) split(pattern string) (method, path string) {
 
 func (rt *router) add(pattern string, h http.Handler) {
 	method, path := rt.split(pattern)
-	full := path
 	if method != "" {
-		full = method + " " + path
+		path = method + " " + path
 	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if sl, ok := rt.slots[full]; ok {
-		sl.h.Store(&h)
-		return
-	}
-	sl := &slot{}
-	sl.h.Store(&h)
-	rt.slots[full] = sl
-	rt.mux.Handle(full, sl)
+	rt.mux.Handle(path, h)
 }
 
 func (rt *router) Page(pattern string, h http.Handler) { rt.add(pattern, rt.page(h)) }
@@ -72,8 +56,6 @@ func (rt *router) API(pattern string, h http.Handler) {
 	if method == "" || method == http.MethodOptions {
 		return
 	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
 	if !rt.preflight[path] {
 		rt.preflight[path] = true
 		rt.mux.Handle("OPTIONS "+path, rt.api(http.NotFoundHandler()))
@@ -117,4 +99,16 @@ func (rt *router) api(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, site.WithProject(r, p))
 	})
+}
+
+// projectHome sends the issuer's own address to the account page.
+func (s *Server) projectHome(w http.ResponseWriter, r *http.Request) {
+	http.Redirect(w, r, site.IssuerPath(site.Project(r))+"/account", http.StatusFound)
+}
+
+func pagesForbidden() pages.ErrorData {
+	return pages.ErrorData{
+		Frame:   pages.Frame{Title: "Request refused"},
+		Message: "This request came from another site, so it was refused. Go back to the page and try again.",
+	}
 }

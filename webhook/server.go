@@ -1,10 +1,11 @@
 // Package webhook is Latchkey's bundled HTTP server: the OAuth endpoints, the sign-in,
 // consent and account pages of every project, and the server-wide health and static paths.
 //
-// Each flow lives in its own package under webhook/ and plugs in through site.Router
-// (Register(rt, env)); further grant types plug into the token endpoint (Server.Grant). The
-// server itself only routes: it resolves the project from the first two path segments under
-// the public URL, sets the security headers, and recovers from panics.
+// Each flow lives in its own package under webhook/ and New mounts it through site.Router
+// (Register(rt, env)); the routes are fixed from then on. Further grant types plug into the
+// token endpoint (Server.Grant). The server itself only routes: it resolves the project from
+// the first two path segments under the public URL, sets the security headers, and recovers
+// from panics.
 package webhook
 
 import (
@@ -73,6 +74,9 @@ type Options struct {
 	// ClientAddressHeader is the header those proxies set: X-Forwarded-For (when empty) or
 	// Forwarded.
 	ClientAddressHeader string
+	// ConnectionHooks run after each saved connection, after the one that finishes the connect
+	// link the connection was made for; may be nil.
+	ConnectionHooks []callback.Hook
 }
 
 // Server is the HTTP handler.
@@ -147,8 +151,6 @@ func New(o Options) (*Server, error) {
 	s.sys.HandleFunc("GET "+base+"/-/readyz", s.readyz)
 	s.sys.Handle("GET "+base+"/-/static/", http.StripPrefix(base+"/-/static/", pg.Static()))
 
-	// Placeholders first: a later flow registering the same pattern replaces them.
-	s.router.Page("GET /account", http.HandlerFunc(s.accountPlaceholder))
 	s.router.Page("GET /{$}", http.HandlerFunc(s.projectHome))
 
 	s.oauth = oauth.Register(s.router, env)
@@ -161,7 +163,7 @@ func New(o Options) (*Server, error) {
 	register.Register(s.router, env)
 	account.Register(s.router, env)
 	links.Register(s.router, env)
-	callback.Register(s.router, env, links.Hook(env))
+	callback.Register(s.router, env, append([]callback.Hook{links.Hook(env)}, o.ConnectionHooks...)...)
 	vault := o.Vault
 	if vault == nil {
 		vault = &upstream.Vault{Store: o.Store, Keyring: o.Keyring, Now: now, OnRefresh: o.Metrics.UpstreamRefresh}
@@ -177,17 +179,10 @@ func New(o Options) (*Server, error) {
 // Env is the environment flows are registered with.
 func (s *Server) Env() *site.Env { return s.env }
 
-// Router mounts further flows under every issuer.
-func (s *Server) Router() site.Router { return s.router }
-
 // Grant registers a grant type at every project's token endpoint.
 func (s *Server) Grant(grantType string, h oauth.GrantHandler) {
 	s.oauth.Token.Handle(grantType, countedGrant{grantType: grantType, next: h, m: s.metrics})
 }
-
-// Handle registers a server-wide route (for example under /-/). Server-wide routes are tried
-// before per-project routes and never conflict with them.
-func (s *Server) Handle(pattern string, h http.Handler) { s.sys.Handle(pattern, h) }
 
 // ServeHTTP counts and logs the request (by its route pattern) and routes it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }

@@ -30,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -268,7 +269,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if err != nil {
 		return fmt.Errorf("http server: %w", err)
 	}
-	if err := mgr.Add(&httpServer{name: "http", ln: ln, grace: o.shutdownGrace, log: log, srv: newHTTPServer(handler, log)}); err != nil {
+	if err := mgr.Add(serverRunnable("http", ln, newHTTPServer(handler, log), o.shutdownGrace)); err != nil {
 		return err
 	}
 
@@ -281,11 +282,11 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(metricsGatherer(), promhttp.HandlerOpts{
 			ErrorHandling: promhttp.ContinueOnError,
 		}))
-		if err := mgr.Add(&httpServer{name: "metrics", ln: mln, grace: o.shutdownGrace, log: log, srv: &http.Server{
+		if err := mgr.Add(serverRunnable("metrics", mln, &http.Server{
 			Handler:           mux,
 			ReadHeaderTimeout: 5 * time.Second,
 			MaxHeaderBytes:    16 << 10,
-		}}); err != nil {
+		}, o.shutdownGrace)); err != nil {
 			return err
 		}
 	}
@@ -390,37 +391,12 @@ func metricsGatherer() prometheus.Gatherer {
 	return prometheus.Gatherers{ctrlmetrics.Registry, own}
 }
 
-// httpServer runs an http.Server as a manager Runnable on every replica (not only the leader)
-// and drains in-flight requests when the manager stops.
-type httpServer struct {
-	name  string
-	ln    net.Listener
-	srv   *http.Server
-	grace time.Duration
-	log   logr.Logger
-}
-
-func (s *httpServer) NeedLeaderElection() bool { return false }
-
-func (s *httpServer) Start(ctx context.Context) error {
-	errc := make(chan error, 1)
-	go func() { errc <- s.srv.Serve(s.ln) }()
-	s.log.Info("serving", "server", s.name, "addr", s.ln.Addr().String())
-	select {
-	case err := <-errc:
-		return fmt.Errorf("%s server: %w", s.name, err)
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.grace)
-	defer cancel()
-	if err := s.srv.Shutdown(shutdownCtx); err != nil {
-		s.log.Error(err, "requests still running at shutdown were cut off", "server", s.name)
-		return s.srv.Close()
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+// serverRunnable serves srv on ln on every replica, not only the leader (every replica answers
+// requests; docs/decisions/0004-every-replica-serves.md). When the manager stops, the listener
+// closes and requests already running get up to grace to finish; the manager's own
+// GracefulShutdownTimeout is longer, so it waits for them.
+func serverRunnable(name string, ln net.Listener, srv *http.Server, grace time.Duration) *manager.Server {
+	return &manager.Server{Name: name, Server: srv, Listener: ln, ShutdownTimeout: &grace}
 }
 
 // collector deletes expired runtime state periodically. It runs on every replica: on PostgreSQL

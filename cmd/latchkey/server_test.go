@@ -22,12 +22,12 @@ func TestHTTPServerDrainsInFlightRequests(t *testing.T) {
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
-	s := &httpServer{name: "test", ln: ln, srv: &http.Server{Handler: h}, grace: time.Minute, log: logr.Discard()}
+	s := serverRunnable("test", ln, &http.Server{Handler: h}, time.Minute)
 	if s.NeedLeaderElection() {
 		t.Fatal("the HTTP server must run on every replica, not only the leader")
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), logr.Discard()))
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Start(ctx) }()
 

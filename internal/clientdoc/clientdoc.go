@@ -33,10 +33,13 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 
 	"latchkey.dev/latchkey/internal/netguard"
 	"latchkey.dev/latchkey/internal/redirect"
@@ -117,21 +120,17 @@ type Fetcher struct {
 	o      Options
 	client *http.Client
 
-	mu       sync.Mutex
-	cache    map[string]entry
-	inflight map[string]*call
+	// flight makes concurrent Gets for one id share one fetch.
+	flight singleflight.Group
+
+	mu    sync.Mutex
+	cache map[string]entry
 }
 
 type entry struct {
 	doc     *Document
 	err     error
 	expires time.Time
-}
-
-type call struct {
-	done chan struct{}
-	doc  *Document
-	err  error
 }
 
 // New returns a Fetcher.
@@ -181,8 +180,7 @@ func New(o Options) *Fetcher {
 				return errRedirect
 			},
 		},
-		cache:    map[string]entry{},
-		inflight: map[string]*call{},
+		cache: map[string]entry{},
 	}
 }
 
@@ -201,38 +199,47 @@ func (f *Fetcher) Get(ctx context.Context, id string) (*Document, error) {
 	if err := ValidateID(id, f.o.AllowLoopback); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	if e, ok := f.cache[id]; ok && f.o.Now().Before(e.expires) {
-		f.mu.Unlock()
+	if e, ok := f.cached(id); ok {
 		return e.doc, e.err
 	}
-	c, ok := f.inflight[id]
-	if !ok {
-		c = &call{done: make(chan struct{})}
-		f.inflight[id] = c
-		go f.run(context.WithoutCancel(ctx), id, c)
-	}
-	f.mu.Unlock()
+	// The fetch runs in its own goroutine without the caller's cancellation: a caller giving up
+	// does not fail the fetch for the others waiting on it.
+	fetchCtx := context.WithoutCancel(ctx)
+	ch := f.flight.DoChan(id, func() (any, error) {
+		// A fetch that ended between the check above and joining this flight is cached.
+		if e, ok := f.cached(id); ok {
+			return e, nil
+		}
+		return f.run(fetchCtx, id), nil
+	})
 	select {
-	case <-c.done:
-		return c.doc, c.err
+	case r := <-ch:
+		e := r.Val.(entry)
+		return e.doc, e.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 }
 
-// run fetches once for every waiter; a caller giving up does not cancel it for the others.
-func (f *Fetcher) run(ctx context.Context, id string, c *call) {
+// cached returns the unexpired entry for id.
+func (f *Fetcher) cached(id string) (entry, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.cache[id]
+	return e, ok && f.o.Now().Before(e.expires)
+}
+
+// run fetches and caches the outcome, a failure included (for FailureTTL).
+func (f *Fetcher) run(ctx context.Context, id string) entry {
 	doc, ttl, err := f.fetch(ctx, id)
 	if err != nil {
 		ttl = f.o.FailureTTL
 	}
-	c.doc, c.err = doc, err
+	e := entry{doc: doc, err: err, expires: f.o.Now().Add(ttl)}
 	f.mu.Lock()
-	f.store(id, entry{doc: doc, err: err, expires: f.o.Now().Add(ttl)})
-	delete(f.inflight, id)
+	f.store(id, e)
 	f.mu.Unlock()
-	close(c.done)
+	return e
 }
 
 // store adds an entry, making room first: expired entries go, then arbitrary ones.
@@ -479,7 +486,7 @@ func Parse(id string, body []byte) (*Document, error) {
 		if err := redirect.ValidateRedirectURI(u); err != nil {
 			return nil, problem("redirect_uris: %v", err)
 		}
-		if !contains(uris, u) {
+		if !slices.Contains(uris, u) {
 			uris = append(uris, u)
 		}
 	}
@@ -496,13 +503,4 @@ func Parse(id string, body []byte) (*Document, error) {
 		Scope:         d.Scope,
 		Raw:           body,
 	}, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

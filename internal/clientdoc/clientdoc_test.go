@@ -131,6 +131,63 @@ func TestGetHappyPathAndCache(t *testing.T) {
 	}
 }
 
+// Concurrent requests for one client id share one fetch (a burst of authorize requests must not
+// make the server a burst of fetches), and a caller that gives up neither fails nor cancels the
+// fetch the others wait for.
+func TestConcurrentGetsShareOneFetch(t *testing.T) {
+	s := newSite(t)
+	c := testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	f := s.fetcher(c, Options{})
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	doc, _ := json.Marshal(map[string]any{
+		"client_id": s.url("/slow.json"), "client_name": "Slow", "redirect_uris": []string{"http://127.0.0.1/cb"},
+		"token_endpoint_auth_method": "none",
+	})
+	s.handle("/slow.json", func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(doc)
+	})
+	id := s.url("/slow.json")
+
+	impatient, giveUp := context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := f.Get(impatient, id)
+		gaveUp <- err
+	}()
+	<-entered
+	const waiters = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, waiters)
+	for range waiters {
+		wg.Go(func() {
+			d, err := f.Get(context.Background(), id)
+			if err == nil && d.ClientName != "Slow" {
+				err = errors.New("wrong document: " + d.ClientName)
+			}
+			errs <- err
+		})
+	}
+	giveUp()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Errorf("the caller that gave up got %v, want context.Canceled", err)
+	}
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+	}
+	if n := s.fetches.Load(); n != 1 {
+		t.Errorf("fetched %d times for concurrent requests, want 1", n)
+	}
+}
+
 func TestCacheBounds(t *testing.T) {
 	s := newSite(t)
 	c := testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))

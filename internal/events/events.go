@@ -16,8 +16,6 @@ package events
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 )
 
@@ -219,7 +218,7 @@ func (e *Emitter) fanOut(ctx context.Context, p *config.Project, typ string, r s
 	if len(p.EventSinks) == 0 {
 		return nil
 	}
-	id := NewID()
+	id := secret.NewID()
 	body, err := Envelope(id, p, typ, r)
 	if err != nil {
 		return err
@@ -271,11 +270,4 @@ func Envelope(id string, p *config.Project, typ string, r store.AuditRecord) ([]
 		DataContentType: "application/json",
 		Data:            Data{Project: p.Key, Actor: r.Actor, Subject: r.Target, Details: r.Details},
 	})
-}
-
-// NewID returns a random CloudEvents id (128 bits, hex).
-func NewID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"strconv"
 	"testing"
 	"time"
 )
@@ -35,5 +36,26 @@ func TestLimiter(t *testing.T) {
 	}
 	if Seconds(0) != 1 || Seconds(1500*time.Millisecond) != 2 || Seconds(15*time.Second) != 15 {
 		t.Error("Seconds rounds up to whole seconds, at least one")
+	}
+}
+
+// Keys are chosen by whoever makes the requests, so the buckets are bounded: past maxBuckets the
+// full ones are forgotten (a fresh bucket would be the same), while one still being drained keeps
+// its count however many new keys arrive.
+func TestLimiterForgetsOnlyFullBuckets(t *testing.T) {
+	l := New(2, time.Minute)
+	now := time.Unix(0, 0)
+	for i := range maxBuckets - 1 {
+		l.Take(strconv.Itoa(i), now)
+	}
+	later := now.Add(2 * time.Minute)
+	l.Take("victim", later.Add(-30*time.Second))
+	l.Take("victim", later.Add(-30*time.Second))
+	l.Take("new", later)
+	if n := len(l.buckets); n != 2 {
+		t.Errorf("%d buckets after the sweep, want 2 (the drained one and the new one)", n)
+	}
+	if ok, _ := l.Take("victim", later); ok {
+		t.Error("the drained bucket was forgotten by the sweep")
 	}
 }

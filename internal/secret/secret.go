@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"strings"
 )
 
@@ -32,6 +33,17 @@ func New(prefix string) string {
 		panic(err)
 	}
 	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// NewID returns a random identifier: 128 bits in lowercase hex. Identifiers (people, clients,
+// token families, connections, links, events) name a record rather than grant anything, so
+// they carry half a secret's entropy, still far beyond guessing or collision.
+func NewID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // as in New
+	}
+	return hex.EncodeToString(b[:])
 }
 
 // Hash is the storage form of a random secret.

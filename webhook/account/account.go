@@ -278,15 +278,9 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) (*config.Projec
 	pages.NoStore(w.Header())
 	p := site.Project(r)
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-	if err := r.ParseForm(); err != nil {
+	if err := r.ParseForm(); err != nil || repeated(r.PostForm) {
 		h.env.Pages.Error(w, http.StatusBadRequest, pages.ErrorData{Frame: pages.Frame{Project: signin.ProjectName(p)}, Message: "The form could not be read."})
 		return nil, store.Person{}, store.Session{}, nil, false
-	}
-	for _, v := range r.PostForm {
-		if len(v) > 1 {
-			h.env.Pages.Error(w, http.StatusBadRequest, pages.ErrorData{Frame: pages.Frame{Project: signin.ProjectName(p)}, Message: "The form could not be read."})
-			return nil, store.Person{}, store.Session{}, nil, false
-		}
 	}
 	session, person, ok := signin.Require(h.env, w, r, site.IssuerPath(p)+Path)
 	if !ok {
@@ -300,6 +294,16 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) (*config.Projec
 		return nil, store.Person{}, store.Session{}, nil, false
 	}
 	return p, person, session, r.PostForm, true
+}
+
+// repeated reports whether a form names a field more than once; no action's form does.
+func repeated(form url.Values) bool {
+	for _, v := range form {
+		if len(v) > 1 {
+			return true
+		}
+	}
+	return false
 }
 
 func (h *handler) back(w http.ResponseWriter, r *http.Request, p *config.Project, notice string) {

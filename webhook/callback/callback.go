@@ -2,8 +2,6 @@ package callback
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/url"
@@ -109,33 +107,24 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	code := q.Get("code")
-	if !param(state) || !param(code) {
-		h.invalid(w, p)
+	at, ok := h.findAttempt(w, r, p, state, code)
+	if !ok {
 		return
 	}
 	ctx := r.Context()
-	stateHash := secret.Hash(state)
-	st, c, ok := h.lookup(w, r, p, stateHash)
-	if !ok {
-		return
-	}
-	here, ok := h.whoIsHere(w, r, p, c, stateHash, st)
-	if !ok {
-		return
-	}
-	if binding := readBinding(r, h.env); binding != "" && secret.HashEqual(binding, st.BindingHash) {
+	if binding := readBinding(r, h.env); binding != "" && secret.HashEqual(binding, at.st.BindingHash) {
 		// The browser that started. Its sign-in was recent when it did (both ways of starting
 		// ask for that), so only who is signed in now matters: signing out ends the attempt,
 		// and any other sign-in since was refused above.
-		if !here.signedIn {
-			h.signInFirst(w, r, p, c, st, http.StatusOK, r.URL.RequestURI(), false)
+		if !at.here.signedIn {
+			h.signInFirst(w, r, p, at.c, at.st, http.StatusOK, r.URL.RequestURI(), false)
 			return
 		}
-		h.finish(w, r, p, c, stateHash, code, "connection.saved", true, func(s store.CallbackState) error {
+		h.finish(w, r, p, at.c, at.stateHash, code, "connection.saved", true, func(s store.CallbackState) error {
 			if s.Project != p.Key || !secret.HashEqual(binding, s.BindingHash) {
 				return errMismatch
 			}
-			return samePerson(s, here)
+			return samePerson(s, at.here)
 		})
 		return
 	}
@@ -146,13 +135,13 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	if _, err := r.Cookie(CookieName(h.env)); err == nil {
 		reason = "other_cookie"
 	}
-	if !here.recent(h.env, p) {
-		h.record(ctx, p, st, "connection.confirmation_shown", "connector:"+c.Key, map[string]string{"reason": reason, "sign_in": "required"})
-		h.signInFirst(w, r, p, c, st, http.StatusOK, r.URL.RequestURI(), here.signedIn)
+	if !at.here.recent(h.env, p) {
+		h.record(ctx, p, at.st, "connection.confirmation_shown", "connector:"+at.c.Key, map[string]string{"reason": reason, "sign_in": "required"})
+		h.signInFirst(w, r, p, at.c, at.st, http.StatusOK, r.URL.RequestURI(), at.here.signedIn)
 		return
 	}
 	token := secret.New("")
-	if err := h.env.Store.SetConfirmHash(ctx, stateHash, confirmHash(token, code), h.env.Now()); err != nil {
+	if err := h.env.Store.SetConfirmHash(ctx, at.stateHash, confirmHash(token, code), h.env.Now()); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			h.expired(w, p)
 			return
@@ -160,13 +149,13 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, p, err)
 		return
 	}
-	h.record(ctx, p, st, "connection.confirmation_shown", "connector:"+c.Key, map[string]string{"reason": reason})
+	h.record(ctx, p, at.st, "connection.confirmation_shown", "connector:"+at.c.Key, map[string]string{"reason": reason})
 	h.env.Pages.ConnectConfirm(w, http.StatusOK, pages.ConnectConfirmData{
 		// Not SignedInAs: the page names its person only masked, wherever it is shown.
 		Frame:   pages.Frame{Title: "Finish this connection?", Project: signin.ProjectName(p)},
-		Service: serviceName(c),
-		Account: h.maskedOwner(ctx, p, st.Subject),
-		Action:  ConnectorPath(p, c),
+		Service: serviceName(at.c),
+		Account: h.maskedOwner(ctx, p, at.st.Subject),
+		Action:  ConnectorPath(p, at.c),
 		Code:    code,
 		State:   state,
 		Token:   token,
@@ -182,30 +171,19 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	state, code, token := form.Get("state"), form.Get("code"), form.Get("confirm_token")
-	if !param(state) || !param(code) {
-		h.invalid(w, p)
+	at, ok := h.findAttempt(w, r, p, state, code)
+	if !ok {
 		return
 	}
 	ctx := r.Context()
-	stateHash := secret.Hash(state)
-	st, c, ok := h.lookup(w, r, p, stateHash)
-	if !ok {
-		return
-	}
-	// Before the token: a page rendered earlier (by the person who started, in this browser or
-	// another) must not let a browser signed in as another person finish.
-	here, ok := h.whoIsHere(w, r, p, c, stateHash, st)
-	if !ok {
-		return
-	}
-	if len(token) > maxParam || !checkToken(token, code, st) {
+	if len(token) > maxParam || !checkToken(token, code, at.st) {
 		// The row stays: a forged or stale POST must not cost the genuine person their
 		// attempt. Guessing is hopeless (256-bit tokens) and the row dies with the state.
-		h.record(ctx, p, st, "connection.confirmation_refused", "connector:"+c.Key, map[string]string{"reason": "bad_token"})
+		h.record(ctx, p, at.st, "connection.confirmation_refused", "connector:"+at.c.Key, map[string]string{"reason": "bad_token"})
 		h.refused(w, p)
 		return
 	}
-	if !here.recent(h.env, p) {
+	if !at.here.recent(h.env, p) {
 		// Signed out, or the sign-in grew old, since the page was shown. The token stays good
 		// until the page is shown again after signing in, which replaces it.
 		back := url.Values{"state": {state}, "code": {code}}
@@ -214,18 +192,45 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 			// sign-in comes back to checks it again.
 			back.Set("iss", iss)
 		}
-		h.signInFirst(w, r, p, c, st, http.StatusForbidden, r.URL.Path+"?"+back.Encode(), here.signedIn)
+		h.signInFirst(w, r, p, at.c, at.st, http.StatusForbidden, r.URL.Path+"?"+back.Encode(), at.here.signedIn)
 		return
 	}
-	h.finish(w, r, p, c, stateHash, code, "connection.confirmed", false, func(s store.CallbackState) error {
+	h.finish(w, r, p, at.c, at.stateHash, code, "connection.confirmed", false, func(s store.CallbackState) error {
 		if s.Project != p.Key {
 			return errMismatch
 		}
 		if !checkToken(token, code, s) {
 			return errBadToken
 		}
-		return samePerson(s, here)
+		return samePerson(s, at.here)
 	})
+}
+
+// attempt is the connection attempt a callback's state names, and who the browser is signed
+// in as.
+type attempt struct {
+	stateHash []byte
+	st        store.CallbackState
+	c         *config.Connector
+	here      here
+}
+
+// findAttempt checks a callback's state and code, finds the attempt the state names and who the
+// browser is signed in as, in that order for the GET and the confirming POST alike: before
+// any token is checked, a browser signed in as another person is refused (whoIsHere), whatever
+// page it was shown. It answers the request itself and reports false when a step fails.
+func (h *handler) findAttempt(w http.ResponseWriter, r *http.Request, p *config.Project, state, code string) (attempt, bool) {
+	if !param(state) || !param(code) {
+		h.invalid(w, p)
+		return attempt{}, false
+	}
+	at := attempt{stateHash: secret.Hash(state)}
+	var ok bool
+	if at.st, at.c, ok = h.lookup(w, r, p, at.stateHash); !ok {
+		return at, false
+	}
+	at.here, ok = h.whoIsHere(w, r, p, at.c, at.stateHash, at.st)
+	return at, ok
 }
 
 // here is who the browser is signed in to the project as, when a callback request arrives.
@@ -410,7 +415,7 @@ func (h *handler) finish(w http.ResponseWriter, r *http.Request, p *config.Proje
 		return
 	}
 	conn := store.Connection{
-		ID:          newID(),
+		ID:          secret.NewID(),
 		Project:     p.Key,
 		Subject:     st.Subject,
 		Connector:   c.Key,
@@ -637,10 +642,4 @@ func (h *handler) internal(w http.ResponseWriter, p *config.Project, err error) 
 	h.env.Logger.Error(err, "connector callback failed", "project", p.Key)
 	h.page(w, p, http.StatusInternalServerError, "Something went wrong",
 		"The connection could not be finished because of a problem on our side. Nothing was connected. Please start again in a moment.")
-}
-
-func newID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

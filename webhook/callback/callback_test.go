@@ -468,11 +468,8 @@ func (s sessionsDown) GetSession(ctx context.Context, idHash []byte, now time.Ti
 // When the store cannot say who is signed in, the callback neither offers nor accepts
 // confirmation: it answers the pages' 503 and changes nothing, and works again afterwards.
 func TestSessionStoreOutageIsNotAConfirmation(t *testing.T) {
-	h := ct.New(t, ct.Options{})
 	down := &atomic.Bool{}
-	env := *h.Server.Env()
-	env.Store = sessionsDown{Store: h.Store, down: down}
-	callback.Register(h.Server.Router(), &env)
+	h := ct.New(t, ct.Options{Store: func(st store.Store) store.Store { return sessionsDown{Store: st, down: down} }})
 
 	_, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
 	mallory := h.Browser()

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"latchkey.dev/latchkey/internal/store"
@@ -198,25 +199,29 @@ func TestSignOutEndsPendingAttempts(t *testing.T) {
 	}
 }
 
-// endFails is the store with EndCallbackStates failing.
-type endFails struct{ store.Store }
+// endFails is the store with EndCallbackStates failing while fail is set.
+type endFails struct {
+	store.Store
+	fail *atomic.Bool
+}
 
-func (endFails) EndCallbackStates(context.Context, string, string) (int64, error) {
-	return 0, errors.New("connection refused")
+func (s endFails) EndCallbackStates(ctx context.Context, project, subject string) (int64, error) {
+	if s.fail.Load() {
+		return 0, errors.New("connection refused")
+	}
+	return s.Store.EndCallbackStates(ctx, project, subject)
 }
 
 // A sign-out that cannot end the person's attempts fails as a whole: the person stays signed in
 // (and can try again), so no attempt outlives a sign-out that succeeded.
 func TestSignOutFailsWhenAttemptsCannotEnd(t *testing.T) {
-	h := ct.New(t, ct.Options{})
+	fail := &atomic.Bool{}
+	h := ct.New(t, ct.Options{Store: func(st store.Store) store.Store { return endFails{Store: st, fail: fail} }})
 	b, _ := start(t, h, ct.AliceEmail, ct.AlicePassword)
-	failing := *h.Server.Env()
-	failing.Store = endFails{h.Store}
-	signin.Register(h.Server.Router(), &failing, callback.EndOnSignOut(&failing))
+	fail.Store(true)
 	action, fields, _ := b.Get(h.Issuer + "/sign-out").Form("Sign out")
 	res := b.Post(action, fields)
-	env := h.Server.Env()
-	signin.Register(h.Server.Router(), env, callback.EndOnSignOut(env))
+	fail.Store(false)
 	if res.Status != http.StatusInternalServerError || strings.Contains(res.Text(), "You are signed out") {
 		t.Fatalf("sign-out answered %d: %s", res.Status, res.Text())
 	}

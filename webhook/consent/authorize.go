@@ -36,13 +36,8 @@ func Register(rt site.Router, env *site.Env) {
 func (a *authorizer) authorize(w http.ResponseWriter, r *http.Request) {
 	p := site.Project(r)
 	q := r.URL.Query()
-	req, perr, err := parse(r.Context(), a.env, p, q)
-	if perr != nil {
-		a.refuse(w, r, p, perr)
-		return
-	}
-	if err != nil {
-		a.fail(w, r, p, req, err)
+	req, ok := a.parse(w, r, p, q)
+	if !ok {
 		return
 	}
 	now := a.env.Now()
@@ -51,7 +46,7 @@ func (a *authorizer) authorize(w http.ResponseWriter, r *http.Request) {
 		signin.Unavailable(a.env, w, r)
 		return
 	}
-	ok := err == nil
+	ok = err == nil
 	if !ok || a.needsSignIn(req, sess, now) {
 		if req.has("none") {
 			a.fail(w, r, p, req, oauth.Error{Code: "login_required", Description: "the person must sign in"})
@@ -116,13 +111,8 @@ func (a *authorizer) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	form := r.PostForm
-	req, perr, err := parse(r.Context(), a.env, p, form)
-	if perr != nil {
-		a.refuse(w, r, p, perr)
-		return
-	}
-	if err != nil {
-		a.fail(w, r, p, req, err)
+	req, ok := a.parse(w, r, p, form)
+	if !ok {
 		return
 	}
 	sess, person, ok := signin.Require(a.env, w, r, site.IssuerPath(p)+"/authorize?"+req.query().Encode())
@@ -201,6 +191,22 @@ func (a *authorizer) respond(w http.ResponseWriter, r *http.Request, p *config.P
 		status = http.StatusSeeOther
 	}
 	http.Redirect(w, r, appendQuery(req.To, params), status)
+}
+
+// parse reads an authorization request from q (the query of a GET, the form of a POST). When
+// it cannot be used it answers the request itself, with a page or a redirect with an error,
+// and reports false.
+func (a *authorizer) parse(w http.ResponseWriter, r *http.Request, p *config.Project, q url.Values) (*request, bool) {
+	req, perr, err := parse(r.Context(), a.env, p, q)
+	if perr != nil {
+		a.refuse(w, r, p, perr)
+		return nil, false
+	}
+	if err != nil {
+		a.fail(w, r, p, req, err)
+		return nil, false
+	}
+	return req, true
 }
 
 // fail answers with an error: on the redirect URI once it is verified, as a page otherwise.

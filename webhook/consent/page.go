@@ -75,9 +75,3 @@ func Destination(p *config.Project, redirectURI string) pages.Destination {
 		return pages.Destination{URI: redirectURI, Kind: pages.DestinationWebsite, ConfirmRequired: true}
 	}
 }
-
-// WebsiteDestination calls every address a website, without a tick box. It was the server's
-// placeholder before Destination; kept for callers that still name it.
-func WebsiteDestination(_ *config.Project, redirectURI string) pages.Destination {
-	return pages.Destination{URI: redirectURI, Kind: pages.DestinationWebsite}
-}

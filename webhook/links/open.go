@@ -2,8 +2,6 @@ package links
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
@@ -59,7 +57,7 @@ func Open(ctx context.Context, env *site.Env, p *config.Project, req Request, no
 		life = config.DefaultLifetimes().Link
 	}
 	code := secret.New("")
-	id := newID()
+	id := secret.NewID()
 	keyID, sealed := env.Keyring.Seal(codePurpose(p.Key, id), []byte(code))
 	l, created, err := env.Store.OpenLink(ctx, store.Link{
 		ID: id, CodeHash: secret.Hash(code), SealedCode: sealed, KeyID: keyID,
@@ -90,11 +88,4 @@ func Open(ctx context.Context, env *site.Env, p *config.Project, req Request, no
 // not open.
 func codePurpose(project, linkID string) string {
 	return "latchkey/link-code\x00" + project + "\x00" + linkID
-}
-
-// newID is a connect_id: 128 random bits, base64url.
-func newID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
 }

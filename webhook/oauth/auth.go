@@ -15,6 +15,17 @@ import (
 
 var errAuthFailed = ErrInvalidClient.WithDescription("client authentication failed")
 
+// readClientForm reads the form of a request to the token, revocation or introspection
+// endpoint and authenticates the client that sent it.
+func readClientForm(env *site.Env, p *config.Project, w http.ResponseWriter, r *http.Request) (url.Values, *site.Client, error) {
+	form, err := ReadForm(w, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := Authenticate(r.Context(), env, p, r, form)
+	return form, client, err
+}
+
 // Authenticate identifies the client of a request to the token, revocation or introspection
 // endpoint. It accepts exactly one method per request: client_secret_basic (RFC 6749 §2.3.1,
 // with the id and secret form-url-encoded inside the header), client_secret_post, or none for

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"slices"
 
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
@@ -88,7 +89,7 @@ func authorizationCode(ctx context.Context, req *TokenRequest) (*TokenResponse, 
 		Refresh:  client.HasGrant("refresh_token"),
 		Nonce:    ac.Nonce,
 	}
-	if hasScope(ac.Scopes, "openid") && len(p.SigningKeys) > 0 {
+	if slices.Contains(ac.Scopes, "openid") && len(p.SigningKeys) > 0 {
 		person, err := env.Store.GetPerson(ctx, p.Key, ac.Subject)
 		if err != nil {
 			return nil, Internal(err)

@@ -55,12 +55,7 @@ func subjectType(subject string) string {
 func introspect(env *site.Env) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p := site.Project(r)
-		form, err := ReadForm(w, r)
-		if err != nil {
-			WriteError(w, err)
-			return
-		}
-		client, err := Authenticate(r.Context(), env, p, r, form)
+		form, client, err := readClientForm(env, p, w, r)
 		if err != nil {
 			logFail(env, w, p, "introspection", err)
 			return

@@ -2,9 +2,8 @@ package oauth
 
 import (
 	"crypto"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,7 +54,7 @@ type Issue struct {
 // revocation takes effect at once at every endpoint.
 func Mint(p *config.Project, now time.Time, is Issue) ([]store.Token, TokenResponse, error) {
 	if is.FamilyID == "" {
-		is.FamilyID = NewID()
+		is.FamilyID = secret.NewID()
 	}
 	lt := p.Lifetimes
 	atExp := now.Add(lt.AccessToken)
@@ -105,7 +104,7 @@ func Mint(p *config.Project, now time.Time, is Issue) ([]store.Token, TokenRespo
 		tokens = append(tokens, rt)
 		resp.RefreshToken = refresh
 	}
-	if is.Person != nil && hasScope(is.Scopes, "openid") && len(p.SigningKeys) > 0 {
+	if is.Person != nil && slices.Contains(is.Scopes, "openid") && len(p.SigningKeys) > 0 {
 		idt, err := idToken(p, now, atExp, is)
 		if err != nil {
 			return nil, TokenResponse{}, err
@@ -113,22 +112,6 @@ func Mint(p *config.Project, now time.Time, is Issue) ([]store.Token, TokenRespo
 		resp.IDToken = idt
 	}
 	return tokens, resp, nil
-}
-
-func hasScope(scopes []string, s string) bool {
-	for _, x := range scopes {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// NewID returns a random identifier (128 bits, hex) for families, people and clients.
-func NewID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 type accessClaims struct {
@@ -156,7 +139,7 @@ func accessJWT(p *config.Project, now, exp time.Time, is Issue) (string, error) 
 			Expiry:    jwt.NewNumericDate(exp),
 			IssuedAt:  jwt.NewNumericDate(now),
 			NotBefore: jwt.NewNumericDate(now),
-			ID:        NewID(),
+			ID:        secret.NewID(),
 		},
 		ClientID:    is.Client.ID,
 		Scope:       strings.Join(is.Scopes, " "),
@@ -190,10 +173,10 @@ func idToken(p *config.Project, now, exp time.Time, is Issue) (string, error) {
 	if !is.AuthTime.IsZero() {
 		c.AuthTime = is.AuthTime.Unix()
 	}
-	if hasScope(is.Scopes, "email") {
+	if slices.Contains(is.Scopes, "email") {
 		c.Email = is.Person.Email
 	}
-	if hasScope(is.Scopes, "profile") {
+	if slices.Contains(is.Scopes, "profile") {
 		c.Name = is.Person.Name
 	}
 	return sign(p, "JWT", c)

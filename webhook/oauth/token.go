@@ -96,12 +96,7 @@ func (t *TokenEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (t *TokenEndpoint) serve(w http.ResponseWriter, r *http.Request, p *config.Project) (*TokenResponse, error) {
-	form, err := ReadForm(w, r)
-	if err != nil {
-		return nil, err
-	}
-	ctx := r.Context()
-	client, err := Authenticate(ctx, t.env, p, r, form)
+	form, client, err := readClientForm(t.env, p, w, r)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +114,7 @@ func (t *TokenEndpoint) serve(w http.ResponseWriter, r *http.Request, p *config.
 	if err := policy(t.env, p, client, gt); err != nil {
 		return nil, err
 	}
-	return h.Grant(ctx, &TokenRequest{Env: t.env, Project: p, Client: client, Form: form, HTTP: r, Now: t.env.Now()})
+	return h.Grant(r.Context(), &TokenRequest{Env: t.env, Project: p, Client: client, Form: form, HTTP: r, Now: t.env.Now()})
 }
 
 // policy refuses every grant to a client the project's redirect policy refuses (docs/recognised-apps.md), so

@@ -3,6 +3,7 @@ package oauth
 import (
 	"errors"
 	"net/http"
+	"slices"
 
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/site"
@@ -44,10 +45,10 @@ func userinfo(env *site.Env) http.HandlerFunc {
 			return
 		}
 		out := userinfoResponse{Sub: person.ID}
-		if hasScope(t.Scopes, "email") {
+		if slices.Contains(t.Scopes, "email") {
 			out.Email = person.Email
 		}
-		if hasScope(t.Scopes, "profile") {
+		if slices.Contains(t.Scopes, "profile") {
 			out.Name = person.Name
 		}
 		WriteJSON(w, http.StatusOK, out)

@@ -104,7 +104,7 @@ func (h *registrar) register(w http.ResponseWriter, r *http.Request) {
 	now := h.env.Now()
 	c := store.Client{
 		Project:   p.Key,
-		ID:        oauth.NewID(),
+		ID:        secret.NewID(),
 		CreatedAt: now,
 		UpdatedAt: now,
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,7 +93,7 @@ func (h *handler) oauth2Config(p *config.Project, prov *oidc.Provider) *oauth2.C
 	o := p.SignIn.OIDC
 	scopes := []string{oidc.ScopeOpenID, "email", "profile"}
 	for _, s := range o.Scopes {
-		if !contains(scopes, s) {
+		if !slices.Contains(scopes, s) {
 			scopes = append(scopes, s)
 		}
 	}
@@ -103,15 +104,6 @@ func (h *handler) oauth2Config(p *config.Project, prov *oidc.Provider) *oauth2.C
 		RedirectURL:  p.Issuer + "/sign-in/callback",
 		Scopes:       scopes,
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func (h *handler) oidcStart(w http.ResponseWriter, r *http.Request) {
@@ -272,7 +264,7 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	person, err := h.env.Store.UpsertPerson(r.Context(), store.Person{
 		Project:       p.Key,
-		ID:            newID(),
+		ID:            secret.NewID(),
 		Source:        "oidc",
 		SourceSubject: idt.Issuer + "|" + idt.Subject,
 		Email:         claims.Email,

@@ -6,9 +6,7 @@ package signin
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/url"
@@ -198,7 +196,7 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 	h.perAddress.Refund(addr, now)
 	person, err := h.env.Store.UpsertPerson(r.Context(), store.Person{
 		Project:       p.Key,
-		ID:            newID(),
+		ID:            secret.NewID(),
 		Source:        "password",
 		SourceSubject: username,
 		Email:         user.Email,
@@ -350,12 +348,6 @@ func dummyVerify(p *config.Project, password string) {
 		hash = dummyHash()
 	}
 	verifyPassword(hash, password)
-}
-
-func newID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 func projectName(p *config.Project) string {

@@ -84,8 +84,8 @@ func (e *Env) Record(ctx context.Context, r store.AuditRecord) {
 
 // Router mounts a flow's handlers under every project's issuer path. Patterns are Go 1.22
 // ServeMux patterns relative to the issuer ("GET /sign-in", "/register/{client_id}"); the
-// wildcard names {ns} and {project} are reserved. Registering a pattern again replaces the
-// earlier handler, so a later flow can take over a placeholder.
+// wildcard names {ns} and {project} are reserved. Flows are registered while the server is
+// built and the routes are fixed from then on; registering a pattern twice panics.
 type Router interface {
 	// Page registers an HTML endpoint: every non-safe request passes
 	// http.CrossOriginProtection, and an unknown project gets the HTML 404 page.

@@ -38,7 +38,12 @@ func (s *Store) ListAudit(ctx context.Context, project string, limit int) (_ []s
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.reader().query(ctx, qListAudit, project, int64(limit))
+	return s.listAudit(ctx, qListAudit, project, int64(limit))
+}
+
+// listAudit runs a query over the audit table's columns and reads every record it returns.
+func (s *Store) listAudit(ctx context.Context, query string, args ...any) ([]store.AuditRecord, error) {
+	rows, err := s.reader().query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

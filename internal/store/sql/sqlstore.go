@@ -496,21 +496,35 @@ func (x q) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
 	return x.s.stmt(ctx, x.db, query)
 }
 
-func (x q) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+// conn runs a statement that has no prepared form: a *sql.Tx or a *sql.DB.
+type conn interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// target says where query runs: its prepared statement when there is one, else the
+// transaction if there is one, else the pool. In a grouped transaction the context it returns
+// is not cancelled with ctx.
+func (x q) target(ctx context.Context, query string) (context.Context, *sql.Stmt, conn, error) {
 	if x.grouped {
 		ctx = context.WithoutCancel(ctx)
 	}
 	st, err := x.prepared(ctx, query)
+	if x.tx != nil {
+		return ctx, st, x.tx, err
+	}
+	return ctx, st, x.db, err
+}
+
+func (x q) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	ctx, st, c, err := x.target(ctx, query)
 	if err != nil {
 		return nil, err
 	}
 	if st != nil {
 		return st.ExecContext(ctx, args...)
 	}
-	if x.tx != nil {
-		return x.tx.ExecContext(ctx, x.s.text(query), args...)
-	}
-	return x.db.ExecContext(ctx, x.s.text(query), args...)
+	return c.ExecContext(ctx, x.s.text(query), args...)
 }
 
 // execN runs a statement and reports how many rows it changed.
@@ -523,20 +537,14 @@ func (x q) execN(ctx context.Context, query string, args ...any) (int64, error) 
 }
 
 func (x q) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if x.grouped {
-		ctx = context.WithoutCancel(ctx)
-	}
-	st, err := x.prepared(ctx, query)
+	ctx, st, c, err := x.target(ctx, query)
 	if err != nil {
 		return nil, err
 	}
 	if st != nil {
 		return st.QueryContext(ctx, args...)
 	}
-	if x.tx != nil {
-		return x.tx.QueryContext(ctx, x.s.text(query), args...)
-	}
-	return x.db.QueryContext(ctx, x.s.text(query), args...)
+	return c.QueryContext(ctx, x.s.text(query), args...)
 }
 
 // row runs a query expected to return at most one row and scans it with scan.

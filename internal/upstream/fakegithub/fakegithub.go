@@ -155,8 +155,8 @@ func New(o Options) *Server {
 	s.mux.HandleFunc("POST "+TokenPath, s.api(s.token))
 	s.mux.HandleFunc("GET "+UserPath, s.api(s.user))
 	s.mux.HandleFunc("GET "+ReposPath, s.api(s.repos))
-	s.mux.HandleFunc("DELETE /applications/{client_id}/grant", s.api(s.deleteGrant))
-	s.mux.HandleFunc("DELETE /applications/{client_id}/token", s.api(s.deleteToken))
+	s.mux.HandleFunc("DELETE /applications/{client_id}/grant", s.api(s.appDelete(s.deleteGrantLocked)))
+	s.mux.HandleFunc("DELETE /applications/{client_id}/token", s.api(s.appDelete(s.deleteTokenLocked)))
 	return s
 }
 
@@ -758,46 +758,42 @@ func (s *Server) appAuth(w http.ResponseWriter, r *http.Request) (string, bool) 
 	return body.AccessToken, true
 }
 
-// deleteGrant revokes the app's whole authorization for the token's account: every token and
-// the approval, so the next authorization shows the approval page again.
-func (s *Server) deleteGrant(w http.ResponseWriter, r *http.Request) {
-	at, ok := s.appAuth(w, r)
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	t := s.access[at]
-	if t == nil || t.clientID != s.o.ClientID {
+// appDelete serves GitHub's DELETE /applications/{client_id}/grant and /token: the app
+// authenticates and names one of its own access tokens in the body, and remove runs on that
+// token with the lock held. A token the app does not hold is 404.
+func (s *Server) appDelete(remove func(at string, t *token)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		at, ok := s.appAuth(w, r)
+		if !ok {
+			return
+		}
+		s.mu.Lock()
+		t := s.access[at]
+		if t == nil || t.clientID != s.o.ClientID {
+			s.mu.Unlock()
+			apiJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+			return
+		}
+		remove(at, t)
 		s.mu.Unlock()
-		apiJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
-		return
+		w.WriteHeader(http.StatusNoContent)
 	}
+}
+
+// deleteGrantLocked revokes the app's whole authorization for the token's account: every
+// token and the approval, so the next authorization shows the approval page again.
+func (s *Server) deleteGrantLocked(_ string, t *token) {
 	login := t.login
 	delete(s.approvals[login], t.clientID)
 	s.revokeLocked(func(x *token) bool { return x.login == login && x.clientID == s.o.ClientID })
-	s.mu.Unlock()
-	w.WriteHeader(http.StatusNoContent)
 }
 
-// deleteToken revokes one access token and the refresh token issued with it.
-func (s *Server) deleteToken(w http.ResponseWriter, r *http.Request) {
-	at, ok := s.appAuth(w, r)
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	t := s.access[at]
-	if t == nil || t.clientID != s.o.ClientID {
-		s.mu.Unlock()
-		apiJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
-		return
-	}
+// deleteTokenLocked revokes one access token and the refresh token issued with it.
+func (s *Server) deleteTokenLocked(at string, t *token) {
 	delete(s.access, at)
 	if t.pair != "" {
 		delete(s.refresh, t.pair)
 	}
-	s.mu.Unlock()
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // random returns n random bytes as unpadded base64url.

@@ -35,7 +35,6 @@ import (
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
 	"latchkey.dev/latchkey/internal/upstream/fakegithub"
 	"latchkey.dev/latchkey/webhook"
-	"latchkey.dev/latchkey/webhook/account"
 	"latchkey.dev/latchkey/webhook/callback"
 )
 
@@ -70,6 +69,9 @@ type Options struct {
 	AccessTokenTTL time.Duration
 	// Hooks run after each saved connection.
 	Hooks []callback.Hook
+	// Store, when set, wraps the store the server uses (a test makes some calls fail);
+	// Harness.Store stays the real one.
+	Store func(store.Store) store.Store
 	// Logger receives the server's log; discarded when unset.
 	Logger logr.Logger
 }
@@ -192,20 +194,22 @@ func New(t testing.TB, o Options) *Harness {
 	}
 	h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{ProjectKey: h.Project}, Version: 1})
 
+	var served store.Store = st
+	if o.Store != nil {
+		served = o.Store(st)
+	}
 	h.Server, err = webhook.New(webhook.Options{
-		Config:    h.Holder,
-		Store:     st,
-		Keyring:   secret.NewRandomKeyring(),
-		Now:       h.Clock.Now,
-		PublicURL: h.Latchkey.URL,
-		Logger:    o.Logger,
+		Config:          h.Holder,
+		Store:           served,
+		Keyring:         secret.NewRandomKeyring(),
+		Now:             h.Clock.Now,
+		PublicURL:       h.Latchkey.URL,
+		Logger:          o.Logger,
+		ConnectionHooks: o.Hooks,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Registering again replaces whatever the server mounted at these paths.
-	callback.Register(h.Server.Router(), h.Server.Env(), o.Hooks...)
-	account.Register(h.Server.Router(), h.Server.Env())
 	handler.Store(h.Server)
 	return h
 }

@@ -30,7 +30,6 @@ import (
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/upstream"
-	"latchkey.dev/latchkey/webhook/callback"
 	"latchkey.dev/latchkey/webhook/callback/callbacktest"
 	"latchkey.dev/latchkey/webhook/exchange"
 	"latchkey.dev/latchkey/webhook/links"
@@ -121,9 +120,8 @@ func New(t testing.TB, o Options) *Harness {
 		t.Fatal(err)
 	}
 	h.Emitter = em
+	// The server's flows hold this Env, so they report to the emitter from now on.
 	env.Events = em.Recorded
-	links.Register(ch.Server.Router(), env)
-	callback.Register(ch.Server.Router(), env, links.Hook(env))
 	exchange.Register(ch.Server.Grant, env, nil)
 	return h
 }
