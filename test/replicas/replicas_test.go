@@ -5,8 +5,9 @@
 // share (the database, the sealing keys, the same compiled configuration), and nothing in
 // process memory crosses from one to another.
 //
-// The tests need PostgreSQL (LATCHKEY_TEST_POSTGRES_DSN); they skip without it, except under
-// CI=true, where they fail.
+// The tests need PostgreSQL (LATCHKEY_TEST_POSTGRES_DSN), and each runs a second time through
+// PgBouncer in transaction mode (LATCHKEY_TEST_PGBOUNCER_DSN); they skip without them, except
+// under CI=true, where they fail.
 package replicas_test
 
 import (
@@ -27,9 +28,17 @@ import (
 
 const replicas = 3
 
-func newStack(t *testing.T, o stack.Options) *stack.Stack {
+// eachPath runs test twice: with every replica connected to PostgreSQL directly, and through
+// PgBouncer in transaction mode, where consecutive transactions of one replica's connection
+// may run on different server connections (docs/operations.md, "PostgreSQL in production").
+func eachPath(t *testing.T, test func(t *testing.T, dsn func(testing.TB) string)) {
+	t.Run("direct", func(t *testing.T) { test(t, stack.PostgresDSN) })
+	t.Run("pgbouncer", func(t *testing.T) { test(t, stack.PgBouncerDSN) })
+}
+
+func newStack(t *testing.T, dsn func(testing.TB) string, o stack.Options) *stack.Stack {
 	t.Helper()
-	o.DSN = stack.PostgresDSN(t)
+	o.DSN = dsn(t)
 	o.Replicas = replicas
 	return stack.New(t, o)
 }
@@ -70,7 +79,11 @@ func everyReplicaServed(t *testing.T, s *stack.Stack) {
 // and presented again on another ends the grant everywhere; a retry inside the grace window gets
 // the same answer on any replica.
 func TestRefreshReuseDetectionAcrossReplicas(t *testing.T) {
-	s := newStack(t, stack.Options{})
+	eachPath(t, testRefreshReuseDetectionAcrossReplicas)
+}
+
+func testRefreshReuseDetectionAcrossReplicas(t *testing.T, dsn func(testing.TB) string) {
+	s := newStack(t, dsn, stack.Options{})
 	b := s.Browser()
 	// The sign-in, consent and code redemption themselves go round the replicas: the session
 	// and the code are in the database, not in whichever replica issued them.
@@ -135,8 +148,10 @@ func TestRefreshReuseDetectionAcrossReplicas(t *testing.T) {
 }
 
 // One open connect link per person, agent and service, however many replicas are asked at once.
-func TestOneOpenLinkAcrossReplicas(t *testing.T) {
-	s := newStack(t, stack.Options{})
+func TestOneOpenLinkAcrossReplicas(t *testing.T) { eachPath(t, testOneOpenLinkAcrossReplicas) }
+
+func testOneOpenLinkAcrossReplicas(t *testing.T, dsn func(testing.TB) string) {
+	s := newStack(t, dsn, stack.Options{})
 	subject := s.AccessToken(stack.AliceEmail, stack.Agent)
 
 	const n = 30
@@ -182,7 +197,11 @@ func TestOneOpenLinkAcrossReplicas(t *testing.T) {
 // whose GitHub token has expired cause one refresh at GitHub. GitHub rotates refresh tokens, so a
 // second refresh would have used a retired one and broken the connection.
 func TestSingleUpstreamRefreshAcrossReplicas(t *testing.T) {
-	s := newStack(t, stack.Options{AccessTokenTTL: time.Hour})
+	eachPath(t, testSingleUpstreamRefreshAcrossReplicas)
+}
+
+func testSingleUpstreamRefreshAcrossReplicas(t *testing.T, dsn func(testing.TB) string) {
+	s := newStack(t, dsn, stack.Options{AccessTokenTTL: time.Hour})
 	conn := s.ConnectGitHub(stack.AliceEmail, stack.AliceLogin)
 	subject := s.AccessToken(stack.AliceEmail, stack.Agent)
 	s.Clock.Advance(2 * time.Hour) // the GitHub access token has expired
@@ -233,7 +252,11 @@ func TestSingleUpstreamRefreshAcrossReplicas(t *testing.T) {
 // Expired rows are collected by one replica at a time: replicas collecting at once delete each
 // row once between them.
 func TestGarbageCollectionAcrossReplicas(t *testing.T) {
-	s := newStack(t, stack.Options{})
+	eachPath(t, testGarbageCollectionAcrossReplicas)
+}
+
+func testGarbageCollectionAcrossReplicas(t *testing.T, dsn func(testing.TB) string) {
+	s := newStack(t, dsn, stack.Options{})
 	for range 20 {
 		s.AccessToken(stack.AliceEmail, stack.Agent) // a day long
 	}

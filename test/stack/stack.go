@@ -689,5 +689,10 @@ func (b *Browser) CodeFlow(email, password string) (Answer, error) {
 // when the test ends. Without the variable the test is skipped, or fails under CI=true.
 func PostgresDSN(t testing.TB) string { return pgtest.DSN(t) }
 
+// PgBouncerDSN gives one test its own schema as PostgresDSN does, reached through the PgBouncer
+// in transaction mode of LATCHKEY_TEST_PGBOUNCER_DSN (internal/store/sql/pgtest). Without the
+// variables the test is skipped, or fails under CI=true.
+func PgBouncerDSN(t testing.TB) string { return pgtest.PgBouncerDSN(t) }
+
 // NewSchema creates a fresh schema in the database at base and returns a DSN that uses it.
 func NewSchema(t testing.TB, base string) string { return pgtest.Schema(t, base) }

@@ -57,6 +57,9 @@ type Store struct {
 
 	// observer is told of every store operation (see Observe); nil when nobody listens.
 	observer func(op string, took time.Duration, err error)
+
+	// searchPath is the search_path the PostgreSQL DSN sets, checked at Open (pooler.go).
+	searchPath string
 }
 
 // Option configures Open.
@@ -77,7 +80,13 @@ func Observe(fn func(op string, took time.Duration, err error)) Option {
 
 // observe reports one operation to the observer. Every exported method of store.Store defers
 // it as its first statement, with its own name (TestEveryOperationIsObserved checks).
+//
+// It also adds the pooler advice to the errors of named prepared statements (preparedHint):
+// every operation's error passes here.
 func (s *Store) observe(op string, start time.Time, err *error) {
+	if *err != nil && s.postgres() {
+		*err = preparedHint(*err)
+	}
 	if s.observer != nil {
 		s.observer(op, time.Since(start), *err)
 	}
@@ -95,9 +104,9 @@ type stmtKey struct {
 //	sqlite:/var/lib/latchkey/latchkey.db
 //	postgres://user:pass@host:5432/db?sslmode=verify-full
 //
-// On PostgreSQL the connection's search_path (e.g. ?search_path=latchkey) chooses the schema;
-// the migration and garbage-collection locks are per schema, so two installations can share a
-// database.
+// On PostgreSQL the connection's search_path (e.g. ?search_path=latchkey, or the role's own
+// default behind a pooler, see pooler.go) chooses the schema; the migration and
+// garbage-collection locks are per schema, so two installations can share a database.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	var (
 		s   *Store
@@ -127,7 +136,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		}
 		if attempt >= 50 || sqliteCode(err)&0xff != sqlite3.SQLITE_BUSY {
 			s.Close()
-			return nil, err
+			return nil, preparedHint(err)
 		}
 		select {
 		case <-ctx.Done():
@@ -141,7 +150,10 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 // start checks the connection, migrates, and prepares statements.
 func (s *Store) start(ctx context.Context) error {
 	if err := s.w.PingContext(ctx); err != nil {
-		return fmt.Errorf("sqlstore: connect: %w", err)
+		return fmt.Errorf("sqlstore: connect: %w", connectHint(err))
+	}
+	if err := s.checkSearchPath(ctx); err != nil {
+		return err
 	}
 	if err := s.migrate(ctx); err != nil {
 		return err
@@ -278,7 +290,7 @@ func openPostgres(dsn string) (*Store, error) {
 	db.SetMaxIdleConns(n)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	db.SetConnMaxLifetime(time.Hour)
-	return &Store{d: postgresDialect, w: db, r: db}, nil
+	return &Store{d: postgresDialect, w: db, r: db, searchPath: searchPathParam(cfg.RuntimeParams)}, nil
 }
 
 // Close closes every connection.

@@ -38,6 +38,131 @@ func TestPostgres(t *testing.T) {
 	})
 }
 
+// TestPgBouncer runs the conformance suite through PgBouncer in transaction mode, configured
+// as docs/operations.md asks ("PostgreSQL in production"): every transaction may run on a
+// different server connection, so nothing the store does may depend on session state.
+func TestPgBouncer(t *testing.T) {
+	pgtest.SkipShort(t)
+	if os.Getenv(pgtest.EnvPgBouncerDSN) == "" && os.Getenv("CI") != "true" {
+		t.Skip(pgtest.EnvPgBouncerDSN + " is not set; set it to the postgres:// URL of a PgBouncer in transaction mode to run these tests")
+	}
+	conformance.Run(t, func(t *testing.T) store.Store {
+		t.Parallel()
+		return openTest(t, pgtest.PgBouncerDSN(t)+"&pool_max_conns=8")
+	})
+}
+
+// A pooler that drops the search_path the DSN sets (PgBouncer's ignore_startup_parameters,
+// as .ci/run configures it and managed poolers offer) would have the migrations create the
+// tables in the role's default schema: Open refuses instead and says what to do. The role's
+// default schema stays empty.
+func TestPgBouncerDroppedSearchPath(t *testing.T) {
+	for name, param := range map[string]func(schema string) (string, string){
+		"search_path": func(schema string) (string, string) { return "search_path", schema },
+		"options":     func(schema string) (string, string) { return "options", "-c search_path=" + schema },
+	} {
+		t.Run(name, func(t *testing.T) {
+			bouncer := pgtest.PgBouncerDSN(t) // as a role whose default search_path is its own schema
+			u, err := url.Parse(bouncer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			role := u.User.Username()
+			wanted := schemaOf(t, postgresDSN(t))
+			// pgx reads a + in the query as itself, not as a space.
+			key, value := param(wanted)
+			u.RawQuery += "&" + key + "=" + strings.ReplaceAll(url.QueryEscape(value), "+", "%20")
+			s, err := Open(t.Context(), u.String())
+			if err == nil {
+				s.Close()
+				t.Errorf("Open through a pooler that dropped search_path=%s succeeded", wanted)
+			} else if !strings.Contains(err.Error(), "ALTER ROLE") || !strings.Contains(err.Error(), wanted) {
+				t.Errorf("Open: %v; want an error that names the schema and ALTER ROLE … SET search_path", err)
+			}
+			admin, err := sql.Open("pgx", os.Getenv(pgtest.EnvDSN))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer admin.Close()
+			var tables int
+			if err := admin.QueryRow(`SELECT count(*) FROM pg_tables WHERE schemaname = $1`, role).Scan(&tables); err != nil {
+				t.Fatal(err)
+			}
+			if tables != 0 {
+				t.Errorf("the role's default schema %s has %d tables, want none", role, tables)
+			}
+		})
+	}
+}
+
+// Through a transaction-mode pooler without default_query_exec_mode=cache_describe, pgx's
+// named prepared statements meet server connections that do not know them, or already do:
+// each such error says what to add to the DSN.
+func TestPgBouncerNamedStatementsHint(t *testing.T) {
+	dsn := strings.Replace(pgtest.PgBouncerDSN(t), "default_query_exec_mode=cache_describe", "default_query_exec_mode=cache_statement", 1)
+	const hint = "add default_query_exec_mode=cache_describe to the DSN"
+	s, err := Open(t.Context(), dsn+"&pool_max_conns=8")
+	if err != nil {
+		if !strings.Contains(err.Error(), hint) {
+			t.Fatalf("Open: %v; want the pooler advice", err)
+		}
+		return
+	}
+	defer s.Close()
+	var (
+		mu     sync.Mutex
+		failed []error
+		wg     sync.WaitGroup
+	)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				a, r := benchPair("hint"+strconv.Itoa(w), int64(i))
+				err := s.CreateTokens(t.Context(), a, r)
+				if err == nil {
+					_, err = s.GetToken(t.Context(), a.Hash)
+				}
+				if err != nil {
+					mu.Lock()
+					failed = append(failed, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(failed) == 0 {
+		t.Fatal("no operation failed through the pooler with named prepared statements; the test no longer shows the symptom")
+	}
+	for _, err := range failed {
+		if !strings.Contains(err.Error(), hint) {
+			t.Errorf("%v; want the pooler advice", err)
+		}
+	}
+	t.Logf("%d of 800 operations failed, each with the advice", len(failed))
+}
+
+func TestSearchPathParam(t *testing.T) {
+	for _, c := range []struct {
+		params map[string]string
+		want   string
+	}{
+		{nil, ""},
+		{map[string]string{"search_path": "latchkey"}, "latchkey"},
+		{map[string]string{"search_path": "a", "options": "-c search_path=b"}, "a"},
+		{map[string]string{"options": "-c search_path=latchkey"}, "latchkey"},
+		{map[string]string{"options": "-csearch_path=latchkey,public"}, "latchkey,public"},
+		{map[string]string{"options": "--search-path=x -c statement_timeout=5s"}, "x"},
+		{map[string]string{"options": `-c statement_timeout=5s  -c SEARCH_PATH=my\ schema`}, "my schema"},
+		{map[string]string{"options": "-c search_path=a -c search_path=b"}, "b"},
+		{map[string]string{"options": "-c statement_timeout=5s"}, ""},
+	} {
+		if got := searchPathParam(c.params); got != c.want {
+			t.Errorf("searchPathParam(%q) = %q, want %q", c.params, got, c.want)
+		}
+	}
+}
+
 func openTest(t testing.TB, dsn string) *Store {
 	t.Helper()
 	s, err := Open(context.Background(), dsn)
@@ -75,7 +200,7 @@ func TestOpenRejects(t *testing.T) {
 // Replicas (or a restart) opening one database at the same time: the migrations are applied
 // once and everyone starts.
 func TestConcurrentOpen(t *testing.T) {
-	for name, dsn := range map[string]func(testing.TB) string{"sqlite": sqliteDSN, "postgres": postgresDSN} {
+	for name, dsn := range map[string]func(testing.TB) string{"sqlite": sqliteDSN, "postgres": postgresDSN, "pgbouncer": pgtest.PgBouncerDSN} {
 		t.Run(name, func(t *testing.T) {
 			dsn := dsn(t)
 			const n = 4
@@ -257,7 +382,7 @@ func countArgs(q string) int {
 var backends = []struct {
 	name string
 	dsn  func(testing.TB) string
-}{{"sqlite", sqliteDSN}, {"postgres", postgresDSN}}
+}{{"sqlite", sqliteDSN}, {"postgres", postgresDSN}, {"pgbouncer", pgtest.PgBouncerDSN}}
 
 var bench = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
@@ -412,5 +537,57 @@ func BenchmarkSQLiteWriters(b *testing.B) {
 				b.ReportMetric(float64(s.group.calls.Load())/float64(max(1, s.group.groups.Load())), "calls/group")
 			}
 		})
+	}
+}
+
+// BenchmarkPostgresTokenSizes fills the tokens table with b.N tokens (access and refresh in
+// pairs, shaped as the code flow stores them: random 32-byte hashes and family ids, 50 clients,
+// 10,000 people, issued over an hour) and reports the table's and each index's size in MB,
+// for docs/operations.md ("PostgreSQL in production"):
+//
+//	go test ./internal/store/sql -run '^$' -bench PostgresTokenSizes -benchtime 1000000x
+func BenchmarkPostgresTokenSizes(b *testing.B) {
+	s := openTest(b, postgresDSN(b))
+	ctx := b.Context()
+	now := time.Now().UnixNano()
+	const batch = 100000 // pairs per statement
+	b.ResetTimer()
+	for first := int64(0); first < int64(b.N)/2; first += batch {
+		last := min(first+batch, int64(b.N)/2) - 1
+		_, err := s.w.ExecContext(ctx, `INSERT INTO tokens (hash, kind, project, client_id, subject, scopes,
+	audience, family_id, generation, code_hash, auth_time, issued_at, expires_at)
+SELECT decode(md5('h' || g || k) || md5('i' || g || k), 'hex'), k, 'team-a/default',
+	md5('client' || g % 50), md5('person' || g % 10000), '["read","write"]',
+	'["https://mcp.example.com/"]', md5('family' || g), 0,
+	decode(md5('c' || g) || md5('d' || g), 'hex'), t, t,
+	t + CASE k WHEN 'access' THEN 3600000000000 ELSE 2592000000000000 END
+FROM generate_series($1::bigint, $2::bigint) g,
+	(VALUES ('access'), ('refresh')) v(k),
+	LATERAL (SELECT $3::bigint - g * 7919 % 3600000000000 AS t) x`, first, last, now)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if _, err := s.w.ExecContext(ctx, `VACUUM ANALYZE tokens`); err != nil {
+		b.Fatal(err)
+	}
+	rows, err := s.w.QueryContext(ctx, `SELECT c.relname, pg_relation_size(c.oid) FROM pg_class c
+WHERE c.relnamespace = current_schema()::regnamespace
+	AND (c.relname = 'tokens' OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'tokens'::regclass))`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var size int64
+		if err := rows.Scan(&name, &size); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(size)/(1<<20), name+"-MB")
+	}
+	if err := rows.Err(); err != nil {
+		b.Fatal(err)
 	}
 }
