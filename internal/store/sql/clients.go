@@ -113,20 +113,7 @@ func (s *Store) DeleteClient(ctx context.Context, project, id string, now time.T
 
 func (s *Store) ListClients(ctx context.Context, project string) (_ []store.Client, err error) {
 	defer s.observe("ListClients", time.Now(), &err)
-	rows, err := s.reader().query(ctx, qListClients, project)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []store.Client
-	for rows.Next() {
-		var c store.Client
-		if err := scanClient(&c)(rows); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return all(ctx, s.reader(), scanClient, qListClients, project)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -206,20 +193,7 @@ func (s *Store) GetGrant(ctx context.Context, project, subject, clientID string)
 
 func (s *Store) ListGrants(ctx context.Context, project, subject string) (_ []store.Grant, err error) {
 	defer s.observe("ListGrants", time.Now(), &err)
-	rows, err := s.reader().query(ctx, qListGrants, project, subject)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []store.Grant
-	for rows.Next() {
-		var g store.Grant
-		if err := scanGrant(&g)(rows); err != nil {
-			return nil, err
-		}
-		out = append(out, g)
-	}
-	return out, rows.Err()
+	return all(ctx, s.reader(), scanGrant, qListGrants, project, subject)
 }
 
 // DeleteGrant withdraws consent and revokes the client's tokens for the person in one

@@ -94,21 +94,11 @@ func (s *Store) getConnection(ctx context.Context, project, id string) (store.Co
 
 func (s *Store) ListConnections(ctx context.Context, project, subject string) (_ []store.Connection, err error) {
 	defer s.observe("ListConnections", time.Now(), &err)
-	rows, err := s.reader().query(ctx, qListConnections, project, subject)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []store.Connection
-	for rows.Next() {
-		var c store.Connection
+	// The version guards UpdateConnection's write; a list has no use for it.
+	return all(ctx, s.reader(), func(c *store.Connection) func(scanner) error {
 		var version int64
-		if err := scanConnection(&c, &version)(rows); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+		return scanConnection(c, &version)
+	}, qListConnections, project, subject)
 }
 
 // UpdateConnection applies fn to the connection while no other caller can change it, and
@@ -281,43 +271,29 @@ func (s *Store) FindPermission(ctx context.Context, project, subject, connector,
 
 func (s *Store) ListPermissions(ctx context.Context, project, subject string) (_ []store.AgentPermission, err error) {
 	defer s.observe("ListPermissions", time.Now(), &err)
-	rows, err := s.reader().query(ctx, qListPermissions, project, subject)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []store.AgentPermission
-	for rows.Next() {
-		var p store.AgentPermission
-		if err := scanPermission(&p)(rows); err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return all(ctx, s.reader(), scanPermission, qListPermissions, project, subject)
 }
 
 func (s *Store) AgentAccess(ctx context.Context, project, subject, connector, clientID string) (_ store.AgentAccess, err error) {
 	defer s.observe("AgentAccess", time.Now(), &err)
-	rows, err := s.reader().query(ctx, qAgentAccess, clientID, project, subject, connector)
-	if err != nil {
-		return store.AgentAccess{}, err
-	}
-	defer rows.Close()
 	var out store.AgentAccess
-	for rows.Next() {
+	err = s.reader().each(ctx, func(r scanner) error {
 		var c store.Connection
 		var version int64
 		var allowed bool
-		if err := scanConnection(&c, &version)(withExtra{rows, []any{&allowed}}); err != nil {
-			return store.AgentAccess{}, err
+		if err := scanConnection(&c, &version)(withExtra{r, []any{&allowed}}); err != nil {
+			return err
 		}
 		if allowed {
 			out.Allowed = c.ID
 		}
 		out.Connections = append(out.Connections, c)
+		return nil
+	}, qAgentAccess, clientID, project, subject, connector)
+	if err != nil {
+		return store.AgentAccess{}, err
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // withExtra scans the columns a scan function knows, then the extra ones after them.

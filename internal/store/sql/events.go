@@ -43,28 +43,24 @@ func (s *Store) ListAudit(ctx context.Context, project string, limit int) (_ []s
 
 // listAudit runs a query over the audit table's columns and reads every record it returns.
 func (s *Store) listAudit(ctx context.Context, query string, args ...any) ([]store.AuditRecord, error) {
-	rows, err := s.reader().query(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []store.AuditRecord
-	for rows.Next() {
-		var r store.AuditRecord
+	return all(ctx, s.reader(), scanAudit, query, args...)
+}
+
+func scanAudit(r *store.AuditRecord) func(scanner) error {
+	return func(x scanner) error {
 		var t int64
 		var details string
-		if err := rows.Scan(&r.ID, &r.Project, &t, &r.Actor, &r.Action, &r.Target, &details); err != nil {
-			return nil, err
+		if err := x.Scan(&r.ID, &r.Project, &t, &r.Actor, &r.Action, &r.Target, &details); err != nil {
+			return err
 		}
 		r.Time = fromNS(t)
 		if details != "{}" {
 			if err := json.Unmarshal([]byte(details), &r.Details); err != nil {
-				return nil, fmt.Errorf("sqlstore: audit %d details: %w", r.ID, err)
+				return fmt.Errorf("sqlstore: audit %d details: %w", r.ID, err)
 			}
 		}
-		out = append(out, r)
+		return nil
 	}
-	return out, rows.Err()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -120,24 +116,21 @@ func (s *Store) ClaimEvents(ctx context.Context, now time.Time, lease time.Durat
 	}
 	var got []claimed
 	err = s.write(ctx, func(x q) error {
-		rows, err := x.query(ctx, qClaim, ns(now.Add(lease)), ns(now), int64(limit))
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var c claimed
-			var created, next, attempts int64
-			var delivered sql.NullInt64
-			e := &c.data
-			if err := rows.Scan(&c.seq, &e.ID, &e.Project, &e.Sink, &e.Type, &e.Data, &created, &attempts, &next, &delivered); err != nil {
-				return err
+		var err error
+		got, err = all(ctx, x, func(c *claimed) func(scanner) error {
+			return func(r scanner) error {
+				var created, next, attempts int64
+				var delivered sql.NullInt64
+				e := &c.data
+				if err := r.Scan(&c.seq, &e.ID, &e.Project, &e.Sink, &e.Type, &e.Data, &created, &attempts, &next, &delivered); err != nil {
+					return err
+				}
+				e.CreatedAt, e.NextAttempt, e.Attempts = fromNS(created), fromNS(next), int(attempts)
+				e.DeliveredAt = fromNullNS(delivered)
+				return nil
 			}
-			e.CreatedAt, e.NextAttempt, e.Attempts = fromNS(created), fromNS(next), int(attempts)
-			e.DeliveredAt = fromNullNS(delivered)
-			got = append(got, c)
-		}
-		return rows.Err()
+		}, qClaim, ns(now.Add(lease)), ns(now), int64(limit))
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -86,19 +86,17 @@ func (s *Store) migrate(ctx context.Context) error {
 			return err
 		}
 		applied := map[int64]bool{}
-		rows, err := x.query(ctx, qMigrateApplied)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
+		// each has closed the rows when it returns: the migrations below run on the same
+		// connection.
+		err := x.each(ctx, func(r scanner) error {
 			var v int64
-			if err := rows.Scan(&v); err != nil {
-				rows.Close()
+			if err := r.Scan(&v); err != nil {
 				return err
 			}
 			applied[v] = true
-		}
-		if err := rows.Close(); err != nil {
+			return nil
+		}, qMigrateApplied)
+		if err != nil {
 			return err
 		}
 		for _, m := range ms {

@@ -566,6 +566,41 @@ func (x q) row(ctx context.Context, scan func(scanner) error, query string, args
 	return rows.Close()
 }
 
+// each runs a query and calls fn on every row it returns, stopping at fn's first error. The
+// rows are closed on every path and an error that ended the iteration early is returned.
+func (x q) each(ctx context.Context, fn func(scanner) error, query string, args ...any) error {
+	rows, err := x.query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// all runs a query and returns one value a row, each read by the scan function that scan
+// returns for it (the shape of scanClient and its siblings). No rows is a nil slice; on an
+// error no partial list is returned.
+func all[T any](ctx context.Context, x q, scan func(*T) func(scanner) error, query string, args ...any) ([]T, error) {
+	var out []T
+	err := x.each(ctx, func(r scanner) error {
+		var v T
+		if err := scan(&v)(r); err != nil {
+			return err
+		}
+		out = append(out, v)
+		return nil
+	}, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // scanner is what sql.Rows and sql.Row have in common.
 type scanner interface{ Scan(dest ...any) error }
 

@@ -103,23 +103,22 @@ func insertTokens(ctx context.Context, x q, tokens []store.Token) error {
 // revoke runs one of the qRevoke statements (args continue after revoked_at and the expiry
 // bound) and counts, per client, the live tokens it ended.
 func revoke(ctx context.Context, x q, query string, now time.Time, args ...any) (map[string]int64, error) {
-	rows, err := x.query(ctx, query, append([]any{ns(now), ns(now)}, args...)...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	live := map[string]int64{}
-	for rows.Next() {
+	err := x.each(ctx, func(r scanner) error {
 		var client string
 		var rotated sql.NullInt64
-		if err := rows.Scan(&client, &rotated); err != nil {
-			return nil, err
+		if err := r.Scan(&client, &rotated); err != nil {
+			return err
 		}
 		if !rotated.Valid {
 			live[client]++
 		}
+		return nil
+	}, query, append([]any{ns(now), ns(now)}, args...)...)
+	if err != nil {
+		return nil, err
 	}
-	return live, rows.Err()
+	return live, nil
 }
 
 func sum(m map[string]int64) int64 {
@@ -224,24 +223,23 @@ func (s *Store) RotateRefreshToken(ctx context.Context, r store.RotateRequest) (
 // liveSuccessor reports whether old's successor refresh token is the family's live head:
 // exactly one, neither rotated nor revoked nor expired.
 func liveSuccessor(ctx context.Context, x q, old store.Token, now time.Time) (bool, error) {
-	rows, err := x.query(ctx, qSuccessors, old.FamilyID, int64(old.Generation+1))
-	if err != nil {
-		return false, err
-	}
-	defer rows.Close()
 	n, live := 0, 0
-	for rows.Next() {
+	err := x.each(ctx, func(r scanner) error {
 		var expires int64
 		var revoked, rotated sql.NullInt64
-		if err := rows.Scan(&expires, &revoked, &rotated); err != nil {
-			return false, err
+		if err := r.Scan(&expires, &revoked, &rotated); err != nil {
+			return err
 		}
 		n++
 		if !revoked.Valid && !rotated.Valid && ns(now) < expires {
 			live++
 		}
+		return nil
+	}, qSuccessors, old.FamilyID, int64(old.Generation+1))
+	if err != nil {
+		return false, err
 	}
-	return n == 1 && live == 1, rows.Err()
+	return n == 1 && live == 1, nil
 }
 
 // successors completes the new tokens from the old one and rejects tokens that would leave the
@@ -351,19 +349,18 @@ func (s *Store) RevokeClientTokens(ctx context.Context, project string, clientID
 // CountLiveTokens counts live tokens per client; clients with none are absent.
 func (s *Store) CountLiveTokens(ctx context.Context, project string, now time.Time) (_ map[string]int64, err error) {
 	defer s.observe("CountLiveTokens", time.Now(), &err)
-	rows, err := s.reader().query(ctx, qCountLive, project, ns(now))
+	out := map[string]int64{}
+	err = s.reader().each(ctx, func(r scanner) error {
+		var id string
+		var n int64
+		if err := r.Scan(&id, &n); err != nil {
+			return err
+		}
+		out[id] = n
+		return nil
+	}, qCountLive, project, ns(now))
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var id string
-		var n int64
-		if err := rows.Scan(&id, &n); err != nil {
-			return nil, err
-		}
-		out[id] = n
-	}
-	return out, rows.Err()
+	return out, nil
 }
