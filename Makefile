@@ -133,7 +133,7 @@ CHART_PG = --set publicURL=https://latchkey.example.com --set replicaCount=3 \
   --set networkPolicy.egress.enabled=true --set rbac.aggregateToDefaultRoles=true
 
 .PHONY: chart-lint
-chart-lint: ## helm lint and render the chart with its main value sets; render the kustomizations.
+chart-lint: ## helm lint and render the chart with its main value sets, check its schema refuses a typo; render the kustomizations.
 	cd hack/tools && $(GO) build -o ../../bin/helm helm.sh/helm/v3/cmd/helm
 	bin/helm lint --strict charts/latchkey --set publicURL=https://latchkey.example.com
 	bin/helm lint --strict charts/latchkey $(CHART_PG)
@@ -145,6 +145,10 @@ chart-lint: ## helm lint and render the chart with its main value sets; render t
 	@if bin/helm template latchkey charts/latchkey --kube-version $(K8S_VERSION) \
 	  --set publicURL=https://latchkey.example.com --set replicaCount=3 >/dev/null 2>&1; then \
 	  echo "make: the chart rendered three replicas on SQLite; it must refuse" >&2; exit 1; fi
+	@bin/helm template latchkey charts/latchkey --kube-version $(K8S_VERSION) \
+	  --set publicURL=https://latchkey.example.com --set ingress.enabeld=true 2>&1 >/dev/null | \
+	  grep -q "additional properties 'enabeld' not allowed" || { \
+	  echo "make: values.schema.json did not refuse a misspelled value (ingress.enabeld)" >&2; exit 1; }
 	@$(CONTROL_PLANE) && for d in default postgres prometheus; do \
 	  $$KUBEBUILDER_ASSETS/kubectl kustomize config/$$d >/dev/null || exit 1; done
 	@echo "make: chart and kustomizations render"
