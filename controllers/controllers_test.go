@@ -707,6 +707,9 @@ func TestProjectBrokenSinkSecretIsDegraded(t *testing.T) {
 		t.Errorf("message %q must name the Secret, what is off and how it comes back", cond.Message)
 	}
 	waitEvent(t, p, corev1.EventTypeWarning, v1alpha1.ProjectSecretMissingReason)
+	if status, msg := health(t, p); status != "Degraded" || !strings.HasPrefix(msg, "SecretMissing: ") {
+		t.Errorf("Argo CD health %s (%q), want Degraded with the reason", status, msg)
+	}
 
 	create(t, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sink"},
@@ -721,6 +724,9 @@ func TestProjectBrokenSinkSecretIsDegraded(t *testing.T) {
 		s.Data["key"] = []byte(strings.Repeat("k", 32))
 	})
 	waitComplete(t, p)
+	if status, msg := health(t, p); status != "Healthy" {
+		t.Errorf("Argo CD health %s (%q), want Healthy", status, msg)
+	}
 }
 
 // TestConnectorRules: the audience rule and connector references from clients.
