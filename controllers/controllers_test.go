@@ -108,6 +108,10 @@ func TestSamples(t *testing.T) {
 	oc := &v1alpha1.OAuthClient{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "repo-helper"}}
 	waitReady(t, oc)
 	waitCondition(t, oc, v1alpha1.OAuthClientConnectorsResolvedCondition, metav1.ConditionTrue, v1alpha1.OAuthClientConnectorsResolvedReason)
+	waitComplete(t, oc)
+	if status, msg := health(t, oc); status != "Healthy" {
+		t.Errorf("Argo CD health %s (%q), want Healthy", status, msg)
+	}
 	if !strings.HasPrefix(oc.Status.ClientID, "lkc_") || oc.Status.SecretName != "repo-helper-credentials" {
 		t.Fatalf("status clientID %q secretName %q", oc.Status.ClientID, oc.Status.SecretName)
 	}
@@ -756,6 +760,14 @@ func TestConnectorRules(t *testing.T) {
 	cc := waitCondition(t, oc, v1alpha1.OAuthClientConnectorsResolvedCondition, metav1.ConditionFalse, v1alpha1.OAuthClientConnectorNotFoundReason)
 	if !strings.Contains(cc.Message, ns+"/missing") || !strings.Contains(cc.Message, ns+"/b-github") {
 		t.Errorf("ConnectorsResolved message %q", cc.Message)
+	}
+	// It serves with the one that resolved: Ready, and Degraded with the same reason.
+	if dc := waitDegraded(t, oc, v1alpha1.OAuthClientConnectorNotFoundReason); !strings.Contains(dc.Message, ns+"/missing") ||
+		!strings.Contains(dc.Message, "serving with 1 of 3 connectors usable") {
+		t.Errorf("Degraded message %q", dc.Message)
+	}
+	if status, _ := health(t, oc); status != "Degraded" {
+		t.Errorf("Argo CD health %s, want Degraded", status)
 	}
 	waitSnapshot(t, "client with the one usable connector", func(s *config.Snapshot) error {
 		c := s.Project(ns + "/proj").Clients[oc.Status.ClientID]
