@@ -108,6 +108,10 @@ func TestSamples(t *testing.T) {
 	oc := &v1alpha1.OAuthClient{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "repo-helper"}}
 	waitReady(t, oc)
 	waitCondition(t, oc, v1alpha1.OAuthClientConnectorsResolvedCondition, metav1.ConditionTrue, v1alpha1.OAuthClientConnectorsResolvedReason)
+	waitComplete(t, oc)
+	if status, msg := health(t, oc); status != "Healthy" {
+		t.Errorf("Argo CD health %s (%q), want Healthy", status, msg)
+	}
 	if !strings.HasPrefix(oc.Status.ClientID, "lkc_") || oc.Status.SecretName != "repo-helper-credentials" {
 		t.Fatalf("status clientID %q secretName %q", oc.Status.ClientID, oc.Status.SecretName)
 	}
@@ -500,15 +504,15 @@ func TestProjectSecrets(t *testing.T) {
 		}},
 	}
 	create(t, p)
-	cond := waitNotReady(t, p, v1alpha1.ProjectSecretInvalidReason)
+	cond := waitDegraded(t, p, v1alpha1.ProjectSecretInvalidReason)
 	if !strings.Contains(cond.Message, ns+"/pw") || strings.Contains(cond.Message, "hunter2") {
 		t.Errorf("message %q must name the Secret and never quote a hash", cond.Message)
 	}
-	if !strings.HasSuffix(cond.Message, "; serving without password sign-in") {
+	if !strings.Contains(cond.Message, "; serving without password sign-in until the Secret is fixed") {
 		t.Errorf("message %q must end with what is off", cond.Message)
 	}
 	if p.Status.Issuer == "" {
-		t.Error("issuer not reported while not Ready")
+		t.Error("issuer not reported while degraded")
 	}
 	oc := newClient(ns, "agent", v1alpha1.ProjectReference{Name: "proj"})
 	create(t, oc)
@@ -530,7 +534,7 @@ func TestProjectSecrets(t *testing.T) {
 	update(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pw"}}, func(s *corev1.Secret) {
 		s.Data["passwords.yaml"] = []byte(`[{"email": "bob@example.com", "hash": "$2a$10$5ai4.gQFC2HTMrdNoweK0eV.EidIA5.eyvrOffs4Ao4TM7P23dxoe"}]`)
 	})
-	waitReady(t, p)
+	waitComplete(t, p)
 	waitReady(t, oc)
 	waitSnapshot(t, "password sign-in back", func(s *config.Snapshot) error {
 		pr := s.Project(ns + "/proj")
@@ -567,8 +571,8 @@ func TestProjectSecrets(t *testing.T) {
 	update(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keys"}}, func(s *corev1.Secret) {
 		s.Data["2026-07.pem"] = []byte("not a key")
 	})
-	cond = waitNotReady(t, p, v1alpha1.ProjectSecretInvalidReason)
-	if !strings.HasSuffix(cond.Message, "; serving without JWT signing keys") {
+	cond = waitDegraded(t, p, v1alpha1.ProjectSecretInvalidReason)
+	if !strings.Contains(cond.Message, "; serving without JWT signing keys until") {
 		t.Errorf("message %q must end with what is off", cond.Message)
 	}
 	waitNotReady(t, jwt, v1alpha1.OAuthClientSigningKeyRequiredReason)
@@ -616,7 +620,7 @@ func TestProjectSecretsTurnOffFeatures(t *testing.T) {
 		},
 	}
 	create(t, p)
-	cond := waitNotReady(t, p, v1alpha1.ProjectSecretMissingReason)
+	cond := waitDegraded(t, p, v1alpha1.ProjectSecretMissingReason)
 	for _, want := range []string{ns + "/oidc", ns + "/iat", ns + "/hmac"} {
 		if !strings.Contains(cond.Message, want) {
 			t.Errorf("message %q does not name %s", cond.Message, want)
@@ -625,7 +629,7 @@ func TestProjectSecretsTurnOffFeatures(t *testing.T) {
 	if strings.Contains(cond.Message, "too-short") {
 		t.Errorf("message %q quotes a key", cond.Message)
 	}
-	if want := `; serving without OIDC sign-in, client registration, event sink "audit"`; !strings.HasSuffix(cond.Message, want) {
+	if want := `; serving without OIDC sign-in, client registration, event sink "audit" until`; !strings.Contains(cond.Message, want) {
 		t.Errorf("message %q must end with %q", cond.Message, want)
 	}
 	create(t, &corev1.Secret{
@@ -673,7 +677,7 @@ func TestProjectSecretsTurnOffFeatures(t *testing.T) {
 	update(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hmac"}}, func(s *corev1.Secret) {
 		s.Data["short"] = []byte(strings.Repeat("s", 32))
 	})
-	waitReady(t, p)
+	waitComplete(t, p)
 	waitSnapshot(t, "every feature back", func(s *config.Snapshot) error {
 		pr := s.Project(ns + "/proj")
 		if pr == nil || pr.SignIn.OIDC == nil || pr.SignIn.OIDC.Unavailable || pr.SignIn.OIDC.ClientSecret != "idp-secret" ||
@@ -682,6 +686,51 @@ func TestProjectSecretsTurnOffFeatures(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestProjectBrokenSinkSecretIsDegraded: a Project whose event sink key is missing serves, so it
+// is Ready=True, and says what is off with Degraded=True (a Warning Event too), which is what
+// GitOps tools read as "serving, needs attention" rather than "failed"; a key too short is
+// SecretInvalid; a good key turns Degraded=False.
+func TestProjectBrokenSinkSecretIsDegraded(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t, nil)
+	create(t, passwordSecret(ns, "pw"))
+	p := &v1alpha1.Project{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "proj"},
+		Spec: v1alpha1.ProjectSpec{
+			SignIn: v1alpha1.SignIn{PasswordSecretRef: &v1alpha1.SecretKeyReference{Name: "pw", Key: "passwords.yaml"}},
+			EventSinks: []v1alpha1.EventSink{{
+				Name: "siem", URL: "https://siem.example.com/in",
+				HMACSecretRef: v1alpha1.SecretKeyReference{Name: "sink", Key: "key"},
+			}}},
+	}
+	create(t, p)
+	cond := waitDegraded(t, p, v1alpha1.ProjectSecretMissingReason)
+	if !strings.Contains(cond.Message, ns+"/sink") || !strings.Contains(cond.Message, `serving without event sink "siem" until the Secret is fixed`) {
+		t.Errorf("message %q must name the Secret, what is off and how it comes back", cond.Message)
+	}
+	waitEvent(t, p, corev1.EventTypeWarning, v1alpha1.ProjectSecretMissingReason)
+	if status, msg := health(t, p); status != "Degraded" || !strings.HasPrefix(msg, "SecretMissing: ") {
+		t.Errorf("Argo CD health %s (%q), want Degraded with the reason", status, msg)
+	}
+
+	create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sink"},
+		StringData: map[string]string{"key": "short"},
+	})
+	cond = waitDegraded(t, p, v1alpha1.ProjectSecretInvalidReason)
+	if strings.Contains(cond.Message, "short\"") {
+		t.Errorf("message %q quotes the key", cond.Message)
+	}
+
+	update(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sink"}}, func(s *corev1.Secret) {
+		s.Data["key"] = []byte(strings.Repeat("k", 32))
+	})
+	waitComplete(t, p)
+	if status, msg := health(t, p); status != "Healthy" {
+		t.Errorf("Argo CD health %s (%q), want Healthy", status, msg)
+	}
 }
 
 // TestConnectorRules: the audience rule and connector references from clients.
@@ -711,6 +760,14 @@ func TestConnectorRules(t *testing.T) {
 	cc := waitCondition(t, oc, v1alpha1.OAuthClientConnectorsResolvedCondition, metav1.ConditionFalse, v1alpha1.OAuthClientConnectorNotFoundReason)
 	if !strings.Contains(cc.Message, ns+"/missing") || !strings.Contains(cc.Message, ns+"/b-github") {
 		t.Errorf("ConnectorsResolved message %q", cc.Message)
+	}
+	// It serves with the one that resolved: Ready, and Degraded with the same reason.
+	if dc := waitDegraded(t, oc, v1alpha1.OAuthClientConnectorNotFoundReason); !strings.Contains(dc.Message, ns+"/missing") ||
+		!strings.Contains(dc.Message, "serving with 1 of 3 connectors usable") {
+		t.Errorf("Degraded message %q", dc.Message)
+	}
+	if status, _ := health(t, oc); status != "Degraded" {
+		t.Errorf("Argo CD health %s, want Degraded", status)
 	}
 	waitSnapshot(t, "client with the one usable connector", func(s *config.Snapshot) error {
 		c := s.Project(ns + "/proj").Clients[oc.Status.ClientID]

@@ -168,6 +168,7 @@ func (r *OAuthClientReconciler) reconcileReady(ctx context.Context, s *clientSco
 		}
 		r.setReady(&oc.Status.Conditions, oc.Generation, err, "")
 		meta.RemoveStatusCondition(&oc.Status.Conditions, v1alpha1.OAuthClientConnectorsResolvedCondition)
+		meta.RemoveStatusCondition(&oc.Status.Conditions, v1alpha1.DegradedCondition)
 		return ctrl.Result{}, nil
 	}
 	r.setReady(&oc.Status.Conditions, oc.Generation, nil,
@@ -185,6 +186,13 @@ func (r *OAuthClientReconciler) reconcileReady(ctx context.Context, s *clientSco
 	}
 	r.setCondition(&oc.Status.Conditions, oc.Generation, v1alpha1.OAuthClientConnectorsResolvedCondition, connErr,
 		v1alpha1.OAuthClientConnectorsResolvedReason, msg)
+	// The client serves with the connectors that resolved: Degraded, not un-Ready, when some did
+	// not (docs/decisions/0028).
+	var degErr error
+	if nr, ok := asNotReady(connErr); ok {
+		degErr = notReadyf(nr.reason, "%s; serving with %s until they are fixed", nr.message, msg)
+	}
+	r.setDegraded(&oc.Status.Conditions, oc.Generation, degErr, msg)
 	return ctrl.Result{}, nil
 }
 

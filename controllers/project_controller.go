@@ -10,13 +10,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 )
 
 // ProjectReconciler reports whether a Project's Secrets exist and parse, and its issuer. A
-// Project with a broken Secret is Ready=False but still serves, without the feature that needs
-// the Secret; the message ends with what is off. The Project's configuration reaches the server
+// Project with a broken Secret still serves, without the feature that needs the Secret
+// (docs/decisions/0014), so it is Ready=True and Degraded=True, the message listing every problem
+// and what is off (docs/decisions/0028). The Project's configuration reaches the server
 // through the Compiler, not through this reconciler.
 type ProjectReconciler struct {
 	base
@@ -51,7 +53,15 @@ func (r *ProjectReconciler) reconcileReady(ctx context.Context, s *projectScope)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.setReady(&s.project.Status.Conditions, s.project.Generation, pr.err, "serving at "+s.project.Status.Issuer)
+	conds, gen := &s.project.Status.Conditions, s.project.Generation
+	if pr.compiled == nil {
+		// Not serving at all: Ready says so, and there is nothing to be degraded from.
+		r.setReady(conds, gen, pr.err, "")
+		meta.RemoveStatusCondition(conds, v1alpha1.DegradedCondition)
+		return ctrl.Result{}, nil
+	}
+	r.setReady(conds, gen, nil, "serving at "+s.project.Status.Issuer)
+	r.setDegraded(conds, gen, pr.err, "every Secret the Project refers to is usable")
 	return ctrl.Result{}, nil
 }
 

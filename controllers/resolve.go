@@ -299,7 +299,7 @@ func (d *degraded) err() error {
 		return nil
 	}
 	nr := joinNotReady(d.problems)
-	suffix := "; serving without " + strings.Join(d.off, ", ")
+	suffix := "; serving without " + strings.Join(d.off, ", ") + " until the Secret is fixed (it is read again on every change)"
 	// The condition keeps maxMessage bytes; what is off must survive, so the problems give way.
 	if room := maxMessage - len(suffix); len(nr.message) > room {
 		nr.message = nr.message[:max(room-3, 0)] + "..."
@@ -487,7 +487,7 @@ func projectKeyOf(ref v1alpha1.ProjectReference, ownNamespace string) types.Name
 // attach resolves the Project an OAuthClient, Connector or RedirectPolicy refers to. It returns
 // the Project object whenever it exists (so status can show the issuer even when not Ready), and
 // the compiled Project when the object may attach to it. A Project serving with a feature off
-// (Ready=False for a Secret problem) still takes attachments: only a Project that did not
+// (Ready=True, Degraded=True for a Secret problem) still takes attachments: only a Project that did not
 // compile turns them ProjectNotReady.
 func (r *resolver) attach(ctx context.Context, ref v1alpha1.ProjectReference, namespace string) (*v1alpha1.Project, *config.Project, error) {
 	key := projectKeyOf(ref, namespace)

@@ -53,6 +53,25 @@ func (b *base) setReady(conds *[]metav1.Condition, generation int64, err error, 
 	b.setCondition(conds, generation, v1alpha1.ReadyCondition, err, v1alpha1.ReadyReason, readyMessage)
 }
 
+// setDegraded sets the Degraded condition of an object that serves: True with the notReady's
+// reason and message when err is one (something is off), otherwise False with CompleteReason.
+// Ready stays True either way, because GitOps tools read Ready as "serving"
+// (docs/decisions/0028).
+func (b *base) setDegraded(conds *[]metav1.Condition, generation int64, err error, completeMessage string) {
+	c := metav1.Condition{
+		Type:               v1alpha1.DegradedCondition,
+		Status:             metav1.ConditionFalse,
+		Reason:             v1alpha1.CompleteReason,
+		Message:            truncate(completeMessage),
+		ObservedGeneration: generation,
+		LastTransitionTime: metav1.NewTime(b.clock()),
+	}
+	if nr, ok := asNotReady(err); ok {
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, nr.reason, truncate(nr.message)
+	}
+	meta.SetStatusCondition(conds, c)
+}
+
 // setCondition sets a condition computed from the given generation of the object's spec.
 func (b *base) setCondition(conds *[]metav1.Condition, generation int64, typ string, err error, okReason, okMessage string) {
 	c := metav1.Condition{
@@ -147,7 +166,22 @@ func patchStatus[T client.Object](ctx context.Context, b *base, before, after T,
 	b.readyEvent(after,
 		meta.FindStatusCondition(*kind.status(before).conditions, v1alpha1.ReadyCondition),
 		meta.FindStatusCondition(*kind.status(after).conditions, v1alpha1.ReadyCondition))
+	b.degradedEvent(after,
+		meta.FindStatusCondition(*kind.status(before).conditions, v1alpha1.DegradedCondition),
+		meta.FindStatusCondition(*kind.status(after).conditions, v1alpha1.DegradedCondition))
 	return nil
+}
+
+// degradedEvent records a Warning when Degraded became True (or True for a new reason): a
+// serving object losing a feature is worth an Event as much as one that stops serving. Its
+// recovery shows in status; a Normal Event for it would repeat the Ready one on first sight.
+func (b *base) degradedEvent(obj client.Object, oldDeg, newDeg *metav1.Condition) {
+	if newDeg == nil || newDeg.Status != metav1.ConditionTrue {
+		return
+	}
+	if oldDeg == nil || oldDeg.Status != metav1.ConditionTrue || oldDeg.Reason != newDeg.Reason {
+		b.recorder.Eventf(obj, nil, corev1.EventTypeWarning, newDeg.Reason, "Reconcile", "%s", newDeg.Message)
+	}
 }
 
 // readyEvent records an Event when Ready changed from oldReady to newReady: Warning when it

@@ -282,6 +282,24 @@ func waitNotReady(t *testing.T, obj client.Object, reason string) metav1.Conditi
 	return waitCondition(t, obj, v1alpha1.ReadyCondition, metav1.ConditionFalse, reason)
 }
 
+// waitDegraded waits until obj serves (Ready=True) with a feature off (Degraded=True for reason)
+// and returns the Degraded condition.
+func waitDegraded(t *testing.T, obj client.Object, reason string) metav1.Condition {
+	t.Helper()
+	cond := waitCondition(t, obj, v1alpha1.DegradedCondition, metav1.ConditionTrue, reason)
+	if c := meta.FindStatusCondition(conditions(obj), v1alpha1.ReadyCondition); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("degraded %s is not Ready=True: %+v", obj.GetName(), c)
+	}
+	return cond
+}
+
+// waitComplete waits until obj is Ready=True and Degraded=False.
+func waitComplete(t *testing.T, obj client.Object) {
+	t.Helper()
+	waitCondition(t, obj, v1alpha1.DegradedCondition, metav1.ConditionFalse, v1alpha1.CompleteReason)
+	waitReady(t, obj)
+}
+
 // waitSnapshot waits until the published snapshot satisfies check.
 func waitSnapshot(t *testing.T, what string, check func(*config.Snapshot) error) *config.Snapshot {
 	t.Helper()

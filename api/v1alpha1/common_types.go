@@ -5,6 +5,18 @@ package v1alpha1
 // message say why (for example a referenced Secret does not exist yet).
 const ReadyCondition = "Ready"
 
+// DegradedCondition is the condition type of a kind that can serve in part. True means the object
+// serves (Ready=True) but something it refers to is broken and a feature is off; the reason says
+// what kind of problem (SecretMissing, SecretInvalid, …) and the message names each one, what is
+// off and how to fix it. False (reason Complete) means nothing is off. An object that does not
+// serve at all is Ready=False and has no Degraded condition. GitOps tools read Ready for health,
+// so a serving object stays Ready=True while degraded; see docs/gitops.md and
+// docs/decisions/0028-ready-while-serving-degraded-when-partly.md.
+const DegradedCondition = "Degraded"
+
+// CompleteReason is the reason of Degraded=False: everything the object refers to resolved.
+const CompleteReason = "Complete"
+
 // SecretKeyReference names one key of a Secret in the namespace of the object that refers to it.
 type SecretKeyReference struct {
 	// name of the Secret, in the same namespace as the object that refers to it. The Secret may be

@@ -13,6 +13,10 @@ const (
 	// Ready Connector of the same Project. While it is False the client still works; token
 	// exchange for the unresolved connectors is refused.
 	OAuthClientConnectorsResolvedCondition = "ConnectorsResolved"
+	// OAuthClientDegradedCondition is True when the client serves (Ready=True) but a listed
+	// connector is not usable, with the ConnectorsResolved reason and message; False with
+	// CompleteReason otherwise. A client that is not Ready has none.
+	OAuthClientDegradedCondition = DegradedCondition
 
 	// OAuthClientReadyReason: the client is in use.
 	OAuthClientReadyReason = ReadyReason
@@ -296,6 +300,7 @@ type OAuthClientStatus struct {
 // +kubebuilder:printcolumn:name="Project",type=string,JSONPath=`.spec.projectRef.name`
 // +kubebuilder:printcolumn:name="Client ID",type=string,JSONPath=`.status.clientID`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Refused",type=string,JSONPath=`.status.conditions[?(@.type=="RefusedByPolicy")].status`
 // +kubebuilder:printcolumn:name="Refused Because",type=string,JSONPath=`.status.conditions[?(@.type=="RefusedByPolicy")].message`,priority=1

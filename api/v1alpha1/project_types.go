@@ -7,14 +7,22 @@ import (
 // Project condition types and reasons. The reasons double as Event reasons.
 const (
 	// ProjectReadyCondition is True when the Project is compiled into the server's configuration
-	// and its issuer is serving.
+	// and its issuer is serving, also while a broken Secret turns one feature off (then
+	// ProjectDegradedCondition is True).
 	ProjectReadyCondition = ReadyCondition
-	// ProjectReadyReason: everything the Project references resolved.
+	// ProjectReadyReason: the Project is compiled and its issuer serves.
 	ProjectReadyReason = ReadyReason
-	// ProjectSecretMissingReason: a Secret named in the spec (password file, OIDC client secret,
+	// ProjectDegradedCondition is True when a broken Secret turns a feature of a serving Project
+	// off; the reason is ProjectSecretMissingReason or ProjectSecretInvalidReason and the message
+	// lists every problem, what is off and how to fix it. False with ProjectCompleteReason
+	// otherwise.
+	ProjectDegradedCondition = DegradedCondition
+	// ProjectCompleteReason: every Secret the Project refers to exists and parses.
+	ProjectCompleteReason = CompleteReason
+	// ProjectSecretMissingReason (Degraded): a Secret named in the spec (password file, OIDC client secret,
 	// initial access tokens, event sink HMAC key, signing keys) does not exist.
 	ProjectSecretMissingReason = SecretMissingReason
-	// ProjectSecretInvalidReason: a referenced Secret lacks the key or its content is unusable
+	// ProjectSecretInvalidReason (Degraded): a referenced Secret lacks the key or its content is unusable
 	// (for example a malformed password file); the message says which and why.
 	ProjectSecretInvalidReason = SecretInvalidReason
 )
@@ -357,7 +365,9 @@ type ProjectStatus struct {
 // +kubebuilder:resource:categories=latchkey
 // +kubebuilder:printcolumn:name="Issuer",type=string,JSONPath=`.status.issuer`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Degraded Because",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Project struct {
 	metav1.TypeMeta   `json:",inline"`
