@@ -76,6 +76,13 @@ func newHarness(t testing.TB, opts ...option) *harness {
 
 func newHarnessDSN(t testing.TB, dsn string, opts ...option) *harness {
 	t.Helper()
+	return newHarnessServer(t, dsn, nil, opts...)
+}
+
+// newHarnessServer is newHarnessDSN with server options: server, when not nil, changes the
+// webhook.Options the server is built with.
+func newHarnessServer(t testing.TB, dsn string, server func(*webhook.Options), opts ...option) *harness {
+	t.Helper()
 	st, err := sqlstore.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -91,13 +98,17 @@ func newHarnessDSN(t testing.TB, dsn string, opts ...option) *harness {
 		o(h.project)
 	}
 	h.holder.Store(&config.Snapshot{Projects: map[string]*config.Project{projectKey: h.project}, Version: 1})
-	h.srv, err = webhook.New(webhook.Options{
+	so := webhook.Options{
 		Config:    h.holder,
 		Store:     st,
 		Keyring:   secret.NewRandomKeyring(),
 		Now:       h.clock.Now,
 		PublicURL: h.ts.URL,
-	})
+	}
+	if server != nil {
+		server(&so)
+	}
+	h.srv, err = webhook.New(so)
 	if err != nil {
 		t.Fatal(err)
 	}

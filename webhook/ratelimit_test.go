@@ -1,10 +1,8 @@
 package webhook_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
 	"strconv"
@@ -12,10 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"latchkey.dev/latchkey/internal/config"
-	"latchkey.dev/latchkey/internal/secret"
-	sqlstore "latchkey.dev/latchkey/internal/store/sql"
-	"latchkey.dev/latchkey/internal/testclock"
 	"latchkey.dev/latchkey/webhook"
 	"latchkey.dev/latchkey/webhook/register"
 	"latchkey.dev/latchkey/webhook/signin"
@@ -26,31 +20,13 @@ import (
 // controller, and trusting anything else plays a client that reaches the server directly.
 func newHarnessBehind(t *testing.T, trusted ...string) *harness {
 	t.Helper()
-	st, err := sqlstore.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "latchkey.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	h := &harness{t: t, clock: testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)), store: st, holder: &config.Holder{}}
-	var handler http.Handler
-	h.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
-	t.Cleanup(h.ts.Close)
-	h.base = h.ts.URL + "/team/demo"
-	h.project = testProject(h.base)
-	h.holder.Store(&config.Snapshot{Projects: map[string]*config.Project{projectKey: h.project}, Version: 1})
 	var prefixes []netip.Prefix
 	for _, s := range trusted {
 		prefixes = append(prefixes, netip.MustParsePrefix(s))
 	}
-	h.srv, err = webhook.New(webhook.Options{
-		Config: h.holder, Store: st, Keyring: secret.NewRandomKeyring(), Now: h.clock.Now, PublicURL: h.ts.URL,
-		TrustedProxies: prefixes,
+	return newHarnessServer(t, "sqlite:"+filepath.Join(t.TempDir(), "latchkey.db"), func(o *webhook.Options) {
+		o.TrustedProxies = prefixes
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	handler = h.srv
-	return h
 }
 
 // from is a browser whose requests say, as a proxy in front would, that they come from addr.

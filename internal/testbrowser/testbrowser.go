@@ -193,11 +193,18 @@ func (p *Profile) Block(prefix string) {
 // starts with prefix.
 func (p *Profile) PressAndCapture(label, prefix string) string {
 	p.T.Helper()
+	return p.Capture(prefix, func() { p.Press(label) })
+}
+
+// Capture runs act (a press, a key) and returns the first address the browser is then sent to
+// that starts with prefix.
+func (p *Profile) Capture(prefix string, act func()) string {
+	p.T.Helper()
 	ctx, cancel := context.WithTimeout(p.Ctx, 20*time.Second)
 	defer cancel()
-	// Listening starts before the press, so the request cannot slip past.
+	// Listening starts before act, so the request cannot slip past.
 	events := chromedp.Events(ctx, network.RequestWillBeSent)
-	p.Press(label)
+	act()
 	for ev, err := range events {
 		if err != nil {
 			p.T.Fatalf("%s: waiting for %s: %v", p.Name, prefix, err)

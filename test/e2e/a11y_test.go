@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -538,18 +537,5 @@ func TestAccessibilityInChromium(t *testing.T) {
 // browser is sent to that starts with prefix.
 func enterAndCapture(p *testbrowser.Profile, prefix string) string {
 	p.T.Helper()
-	ctx, cancel := context.WithTimeout(p.Ctx, 20*time.Second)
-	defer cancel()
-	events := chromedp.Events(ctx, network.RequestWillBeSent)
-	key(p, kb.Enter)
-	for ev, err := range events {
-		if err != nil {
-			p.T.Fatalf("%s: waiting for %s: %v", p.Name, prefix, err)
-		}
-		if strings.HasPrefix(ev.Request.URL, prefix) {
-			return ev.Request.URL
-		}
-	}
-	p.T.Fatalf("%s: never sent to %s: %v", p.Name, prefix, ctx.Err())
-	return ""
+	return p.Capture(prefix, func() { key(p, kb.Enter) })
 }
