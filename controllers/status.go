@@ -58,25 +58,20 @@ func (b *base) setReady(conds *[]metav1.Condition, generation int64, err error, 
 // Ready stays True either way, because GitOps tools read Ready as "serving"
 // (docs/decisions/0028).
 func (b *base) setDegraded(conds *[]metav1.Condition, generation int64, err error, completeMessage string) {
-	c := metav1.Condition{
-		Type:               v1alpha1.DegradedCondition,
-		Status:             metav1.ConditionFalse,
-		Reason:             v1alpha1.CompleteReason,
-		Message:            truncate(completeMessage),
-		ObservedGeneration: generation,
-		LastTransitionTime: metav1.NewTime(b.clock()),
-	}
-	if nr, ok := asNotReady(err); ok {
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, nr.reason, truncate(nr.message)
-	}
-	meta.SetStatusCondition(conds, c)
+	b.set(conds, generation, v1alpha1.DegradedCondition, metav1.ConditionFalse, err, v1alpha1.CompleteReason, completeMessage)
 }
 
 // setCondition sets a condition computed from the given generation of the object's spec.
 func (b *base) setCondition(conds *[]metav1.Condition, generation int64, typ string, err error, okReason, okMessage string) {
+	b.set(conds, generation, typ, metav1.ConditionTrue, err, okReason, okMessage)
+}
+
+// set writes condition typ: okStatus with okReason when err is nil, the opposite status with
+// the reason and message of a notReady err otherwise (any other err leaves the ok values).
+func (b *base) set(conds *[]metav1.Condition, generation int64, typ string, okStatus metav1.ConditionStatus, err error, okReason, okMessage string) {
 	c := metav1.Condition{
 		Type:               typ,
-		Status:             metav1.ConditionTrue,
+		Status:             okStatus,
 		Reason:             okReason,
 		Message:            truncate(okMessage),
 		ObservedGeneration: generation,
@@ -85,6 +80,9 @@ func (b *base) setCondition(conds *[]metav1.Condition, generation int64, typ str
 	}
 	if nr, ok := asNotReady(err); ok {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, nr.reason, truncate(nr.message)
+		if okStatus == metav1.ConditionFalse {
+			c.Status = metav1.ConditionTrue
+		}
 	}
 	meta.SetStatusCondition(conds, c)
 }
