@@ -22,10 +22,14 @@ CONTROL_PLANE = assets=$$(hack/control-plane.sh) && export KUBEBUILDER_ASSETS=$$
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# BUILD_VERSION is what `latchkey --version` prints for a local build: the commit (git describe),
+# or "dev" outside a git checkout. `make image` and releases stamp VERSION instead.
+BUILD_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
 .PHONY: build
-build: ## Build bin/latchkey (static, pure Go).
+build: ## Build bin/latchkey (static, pure Go), stamped with the commit (`bin/latchkey --version`).
 	@test -x bin/latchkey || echo "make: building bin/latchkey (the first build compiles the Kubernetes libraries: a few minutes; later builds take seconds)"
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/latchkey ./cmd/latchkey
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(BUILD_VERSION)" -o bin/latchkey ./cmd/latchkey
 
 # `make image` names the image the way the chart pulls it by default (values.yaml
 # image.repository, tagged with Chart.yaml's appVersion), so `kind load image-archive` and then
@@ -39,7 +43,7 @@ PLATFORMS ?= linux/amd64,linux/arm64
 image: ## Build bin/latchkey-image.tar, an OCI image archive (amd64 + arm64), without a Docker engine.
 	cd hack/tools && $(GO) build -o ../../bin/latchkey-image-builder ./image
 	bin/latchkey-image-builder -o bin/latchkey-image.tar -ref $(IMAGE):$(VERSION) -version $(VERSION) \
-	  -platforms $(PLATFORMS) -go $(GO)
+	  -licenses Apache-2.0 -platforms $(PLATFORMS) -go $(GO)
 
 # Not part of `make test`, which runs the root and mcp modules only; about 25 s once both platforms'
 # builds are cached, a few minutes the first time (the arm64 compile).

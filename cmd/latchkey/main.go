@@ -49,8 +49,9 @@ import (
 // defaultDatabase is the embedded single-replica store used by `make run`.
 const defaultDatabase = "sqlite:.latchkey/latchkey.db"
 
-// version is set at link time (-ldflags "-X main.version=…") by `make image` and the
-// Dockerfile, so an image can say what it runs; other builds report "dev".
+// version is set at link time (-ldflags "-X main.version=…") by `make build`, `make image` and
+// the Dockerfile, so a binary and an image say what they run (`latchkey --version`, or
+// -version: the flag package accepts both); a plain `go build` reports "dev".
 var version = "dev"
 
 type options struct {
@@ -127,8 +128,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "latchkey:", err)
 		os.Exit(2)
 	}
-	ctrl.SetLogger(log)
-	klog.SetLogger(log.WithName("client-go"))
+	setLoggers(log)
 	applyMemoryLimit(log)
 
 	if err := run(ctrl.SetupSignalHandler(), o, log); err != nil {
@@ -450,6 +450,15 @@ func newLogger(level, format string) (logr.Logger, error) {
 		return logr.Logger{}, fmt.Errorf("--log-format %q: want json or text", format)
 	}
 	return logr.FromSlogHandler(h), nil
+}
+
+// setLoggers routes controller-runtime's and client-go's logs through log. It runs before
+// anything else can log: controller-runtime buffers nothing, and a first log line more than 30
+// seconds after start without a logger prints a "log.SetLogger(...) was never called" stack
+// trace instead of the line.
+func setLoggers(log logr.Logger) {
+	ctrl.SetLogger(log)
+	klog.SetLogger(log.WithName("client-go"))
 }
 
 func flagSet(fs *flag.FlagSet, name string) bool {
