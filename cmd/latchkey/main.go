@@ -42,6 +42,7 @@ import (
 	"latchkey.dev/latchkey/internal/metrics"
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
+	"latchkey.dev/latchkey/internal/trust"
 	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/webhook"
 )
@@ -70,6 +71,7 @@ type options struct {
 	upstreamWait  time.Duration
 	logLevel      string
 	logFormat     string
+	caBundle      string
 	// trustedProxies and clientAddrHeader say where rate limits read the client's address.
 	trustedProxies   string
 	clientAddrHeader string
@@ -109,6 +111,9 @@ func main() {
 			"only from these peers is the client's address read from --client-address-header, for sign-in and registration rate limits (default: none, the peer is the client)")
 	fs.StringVar(&o.clientAddrHeader, "client-address-header", "X-Forwarded-For",
 		"the header the trusted proxies set to name the client: X-Forwarded-For or Forwarded (RFC 7239)")
+	fs.StringVar(&o.caBundle, "ca-bundle", "",
+		"PEM file of CA certificates trusted, in addition to the system's, by every outgoing HTTPS call: connected services, OpenID Connect providers, "+
+			"client metadata documents, event sinks (not the Kubernetes API); env LATCHKEY_CA_BUNDLE")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or text")
 	printVersion := fs.Bool("version", false, "print the version and exit")
@@ -121,6 +126,9 @@ func main() {
 	// prints a DSN with its password.
 	if env := os.Getenv("LATCHKEY_DATABASE"); env != "" && !flagSet(fs, "database") {
 		o.database = env
+	}
+	if env := os.Getenv("LATCHKEY_CA_BUNDLE"); env != "" && !flagSet(fs, "ca-bundle") {
+		o.caBundle = env
 	}
 
 	log, err := newLogger(o.logLevel, o.logFormat)
@@ -141,6 +149,14 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	publicURL := strings.TrimSuffix(o.publicURL, "/")
 	if err := checkPublicURL(publicURL); err != nil {
 		return err
+	}
+	if o.caBundle != "" {
+		pool, err := trust.Load(o.caBundle)
+		if err != nil {
+			return fmt.Errorf("--ca-bundle: %w", err)
+		}
+		trust.Use(pool)
+		log.Info("trusting the CA bundle in addition to the system's roots", "file", o.caBundle)
 	}
 	trustedProxies, err := clientaddr.ParsePrefixes(o.trustedProxies)
 	if err != nil {
