@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -11,6 +13,8 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // runAsLatchkey makes the test binary run main() when a test starts it again with this
@@ -82,5 +86,30 @@ func TestStartupOutput(t *testing.T) {
 	}
 	if !strings.Contains(errOut, `"msg":"latchkey stopped"`) {
 		t.Errorf("start-up output does not say why it stopped:\n%s", errOut)
+	}
+}
+
+// `latchkey check-issuer`, as the chart's test Pod runs it: through the Service to a real
+// server, exit 0 when the issuer answers and 1, with the reason, when it does not.
+func TestCheckIssuerCommand(t *testing.T) {
+	s := stack.New(t, stack.Options{DSN: "sqlite:" + t.TempDir() + "/latchkey.db"})
+	service := httptest.NewServer(s.Front.Config.Handler)
+	defer service.Close()
+
+	out, errOut, err := latchkey(t, nil, "check-issuer", "--public-url="+s.Front.URL, "--via="+service.URL, stack.ProjectKey)
+	if err != nil {
+		t.Fatalf("check-issuer: %v\n%s%s", err, out, errOut)
+	}
+	if strings.Count(out, "ok   ") != 3 {
+		t.Errorf("output:\n%s", out)
+	}
+
+	out, _, err = latchkey(t, nil, "check-issuer", "--public-url="+s.Front.URL, "--via="+service.URL, "team/nope")
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(out, "FAIL issuer "+s.Front.URL+"/team/nope") {
+		t.Errorf("check-issuer for a missing Project: %v\n%s", err, out)
+	}
+	if _, _, err = latchkey(t, nil, "check-issuer"); !errors.As(err, &exit) || exit.ExitCode() != 2 {
+		t.Errorf("check-issuer without --public-url: %v, want exit code 2", err)
 	}
 }
