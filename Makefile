@@ -130,22 +130,44 @@ lint-fix: $(GOLANGCI_LINT) ## Apply the formatters (gofmt, goimports with latchk
 
 # Helm comes from hack/tools, a module of its own, so its dependencies stay out of go.mod.
 # test/install (run by `make test`) renders the same value sets and applies them with
-# server-side dry-run to a real API server.
-CHART_PG = --set publicURL=https://latchkey.example.com --set replicaCount=3 \
-  --set database.existingSecret=latchkey-db --set keys.existingSecret=latchkey-keys \
-  --set ingress.enabled=true --set metrics.serviceMonitor.enabled=true \
-  --set networkPolicy.egress.enabled=true --set rbac.aggregateToDefaultRoles=true
+# server-side dry-run to a real API server (the K8S_VERSION one).
+#
+# kubeconform checks every value set in charts/latchkey/ci against the schemas of each
+# Kubernetes version the chart supports (Chart.yaml kubeVersion: the newest patch of each minor).
+# hack/tools/kubeschema writes those schemas from the OpenAPI document in the k8s.io/kubernetes
+# module of each version, and the HTTPRoute's from the Gateway API module: the first run
+# downloads the modules (~25 MB each, about a minute), later runs reuse $(KUBE_SCHEMAS).
+# ServiceMonitor is left to test/install. docs/decisions/0035.
+KUBE_VERSIONS ?= 1.30.14 1.31.14 1.32.13 1.33.13 1.34.4 1.35.4 1.36.3 1.37.2
+GATEWAY_API_VERSION ?= v1.6.3
+KUBE_SCHEMAS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/latchkey/kubeschema
+KUBECONFORM = bin/kubeconform -strict -skip ServiceMonitor \
+  -schema-location '$(KUBE_SCHEMAS)/{{.NormalizedKubernetesVersion}}-standalone{{.StrictSuffix}}/{{.ResourceKind}}{{.KindSuffix}}.json' \
+  -schema-location '$(KUBE_SCHEMAS)/crds/{{.ResourceKind}}{{.KindSuffix}}.json'
+CHART_VALUES = $(wildcard charts/latchkey/ci/*-values.yaml)
+
+.PHONY: chart-tools
+chart-tools:
+	cd hack/tools && $(GO) build -o ../../bin/helm helm.sh/helm/v3/cmd/helm && \
+	  $(GO) build -o ../../bin/kubeconform github.com/yannh/kubeconform/cmd/kubeconform && \
+	  $(GO) build -o ../../bin/kubeschema ./kubeschema && $(GO) build -o ../../bin/chart-docs ./chartdocs
 
 .PHONY: chart-lint
-chart-lint: ## helm lint and render the chart with its main value sets, check its schema refuses a typo; render the kustomizations.
-	cd hack/tools && $(GO) build -o ../../bin/helm helm.sh/helm/v3/cmd/helm
-	bin/helm lint --strict charts/latchkey --set publicURL=https://latchkey.example.com
-	bin/helm lint --strict charts/latchkey $(CHART_PG)
-	bin/helm template latchkey charts/latchkey --kube-version $(K8S_VERSION) --include-crds \
-	  --set publicURL=https://latchkey.example.com >/dev/null
-	bin/helm template latchkey charts/latchkey --kube-version $(K8S_VERSION) $(CHART_PG) >/dev/null
-	bin/helm template latchkey charts/latchkey --kube-version $(K8S_VERSION) \
-	  --set publicURL=https://latchkey.example.com --set persistence.enabled=true >/dev/null
+chart-lint: chart-tools ## helm lint; kubeconform on every value set for each supported Kubernetes version; schema and README checks; render the kustomizations.
+	@for f in $(CHART_VALUES); do bin/helm lint --strict --quiet charts/latchkey -f $$f >/dev/null || \
+	  { bin/helm lint --strict charts/latchkey -f $$f; exit 1; }; done; echo "make: helm lint passes with $(notdir $(CHART_VALUES))"
+	bin/kubeschema -out $(KUBE_SCHEMAS) -kubernetes "$(KUBE_VERSIONS)" \
+	  -crd sigs.k8s.io/gateway-api@$(GATEWAY_API_VERSION)/config/crd/standard/gateway.networking.k8s.io_httproutes.yaml
+	@for v in $(KUBE_VERSIONS); do for f in $(CHART_VALUES); do \
+	  bin/helm template latchkey charts/latchkey --kube-version $$v --include-crds -f $$f | \
+	    $(KUBECONFORM) -kubernetes-version $$v >/dev/null || { \
+	    echo "make: charts/latchkey with $$f does not validate on Kubernetes $$v:" >&2; \
+	    bin/helm template latchkey charts/latchkey --kube-version $$v --include-crds -f $$f | $(KUBECONFORM) -kubernetes-version $$v >&2; exit 1; }; \
+	  done; echo "make: kubeconform: every value set validates on Kubernetes $$v"; done
+	@bin/helm template latchkey charts/latchkey --kube-version $(K8S_VERSION) --set publicURL=https://latchkey.example.com \
+	  --show-only templates/deployment.yaml | sed 's/^  revisionHistoryLimit:/  revisionHistoryLimt:/' | \
+	  $(KUBECONFORM) -kubernetes-version $(K8S_VERSION) 2>&1 | grep -q "additional properties 'revisionHistoryLimt' not allowed" || { \
+	  echo "make: kubeconform did not refuse a misspelled field (revisionHistoryLimt)" >&2; exit 1; }
 	@if bin/helm template latchkey charts/latchkey --kube-version $(K8S_VERSION) \
 	  --set publicURL=https://latchkey.example.com --set replicaCount=3 >/dev/null 2>&1; then \
 	  echo "make: the chart rendered three replicas on SQLite; it must refuse" >&2; exit 1; fi
@@ -153,9 +175,14 @@ chart-lint: ## helm lint and render the chart with its main value sets, check it
 	  --set publicURL=https://latchkey.example.com --set ingress.enabeld=true 2>&1 >/dev/null | \
 	  grep -q "additional properties 'enabeld' not allowed" || { \
 	  echo "make: values.schema.json did not refuse a misspelled value (ingress.enabeld)" >&2; exit 1; }
+	@bin/chart-docs -check charts/latchkey
 	@$(CONTROL_PLANE) && for d in default postgres prometheus; do \
 	  $$KUBEBUILDER_ASSETS/kubectl kustomize config/$$d >/dev/null || exit 1; done
 	@echo "make: chart and kustomizations render"
+
+.PHONY: chart-docs
+chart-docs: chart-tools ## Regenerate charts/latchkey/README.md from values.yaml and its comments.
+	bin/chart-docs charts/latchkey
 
 .PHONY: clean
 clean: ## Remove build output (keeps .latchkey/, the demo's database and keys).
