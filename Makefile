@@ -31,10 +31,15 @@ build: ## Build bin/latchkey (static, pure Go), stamped with the commit (`bin/la
 	@test -x bin/latchkey || echo "make: building bin/latchkey (the first build compiles the Kubernetes libraries: a few minutes; later builds take seconds)"
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(BUILD_VERSION)" -o bin/latchkey ./cmd/latchkey
 
+# REGISTRY is where releases are published, and the one place it is named: the image as
+# $(REGISTRY)/latchkey:{appVersion}, the chart as oci://$(REGISTRY)/charts/latchkey. The chart's
+# default image.repository is the same (the release test checks), and the release workflow asks
+# this Makefile rather than naming it again.
+REGISTRY ?= ghcr.io/latchkey-dev
 # `make image` names the image the way the chart pulls it by default (values.yaml
 # image.repository, tagged with Chart.yaml's appVersion), so `kind load image-archive` and then
-# `helm install` need no --set image.*; set IMAGE and VERSION for a registry.
-IMAGE ?= latchkey
+# `helm install` need no --set image.*; set IMAGE and VERSION for another registry.
+IMAGE ?= $(REGISTRY)/latchkey
 VERSION ?= $(shell sed -n 's/^appVersion: *"*\([^"]*\)"* *$$/\1/p' charts/latchkey/Chart.yaml)
 PLATFORMS ?= linux/amd64,linux/arm64
 
@@ -50,6 +55,40 @@ image: ## Build bin/latchkey-image.tar, an OCI image archive (amd64 + arm64), wi
 .PHONY: test-image
 test-image: ## Build the image twice and check it: user, entrypoint, files, same digest, the binary runs.
 	cd hack/tools && $(GO) test -count=1 ./image
+
+# A release, as .github/workflows/release.yml makes it: the image archive, the packaged chart
+# and an SPDX SBOM of the image's binary, in $(RELEASE_DIR), then a test that they agree with
+# each other, with values.yaml and with the workflow. Nothing is pushed. About a minute once the
+# image's builds are cached (a few minutes the first time), so it is its own CI step, not part
+# of `make test`.
+RELEASE_DIR ?= bin/release
+CHART_VERSION := $(shell sed -n 's/^version: *"*\([^"]*\)"* *$$/\1/p' charts/latchkey/Chart.yaml)
+
+.PHONY: release-dry-run
+release-dry-run: ## Build what a release publishes (image archive, chart .tgz, SBOM) into bin/release without pushing, and check it.
+	$(MAKE) --no-print-directory image
+	cd hack/tools && $(GO) build -o ../../bin/latchkey-release ./release && $(GO) build -o ../../bin/helm helm.sh/helm/v3/cmd/helm
+	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
+	cp bin/latchkey-image.tar $(RELEASE_DIR)/latchkey-image.tar
+	bin/latchkey-release chart -chart charts/latchkey -out $(RELEASE_DIR)
+	bin/latchkey-release sbom -image $(RELEASE_DIR)/latchkey-image.tar -out $(RELEASE_DIR)/latchkey.spdx.json
+	cd hack/tools && LATCHKEY_RELEASE_DIR=$(abspath $(RELEASE_DIR)) $(GO) test -count=1 -run TestRelease ./release
+
+# Run by the release workflow after release-dry-run, with registry credentials: pushes exactly
+# the files the dry run made and checked, and writes their digests for signing.
+.PHONY: release-push
+release-push:
+	bin/latchkey-release push -image $(RELEASE_DIR)/latchkey-image.tar -ref $(IMAGE):$(VERSION) > $(RELEASE_DIR)/image.digest
+	bin/helm push $(RELEASE_DIR)/latchkey-$(CHART_VERSION).tgz oci://$(REGISTRY)/charts 2>&1 | tee $(RELEASE_DIR)/chart.push
+	sed -n 's/^Digest: *//p' $(RELEASE_DIR)/chart.push > $(RELEASE_DIR)/chart.digest && test -s $(RELEASE_DIR)/chart.digest
+
+# The release workflow reads the names it signs from here.
+.PHONY: release-names
+release-names:
+	@echo "image=$(IMAGE)"
+	@echo "chart=$(REGISTRY)/charts/latchkey"
+	@echo "version=$(VERSION)"
+	@echo "chart_version=$(CHART_VERSION)"
 
 .PHONY: run
 run: build ## Run Latchkey with a local control plane, SQLite under .latchkey/ and the demo project.
