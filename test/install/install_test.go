@@ -140,7 +140,7 @@ func httpRouteCRD() (string, error) {
 	out, err := cmd.Output()
 	var mod struct{ Dir string }
 	if err != nil || json.Unmarshal(out, &mod) != nil || mod.Dir == "" {
-		return "", fmt.Errorf("go mod download sigs.k8s.io/gateway-api@%s: %v %s", m[1], err, out)
+		return "", fmt.Errorf("go mod download sigs.k8s.io/gateway-api@%s: %w %s", m[1], err, out)
 	}
 	return filepath.Join(mod.Dir, "config", "crd", "standard", "gateway.networking.k8s.io_httproutes.yaml"), nil
 }
