@@ -22,15 +22,24 @@ CONTROL_PLANE = assets=$$(hack/control-plane.sh) && export KUBEBUILDER_ASSETS=$$
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-.PHONY: build
-build: ## Build bin/latchkey (static, pure Go).
-	@test -x bin/latchkey || echo "make: building bin/latchkey (the first build compiles the Kubernetes libraries: a few minutes; later builds take seconds)"
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/latchkey ./cmd/latchkey
+# BUILD_VERSION is what `latchkey --version` prints for a local build: the commit (git describe),
+# or "dev" outside a git checkout. `make image` and releases stamp VERSION instead.
+BUILD_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
+.PHONY: build
+build: ## Build bin/latchkey (static, pure Go), stamped with the commit (`bin/latchkey --version`).
+	@test -x bin/latchkey || echo "make: building bin/latchkey (the first build compiles the Kubernetes libraries: a few minutes; later builds take seconds)"
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(BUILD_VERSION)" -o bin/latchkey ./cmd/latchkey
+
+# REGISTRY is where releases are published, and the one place it is named: the image as
+# $(REGISTRY)/latchkey:{appVersion}, the chart as oci://$(REGISTRY)/charts/latchkey. The chart's
+# default image.repository is the same (the release test checks), and the release workflow asks
+# this Makefile rather than naming it again.
+REGISTRY ?= ghcr.io/latchkey-dev
 # `make image` names the image the way the chart pulls it by default (values.yaml
 # image.repository, tagged with Chart.yaml's appVersion), so `kind load image-archive` and then
-# `helm install` need no --set image.*; set IMAGE and VERSION for a registry.
-IMAGE ?= latchkey
+# `helm install` need no --set image.*; set IMAGE and VERSION for another registry.
+IMAGE ?= $(REGISTRY)/latchkey
 VERSION ?= $(shell sed -n 's/^appVersion: *"*\([^"]*\)"* *$$/\1/p' charts/latchkey/Chart.yaml)
 PLATFORMS ?= linux/amd64,linux/arm64
 
@@ -39,13 +48,47 @@ PLATFORMS ?= linux/amd64,linux/arm64
 image: ## Build bin/latchkey-image.tar, an OCI image archive (amd64 + arm64), without a Docker engine.
 	cd hack/tools && $(GO) build -o ../../bin/latchkey-image-builder ./image
 	bin/latchkey-image-builder -o bin/latchkey-image.tar -ref $(IMAGE):$(VERSION) -version $(VERSION) \
-	  -platforms $(PLATFORMS) -go $(GO)
+	  -licenses Apache-2.0 -platforms $(PLATFORMS) -go $(GO)
 
 # Not part of `make test`, which runs the root and mcp modules only; about 25 s once both platforms'
 # builds are cached, a few minutes the first time (the arm64 compile).
 .PHONY: test-image
 test-image: ## Build the image twice and check it: user, entrypoint, files, same digest, the binary runs.
 	cd hack/tools && $(GO) test -count=1 ./image
+
+# A release, as .github/workflows/release.yml makes it: the image archive, the packaged chart
+# and an SPDX SBOM of the image's binary, in $(RELEASE_DIR), then a test that they agree with
+# each other, with values.yaml and with the workflow. Nothing is pushed. About a minute once the
+# image's builds are cached (a few minutes the first time), so it is its own CI step, not part
+# of `make test`.
+RELEASE_DIR ?= bin/release
+CHART_VERSION := $(shell sed -n 's/^version: *"*\([^"]*\)"* *$$/\1/p' charts/latchkey/Chart.yaml)
+
+.PHONY: release-dry-run
+release-dry-run: ## Build what a release publishes (image archive, chart .tgz, SBOM) into bin/release without pushing, and check it.
+	$(MAKE) --no-print-directory image
+	cd hack/tools && $(GO) build -o ../../bin/latchkey-release ./release && $(GO) build -o ../../bin/helm helm.sh/helm/v3/cmd/helm
+	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
+	cp bin/latchkey-image.tar $(RELEASE_DIR)/latchkey-image.tar
+	bin/latchkey-release chart -chart charts/latchkey -out $(RELEASE_DIR)
+	bin/latchkey-release sbom -image $(RELEASE_DIR)/latchkey-image.tar -out $(RELEASE_DIR)/latchkey.spdx.json
+	cd hack/tools && LATCHKEY_RELEASE_DIR=$(abspath $(RELEASE_DIR)) $(GO) test -count=1 -run TestRelease ./release
+
+# Run by the release workflow after release-dry-run, with registry credentials: pushes exactly
+# the files the dry run made and checked, and writes their digests for signing.
+.PHONY: release-push
+release-push:
+	bin/latchkey-release push -image $(RELEASE_DIR)/latchkey-image.tar -ref $(IMAGE):$(VERSION) > $(RELEASE_DIR)/image.digest
+	bin/helm push $(RELEASE_DIR)/latchkey-$(CHART_VERSION).tgz oci://$(REGISTRY)/charts 2>&1 | tee $(RELEASE_DIR)/chart.push
+	sed -n 's/^Digest: *//p' $(RELEASE_DIR)/chart.push > $(RELEASE_DIR)/chart.digest && test -s $(RELEASE_DIR)/chart.digest
+
+# The release workflow reads the names it signs from here.
+.PHONY: release-names
+release-names:
+	@echo "image=$(IMAGE)"
+	@echo "chart=$(REGISTRY)/charts/latchkey"
+	@echo "version=$(VERSION)"
+	@echo "chart_version=$(CHART_VERSION)"
 
 .PHONY: run
 run: build ## Run Latchkey with a local control plane, SQLite under .latchkey/ and the demo project.
@@ -126,22 +169,44 @@ lint-fix: $(GOLANGCI_LINT) ## Apply the formatters (gofmt, goimports with latchk
 
 # Helm comes from hack/tools, a module of its own, so its dependencies stay out of go.mod.
 # test/install (run by `make test`) renders the same value sets and applies them with
-# server-side dry-run to a real API server.
-CHART_PG = --set publicURL=https://latchkey.example.com --set replicaCount=3 \
-  --set database.existingSecret=latchkey-db --set keys.existingSecret=latchkey-keys \
-  --set ingress.enabled=true --set metrics.serviceMonitor.enabled=true \
-  --set networkPolicy.egress.enabled=true --set rbac.aggregateToDefaultRoles=true
+# server-side dry-run to a real API server (the K8S_VERSION one).
+#
+# kubeconform checks every value set in charts/latchkey/ci against the schemas of each
+# Kubernetes version the chart supports (Chart.yaml kubeVersion: the newest patch of each minor).
+# hack/tools/kubeschema writes those schemas from the OpenAPI document in the k8s.io/kubernetes
+# module of each version, and the HTTPRoute's from the Gateway API module: the first run
+# downloads the modules (~25 MB each, about a minute), later runs reuse $(KUBE_SCHEMAS).
+# ServiceMonitor is left to test/install. docs/decisions/0035.
+KUBE_VERSIONS ?= 1.30.14 1.31.14 1.32.13 1.33.13 1.34.4 1.35.4 1.36.3 1.37.2
+GATEWAY_API_VERSION ?= v1.6.3
+KUBE_SCHEMAS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/latchkey/kubeschema
+KUBECONFORM = bin/kubeconform -strict -skip ServiceMonitor \
+  -schema-location '$(KUBE_SCHEMAS)/{{.NormalizedKubernetesVersion}}-standalone{{.StrictSuffix}}/{{.ResourceKind}}{{.KindSuffix}}.json' \
+  -schema-location '$(KUBE_SCHEMAS)/crds/{{.ResourceKind}}{{.KindSuffix}}.json'
+CHART_VALUES = $(wildcard charts/latchkey/ci/*-values.yaml)
+
+.PHONY: chart-tools
+chart-tools:
+	cd hack/tools && $(GO) build -o ../../bin/helm helm.sh/helm/v3/cmd/helm && \
+	  $(GO) build -o ../../bin/kubeconform github.com/yannh/kubeconform/cmd/kubeconform && \
+	  $(GO) build -o ../../bin/kubeschema ./kubeschema && $(GO) build -o ../../bin/chart-docs ./chartdocs
 
 .PHONY: chart-lint
-chart-lint: ## helm lint and render the chart with its main value sets, check its schema refuses a typo; render the kustomizations.
-	cd hack/tools && $(GO) build -o ../../bin/helm helm.sh/helm/v3/cmd/helm
-	bin/helm lint --strict charts/latchkey --set publicURL=https://latchkey.example.com
-	bin/helm lint --strict charts/latchkey $(CHART_PG)
-	bin/helm template latchkey charts/latchkey --kube-version $(K8S_VERSION) --include-crds \
-	  --set publicURL=https://latchkey.example.com >/dev/null
-	bin/helm template latchkey charts/latchkey --kube-version $(K8S_VERSION) $(CHART_PG) >/dev/null
-	bin/helm template latchkey charts/latchkey --kube-version $(K8S_VERSION) \
-	  --set publicURL=https://latchkey.example.com --set persistence.enabled=true >/dev/null
+chart-lint: chart-tools ## helm lint; kubeconform on every value set for each supported Kubernetes version; schema and README checks; render the kustomizations.
+	@for f in $(CHART_VALUES); do bin/helm lint --strict --quiet charts/latchkey -f $$f >/dev/null || \
+	  { bin/helm lint --strict charts/latchkey -f $$f; exit 1; }; done; echo "make: helm lint passes with $(notdir $(CHART_VALUES))"
+	bin/kubeschema -out $(KUBE_SCHEMAS) -kubernetes "$(KUBE_VERSIONS)" \
+	  -crd sigs.k8s.io/gateway-api@$(GATEWAY_API_VERSION)/config/crd/standard/gateway.networking.k8s.io_httproutes.yaml
+	@for v in $(KUBE_VERSIONS); do for f in $(CHART_VALUES); do \
+	  bin/helm template latchkey charts/latchkey --kube-version $$v --include-crds -f $$f | \
+	    $(KUBECONFORM) -kubernetes-version $$v >/dev/null || { \
+	    echo "make: charts/latchkey with $$f does not validate on Kubernetes $$v:" >&2; \
+	    bin/helm template latchkey charts/latchkey --kube-version $$v --include-crds -f $$f | $(KUBECONFORM) -kubernetes-version $$v >&2; exit 1; }; \
+	  done; echo "make: kubeconform: every value set validates on Kubernetes $$v"; done
+	@bin/helm template latchkey charts/latchkey --kube-version $(K8S_VERSION) --set publicURL=https://latchkey.example.com \
+	  --show-only templates/deployment.yaml | sed 's/^  revisionHistoryLimit:/  revisionHistoryLimt:/' | \
+	  $(KUBECONFORM) -kubernetes-version $(K8S_VERSION) 2>&1 | grep -q "additional properties 'revisionHistoryLimt' not allowed" || { \
+	  echo "make: kubeconform did not refuse a misspelled field (revisionHistoryLimt)" >&2; exit 1; }
 	@if bin/helm template latchkey charts/latchkey --kube-version $(K8S_VERSION) \
 	  --set publicURL=https://latchkey.example.com --set replicaCount=3 >/dev/null 2>&1; then \
 	  echo "make: the chart rendered three replicas on SQLite; it must refuse" >&2; exit 1; fi
@@ -149,9 +214,14 @@ chart-lint: ## helm lint and render the chart with its main value sets, check it
 	  --set publicURL=https://latchkey.example.com --set ingress.enabeld=true 2>&1 >/dev/null | \
 	  grep -q "additional properties 'enabeld' not allowed" || { \
 	  echo "make: values.schema.json did not refuse a misspelled value (ingress.enabeld)" >&2; exit 1; }
+	@bin/chart-docs -check charts/latchkey
 	@$(CONTROL_PLANE) && for d in default postgres prometheus; do \
 	  $$KUBEBUILDER_ASSETS/kubectl kustomize config/$$d >/dev/null || exit 1; done
 	@echo "make: chart and kustomizations render"
+
+.PHONY: chart-docs
+chart-docs: chart-tools ## Regenerate charts/latchkey/README.md from values.yaml and its comments.
+	bin/chart-docs charts/latchkey
 
 .PHONY: clean
 clean: ## Remove build output (keeps .latchkey/, the demo's database and keys).

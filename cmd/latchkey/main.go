@@ -42,6 +42,7 @@ import (
 	"latchkey.dev/latchkey/internal/metrics"
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
+	"latchkey.dev/latchkey/internal/trust"
 	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/webhook"
 )
@@ -49,8 +50,9 @@ import (
 // defaultDatabase is the embedded single-replica store used by `make run`.
 const defaultDatabase = "sqlite:.latchkey/latchkey.db"
 
-// version is set at link time (-ldflags "-X main.version=…") by `make image` and the
-// Dockerfile, so an image can say what it runs; other builds report "dev".
+// version is set at link time (-ldflags "-X main.version=…") by `make build`, `make image` and
+// the Dockerfile, so a binary and an image say what they run (`latchkey --version`, or
+// -version: the flag package accepts both); a plain `go build` reports "dev".
 var version = "dev"
 
 type options struct {
@@ -69,12 +71,16 @@ type options struct {
 	upstreamWait  time.Duration
 	logLevel      string
 	logFormat     string
+	caBundle      string
 	// trustedProxies and clientAddrHeader say where rate limits read the client's address.
 	trustedProxies   string
 	clientAddrHeader string
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "check-issuer" {
+		os.Exit(checkIssuer(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	var o options
 	fs := flag.CommandLine // controller-runtime registers --kubeconfig here
 	fs.StringVar(&o.publicURL, "public-url", "http://127.0.0.1:8080",
@@ -108,6 +114,9 @@ func main() {
 			"only from these peers is the client's address read from --client-address-header, for sign-in and registration rate limits (default: none, the peer is the client)")
 	fs.StringVar(&o.clientAddrHeader, "client-address-header", "X-Forwarded-For",
 		"the header the trusted proxies set to name the client: X-Forwarded-For or Forwarded (RFC 7239)")
+	fs.StringVar(&o.caBundle, "ca-bundle", "",
+		"PEM file of CA certificates trusted, in addition to the system's, by every outgoing HTTPS call: connected services, OpenID Connect providers, "+
+			"client metadata documents, event sinks (not the Kubernetes API); env LATCHKEY_CA_BUNDLE")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or text")
 	printVersion := fs.Bool("version", false, "print the version and exit")
@@ -121,14 +130,16 @@ func main() {
 	if env := os.Getenv("LATCHKEY_DATABASE"); env != "" && !flagSet(fs, "database") {
 		o.database = env
 	}
+	if env := os.Getenv("LATCHKEY_CA_BUNDLE"); env != "" && !flagSet(fs, "ca-bundle") {
+		o.caBundle = env
+	}
 
 	log, err := newLogger(o.logLevel, o.logFormat)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "latchkey:", err)
 		os.Exit(2)
 	}
-	ctrl.SetLogger(log)
-	klog.SetLogger(log.WithName("client-go"))
+	setLoggers(log)
 	applyMemoryLimit(log)
 
 	if err := run(ctrl.SetupSignalHandler(), o, log); err != nil {
@@ -141,6 +152,14 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	publicURL := strings.TrimSuffix(o.publicURL, "/")
 	if err := checkPublicURL(publicURL); err != nil {
 		return err
+	}
+	if o.caBundle != "" {
+		pool, err := trust.Load(o.caBundle)
+		if err != nil {
+			return fmt.Errorf("--ca-bundle: %w", err)
+		}
+		trust.Use(pool)
+		log.Info("trusting the CA bundle in addition to the system's roots", "file", o.caBundle)
 	}
 	trustedProxies, err := clientaddr.ParsePrefixes(o.trustedProxies)
 	if err != nil {
@@ -450,6 +469,15 @@ func newLogger(level, format string) (logr.Logger, error) {
 		return logr.Logger{}, fmt.Errorf("--log-format %q: want json or text", format)
 	}
 	return logr.FromSlogHandler(h), nil
+}
+
+// setLoggers routes controller-runtime's and client-go's logs through log. It runs before
+// anything else can log: controller-runtime buffers nothing, and a first log line more than 30
+// seconds after start without a logger prints a "log.SetLogger(...) was never called" stack
+// trace instead of the line.
+func setLoggers(log logr.Logger) {
+	ctrl.SetLogger(log)
+	klog.SetLogger(log.WithName("client-go"))
 }
 
 func flagSet(fs *flag.FlagSet, name string) bool {

@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -27,10 +28,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"latchkey.dev/latchkey/internal/upstream/fakegithub"
 )
@@ -61,6 +65,7 @@ func main() {
 	flag.StringVar(&o.stateDir, "state-dir", ".latchkey", "where the kubeconfig, database and logs go")
 	flag.BoolVar(&o.verbose, "v", false, "show the server's log here instead of only in the state dir")
 	flag.Parse()
+	setLoggers(os.Stderr)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -74,6 +79,16 @@ func main() {
 		fmt.Fprintf(os.Stderr, "\nmake run: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// setLoggers sends envtest's and client-go's warnings and errors to w; their progress lines
+// would bury this command's own. Without a logger controller-runtime prints a
+// "log.SetLogger(...) was never called" stack trace at the first line logged more than 30
+// seconds after start: the control plane's first build, or any later stop.
+func setLoggers(w io.Writer) {
+	log := logr.FromSlogHandler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ctrllog.SetLogger(log)
+	klog.SetLogger(log.WithName("client-go"))
 }
 
 func say(format string, args ...any) {

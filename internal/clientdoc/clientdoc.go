@@ -21,6 +21,7 @@
 package clientdoc
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -43,6 +44,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/netguard"
 	"latchkey.dev/latchkey/internal/redirect"
+	"latchkey.dev/latchkey/internal/trust"
 )
 
 // Defaults of Options.
@@ -109,7 +111,8 @@ type Options struct {
 	// fetched from loopback addresses. For tests only: in production it would let anyone who
 	// can reach the server make it fetch from itself.
 	AllowLoopback bool
-	// RootCAs, when set, replaces the system's trusted roots (tests trust their own server).
+	// RootCAs, when set, replaces the trusted roots (tests trust their own server); otherwise
+	// they are trust.Roots: the system's, plus the operator's --ca-bundle.
 	RootCAs *x509.CertPool
 	// Now is the injected clock for cache expiry; time.Now when nil.
 	Now func() time.Time
@@ -162,7 +165,7 @@ func New(o Options) *Fetcher {
 	transport := &http.Transport{
 		Proxy:                  nil, // a proxy would dial for us, past the address check
 		DialContext:            dialer.DialContext,
-		TLSClientConfig:        &tls.Config{RootCAs: o.RootCAs, MinVersion: tls.VersionTLS12},
+		TLSClientConfig:        &tls.Config{RootCAs: cmp.Or(o.RootCAs, trust.Roots()), MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:    o.Timeout,
 		ResponseHeaderTimeout:  o.Timeout,
 		MaxIdleConns:           16,

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/testclock"
+	"latchkey.dev/latchkey/internal/trust"
 )
 
 // clock is the injected clock: tests move it, nothing sleeps.
@@ -435,4 +436,24 @@ func FuzzValidateID(f *testing.F) {
 			t.Fatalf("accepted %q", id)
 		}
 	})
+}
+
+// A client's metadata document on a server whose CA is in the operator's --ca-bundle is
+// fetched with the bundle (trust.Use), not refused: the fetcher's own transport asks trust.Roots.
+func TestCABundle(t *testing.T) {
+	s := newSite(t)
+	id := s.json("/client.json", good())
+	c := testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	if _, err := New(Options{AllowLoopback: true, Now: c.Now}).Get(context.Background(), id); err == nil {
+		t.Fatal("a document from a server with an unknown CA was fetched")
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(s.ts.Certificate())
+	dt := http.DefaultTransport.(*http.Transport)
+	saved := dt.TLSClientConfig
+	trust.Use(pool)
+	t.Cleanup(func() { trust.Use(nil); dt.TLSClientConfig = saved })
+	if _, err := New(Options{AllowLoopback: true, Now: c.Now}).Get(context.Background(), id); err != nil {
+		t.Fatalf("with the CA bundle: %v", err)
+	}
 }

@@ -12,6 +12,7 @@ package install_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -29,6 +31,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -47,6 +50,7 @@ var (
 	restConfig *rest.Config
 	k8s        client.Client
 	skipReason string
+	gatewayCRD string // the HTTPRoute CRD manifest, from the Gateway API module
 )
 
 const kubeVersion = "1.37.2"
@@ -64,6 +68,10 @@ func runMain(m *testing.M) int {
 		skipReason = testenv.ShortReason("a kube-apiserver (envtest), Helm and kubectl")
 		return m.Run()
 	}
+	if gatewayCRD, err = httpRouteCRD(); err != nil {
+		fmt.Fprintln(os.Stderr, "the Gateway API's HTTPRoute CRD:", err)
+		return 1
+	}
 	assets = os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		msg := "KUBEBUILDER_ASSETS is not set: run hack/control-plane.sh and export KUBEBUILDER_ASSETS=<the directory it prints>"
@@ -77,6 +85,7 @@ func runMain(m *testing.M) int {
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		CRDs:                  []*apiextensionsv1.CustomResourceDefinition{serviceMonitorCRD()},
+		CRDInstallOptions:     envtest.CRDInstallOptions{Paths: []string{gatewayCRD}},
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := env.Start()
@@ -113,6 +122,27 @@ func runMain(m *testing.M) int {
 		}
 	}
 	return m.Run()
+}
+
+// httpRouteCRD returns the path of the Gateway API's HTTPRoute CRD in the module cache, at the
+// version `make chart-lint` validates against (GATEWAY_API_VERSION in the Makefile).
+func httpRouteCRD() (string, error) {
+	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		return "", err
+	}
+	m := regexp.MustCompile(`(?m)^GATEWAY_API_VERSION \?= (v[0-9.]+)$`).FindSubmatch(mk)
+	if m == nil {
+		return "", errors.New("no GATEWAY_API_VERSION in the Makefile")
+	}
+	cmd := exec.Command("go", "mod", "download", "-json", "sigs.k8s.io/gateway-api@"+string(m[1]))
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-modcacherw")
+	out, err := cmd.Output()
+	var mod struct{ Dir string }
+	if err != nil || json.Unmarshal(out, &mod) != nil || mod.Dir == "" {
+		return "", fmt.Errorf("go mod download sigs.k8s.io/gateway-api@%s: %w %s", m[1], err, out)
+	}
+	return filepath.Join(mod.Dir, "config", "crd", "standard", "gateway.networking.k8s.io_httproutes.yaml"), nil
 }
 
 func skip(t *testing.T) {
@@ -249,6 +279,35 @@ func hardened(t *testing.T, d *appsv1.Deployment) {
 	}
 }
 
+func volume(d *appsv1.Deployment, name string) *corev1.Volume {
+	for i, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == name {
+			return &d.Spec.Template.Spec.Volumes[i]
+		}
+	}
+	return nil
+}
+
+func object(t *testing.T, objs []*unstructured.Unstructured, kind string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind {
+			return o
+		}
+	}
+	t.Fatalf("no %s among %v", kind, kinds(objs))
+	return nil
+}
+
+func testPod(t *testing.T, objs []*unstructured.Unstructured) *corev1.Pod {
+	t.Helper()
+	var p corev1.Pod
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(object(t, objs, "Pod").Object, &p); err != nil {
+		t.Fatal(err)
+	}
+	return &p
+}
+
 func arg(c corev1.Container, prefix string) (string, bool) {
 	for _, a := range c.Args {
 		if v, ok := strings.CutPrefix(a, prefix); ok {
@@ -268,10 +327,11 @@ func TestChart(t *testing.T) {
 	cases := []struct {
 		name   string
 		values []string
+		files  []string // under charts/latchkey/ci
 		check  func(t *testing.T, objs []*unstructured.Unstructured)
 	}{
 		{
-			name:   "defaults: SQLite, one replica, generated key",
+			name:   "defaults: SQLite on a volume, one replica, generated key, helm test",
 			values: []string{"publicURL=https://latchkey.example.com"},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
 				d := deployment(t, objs)
@@ -285,9 +345,14 @@ func TestChart(t *testing.T) {
 				if v, _ := arg(c, "--leader-elect="); v != "false" {
 					t.Errorf("--leader-elect=%s: one SQLite pod needs no Lease", v)
 				}
+				// An emptyDir would lose every grant with the pod.
+				if v := volume(d, "data"); v == nil || v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "rel-latchkey-data" {
+					t.Errorf("data volume %+v: want the PersistentVolumeClaim rel-latchkey-data", v)
+				}
 				for _, want := range []string{"CustomResourceDefinition/projects.latchkey.dev", "Secret/rel-latchkey-keys",
 					"NetworkPolicy/rel-latchkey", "PodDisruptionBudget/rel-latchkey", "ClusterRole/rel-latchkey-admin",
-					"ClusterRole/rel-latchkey-tenant", "Service/rel-latchkey"} {
+					"ClusterRole/rel-latchkey-tenant", "Service/rel-latchkey", "PersistentVolumeClaim/rel-latchkey-data",
+					"Pod/rel-latchkey-test-issuer"} {
 					if !slices.Contains(kinds(objs), want) {
 						t.Errorf("%s not rendered (have %v)", want, kinds(objs))
 					}
@@ -379,10 +444,68 @@ func TestChart(t *testing.T) {
 				}
 			},
 		},
+		{
+			name:  "HTTPRoute under a path, CA bundle inline, extra env and volumes, helm test for a Project, restricted HTTP port",
+			files: []string{"features-values.yaml"},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				d := deployment(t, objs)
+				c := d.Spec.Template.Spec.Containers[0]
+				if v, _ := arg(c, "--ca-bundle="); v != "/etc/latchkey/ca/ca.crt" {
+					t.Errorf("--ca-bundle=%s", v)
+				}
+				if v := volume(d, "ca-bundle"); v == nil || v.ConfigMap == nil || v.ConfigMap.Name != "rel-latchkey-ca-bundle" {
+					t.Errorf("ca-bundle volume %+v", v)
+				}
+				if d.Spec.Template.Annotations["checksum/ca-bundle"] == "" {
+					t.Error("no checksum/ca-bundle: a changed bundle would not restart the pods that read it at start")
+				}
+				if volume(d, "scratch") == nil || !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/scratch" }) ||
+					!slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "TZ" }) {
+					t.Errorf("extra volume, mount or env missing: %+v %+v", c.VolumeMounts, c.Env)
+				}
+				for _, want := range []string{"HTTPRoute/rel-latchkey", "ConfigMap/rel-latchkey-ca-bundle", "Pod/rel-latchkey-test-issuer"} {
+					if !slices.Contains(kinds(objs), want) {
+						t.Errorf("%s not rendered (have %v)", want, kinds(objs))
+					}
+				}
+				p := testPod(t, objs)
+				if !slices.Contains(p.Spec.Containers[0].Args, "team/demo") || p.Spec.Containers[0].Image != c.Image {
+					t.Errorf("test Pod %+v: want the server's image checking team/demo", p.Spec.Containers[0])
+				}
+				// The Service must never send people's requests to the test Pod.
+				if sel := labels.SelectorFromSet(map[string]string{"app.kubernetes.io/name": "latchkey", "app.kubernetes.io/instance": "rel"}); sel.Matches(labels.Set(p.Labels)) {
+					t.Errorf("the test Pod's labels %v match the server's selector", p.Labels)
+				}
+				np := object(t, objs, "NetworkPolicy")
+				from, _, _ := unstructured.NestedSlice(np.Object, "spec", "ingress")
+				if !strings.Contains(fmt.Sprint(from), "latchkey-test") {
+					t.Errorf("the NetworkPolicy does not admit the test Pod: %v", from)
+				}
+			},
+		},
+		{
+			name:  "SQLite on an emptyDir, CA bundle from a Secret",
+			files: []string{"ephemeral-values.yaml"},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				d := deployment(t, objs)
+				if v := volume(d, "data"); v == nil || v.EmptyDir == nil || slices.Contains(kinds(objs), "PersistentVolumeClaim/rel-latchkey-data") {
+					t.Errorf("data volume %+v with persistence off", v)
+				}
+				if v := volume(d, "ca-bundle"); v == nil || v.Secret == nil || v.Secret.SecretName != "company-ca" {
+					t.Errorf("ca-bundle volume %+v", v)
+				}
+				if v, _ := arg(d.Spec.Template.Spec.Containers[0], "--ca-bundle="); v != "/etc/latchkey/ca/bundle.pem" {
+					t.Errorf("--ca-bundle=%s", v)
+				}
+			},
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			args := []string{"template", "rel", chart, "--namespace", "latchkey", "--include-crds", "--kube-version", kubeVersion}
+			for _, f := range c.files {
+				args = append(args, "-f", filepath.Join(chart, "ci", f))
+			}
 			for _, v := range c.values {
 				args = append(args, "--set", v)
 			}
@@ -409,6 +532,8 @@ func TestChart(t *testing.T) {
 		{"password in database.url", []string{"publicURL=https://a.example", "database.url=postgres://latchkey:hunter2@db/latchkey"}, "must not carry a password"},
 		{"replicas without leader election", []string{"publicURL=https://a.example", "replicaCount=2", "database.existingSecret=db", "leaderElection.enabled=false"}, "needs leaderElection.enabled"},
 		{"no key at all", []string{"publicURL=https://a.example", "keys.generate=false"}, "keys.existingSecret is required"},
+		{"an HTTPRoute attached to nothing", []string{"publicURL=https://a.example", "httpRoute.enabled=true"}, "httpRoute.parentRefs is required"},
+		{"two CA bundles", []string{"publicURL=https://a.example", "caBundle.existingSecret=a", "caBundle.existingConfigMap=b"}, "set only one of pem, existingConfigMap and existingSecret"},
 	} {
 		t.Run("refused: "+c.name, func(t *testing.T) {
 			args := []string{"template", "rel", chart, "--kube-version", kubeVersion}

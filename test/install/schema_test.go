@@ -87,6 +87,9 @@ func TestValuesSchema(t *testing.T) {
 		{"wrong type", []string{"replicaCount=three"}, nil, "at '/replicaCount': got string, want integer"},
 		{"a choice not offered", []string{"logFormat=xml"}, nil, "at '/logFormat': value must be one of 'json', 'text'"},
 		{"not a duration", []string{"gcInterval=5 minutes"}, nil, "at '/gcInterval': '5 minutes' does not match pattern"},
+		{"a Project without its namespace", []string{"tests.projects={demo}"}, nil, "at '/tests/projects/0': 'demo' does not match pattern"},
+		{"a CA bundle that is not PEM", []string{"caBundle.pem=MIIBdzCCAR2g"}, nil, "at '/caBundle/pem': 'MIIBdzCCAR2g' does not match pattern"},
+		{"a misspelled HTTPRoute key", []string{"httpRoute.parentRef[0].name=public"}, nil, "at '/httpRoute': additional properties 'parentRef' not allowed"},
 	} {
 		t.Run("refused: "+c.name, func(t *testing.T) {
 			err := render(t, append([]string{"publicURL=https://latchkey.example.com"}, c.values...), c.extra...)

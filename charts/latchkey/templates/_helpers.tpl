@@ -102,3 +102,41 @@ would stop serving when the API server is unreachable for longer than the renew 
 {{- else }}{{ fail (printf "shutdown.grace %q: use whole seconds or minutes, e.g. 20s or 1m" $g) }}
 {{- end }}
 {{- end }}
+
+{{/*
+caBundle is "true" when a CA bundle is configured; it fails when more than one source is set.
+*/}}
+{{- define "latchkey.caBundle" -}}
+{{- $c := .Values.caBundle }}
+{{- $n := 0 }}
+{{- range (list $c.pem $c.existingConfigMap $c.existingSecret) }}{{ if . }}{{ $n = add1 $n }}{{ end }}{{ end }}
+{{- if gt $n 1 }}
+{{- fail "caBundle: set only one of pem, existingConfigMap and existingSecret" }}
+{{- end }}
+{{- if gt $n 0 }}true{{ end }}
+{{- end }}
+
+{{/* caBundleKey is the file name of the bundle in its volume. */}}
+{{- define "latchkey.caBundleKey" -}}
+{{- if .Values.caBundle.pem }}ca.crt{{ else }}{{ .Values.caBundle.key }}{{ end }}
+{{- end }}
+
+{{/* caBundleVolume is the ca-bundle volume's source, or nothing without a bundle. */}}
+{{- define "latchkey.caBundleVolume" -}}
+{{- if .Values.caBundle.pem }}
+configMap:
+  name: {{ include "latchkey.fullname" . }}-ca-bundle
+{{- else if .Values.caBundle.existingConfigMap }}
+configMap:
+  name: {{ .Values.caBundle.existingConfigMap }}
+  items:
+    - key: {{ .Values.caBundle.key }}
+      path: {{ .Values.caBundle.key }}
+{{- else if .Values.caBundle.existingSecret }}
+secret:
+  secretName: {{ .Values.caBundle.existingSecret }}
+  items:
+    - key: {{ .Values.caBundle.key }}
+      path: {{ .Values.caBundle.key }}
+{{- end }}
+{{- end }}
