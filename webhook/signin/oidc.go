@@ -97,6 +97,10 @@ func (h *handler) oauth2Config(p *config.Project, prov *oidc.Provider) *oauth2.C
 			scopes = append(scopes, s)
 		}
 	}
+	if o.RecheckInterval > 0 && !slices.Contains(scopes, oidc.ScopeOfflineAccess) {
+		// Re-checking the person later needs a refresh token at the provider (docs/leavers.md).
+		scopes = append(scopes, oidc.ScopeOfflineAccess)
+	}
 	return &oauth2.Config{
 		ClientID:     o.ClientID,
 		ClientSecret: o.ClientSecret,
@@ -248,6 +252,9 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		Email    string   `json:"email"`
 		Name     string   `json:"name"`
 		AuthTime *float64 `json:"auth_time"`
+		// SID names the provider's session, so a back-channel logout token that names only it
+		// finds this sign-in (OpenID Connect Back-Channel Logout 1.0 §2.1).
+		SID string `json:"sid"`
 	}
 	if err := idt.Claims(&claims); err != nil {
 		h.upstreamFailed(w, r, p, st, err)
@@ -275,7 +282,15 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, p, err)
 		return
 	}
-	if err := start(r.Context(), h.env, w, r, p, person, authTime); err != nil {
+	if err := h.keepForRecheck(r.Context(), p, person, tok, now); err != nil {
+		h.internal(w, p, err)
+		return
+	}
+	var sid string
+	if claims.SID != "" && len(claims.SID) <= maxSID {
+		sid = idt.Issuer + "|" + claims.SID
+	}
+	if err := start(r.Context(), h.env, w, r, p, person, authTime, sid); err != nil {
 		h.internal(w, p, err)
 		return
 	}

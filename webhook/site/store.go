@@ -24,6 +24,7 @@ type Store interface {
 	LinkStore
 	CallbackStore
 	ExchangeStore
+	LeaverStore
 }
 
 // EnvStore is what Env's own methods use: Client reads registered clients, Record appends
@@ -41,6 +42,15 @@ type SignInStore interface {
 	CreateSession(ctx context.Context, s store.Session) error
 	GetSession(ctx context.Context, idHash []byte, now time.Time) (store.Session, error)
 	DeleteSession(ctx context.Context, idHash []byte) error
+}
+
+// LeaverStore is what ends the access of people who leave (webhook/signin: back-channel
+// logout and re-checking people at the project's OpenID provider, docs/leavers.md).
+type LeaverStore interface {
+	EndSignIns(ctx context.Context, project, subject string, now time.Time) (store.Ended, error)
+	Logout(ctx context.Context, l store.Logout) (store.Ended, error)
+	SavePersonCheck(ctx context.Context, c store.PersonCheck) error
+	UpdatePersonCheck(ctx context.Context, project, subject string, fn func(store.PersonCheck) (store.PersonCheck, error)) (store.PersonCheck, error)
 }
 
 // TokenStore is what the OAuth endpoints use (webhook/oauth): codes are redeemed, tokens
