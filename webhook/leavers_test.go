@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -218,4 +219,155 @@ func jtiOf(t *testing.T, token string) string {
 		t.Fatalf("no jti in %s", token)
 	}
 	return claims.JTI
+}
+
+// TestRecheckOnRefresh: with spec.signIn.oidc.recheckInterval at 10 minutes, alice's agent
+// refreshes freely inside the interval without a word to the provider; past it, the provider
+// is asked once. Once alice is disabled there, the agent's next refresh after the interval is
+// refused and all her access ends.
+func TestRecheckOnRefresh(t *testing.T) {
+	const n = 10 * time.Minute
+	h, idp := oidcHarness(t, n)
+	alice := h.signInAt(idp, "alice-1", "alice@corp.example")
+	if !strings.Contains(idp.lastScope(), "offline_access") {
+		t.Fatalf("re-checks need offline_access at sign-in; asked for %q", idp.lastScope())
+	}
+	agent := h.agentFor(alice)
+	carol := h.signInAt(idp, "carol-123", "carol@corp.example")
+	carolAgent := h.agentFor(carol)
+
+	// Inside the interval: no question to the provider.
+	h.clock.Advance(n - time.Minute)
+	agent = h.stillIn("alice", alice, agent)
+	agent = h.stillIn("alice", alice, agent)
+	if c := idp.refreshCount(); c != 0 {
+		t.Fatalf("the provider was asked %d times inside the interval", c)
+	}
+
+	// Past it: asked once, and the answer holds for another interval.
+	h.clock.Advance(2 * time.Minute)
+	agent = h.stillIn("alice", alice, agent)
+	agent = h.stillIn("alice", alice, agent)
+	if c := idp.refreshCount(); c != 1 {
+		t.Fatalf("the provider was asked %d times, want 1", c)
+	}
+
+	// alice leaves: disabled at the provider. Until the interval is over her agent still
+	// refreshes (this is the bound the setting promises), and nobody asks the provider.
+	idp.disable("alice-1")
+	h.clock.Advance(n - time.Minute)
+	agent = h.stillIn("alice", alice, agent)
+	if c := idp.refreshCount(); c != 1 {
+		t.Fatalf("the provider was asked %d times, want 1", c)
+	}
+	h.clock.Advance(2 * time.Minute)
+	r := h.refresh("web", webSecret, agent.str("refresh_token"))
+	if r.status != http.StatusBadRequest || r.str("error") != "invalid_grant" || r.header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("alice's agent after she was disabled: %d %s (provider asked %d times)", r.status, r.raw, idp.refreshCount())
+	}
+	if c := idp.refreshCount(); c != 2 {
+		t.Errorf("the provider was asked %d times, want 2", c)
+	}
+	h.signedOut("alice", alice, agent)
+	if recs := h.audit("person.recheck_failed"); len(recs) != 1 || recs[0].Details["reason"] != "invalid_grant" {
+		t.Errorf("audit: %+v", recs)
+	}
+	// Carol is still with the organisation: her agent refreshes (her own check is due too).
+	h.stillIn("carol", carol, carolAgent)
+}
+
+// TestRecheckProviderDown: a provider that does not answer is not taken as a refusal. Refreshes
+// go on while the provider's last word is less than twice the interval old, without asking it
+// on every refresh; after that they wait (temporarily_unavailable) and nothing is ended.
+func TestRecheckProviderDown(t *testing.T) {
+	const n = 10 * time.Minute
+	h, idp := oidcHarness(t, n)
+	alice := h.signInAt(idp, "alice-1", "alice@corp.example")
+	agent := h.agentFor(alice)
+	idp.mu.Lock()
+	idp.down = true
+	idp.mu.Unlock()
+
+	h.clock.Advance(n + time.Minute)
+	agent = h.stillIn("alice", alice, agent) // asked, no answer: allowed
+	agent = h.stillIn("alice", alice, agent) // not asked again so soon
+	if c := idp.refreshCount(); c != 1 {
+		t.Fatalf("the provider was asked %d times, want 1", c)
+	}
+	h.clock.Advance(n) // 2n+1m since the sign-in confirmed alice
+	r := h.refresh("web", webSecret, agent.str("refresh_token"))
+	if r.status != http.StatusServiceUnavailable || r.str("error") != "temporarily_unavailable" {
+		t.Fatalf("refresh with the provider down for too long: %d %s", r.status, r.raw)
+	}
+	// Nothing was ended: once the provider answers, the same token works.
+	idp.mu.Lock()
+	idp.down = false
+	idp.mu.Unlock()
+	h.clock.Advance(time.Minute)
+	h.stillIn("alice", alice, agent)
+	if c := idp.refreshCount(); c != 3 {
+		t.Errorf("the provider was asked %d times, want 3", c)
+	}
+}
+
+// TestRecheckWithoutProviderToken: re-checks turned on after alice signed in leave nothing to
+// check her with; her agent must have her sign in again rather than refresh unchecked.
+func TestRecheckWithoutProviderToken(t *testing.T) {
+	h, idp := oidcHarness(t, 0)
+	alice := h.signInAt(idp, "alice-1", "alice@corp.example")
+	agent := h.agentFor(alice)
+	h.update(func(p *config.Project) {
+		o := *p.SignIn.OIDC
+		o.RecheckInterval = 10 * time.Minute
+		p.SignIn.OIDC = &o
+	})
+	h.clock.Advance(11 * time.Minute)
+	r := h.refresh("web", webSecret, agent.str("refresh_token"))
+	if r.status != http.StatusBadRequest || r.str("error") != "invalid_grant" {
+		t.Fatalf("refresh without anything to re-check with: %d %s", r.status, r.raw)
+	}
+	// Signing in again stores the provider's token; a new authorization then refreshes.
+	alice = h.signInAt(idp, "alice-1", "alice@corp.example")
+	agent = h.agentFor(alice)
+	h.clock.Advance(11 * time.Minute)
+	h.stillIn("alice", alice, agent)
+}
+
+// TestRecheckConcurrentRefreshes: many agents of one person refreshing at once past the
+// interval ask the provider once between them, and all go on.
+func TestRecheckConcurrentRefreshes(t *testing.T) {
+	const n = 10 * time.Minute
+	h, idp := oidcHarness(t, n)
+	alice := h.signInAt(idp, "alice-1", "alice@corp.example")
+	agents := make([]tokenResult, 8)
+	for i := range agents {
+		agents[i] = h.agentFor(alice)
+	}
+	h.clock.Advance(n + time.Minute)
+	var wg sync.WaitGroup
+	status := make([]int, len(agents))
+	for i := range agents {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodPost, h.base+"/token", strings.NewReader(url.Values{
+				"grant_type": {"refresh_token"}, "refresh_token": {agents[i].str("refresh_token")}}.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.SetBasicAuth("web", webSecret)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			status[i] = resp.StatusCode
+		})
+	}
+	wg.Wait()
+	for i, s := range status {
+		if s != http.StatusOK {
+			t.Errorf("agent %d: %d", i, s)
+		}
+	}
+	if c := idp.refreshCount(); c != 1 {
+		t.Errorf("the provider was asked %d times, want 1", c)
+	}
 }

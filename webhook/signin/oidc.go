@@ -104,10 +104,27 @@ func (h *handler) oauth2Config(p *config.Project, prov *oidc.Provider) *oauth2.C
 	return &oauth2.Config{
 		ClientID:     o.ClientID,
 		ClientSecret: o.ClientSecret,
-		Endpoint:     prov.Endpoint(),
+		Endpoint:     endpoint(prov),
 		RedirectURL:  p.Issuer + "/sign-in/callback",
 		Scopes:       scopes,
 	}
+}
+
+// endpoint is the provider's token endpoint with the client authentication it announces. Left
+// to guess, x/oauth2 retries a refused request with the other method, and a provider's
+// invalid_grant for the person would come back as invalid_client for the retry.
+func endpoint(prov *oidc.Provider) oauth2.Endpoint {
+	e := prov.Endpoint()
+	var md struct {
+		Methods []string `json:"token_endpoint_auth_methods_supported"`
+	}
+	// OpenID Connect Discovery 1.0 §3: client_secret_basic when the provider lists none.
+	e.AuthStyle = oauth2.AuthStyleInHeader
+	if prov.Claims(&md) == nil && len(md.Methods) > 0 && !slices.Contains(md.Methods, "client_secret_basic") &&
+		slices.Contains(md.Methods, "client_secret_post") {
+		e.AuthStyle = oauth2.AuthStyleInParams
+	}
+	return e
 }
 
 func (h *handler) oidcStart(w http.ResponseWriter, r *http.Request) {
