@@ -81,12 +81,12 @@ func (h *handler) backchannelLogout(w http.ResponseWriter, r *http.Request) {
 	}
 	l, err := logoutClaims(p, tok, now)
 	if err != nil {
-		h.refuseLogout(r.Context(), w, p, tok, err)
+		h.refuseLogout(r.Context(), w, p, err)
 		return
 	}
 	ended, err := h.env.Store.Logout(r.Context(), l)
 	if errors.Is(err, store.ErrConflict) {
-		h.refuseLogout(r.Context(), w, p, tok, logoutRefusal("the logout token was already used"))
+		h.refuseLogout(r.Context(), w, p, logoutRefusal("the logout token was already used"))
 		return
 	}
 	if err != nil {
@@ -107,7 +107,7 @@ func (h *handler) backchannelLogout(w http.ResponseWriter, r *http.Request) {
 
 // refuseLogout answers 400 to a logout token that verified but breaks a rule, and records it:
 // it was signed with the provider's key, so it is either a provider fault or a replay.
-func (h *handler) refuseLogout(ctx context.Context, w http.ResponseWriter, p *config.Project, tok *oidc.IDToken, err error) {
+func (h *handler) refuseLogout(ctx context.Context, w http.ResponseWriter, p *config.Project, err error) {
 	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: "system", Action: "session.backchannel_logout_refused",
 		Target: p.SignIn.OIDC.Issuer, Details: map[string]string{"reason": err.Error()}})
 	oauth.WriteError(w, oauth.ErrInvalidRequest.WithDescription(err.Error()))

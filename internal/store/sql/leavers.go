@@ -121,35 +121,34 @@ func (s *Store) SavePersonCheck(ctx context.Context, c store.PersonCheck) (err e
 func (s *Store) UpdatePersonCheck(ctx context.Context, project, subject string, fn func(store.PersonCheck) (store.PersonCheck, error)) (_ store.PersonCheck, err error) {
 	defer s.observe("UpdatePersonCheck", time.Now(), &err)
 	var out store.PersonCheck
-	var fnErr error
 	err = s.tx(ctx, func(x q) error {
-		var cur store.PersonCheck
+		out = store.PersonCheck{}
 		err := x.row(ctx, func(r scanner) error {
 			var checked, tried int64
-			if err := r.Scan(&cur.Project, &cur.Subject, &cur.KeyID, &cur.RefreshToken, &checked, &tried); err != nil {
+			if err := r.Scan(&out.Project, &out.Subject, &out.KeyID, &out.RefreshToken, &checked, &tried); err != nil {
 				return err
 			}
-			cur.CheckedAt, cur.TriedAt = fromNS(checked), fromNS(tried)
+			out.CheckedAt, out.TriedAt = fromNS(checked), fromNS(tried)
 			return nil
 		}, qLockPersonCheck, project, subject)
 		if err != nil {
 			return err
 		}
-		next, err := fn(cur)
+		// On fn's error the row stays and out is what was read: the caller gets both.
+		next, err := fn(out)
 		if err != nil {
-			out, fnErr = cur, err
-			return nil
+			return err
 		}
-		next.Project, next.Subject = cur.Project, cur.Subject
+		next.Project, next.Subject = out.Project, out.Subject
 		if _, err := x.exec(ctx, qUpdatePersonCheck, next.KeyID, next.RefreshToken, ns(next.CheckedAt), ns(next.TriedAt),
 			project, subject); err != nil {
 			return err
 		}
-		out, fnErr = next, nil
+		out = next
 		return nil
 	})
-	if err != nil {
+	if errors.Is(err, store.ErrNotFound) {
 		return store.PersonCheck{}, err
 	}
-	return out, fnErr
+	return out, err
 }
