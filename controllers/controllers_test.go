@@ -862,6 +862,10 @@ func TestValidation(t *testing.T) {
 		}), []string{"spec.authParams", "must not set"}},
 		{"absurd recentSignIn", project(func(s *v1alpha1.ProjectSpec) { s.Lifetimes = &v1alpha1.Lifetimes{RecentSignIn: dur("9999h")} }), []string{"spec.lifetimes.recentSignIn", "lifetimes.recentSignIn must be between 1m and 24h"}},
 		{"absurd link lifetime", project(func(s *v1alpha1.ProjectSpec) { s.Lifetimes = &v1alpha1.Lifetimes{Link: dur("1s")} }), []string{"lifetimes.link must be between 1m and 24h"}},
+		{"recheckInterval under a minute", project(func(s *v1alpha1.ProjectSpec) {
+			s.SignIn.OIDC = &v1alpha1.OIDCSignIn{Issuer: "https://idp.example", ClientID: "latchkey",
+				ClientSecretRef: v1alpha1.SecretKeyReference{Name: "idp", Key: "secret"}, RecheckInterval: dur("30s")}
+		}), []string{"oidc.recheckInterval must be between 1m and 24h"}},
 		{"no way to sign in", project(func(s *v1alpha1.ProjectSpec) { s.SignIn = v1alpha1.SignIn{} }), []string{"signIn must set passwordSecretRef, oidc, or both"}},
 		{"selector missing", project(func(s *v1alpha1.ProjectSpec) {
 			s.AllowedNamespaces = &v1alpha1.AllowedNamespaces{From: v1alpha1.NamespacesFromSelector}

@@ -355,6 +355,9 @@ func (r *resolver) compileOIDC(ctx context.Context, p *v1alpha1.Project, out *co
 		Label:        cmp.Or(o.Label, "Sign in with SSO"),
 		Unavailable:  bad,
 	}
+	if o.RecheckInterval != nil {
+		out.SignIn.OIDC.RecheckInterval = o.RecheckInterval.Duration
+	}
 	return nil
 }
 

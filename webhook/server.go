@@ -158,7 +158,7 @@ func New(o Options) (*Server, error) {
 	for _, gt := range s.oauth.Token.GrantTypes() {
 		s.oauth.Token.Handle(gt, countedGrant{grantType: gt, next: s.oauth.Token.Handler(gt), m: s.metrics})
 	}
-	signin.Register(s.router, env, callback.EndOnSignOut(env))
+	env.CheckPerson = signin.Register(s.router, env, callback.EndOnSignOut(env))
 	consent.Register(s.router, env)
 	register.Register(s.router, env)
 	account.Register(s.router, env)

@@ -189,6 +189,20 @@ type OIDCSignIn struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	Label string `json:"label,omitempty"`
+
+	// recheckInterval turns on re-checking people at the provider, so that someone disabled there
+	// loses access within this long even if the provider sends no back-channel logout. When an
+	// agent refreshes a token of a person whom the provider last confirmed longer ago than this,
+	// Latchkey first refreshes that person's own provider token (kept, sealed, from their
+	// sign-in); if the provider refuses it, the person's sessions and tokens end and the agent
+	// gets invalid_grant. With it set, Latchkey also asks for the offline_access scope at
+	// sign-in: the provider must issue refresh tokens for it. If the provider cannot be reached,
+	// refreshes go on until the last confirmation is twice this old, then wait for the provider.
+	// A Go duration, 1m to 24h. Unset (the default): no re-check, because not every provider
+	// issues refresh tokens to every client (docs/leavers.md).
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1m') && duration(self) <= duration('24h')",message="oidc.recheckInterval must be between 1m and 24h"
+	// +optional
+	RecheckInterval *metav1.Duration `json:"recheckInterval,omitempty"`
 }
 
 // Lifetimes of what a Project issues. Values are Go durations ("90s", "15m", "720h").

@@ -87,6 +87,9 @@ type OIDCProvider struct {
 	// Unavailable: the client secret's Secret is missing or empty, so sign-in with the provider
 	// is refused. Issuer stays set: the provider's people remain people of the project.
 	Unavailable bool
+	// RecheckInterval, when not zero, is how long the provider's word that a person may still
+	// sign in is trusted before a refresh asks it again (docs/leavers.md).
+	RecheckInterval time.Duration
 }
 
 // Lifetimes of everything a project issues. Controllers fill defaults, so every field is set.

@@ -48,6 +48,7 @@ type Store interface {
 	Links
 	Audit
 	Outbox
+	Leavers
 
 	// GarbageCollect deletes rows that expired before now (sessions, codes, tokens, callback
 	// states, links, delivered events) and reports how many of each it removed. On PostgreSQL
@@ -56,8 +57,9 @@ type Store interface {
 }
 
 // GCResult counts rows removed by GarbageCollect, by table: "sessions", "auth_codes",
-// "tokens", "callback_states", "links", "events", and "token_replays" (rotated refresh tokens
-// whose stored grace-window response was cleared).
+// "tokens", "callback_states", "links", "events", "logout_tokens" (remembered back-channel
+// logout token ids), and "token_replays" (rotated refresh tokens whose stored grace-window
+// response was cleared).
 type GCResult map[string]int64
 
 // ---------------------------------------------------------------------------------------------
@@ -90,6 +92,10 @@ type Session struct {
 	AuthTime  time.Time
 	CreatedAt time.Time
 	ExpiresAt time.Time
+	// UpstreamSID is "issuer|sid" for a session started with the project's OpenID provider
+	// whose ID token carried a sid claim, so a back-channel logout token that names only the
+	// provider's session finds it; "" otherwise.
+	UpstreamSID string
 }
 
 type Sessions interface {
@@ -517,4 +523,77 @@ type Outbox interface {
 	// MarkFailed records a failed attempt and schedules the next one.
 	MarkFailed(ctx context.Context, id, sink string, next time.Time) error
 	OutboxDepth(ctx context.Context) (int64, error)
+}
+
+// ---------------------------------------------------------------------------------------------
+// People who leave (docs/leavers.md)
+
+// Ended counts what ending people's sign-ins removed.
+type Ended struct {
+	// Subjects are the people (Person.ID) whose sign-ins were ended, sorted; empty when the
+	// request named nobody the store knows.
+	Subjects []string
+	Sessions int64 // browser sessions deleted
+	Tokens   int64 // live access and refresh tokens revoked, of every client
+	// Callbacks counts pending upstream callback attempts deleted.
+	Callbacks int64
+}
+
+// Logout is what a verified back-channel logout token (OpenID Connect Back-Channel Logout 1.0)
+// asks of the store.
+type Logout struct {
+	Project string
+	// SourceSubject is the person's "issuer|sub" (Person.SourceSubject of an "oidc" person);
+	// empty when the token names only a provider session. When set it alone decides who is
+	// signed out.
+	SourceSubject string
+	// SID is "issuer|sid", matched against Session.UpstreamSID when SourceSubject is empty: the
+	// people with a session of that provider session are signed out.
+	SID string
+	// JTI is the logout token's jti. A second Logout with the same Project and JTI is
+	// ErrConflict and ends nothing, so a captured logout token cannot end a later sign-in.
+	JTI string
+	// Until is when JTI may be forgotten (GarbageCollect removes it after): no later than the
+	// moment the token itself is refused for its age.
+	Until time.Time
+	Now   time.Time
+}
+
+// PersonCheck is what re-checking a person at the project's OpenID provider needs: the
+// provider's refresh token from their last sign-in, sealed (internal/secret), and when the
+// provider last confirmed them.
+type PersonCheck struct {
+	Project string
+	Subject string // Person.ID
+	KeyID   string // the key that sealed RefreshToken
+	// RefreshToken is the provider's refresh token, sealed.
+	RefreshToken []byte
+	// CheckedAt is when the provider last confirmed the person: their sign-in, or a refresh
+	// at the provider that succeeded.
+	CheckedAt time.Time
+	// TriedAt is when a replica last started asking the provider; it leases the check so that
+	// replicas do not ask at once with the same refresh token (zero: never).
+	TriedAt time.Time
+}
+
+// Leavers ends the access of people who can no longer sign in at their organisation's identity
+// provider (docs/leavers.md).
+type Leavers interface {
+	// EndSignIns ends everything that lets subject act in project without signing in again, in
+	// one transaction: their browser sessions and pending upstream callback attempts are
+	// deleted, every live access and refresh token issued for them (to any client) is revoked,
+	// and their PersonCheck is removed. Consent (grants) and connected accounts stay: nothing
+	// can use them without a new sign-in. Ending nothing is not an error.
+	EndSignIns(ctx context.Context, project, subject string, now time.Time) (Ended, error)
+	// Logout remembers l.JTI and ends the sign-ins (as EndSignIns) of the people l names, in one
+	// transaction. A JTI seen before is ErrConflict, and nothing is ended.
+	Logout(ctx context.Context, l Logout) (Ended, error)
+	// SavePersonCheck stores c, replacing the person's previous one.
+	SavePersonCheck(ctx context.Context, c PersonCheck) error
+	// UpdatePersonCheck applies fn to the stored check and writes the result back atomically
+	// (under a row lock on PostgreSQL, so concurrent callers on any replica see each other's
+	// lease). fn runs inside the write transaction: it must be quick and must not call the
+	// store. When fn returns an error the row is unchanged and comes back with that error.
+	// Project and Subject cannot be changed. ErrNotFound when the person has no check.
+	UpdatePersonCheck(ctx context.Context, project, subject string, fn func(PersonCheck) (PersonCheck, error)) (PersonCheck, error)
 }

@@ -59,6 +59,11 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 			}
 			return nil, ErrInvalidGrant.WithDescription("the person can no longer sign in to this project")
 		}
+		if env.CheckPerson != nil {
+			if err := checkPerson(ctx, req, person, old.FamilyID); err != nil {
+				return nil, err
+			}
+		}
 	}
 	scopes := old.Scopes
 	if s := f.Get("scope"); s != "" {
@@ -118,6 +123,29 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 		return nil, ErrInvalidGrant.WithDescription("the refresh token was already used; this grant has been ended")
 	default:
 		return nil, invalid
+	}
+}
+
+// checkPerson asks whether the person may still act before their refresh token is rotated
+// (site.Env.CheckPerson, docs/leavers.md).
+func checkPerson(ctx context.Context, req *TokenRequest, person store.Person, familyID string) error {
+	err := req.Env.CheckPerson(ctx, req.Project, person, req.Now)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, site.ErrPersonEnded):
+		// Every token of the person, this family included, has been revoked already.
+		return ErrInvalidGrant.WithDescription(err.Error())
+	case errors.Is(err, site.ErrPersonUnchecked):
+		if _, rerr := req.Env.Store.RevokeFamily(ctx, familyID, req.Now); rerr != nil {
+			return Internal(rerr)
+		}
+		return ErrInvalidGrant.WithDescription(err.Error())
+	case errors.Is(err, site.ErrPersonUnconfirmed):
+		// Nothing is ended: the token works again once the organisation answers.
+		return ErrTemporarilyUnavailable.WithDescription(err.Error())
+	default:
+		return Internal(err)
 	}
 }
 

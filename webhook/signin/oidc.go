@@ -97,13 +97,34 @@ func (h *handler) oauth2Config(p *config.Project, prov *oidc.Provider) *oauth2.C
 			scopes = append(scopes, s)
 		}
 	}
+	if o.RecheckInterval > 0 && !slices.Contains(scopes, oidc.ScopeOfflineAccess) {
+		// Re-checking the person later needs a refresh token at the provider (docs/leavers.md).
+		scopes = append(scopes, oidc.ScopeOfflineAccess)
+	}
 	return &oauth2.Config{
 		ClientID:     o.ClientID,
 		ClientSecret: o.ClientSecret,
-		Endpoint:     prov.Endpoint(),
+		Endpoint:     endpoint(prov),
 		RedirectURL:  p.Issuer + "/sign-in/callback",
 		Scopes:       scopes,
 	}
+}
+
+// endpoint is the provider's token endpoint with the client authentication it announces. Left
+// to guess, x/oauth2 retries a refused request with the other method, and a provider's
+// invalid_grant for the person would come back as invalid_client for the retry.
+func endpoint(prov *oidc.Provider) oauth2.Endpoint {
+	e := prov.Endpoint()
+	var md struct {
+		Methods []string `json:"token_endpoint_auth_methods_supported"`
+	}
+	// OpenID Connect Discovery 1.0 §3: client_secret_basic when the provider lists none.
+	e.AuthStyle = oauth2.AuthStyleInHeader
+	if prov.Claims(&md) == nil && len(md.Methods) > 0 && !slices.Contains(md.Methods, "client_secret_basic") &&
+		slices.Contains(md.Methods, "client_secret_post") {
+		e.AuthStyle = oauth2.AuthStyleInParams
+	}
+	return e
 }
 
 func (h *handler) oidcStart(w http.ResponseWriter, r *http.Request) {
@@ -248,6 +269,9 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		Email    string   `json:"email"`
 		Name     string   `json:"name"`
 		AuthTime *float64 `json:"auth_time"`
+		// SID names the provider's session, so a back-channel logout token that names only it
+		// finds this sign-in (OpenID Connect Back-Channel Logout 1.0 §2.1).
+		SID string `json:"sid"`
 	}
 	if err := idt.Claims(&claims); err != nil {
 		h.upstreamFailed(w, r, p, st, err)
@@ -275,7 +299,15 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, p, err)
 		return
 	}
-	if err := start(r.Context(), h.env, w, r, p, person, authTime); err != nil {
+	if err := h.keepForRecheck(r.Context(), p, person, tok, now); err != nil {
+		h.internal(w, p, err)
+		return
+	}
+	var sid string
+	if claims.SID != "" && len(claims.SID) <= maxSID {
+		sid = idt.Issuer + "|" + claims.SID
+	}
+	if err := start(r.Context(), h.env, w, r, p, person, authTime, sid); err != nil {
 		h.internal(w, p, err)
 		return
 	}

@@ -186,7 +186,10 @@ func CheckCSRF(env *site.Env, r *http.Request, submitted string) bool {
 //
 // authTime is when the person last authenticated: now for a password, the provider's auth_time
 // for an ID token (zero when unknown, which never counts as a recent sign-in).
-func start(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, person store.Person, authTime time.Time) error {
+//
+// upstreamSID is "issuer|sid" of the provider's session for a sign-in with the project's OpenID
+// provider that named one, else "".
+func start(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, person store.Person, authTime time.Time, upstreamSID string) error {
 	now := env.Now()
 	if old := ReadCookie(r, env, p, sessionCookie); old != "" && len(old) <= 128 {
 		if err := env.Store.DeleteSession(ctx, secret.Hash(old)); err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -195,12 +198,13 @@ func start(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Re
 	}
 	v := secret.New("")
 	err := env.Store.CreateSession(ctx, store.Session{
-		IDHash:    secret.Hash(v),
-		Project:   p.Key,
-		Subject:   person.ID,
-		AuthTime:  authTime,
-		CreatedAt: now,
-		ExpiresAt: now.Add(p.Lifetimes.Session),
+		IDHash:      secret.Hash(v),
+		Project:     p.Key,
+		Subject:     person.ID,
+		AuthTime:    authTime,
+		CreatedAt:   now,
+		ExpiresAt:   now.Add(p.Lifetimes.Session),
+		UpstreamSID: upstreamSID,
 	})
 	if err != nil {
 		return err

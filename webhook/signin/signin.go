@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/sync/singleflight"
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/ratelimit"
@@ -64,6 +65,8 @@ type handler struct {
 	perAddress *ratelimit.Limiter
 	providers  *providers
 	onSignOut  []SignOutHook
+	// recheck shares one question to the provider among concurrent refreshes of one person.
+	recheck singleflight.Group
 }
 
 // SignOutHook runs when a browser signs out of project p, before its session ends, with the
@@ -73,9 +76,10 @@ type handler struct {
 // succeeded.
 type SignOutHook func(ctx context.Context, w http.ResponseWriter, p *config.Project, subject string) error
 
-// Register mounts /sign-in, the upstream sign-in start and callback, and /sign-out. onSignOut
-// run, in order, on every sign-out.
-func Register(rt site.Router, env *site.Env, onSignOut ...SignOutHook) {
+// Register mounts /sign-in, the upstream sign-in start and callback, the back-channel logout
+// endpoint, and /sign-out. onSignOut run, in order, on every sign-out. It returns the re-check
+// of people at the project's OpenID provider, for site.Env.CheckPerson.
+func Register(rt site.Router, env *site.Env, onSignOut ...SignOutHook) func(ctx context.Context, p *config.Project, person store.Person, now time.Time) error {
 	h := &handler{
 		env:        env,
 		perAccount: ratelimit.New(AccountBurst, AccountEvery),
@@ -89,6 +93,9 @@ func Register(rt site.Router, env *site.Env, onSignOut ...SignOutHook) {
 	rt.Page("GET /sign-in/callback", http.HandlerFunc(h.oidcCallback))
 	rt.Page("GET /sign-out", http.HandlerFunc(h.signOutPage))
 	rt.Page("POST /sign-out", http.HandlerFunc(h.signOut))
+	// Called by the provider, server to server: no cookies, JSON errors.
+	rt.API(BackchannelLogoutPath, http.HandlerFunc(h.backchannelLogout))
+	return h.checkPerson
 }
 
 func (h *handler) page(w http.ResponseWriter, r *http.Request) {
@@ -207,7 +214,7 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, p, err)
 		return
 	}
-	if err := start(r.Context(), h.env, w, r, p, person, now); err != nil {
+	if err := start(r.Context(), h.env, w, r, p, person, now, ""); err != nil {
 		h.internal(w, p, err)
 		return
 	}

@@ -9,6 +9,7 @@ package site
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -51,7 +52,25 @@ type Env struct {
 	Events func(ctx context.Context, r store.AuditRecord)
 	// Addresses finds the client address of a request for rate limits; nil trusts no proxy.
 	Addresses *clientaddr.Resolver
+	// CheckPerson, when set, is asked before a person's refresh token is rotated whether the
+	// person may still act: webhook/signin re-checks people at the project's OpenID provider
+	// (docs/leavers.md). It returns nil, ErrPersonEnded, ErrPersonUnchecked,
+	// ErrPersonUnconfirmed, or a store failure.
+	CheckPerson func(ctx context.Context, p *config.Project, person store.Person, now time.Time) error
 }
+
+// What CheckPerson says when a person may not act now.
+var (
+	// ErrPersonEnded: the provider refused the person; their sessions and tokens have been
+	// ended.
+	ErrPersonEnded = errors.New("the person can no longer sign in at their organisation")
+	// ErrPersonUnchecked: nothing to re-check the person with (they signed in before re-checks
+	// were turned on, or the provider issued no refresh token); they must sign in again.
+	ErrPersonUnchecked = errors.New("the person must sign in again so their organisation can confirm them")
+	// ErrPersonUnconfirmed: the provider has not confirmed the person for too long and cannot
+	// be asked right now; nothing was ended, and a later attempt may succeed.
+	ErrPersonUnconfirmed = errors.New("the person's organisation cannot confirm them right now")
+)
 
 // ClientAddress is the address rate limits count r's client by: the connection's peer, or
 // what a trusted proxy says in front of it (internal/clientaddr), with IPv6 counted by /64.

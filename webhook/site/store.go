@@ -34,13 +34,20 @@ type EnvStore interface {
 }
 
 // SignInStore is what signing in and out uses (webhook/signin): people and their browser
-// sessions. Every page that needs a person reads the session through it.
+// sessions, and ending them when the person leaves. Every page that needs a person reads the
+// session through it.
 type SignInStore interface {
 	UpsertPerson(ctx context.Context, p store.Person) (store.Person, error)
 	GetPerson(ctx context.Context, project, id string) (store.Person, error)
 	CreateSession(ctx context.Context, s store.Session) error
 	GetSession(ctx context.Context, idHash []byte, now time.Time) (store.Session, error)
 	DeleteSession(ctx context.Context, idHash []byte) error
+	// People who leave (docs/leavers.md): back-channel logout and re-checking people at the
+	// project's OpenID provider.
+	EndSignIns(ctx context.Context, project, subject string, now time.Time) (store.Ended, error)
+	Logout(ctx context.Context, l store.Logout) (store.Ended, error)
+	SavePersonCheck(ctx context.Context, c store.PersonCheck) error
+	UpdatePersonCheck(ctx context.Context, project, subject string, fn func(store.PersonCheck) (store.PersonCheck, error)) (store.PersonCheck, error)
 }
 
 // TokenStore is what the OAuth endpoints use (webhook/oauth): codes are redeemed, tokens

@@ -101,6 +101,11 @@ var tests = []test{
 	{"Outbox/Duplicate", testOutboxDuplicate},
 	{"Outbox/ClaimConcurrent", testOutboxClaimConcurrent},
 
+	{"Leavers/EndSignIns", testEndSignIns},
+	{"Leavers/Logout", testLogout},
+	{"Leavers/SavePersonCheck", testSavePersonCheck},
+	{"Leavers/UpdatePersonCheck", testUpdatePersonCheck},
+
 	{"GarbageCollect", testGarbageCollect},
 }
 

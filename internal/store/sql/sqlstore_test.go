@@ -330,7 +330,8 @@ func TestSQLiteQueryPlans(t *testing.T) {
 		qGetSession, qGetCallback, qConsumeCallback, qLinkByCode, qOpenLinkFor, qOpenLinkRead, qRedeemCode, qGetConnection,
 		qListConnections, qFindPermission, qListPermissions, qGetGrant, qListGrants, qDeleteClientGrant,
 		qDeleteClientPerm, qClaim, qDepth, qListAudit, qGetClient, qListClients, qAuditAfter, qLinkByID,
-		qAgentAccess, qEndCallbacks,
+		qAgentAccess, qEndCallbacks, qEndSessions, qRevokePerson, qEndPersonCheck, qPersonBySource, qPeopleBySID,
+		qLockPersonCheck, qUpdatePersonCheck,
 	}
 	for _, g := range sqliteGC {
 		queries = append(queries, g.query)
