@@ -285,7 +285,10 @@ func TestChart(t *testing.T) {
 				if v, _ := arg(c, "--leader-elect="); v != "false" {
 					t.Errorf("--leader-elect=%s: one SQLite pod needs no Lease", v)
 				}
-				for _, want := range []string{"CustomResourceDefinition/projects.latchkey.dev", "Secret/rel-latchkey-keys",
+				if v, _ := arg(c, "--keys-secret="); v != "latchkey/rel-latchkey-keys" {
+					t.Errorf("--keys-secret=%s", v)
+				}
+				for _, want := range []string{"CustomResourceDefinition/projects.latchkey.dev", "Role/rel-latchkey-keys",
 					"NetworkPolicy/rel-latchkey", "PodDisruptionBudget/rel-latchkey", "ClusterRole/rel-latchkey-admin",
 					"ClusterRole/rel-latchkey-tenant", "Service/rel-latchkey"} {
 					if !slices.Contains(kinds(objs), want) {
@@ -338,9 +341,6 @@ func TestChart(t *testing.T) {
 					if v.Name == "data" {
 						t.Error("a SQLite data volume on PostgreSQL")
 					}
-					if v.Name == "keys" && (v.Secret == nil || v.Secret.SecretName != "latchkey-keys") {
-						t.Errorf("keys volume %+v", v)
-					}
 				}
 				if len(d.Spec.Template.Spec.TopologySpreadConstraints) == 0 {
 					t.Error("three replicas are not spread over nodes")
@@ -351,8 +351,8 @@ func TestChart(t *testing.T) {
 						t.Errorf("%s not rendered (have %v)", want, kinds(objs))
 					}
 				}
-				if slices.Contains(kinds(objs), "Secret/rel-latchkey-keys") {
-					t.Error("a key generated although keys.existingSecret is set")
+				if v, _ := arg(c, "--keys-secret="); v != "latchkey/latchkey-keys" {
+					t.Errorf("--keys-secret=%s: want keys.existingSecret", v)
 				}
 			},
 		},
@@ -391,6 +391,12 @@ func TestChart(t *testing.T) {
 				t.Fatal(err)
 			}
 			objs := objects(t, out)
+			// The operator creates the keys Secret; a render never holds key material.
+			for _, o := range objs {
+				if o.GetKind() == "Secret" {
+					t.Errorf("Secret %s rendered: the chart must not render key material", o.GetName())
+				}
+			}
 			hardened(t, deployment(t, objs))
 			c.check(t, objs)
 			dryRun(t, out)
