@@ -796,7 +796,7 @@ func (r *resolver) client(ctx context.Context, oc *v1alpha1.OAuthClient, sec *co
 	}
 	if oc.Spec.AccessTokenFormat == v1alpha1.AccessTokenJWT && len(project.SigningKeys) == 0 {
 		return nil, notReadyf(v1alpha1.OAuthClientSigningKeyRequiredReason,
-			"accessTokenFormat is jwt but Project %s sets no spec.signingKeySecretRef", pk)
+			"accessTokenFormat is jwt but Project %s has no signing keys (spec.signingKeySecretRef or spec.signingKeySource Operator)", pk)
 	}
 	out, err := clientConfig(oc, secretHash)
 	if err != nil {

@@ -72,3 +72,6 @@ func (s *Signing) derive(seed []byte, project string) (any, error) {
 	s.cache[d] = config.SigningKey{Private: k}
 	return k, nil
 }
+
+// Keys returns the loaded set, nil before the first load. Callers must not modify it.
+func (s *Signing) Keys() *Set { return s.set.Load() }
