@@ -68,14 +68,14 @@ type options struct {
 	signingAnnounce time.Duration
 	signingRetire   time.Duration
 	signingRotate   time.Duration
-	leaderElect   bool
-	leaderNS      string
-	watchNS       string
-	gcInterval    time.Duration
-	shutdownGrace time.Duration
-	upstreamWait  time.Duration
-	logLevel      string
-	logFormat     string
+	leaderElect     bool
+	leaderNS        string
+	watchNS         string
+	gcInterval      time.Duration
+	shutdownGrace   time.Duration
+	upstreamWait    time.Duration
+	logLevel        string
+	logFormat       string
 	// trustedProxies and clientAddrHeader say where rate limits read the client's address.
 	trustedProxies   string
 	clientAddrHeader string

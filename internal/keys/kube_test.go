@@ -1,6 +1,7 @@
 package keys_test
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -166,7 +167,7 @@ func TestKeeperKeepsAnExistingSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, set := read(t, key)
-	if string(got.Data["2026-11"]) != string(raw) || set.PrimarySealing(clock.Now()) != "2026-11" || len(set.Signing) != 1 {
+	if !bytes.Equal(got.Data["2026-11"], raw) || set.PrimarySealing(clock.Now()) != "2026-11" || len(set.Signing) != 1 {
 		t.Fatalf("existing key changed or no signing key added: %+v", set)
 	}
 }
@@ -185,7 +186,7 @@ func TestLoaderFollowsRotation(t *testing.T) {
 	l.Changed = func() { changed <- struct{}{} }
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	go l.Start(ctx) //nolint:errcheck // returns nil when ctx ends
+	go l.Start(ctx)
 	time.Sleep(100 * time.Millisecond)
 	if l.Ready(ctx) == nil {
 		t.Fatal("ready without a keys Secret")

@@ -24,8 +24,18 @@ type Signing struct {
 
 type derivation struct{ seed, project string }
 
-// Store publishes a newly loaded set.
-func (s *Signing) Store(set *Set) { s.set.Store(set) }
+// Store publishes a newly loaded set, and forgets the keys derived from seeds it no longer
+// holds.
+func (s *Signing) Store(set *Set) {
+	s.set.Store(set)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for d := range s.cache {
+		if !slices.ContainsFunc(set.Signing, func(k SigningKey) bool { return string(k.Seed) == d.seed }) {
+			delete(s.cache, d)
+		}
+	}
+}
 
 // Loaded reports whether a set has been loaded.
 func (s *Signing) Loaded() bool { return s.set.Load() != nil }

@@ -39,8 +39,18 @@ type Resealer struct {
 	Log   logr.Logger
 }
 
-// Run re-seals until every connection is sealed with set's primary key, or ctx ends.
+// Run re-seals until every connection is sealed with set's primary key, or ctx ends. When a
+// newer sealing key took over meanwhile it stops: the next round re-seals with that one.
 func (r *Resealer) Run(ctx context.Context, k *Keeper, set *Set) error {
+	err := r.run(ctx, k, set)
+	if errors.Is(err, errResealSuperseded) {
+		r.Log.Info("a newer sealing key took over; re-sealing continues with it")
+		return nil
+	}
+	return err
+}
+
+func (r *Resealer) run(ctx context.Context, k *Keeper, set *Set) error {
 	batch, pause := r.Batch, r.Pause
 	if batch <= 0 {
 		batch = 100

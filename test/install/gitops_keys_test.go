@@ -1,6 +1,7 @@
 package install_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -104,7 +105,7 @@ func TestRenderedTwiceKeepsKeys(t *testing.T) {
 	if after.uid != before.uid {
 		t.Fatal("the keys Secret was replaced")
 	}
-	if !maps.EqualFunc(before.set.Sealing, after.set.Sealing, func(a, b []byte) bool { return string(a) == string(b) }) {
+	if !maps.EqualFunc(before.set.Sealing, after.set.Sealing, bytes.Equal) {
 		t.Fatal("the sealing keys changed across the second sync")
 	}
 	kr, err = secret.NewKeyring(after.set.Sealing, "")
