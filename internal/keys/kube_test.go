@@ -373,3 +373,55 @@ func maps(a, b map[string]int64) bool {
 	}
 	return true
 }
+
+// TestKeeperSigningSchedule: the elected replica makes a new signing key every RotateEvery
+// (not while one is still announced), acts once on each value of the rotate annotation, and
+// deletes a replaced key from the Secret once its retire period is over.
+func TestKeeperSigningSchedule(t *testing.T) {
+	ns := namespace(t)
+	key := types.NamespacedName{Namespace: ns, Name: "latchkey-keys"}
+	clock := testclock.New(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	k := keeper(key, clock)
+	step := func() *keys.Set {
+		t.Helper()
+		if err := k.Step(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		_, set := read(t, key)
+		return set
+	}
+	first := step().Signing[0].ID
+	clock.Advance(90*24*time.Hour - time.Minute)
+	if n := len(step().Signing); n != 1 {
+		t.Fatalf("%d signing keys before the rotation is due", n)
+	}
+	clock.Advance(time.Minute)
+	set := step()
+	if len(set.Signing) != 2 || !set.Signing[1].ActiveAt.Equal(clock.Now().Add(24*time.Hour)) {
+		t.Fatalf("scheduled rotation: %+v", set.Signing)
+	}
+	second := set.Signing[1].ID
+
+	// Asked for during the announce period: one more key, once per annotation value.
+	sec, _ := read(t, key)
+	sec.Annotations = map[string]string{keys.RotateSigningAnnotation: "now"}
+	if err := k8s.Update(t.Context(), sec); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Hour)
+	step()
+	if n := len(step().Signing); n != 3 {
+		t.Fatalf("%d signing keys after one request stepped twice, want 3", n)
+	}
+	// The first key retires when the second signs and leaves 24h later; the second, replaced an
+	// hour after it started signing, leaves 24h after that.
+	clock.Advance(23*time.Hour + 24*time.Hour - time.Minute)
+	if set := step(); set.Signing[0].ID != first {
+		t.Fatal("the first key left before its retire period ended")
+	}
+	clock.Advance(time.Minute)
+	set = step()
+	if len(set.Signing) != 2 || set.Signing[0].ID != second {
+		t.Fatalf("after the first key's retire period: %v", set.Signing)
+	}
+}
