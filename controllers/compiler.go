@@ -20,6 +20,7 @@ import (
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/config"
+	lkkeys "latchkey.dev/latchkey/internal/keys"
 )
 
 // Compiler builds the server's configuration (config.Snapshot) from the informer cache and
@@ -49,6 +50,8 @@ type Compiler struct {
 	compiling atomic.Bool
 	mu        sync.Mutex
 	secrets   map[types.NamespacedName]struct{}
+	signing   *lkkeys.Signing
+	waitFor   func(context.Context) error
 }
 
 // NewCompiler returns a compiler reading from c and publishing to opts.Config. Setup creates
@@ -62,6 +65,8 @@ func NewCompiler(c cache.Cache, opts Options) *Compiler {
 		cache:     c,
 		publicURL: opts.PublicURL,
 		holder:    opts.Config,
+		signing:   opts.SigningKeys,
+		waitFor:   opts.WaitFor,
 		debounce:  debounce,
 		log:       ctrl.Log.WithName("compiler"),
 		trigger:   make(chan struct{}, 1),
@@ -102,6 +107,11 @@ func (c *Compiler) Start(ctx context.Context) error {
 			return nil //nolint:nilerr // the manager stopping is not a failure of the runnable
 		}
 		return errors.New("compiler: cache did not sync")
+	}
+	if c.waitFor != nil {
+		if err := c.waitFor(ctx); err != nil {
+			return nil //nolint:nilerr // only the manager stopping ends the wait
+		}
 	}
 
 	const maxBackoff = 30 * time.Second
@@ -157,6 +167,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// Kick asks for a new snapshot: the operator's keys changed.
+func (c *Compiler) Kick() { c.kick() }
 
 func (c *Compiler) kick() {
 	select {
@@ -239,7 +252,7 @@ func (c *Compiler) references(key types.NamespacedName) bool {
 func (c *Compiler) compileOnce(ctx context.Context) (*config.Snapshot, error) {
 	c.compiling.Store(true)
 	defer c.compiling.Store(false)
-	snap, secrets, err := compile(ctx, c.cache, c.publicURL)
+	snap, secrets, err := compile(ctx, c.cache, c.publicURL, c.signing)
 	if err != nil {
 		return nil, err
 	}
@@ -251,8 +264,9 @@ func (c *Compiler) compileOnce(ctx context.Context) (*config.Snapshot, error) {
 
 // compile builds a complete snapshot from what r holds, and reports every Secret it looked up.
 // It is linear in the number of objects: one List per kind and cache lookups per object.
-func compile(ctx context.Context, r client.Reader, publicURL string) (*config.Snapshot, map[types.NamespacedName]struct{}, error) {
+func compile(ctx context.Context, r client.Reader, publicURL string, signing *lkkeys.Signing) (*config.Snapshot, map[types.NamespacedName]struct{}, error) {
 	res := newResolver(r, publicURL)
+	res.signing = signing
 	snap := &config.Snapshot{Projects: map[string]*config.Project{}}
 	// Projects first: everything else is added to the Project it attaches to.
 	for _, add := range []snapshotStep{addProjects, addConnectors, addRedirectRules, addClients} {

@@ -18,6 +18,7 @@ import (
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/config"
+	lkkeys "latchkey.dev/latchkey/internal/keys"
 	"latchkey.dev/latchkey/internal/redirect"
 	"latchkey.dev/latchkey/internal/secret"
 )
@@ -73,6 +74,9 @@ type resolver struct {
 	secrets map[types.NamespacedName]struct{}
 	// memo, when set (reconcilers), reuses compiled Projects across resolvers.
 	memo *projectMemo
+	// signing gives Projects with signingKeySource Operator their keys; nil when the operator
+	// keeps none (tests, and callers that do not wire it).
+	signing *lkkeys.Signing
 }
 
 type projectResult struct {
@@ -414,6 +418,10 @@ func (r *resolver) compileEventSinks(ctx context.Context, p *v1alpha1.Project, o
 // compileSigningKeys reads the JWT signing keys. Without them JWT clients are refused
 // (SigningKeyRequired) and opaque ones keep working.
 func (r *resolver) compileSigningKeys(ctx context.Context, p *v1alpha1.Project, out *config.Project, off *degraded) error {
+	if p.Spec.SigningKeySource == v1alpha1.SigningKeysFromOperator {
+		_, err := off.add(r.operatorSigningKeys(p, out), "JWT signing keys")
+		return err
+	}
 	ref := p.Spec.SigningKeySecretRef
 	if ref == nil {
 		return nil
@@ -430,6 +438,27 @@ func (r *resolver) compileSigningKeys(ctx context.Context, p *v1alpha1.Project, 
 		return err
 	}
 	out.SigningKeys = keys
+	return nil
+}
+
+// operatorSigningKeys gives the Project its own keys derived from the operator's signing keys.
+// Until the operator has loaded its keys Secret the Project cannot compile: the error is
+// retried (the compiler does not publish before the keys are loaded anyway).
+func (r *resolver) operatorSigningKeys(p *v1alpha1.Project, out *config.Project) error {
+	if r.signing == nil {
+		return notReadyf(v1alpha1.ProjectSigningKeysUnavailableReason,
+			"signingKeySource is Operator but this server was started without a keys Secret (--keys-secret; the chart always sets it)")
+	}
+	// ID tokens live as long as access tokens (issue.go), so the access token lifetime is the
+	// longest a signed token lives.
+	ks, ok, err := r.signing.ProjectKeys(p.Namespace+"/"+p.Name, out.Lifetimes.AccessToken)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("the operator's keys Secret is not loaded yet")
+	}
+	out.SigningKeys = ks
 	return nil
 }
 
@@ -770,7 +799,7 @@ func (r *resolver) client(ctx context.Context, oc *v1alpha1.OAuthClient, sec *co
 	}
 	if oc.Spec.AccessTokenFormat == v1alpha1.AccessTokenJWT && len(project.SigningKeys) == 0 {
 		return nil, notReadyf(v1alpha1.OAuthClientSigningKeyRequiredReason,
-			"accessTokenFormat is jwt but Project %s sets no spec.signingKeySecretRef", pk)
+			"accessTokenFormat is jwt but Project %s has no signing keys (spec.signingKeySecretRef or spec.signingKeySource Operator)", pk)
 	}
 	out, err := clientConfig(oc, secretHash)
 	if err != nil {

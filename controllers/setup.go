@@ -21,6 +21,7 @@ import (
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/clientdoc"
 	"latchkey.dev/latchkey/internal/config"
+	lkkeys "latchkey.dev/latchkey/internal/keys"
 	"latchkey.dev/latchkey/internal/store"
 )
 
@@ -52,6 +53,12 @@ type Options struct {
 	// (the credentials Secret, status), so overlapping them is what lets thousands of
 	// OAuthClients converge quickly.
 	MaxConcurrentReconciles int
+	// SigningKeys are the operator's signing keys, for Projects with signingKeySource
+	// Operator; nil refuses such Projects. Call Compiler.Kick when they change.
+	SigningKeys *lkkeys.Signing
+	// WaitFor, when set, is waited for before the first compilation: the server publishes no
+	// configuration (and so serves no project) until the keys are loaded.
+	WaitFor func(context.Context) error
 	// Debounce is how long the compiler waits after a change for more changes before it
 	// compiles. Defaults to 100ms.
 	Debounce time.Duration
@@ -101,6 +108,7 @@ func SetupWithCompiler(mgr ctrl.Manager, opts Options) (*Compiler, error) {
 		publicURL: opts.PublicURL,
 		clock:     opts.Clock,
 		projects:  &projectMemo{},
+		signing:   opts.SigningKeys,
 	}
 	deps := &dependents{c: mgr.GetClient()}
 	copts := controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
+	lkkeys "latchkey.dev/latchkey/internal/keys"
 )
 
 // base is what every reconciler shares.
@@ -29,11 +30,14 @@ type base struct {
 	// thousand clients would otherwise write ten thousand Events that say what status already
 	// says, and the recorder keeps each in memory for its series for minutes.
 	quietFirstReady bool
+	// signing: Options.SigningKeys.
+	signing *lkkeys.Signing
 }
 
 func (b *base) resolver() *resolver {
 	r := newResolver(b.client, b.publicURL)
 	r.memo = b.projects
+	r.signing = b.signing
 	return r
 }
 

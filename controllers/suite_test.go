@@ -27,6 +27,7 @@ import (
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/config"
+	lkkeys "latchkey.dev/latchkey/internal/keys"
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
 	"latchkey.dev/latchkey/internal/testenv"
@@ -35,11 +36,13 @@ import (
 // One kube-apiserver and etcd for the whole package (starting one takes seconds); each test
 // works in namespaces of its own.
 var (
-	k8s        client.Client // talks to the API server directly, not through the cache
-	holder     *config.Holder
-	compiler   *Compiler
-	testStore  store.Store
-	skipReason string
+	k8s       client.Client // talks to the API server directly, not through the cache
+	holder    *config.Holder
+	compiler  *Compiler
+	testStore store.Store
+	// testSigning stands for the operator's loaded keys Secret (signingKeySource Operator).
+	testSigning = &lkkeys.Signing{Retire: time.Hour}
+	skipReason  string
 	// testNow is the injected clock: condition transition times must come from it.
 	testNow = time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
 )
@@ -121,12 +124,15 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer testStore.Close()
+	testSigning.Store(lkkeys.New(testNow))
 	compiler, err = SetupWithCompiler(mgr, Options{
 		PublicURL: testPublicURL,
 		Config:    holder,
 		Store:     testStore,
 		Clock:     func() time.Time { return testNow },
 		Debounce:  20 * time.Millisecond,
+		// Loaded before the manager starts, as WaitFor would ensure.
+		SigningKeys: testSigning,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "setting up controllers:", err)

@@ -25,6 +25,9 @@ const (
 	// ProjectSecretInvalidReason (Degraded): a referenced Secret lacks the key or its content is unusable
 	// (for example a malformed password file); the message says which and why.
 	ProjectSecretInvalidReason = SecretInvalidReason
+	// ProjectSigningKeysUnavailableReason: signingKeySource is Operator but the server keeps no
+	// keys Secret (started without --keys-secret); the Project issues only opaque tokens.
+	ProjectSigningKeysUnavailableReason = "SigningKeysUnavailable"
 )
 
 // RegistrationMode is who may register OAuth clients at run time through the Project's
@@ -59,8 +62,23 @@ const (
 	NamespacesFromSelector FromNamespaces = "Selector"
 )
 
+// SigningKeySource says where a Project's JWT signing keys come from.
+// +kubebuilder:validation:Enum=Secret;Operator
+type SigningKeySource string
+
+const (
+	// SigningKeysFromSecret: the Secret named by spec.signingKeySecretRef, rotated by whoever
+	// writes it.
+	SigningKeysFromSecret SigningKeySource = "Secret"
+	// SigningKeysFromOperator: keys the operator keeps in its keys Secret and rotates itself
+	// (announce, then sign, then retire).
+	SigningKeysFromOperator SigningKeySource = "Operator"
+)
+
 // ProjectSpec declares a set of people, how they sign in, and the rules for the apps and agents
 // they use.
+// +kubebuilder:validation:XValidation:rule="!has(self.signingKeySource) || self.signingKeySource != 'Operator' || !has(self.signingKeySecretRef)",message="signingKeySource Operator conflicts with signingKeySecretRef: the operator's keys are used instead"
+// +kubebuilder:validation:XValidation:rule="!has(self.signingKeySource) || self.signingKeySource != 'Secret' || has(self.signingKeySecretRef)",message="signingKeySource Secret requires signingKeySecretRef"
 // +kubebuilder:validation:XValidation:rule="!has(self.registration) || !has(self.registration.mode) || self.registration.mode != 'InitialAccessToken' || has(self.registration.initialAccessTokenSecretRef)",message="registration.initialAccessTokenSecretRef is required when registration.mode is InitialAccessToken"
 type ProjectSpec struct {
 	// displayName is what people see on the sign-in, consent and account pages ("Acme
@@ -105,6 +123,16 @@ type ProjectSpec struct {
 	// entries by date, e.g. "2026-07.pem"). Unset means this Project issues only opaque tokens.
 	// +optional
 	SigningKeySecretRef *SecretReference `json:"signingKeySecretRef,omitempty"`
+
+	// signingKeySource says where the keys that sign this Project's JWTs come from: Secret (the
+	// Secret named by signingKeySecretRef) or Operator (an ES256 key of this Project's own,
+	// derived from the signing keys the operator keeps and rotates in its keys Secret: a new key
+	// is published at /jwks.json before it signs, and an old one stays published until every
+	// token it signed has expired; docs/operations.md, "Keys: creation and rotation"). Operator
+	// conflicts with signingKeySecretRef. Unset means Secret when signingKeySecretRef is set, and
+	// otherwise that the Project issues only opaque tokens.
+	// +optional
+	SigningKeySource SigningKeySource `json:"signingKeySource,omitempty"`
 
 	// upstreamNetwork says which addresses outside the public internet the server may call for
 	// the Connectors attached to this Project. Unset, only public addresses are called: an

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,9 +16,84 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/keys"
 	"latchkey.dev/latchkey/internal/secret"
 )
+
+// setupKeys returns the keyring the server seals with.
+//
+// With --keys-secret the keys live in the Secret the operator keeps (docs/operations.md, "Keys:
+// creation and rotation"): a keys.Loader on every replica reads it, and a keys.Keeper on the
+// elected replica (with SQLite, the one replica) creates it when missing, rotates keys and
+// re-seals stored values. The keyring is empty until the Loader has read the Secret; the
+// returned Loader's WaitLoaded holds the first configuration back until then, so nothing is
+// served, and nothing sealed, before.
+//
+// Without it the keys come from --keys-dir / --keys-file (or the development key), now.
+func setupKeys(mgr manager.Manager, o options, st keys.ResealStore, holder *config.Holder, log logr.Logger) (*secret.Keyring, *keys.Loader, error) {
+	if o.keysSecret == "" {
+		kr, err := loadKeyring(o, log)
+		return kr, nil, err
+	}
+	if o.keysDir != "" || o.keysFile != "" || o.primaryKey != "" {
+		return nil, nil, errors.New("--keys-secret excludes --keys-dir, --keys-file and --primary-key")
+	}
+	ns, name, ok := strings.Cut(o.keysSecret, "/")
+	if !ok || ns == "" || name == "" {
+		return nil, nil, fmt.Errorf("--keys-secret %q: want namespace/name", o.keysSecret)
+	}
+	if o.signingAnnounce < 0 || o.signingRetire < 0 || o.signingRotate < 0 {
+		return nil, nil, errors.New("--signing-key-announce, -retire and -rotate-every must not be negative")
+	}
+	if o.signingRotate > 0 && o.signingRotate <= o.signingAnnounce {
+		return nil, nil, errors.New("--signing-key-rotate-every must be longer than --signing-key-announce")
+	}
+	key := types.NamespacedName{Namespace: ns, Name: name}
+	// The Secret is read and written straight through the API server: it lives in the
+	// installation's namespace, which need not be one the cache watches.
+	c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return nil, nil, err
+	}
+	kr := &secret.Keyring{}
+	signing := &keys.Signing{Retire: o.signingRetire}
+	loader := keys.NewLoader()
+	loader.Reader, loader.Secret, loader.Keyring, loader.Signing = mgr.GetAPIReader(), key, kr, signing
+	loader.Now, loader.Log = time.Now, log.WithName("keys")
+	keeper := &keys.Keeper{
+		Client: c, Secret: key, Create: o.keysCreate,
+		Announce: o.signingAnnounce, Retire: o.signingRetire, RotateEvery: o.signingRotate,
+		LongestTokenLifetime: func() time.Duration { return longestTokenLifetime(holder.Load()) },
+		Reseal:               &keys.Resealer{Store: st, Log: log.WithName("reseal")},
+		Now:                  time.Now,
+		Log:                  log.WithName("keys"),
+	}
+	if err := mgr.Add(loader); err != nil {
+		return nil, nil, err
+	}
+	if err := mgr.Add(keeper); err != nil {
+		return nil, nil, err
+	}
+	return kr, loader, nil
+}
+
+// longestTokenLifetime is the longest any Project's signed tokens live (ID tokens live as
+// long as access tokens); a retired signing key stays published at least this long.
+func longestTokenLifetime(s *config.Snapshot) time.Duration {
+	var d time.Duration
+	if s == nil {
+		return config.DefaultLifetimes().AccessToken
+	}
+	for _, p := range s.Projects {
+		d = max(d, p.Lifetimes.AccessToken)
+	}
+	return d
+}
 
 // keyID limits ids to what a Secret key and a file name can both hold.
 var keyID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
@@ -139,24 +213,8 @@ func readKeysFile(path string, keys map[string][]byte) error {
 	return sc.Err()
 }
 
-// parseKey accepts 32 raw bytes (what `helm`'s randBytes or `head -c32 /dev/urandom` put in a
-// Secret) or text holding 32 bytes as base64 (standard or URL, padded or not) or hex.
-func parseKey(b []byte) ([]byte, error) {
-	if len(b) == 32 {
-		return b, nil
-	}
-	s := strings.TrimSpace(string(b))
-	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding,
-		base64.URLEncoding, base64.RawURLEncoding} {
-		if k, err := enc.DecodeString(s); err == nil && len(k) == 32 {
-			return k, nil
-		}
-	}
-	if k, err := hex.DecodeString(s); err == nil && len(k) == 32 {
-		return k, nil
-	}
-	return nil, errors.New("not an AES-256 key: want 32 raw bytes, or 32 bytes as base64 or hex")
-}
+// parseKey accepts 32 raw bytes or text holding 32 bytes as base64 or hex.
+func parseKey(b []byte) ([]byte, error) { return keys.ParseSealingKey(b) }
 
 // devKeys loads the development keys in dir, creating one if there is none. It reports whether
 // it generated a key.

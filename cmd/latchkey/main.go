@@ -39,6 +39,7 @@ import (
 	"latchkey.dev/latchkey/internal/clientaddr"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
+	"latchkey.dev/latchkey/internal/keys"
 	"latchkey.dev/latchkey/internal/metrics"
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
@@ -63,15 +64,21 @@ type options struct {
 	keysDir       string
 	keysFile      string
 	primaryKey    string
-	leaderElect   bool
-	leaderNS      string
-	watchNS       string
-	gcInterval    time.Duration
-	shutdownGrace time.Duration
-	upstreamWait  time.Duration
-	logLevel      string
-	logFormat     string
-	caBundle      string
+	// keysSecret ("namespace/name") is the Secret the operator keeps its keys in; see keys.go.
+	keysSecret      string
+	keysCreate      bool
+	signingAnnounce time.Duration
+	signingRetire   time.Duration
+	signingRotate   time.Duration
+	leaderElect     bool
+	leaderNS        string
+	watchNS         string
+	gcInterval      time.Duration
+	shutdownGrace   time.Duration
+	upstreamWait    time.Duration
+	logLevel        string
+	logFormat       string
+	caBundle        string
 	// trustedProxies and clientAddrHeader say where rate limits read the client's address.
 	trustedProxies   string
 	clientAddrHeader string
@@ -96,6 +103,16 @@ func main() {
 		`file of AES-256 sealing keys, one "id=key" per line (key as base64 or hex)`)
 	fs.StringVar(&o.primaryKey, "primary-key", "",
 		"id of the key new values are sealed with (default: the lexically greatest id)")
+	fs.StringVar(&o.keysSecret, "keys-secret", "",
+		`"namespace/name" of the Secret the operator keeps its sealing and signing keys in, created by the elected replica when missing (the chart sets it); excludes --keys-dir and --keys-file`)
+	fs.BoolVar(&o.keysCreate, "keys-create", true,
+		"create the --keys-secret Secret when it does not exist (false: wait for an admin to create it)")
+	fs.DurationVar(&o.signingAnnounce, "signing-key-announce", keys.DefaultSigningAnnounce,
+		"how long a new signing key is published at every jwks.json before it signs")
+	fs.DurationVar(&o.signingRetire, "signing-key-retire", keys.DefaultSigningRetire,
+		"how long a replaced signing key stays published (at least the longest access token lifetime of any Project)")
+	fs.DurationVar(&o.signingRotate, "signing-key-rotate-every", keys.DefaultSigningRotateEvery,
+		"how often a new signing key is made (0: only when asked with the latchkey.dev/rotate-signing annotation)")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false,
 		"elect one replica to run the controllers (the HTTP server runs on every replica)")
 	fs.StringVar(&o.leaderNS, "leader-election-namespace", "",
@@ -222,19 +239,26 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		return err
 	}
 
-	kr, err := loadKeyring(o, log)
+	holder := &config.Holder{}
+	kr, kept, err := setupKeys(mgr, o, st, holder, log)
 	if err != nil {
 		return err
 	}
-
-	holder := &config.Holder{}
-	if err := controllers.Setup(mgr, controllers.Options{ //nolint:contextcheck // set-up before the manager starts; no context to pass yet
+	copts := controllers.Options{
 		PublicURL: publicURL,
 		Config:    holder,
 		Store:     st,
 		Clock:     time.Now,
-	}); err != nil {
+	}
+	if kept != nil {
+		copts.SigningKeys, copts.WaitFor = kept.Signing, kept.WaitLoaded
+	}
+	compiler, err := controllers.SetupWithCompiler(mgr, copts) //nolint:contextcheck // set-up before the manager starts; no context to pass yet
+	if err != nil {
 		return fmt.Errorf("controllers: %w", err)
+	}
+	if kept != nil {
+		kept.Changed = compiler.Kick
 	}
 
 	// Security events: the emitter turns security audit records into metrics and outbox rows

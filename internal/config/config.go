@@ -51,9 +51,10 @@ type Project struct {
 	// EventSinks receive security events (CloudEvents over HTTP, HMAC-signed), including those
 	// that are Unavailable.
 	EventSinks []EventSink
-	// SigningKeys sign JWT access tokens (RFC 9068) and are published at jwks.json; the first is
-	// current, the rest are kept for overlap during rotation. Empty also when the project's
-	// signing key Secret is missing or does not parse.
+	// SigningKeys sign JWT access tokens (RFC 9068) and are published at jwks.json, newest
+	// first: the first that Signs at a moment signs (Signer), the rest are kept for overlap
+	// during rotation. Empty also when the project's signing key Secret is missing or does not
+	// parse.
 	SigningKeys []SigningKey
 }
 
@@ -262,6 +263,30 @@ type SigningKey struct {
 	ID        string
 	Algorithm string // "ES256" or "RS256"
 	Private   any    // crypto.Signer
+	// SignsFrom and SignsUntil bound when the key signs; PublishedUntil when it leaves the
+	// JWKS. Zero means no bound. Keys the operator rotates carry them (announce, use, retire:
+	// docs/operations.md "Keys: creation and rotation"); keys from a Project's own Secret do not.
+	SignsFrom, SignsUntil, PublishedUntil time.Time
+}
+
+// Signs reports whether the key signs tokens at now.
+func (k SigningKey) Signs(now time.Time) bool {
+	return !now.Before(k.SignsFrom) && (k.SignsUntil.IsZero() || now.Before(k.SignsUntil))
+}
+
+// Published reports whether the key is in the JWKS at now.
+func (k SigningKey) Published(now time.Time) bool {
+	return k.PublishedUntil.IsZero() || now.Before(k.PublishedUntil)
+}
+
+// Signer is the key that signs at now: the first of keys that does, so newest first.
+func Signer(keys []SigningKey, now time.Time) (SigningKey, bool) {
+	for _, k := range keys {
+		if k.Signs(now) {
+			return k, true
+		}
+	}
+	return SigningKey{}, false
 }
 
 // Holder publishes snapshots to readers. The zero value holds nothing (Load returns nil).

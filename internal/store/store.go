@@ -49,6 +49,7 @@ type Store interface {
 	Audit
 	Outbox
 	Leavers
+	Sealed
 
 	// GarbageCollect deletes rows that expired before now (sessions, codes, tokens, callback
 	// states, links, delivered events) and reports how many of each it removed. On PostgreSQL
@@ -361,6 +362,20 @@ func (a AgentAccess) Permitted() (Connection, bool) {
 		}
 	}
 	return Connection{}, false
+}
+
+// Sealed is what re-sealing with a new sealing key needs: the connections still sealed with
+// another key, page by page, and how many stored values each key still seals. Rewriting a
+// connection goes through UpdateConnection, under the same row lock as a token refresh.
+type Sealed interface {
+	// ConnectionsSealedWithout returns up to limit connections whose KeyID is not keyID, in
+	// order of ID, starting after the ID afterID ("" starts at the first).
+	ConnectionsSealedWithout(ctx context.Context, keyID, afterID string, limit int) ([]Connection, error)
+	// SealedValueCounts counts stored values by the id of the key that sealed them:
+	// connections' upstream tokens, connect links' codes and callback states' verifiers,
+	// expired rows the garbage collector has not deleted yet included. (A rotated refresh
+	// token's replay response is sealed too; it lives only for the refresh grace period.)
+	SealedValueCounts(ctx context.Context) (map[string]int64, error)
 }
 
 type Connections interface {

@@ -320,3 +320,36 @@ func rejected(err error) bool {
 	}
 	return false
 }
+
+// errSealedWithPrimary: the row needs no re-seal; UpdateConnection leaves it as it is.
+var errSealedWithPrimary = errors.New("upstream: already sealed with the primary key")
+
+// Reseal seals the connection's tokens again with the primary key, under the same row lock as
+// a refresh, so a refresh running meanwhile is neither lost nor overwritten. It reports whether
+// it rewrote the row; a row already sealed with the primary key (a refresh got there first) is
+// left alone. A row no key in the keyring opens returns an error wrapping secret.ErrUnknownKey
+// or secret.ErrOpen and stays as it is.
+func (v *Vault) Reseal(ctx context.Context, project, id string) (bool, error) {
+	_, err := v.Store.UpdateConnection(ctx, project, id, func(c store.Connection) (store.Connection, error) {
+		if c.KeyID == v.Keyring.PrimaryID() {
+			return c, errSealedWithPrimary
+		}
+		access, refresh, err := v.open(&c)
+		if err != nil {
+			return c, err
+		}
+		keyID, at := v.Keyring.Seal(purpose("access", &c), []byte(access))
+		c.KeyID, c.AccessToken, c.RefreshToken = keyID, at, nil
+		if refresh != "" {
+			_, c.RefreshToken = v.Keyring.Seal(purpose("refresh", &c), []byte(refresh))
+		}
+		return c, nil
+	})
+	switch {
+	case errors.Is(err, errSealedWithPrimary), errors.Is(err, store.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
+}

@@ -349,7 +349,10 @@ func TestChart(t *testing.T) {
 				if v := volume(d, "data"); v == nil || v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "rel-latchkey-data" {
 					t.Errorf("data volume %+v: want the PersistentVolumeClaim rel-latchkey-data", v)
 				}
-				for _, want := range []string{"CustomResourceDefinition/projects.latchkey.dev", "Secret/rel-latchkey-keys",
+				if v, _ := arg(c, "--keys-secret="); v != "latchkey/rel-latchkey-keys" {
+					t.Errorf("--keys-secret=%s", v)
+				}
+				for _, want := range []string{"CustomResourceDefinition/projects.latchkey.dev", "Role/rel-latchkey-keys",
 					"NetworkPolicy/rel-latchkey", "PodDisruptionBudget/rel-latchkey", "ClusterRole/rel-latchkey-admin",
 					"ClusterRole/rel-latchkey-tenant", "Service/rel-latchkey", "PersistentVolumeClaim/rel-latchkey-data",
 					"Pod/rel-latchkey-test-issuer"} {
@@ -403,9 +406,6 @@ func TestChart(t *testing.T) {
 					if v.Name == "data" {
 						t.Error("a SQLite data volume on PostgreSQL")
 					}
-					if v.Name == "keys" && (v.Secret == nil || v.Secret.SecretName != "latchkey-keys") {
-						t.Errorf("keys volume %+v", v)
-					}
 				}
 				if len(d.Spec.Template.Spec.TopologySpreadConstraints) == 0 {
 					t.Error("three replicas are not spread over nodes")
@@ -416,8 +416,8 @@ func TestChart(t *testing.T) {
 						t.Errorf("%s not rendered (have %v)", want, kinds(objs))
 					}
 				}
-				if slices.Contains(kinds(objs), "Secret/rel-latchkey-keys") {
-					t.Error("a key generated although keys.existingSecret is set")
+				if v, _ := arg(c, "--keys-secret="); v != "latchkey/latchkey-keys" {
+					t.Errorf("--keys-secret=%s: want keys.existingSecret", v)
 				}
 			},
 		},
@@ -514,6 +514,12 @@ func TestChart(t *testing.T) {
 				t.Fatal(err)
 			}
 			objs := objects(t, out)
+			// The operator creates the keys Secret; a render never holds key material.
+			for _, o := range objs {
+				if o.GetKind() == "Secret" {
+					t.Errorf("Secret %s rendered: the chart must not render key material", o.GetName())
+				}
+			}
 			hardened(t, deployment(t, objs))
 			c.check(t, objs)
 			dryRun(t, out)

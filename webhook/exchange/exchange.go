@@ -158,6 +158,11 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 			return response(tok, conn, now), nil
 		case errors.Is(err, upstream.ErrReconnect):
 			kind = store.LinkReconnect
+		case errors.Is(err, secret.ErrUnknownKey), errors.Is(err, secret.ErrOpen):
+			// The key that sealed the tokens was removed before the row was re-sealed (or the
+			// keys Secret was lost): only connecting again can mend it.
+			g.env.Logger.Error(err, "a connection's tokens cannot be opened; asking the person to reconnect", "project", p.Key, "connector", connector.Key)
+			kind = store.LinkReconnect
 		case errors.Is(err, store.ErrNotFound):
 			// Disconnected between the two reads: decide again from what is there now.
 			if _, kind, err = g.decide(ctx, p, subject.Subject, agent.ID, connector); err != nil {

@@ -313,3 +313,24 @@ func TestPublicClientsNeverExchange(t *testing.T) {
 		t.Fatalf("%d links made for public clients", n)
 	}
 }
+
+// A connection whose sealing key was removed (too early, or with a lost keys Secret) cannot be
+// opened: the exchange asks the person to reconnect instead of failing with a server error.
+func TestUnreadableConnectionAsksToReconnect(t *testing.T) {
+	h := lt.New(t, lt.Options{})
+	conn := h.ConnectDirectly(ct.AliceEmail, "1", "alice", "gho_sealed")
+	h.Allow(ct.AliceEmail, lt.Agent, conn)
+	subject := h.AccessToken(ct.AliceEmail, lt.Agent)
+	if a := h.AgentExchange(subject); a.Status != 200 {
+		t.Fatalf("before: %d %s", a.Status, a.Raw)
+	}
+	if _, err := h.Store.UpdateConnection(context.Background(), ct.ProjectKey, conn.ID, func(c store.Connection) (store.Connection, error) {
+		c.KeyID = "removed-key"
+		return c, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if a := h.AgentExchange(subject); a.Status != 400 || a.String("reason") != exchange.ReasonReconnectRequired || a.String("connect_uri") == "" {
+		t.Fatalf("sealed with a removed key: %d %s, want reconnect_required with a link", a.Status, a.Raw)
+	}
+}

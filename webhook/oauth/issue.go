@@ -148,7 +148,7 @@ func accessJWT(p *config.Project, now, exp time.Time, is Issue) (string, error) 
 	if is.Subject != "" && !is.AuthTime.IsZero() {
 		c.AuthTime = is.AuthTime.Unix()
 	}
-	return sign(p, "at+jwt", c)
+	return sign(p, now, "at+jwt", c)
 }
 
 type idClaims struct {
@@ -179,17 +179,18 @@ func idToken(p *config.Project, now, exp time.Time, is Issue) (string, error) {
 	if slices.Contains(is.Scopes, "profile") {
 		c.Name = is.Person.Name
 	}
-	return sign(p, "JWT", c)
+	return sign(p, now, "JWT", c)
 }
 
 var errNoSigningKey = errors.New("project has no usable signing key")
 
-// sign signs claims with the project's current key (the first).
-func sign(p *config.Project, typ string, claims any) (string, error) {
-	if len(p.SigningKeys) == 0 {
+// sign signs claims with the key that signs at now: the newest one past its announce period
+// (config.Signer).
+func sign(p *config.Project, now time.Time, typ string, claims any) (string, error) {
+	k, ok := config.Signer(p.SigningKeys, now)
+	if !ok {
 		return "", errNoSigningKey
 	}
-	k := p.SigningKeys[0]
 	opts := (&jose.SignerOptions{}).WithType(jose.ContentType(typ)).WithHeader("kid", k.ID)
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.SignatureAlgorithm(k.Algorithm), Key: k.Private}, opts)
 	if err != nil {

@@ -105,23 +105,30 @@ func metadata(t *TokenEndpoint) http.HandlerFunc {
 }
 
 // jwks publishes the public half of every signing key, current and previous, so tokens signed
-// before a rotation still verify. Without keys it is an empty set.
-func jwks(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET")
-		WriteError(w, ErrMethodNotAllowed.WithDescription("use GET"))
-		return
-	}
-	p := site.Project(r)
-	set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{}}
-	for _, k := range p.SigningKeys {
-		pub, ok := publicKey(k)
-		if !ok {
-			continue
+// before a rotation still verify, and the next one before it signs. A retired key leaves once
+// every token it signed has expired. Without keys it is an empty set.
+func jwks(env *site.Env) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET")
+			WriteError(w, ErrMethodNotAllowed.WithDescription("use GET"))
+			return
 		}
-		set.Keys = append(set.Keys, jose.JSONWebKey{Key: pub, KeyID: k.ID, Algorithm: k.Algorithm, Use: "sig"})
+		p := site.Project(r)
+		set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{}}
+		now := env.Now()
+		for _, k := range p.SigningKeys {
+			if !k.Published(now) {
+				continue
+			}
+			pub, ok := publicKey(k)
+			if !ok {
+				continue
+			}
+			set.Keys = append(set.Keys, jose.JSONWebKey{Key: pub, KeyID: k.ID, Algorithm: k.Algorithm, Use: "sig"})
+		}
+		writePublicJSON(w, set)
 	}
-	writePublicJSON(w, set)
 }
 
 func writePublicJSON(w http.ResponseWriter, v any) {
@@ -156,7 +163,7 @@ func Register(rt site.Router, env *site.Env) *Endpoints {
 	rt.API("/revoke", revoke(env))
 	rt.API("/introspect", introspect(env))
 	rt.API("/userinfo", userinfo(env))
-	rt.API("/jwks.json", http.HandlerFunc(jwks))
+	rt.API("/jwks.json", jwks(env))
 	rt.API("/.well-known/oauth-authorization-server", md)
 	rt.API("/.well-known/openid-configuration", md)
 	return &Endpoints{Token: t, Metadata: md}

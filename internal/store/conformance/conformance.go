@@ -78,6 +78,8 @@ var tests = []test{
 	{"Connection/Update", testConnectionUpdate},
 	{"Connection/UpdateConcurrent", testConnectionUpdateConcurrent},
 	{"Connection/Delete", testConnectionDelete},
+	{"Sealed/ConnectionsSealedWithout", testConnectionsSealedWithout},
+	{"Sealed/ValueCounts", testSealedValueCounts},
 	{"Permission/Lifecycle", testPermissionLifecycle},
 	{"Permission/OtherPersonsConnection", testPermissionOtherPerson},
 	{"Permission/AgentAccess", testAgentAccess},
