@@ -65,8 +65,9 @@ func NewStandalone(opts Options, log logr.Logger) (*Standalone, error) {
 // then compiles objs and publishes the snapshot to Options.Config. Each OAuthClient's
 // credentials Secret must be among objs.Secrets when it exists (CredentialsSecret makes it). A
 // RedirectPolicy that turns onlyRecognisedApps on revokes the live tokens of refused clients,
-// as its reconciler does. An error is a failure of the store or of a status phase; no snapshot
-// is published then, and the previous one keeps serving.
+// as its reconciler does. A status phase that fails (the store, while enforcing) is logged and
+// does not hold the snapshot back; an error is a failure to compile, and then nothing is
+// published and the previous snapshot keeps serving.
 func (s *Standalone) Apply(ctx context.Context, objs *Objects) error {
 	ctx = ctrl.LoggerInto(ctx, s.log)
 	mem := newMemReader()
@@ -132,8 +133,11 @@ func (s *Standalone) Apply(ctx context.Context, objs *Objects) error {
 		errs = append(errs, status(ctx, &b, p, redirectPolicyKind, &policyScope{policy: p, res: res()},
 			rpr.reconcileReady, rpr.reconcileIgnored, rpr.reconcileEnforcement))
 	}
+	// As in a cluster, where a reconciler's error is retried on its own and never holds the
+	// Compiler back: a failed status phase (the store, while enforcing) is logged, and the
+	// next Apply runs it again.
 	if err := errors.Join(errs...); err != nil {
-		return err
+		s.log.Error(err, "setting status; retried at the next change or enforcement interval")
 	}
 
 	snap, _, err := compile(ctx, mem, s.opts.PublicURL)
