@@ -73,7 +73,14 @@ func (f *fixture) write(t *testing.T, name, content string) {
 	if err := os.MkdirAll(filepath.Dir(filepath.Join(f.dir, name)), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(f.dir, name), []byte(content), 0o600); err != nil {
+	// Written whole and renamed into place, as editors and configuration tools do: on a machine
+	// busy enough to pause the writer for two polls, a truncate-then-write would be read half
+	// done twice.
+	tmp := filepath.Join(f.dir, "."+filepath.Base(name)+".tmp")
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(f.dir, name)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -220,7 +220,9 @@ func TestSeedStoriesWithoutACluster(t *testing.T) {
 	project := filepath.Join(s.configDir, "latchkey_v1alpha1_project.yaml")
 	b, err := os.ReadFile(project)
 	must(t, err)
-	must(t, os.WriteFile(project, []byte(strings.Replace(string(b), "link: 30m", "link: 30d", 1)), 0o600))
+	tmp := filepath.Join(s.configDir, ".project.tmp")
+	must(t, os.WriteFile(tmp, []byte(strings.Replace(string(b), "link: 30m", "link: 30d", 1)), 0o600))
+	must(t, os.Rename(tmp, project))
 	waitFor(t, "the refusal", func() bool {
 		var st struct {
 			Ready bool   `json:"ready"`
