@@ -154,7 +154,9 @@ func (s *server) post(t *testing.T, path string, form url.Values) stack.Answer {
 }
 
 // linkPath is the path of a connect link under the server.
-func (s *server) linkPath(a stack.Answer) string { return strings.TrimPrefix(a.Str("connect_uri"), s.base) }
+func (s *server) linkPath(a stack.Answer) string {
+	return strings.TrimPrefix(a.Str("connect_uri"), s.base)
+}
 
 func TestSeedStoriesWithoutACluster(t *testing.T) {
 	s := start(t)
