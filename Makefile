@@ -95,6 +95,14 @@ run: build ## Run Latchkey with a local control plane, SQLite under .latchkey/ a
 	$(GO) build -o bin/latchkey-dev ./hack/dev
 	@bin/latchkey-dev
 
+# No etcd or kube-apiserver: `latchkey serve --config-dir config/samples` (docs/no-cluster.md).
+# On a fresh machine the demo answers once Latchkey has compiled, not after the control plane's
+# ten-minute build.
+.PHONY: run-local
+run-local: build ## Run Latchkey without a cluster: the demo project from config/samples' files, SQLite under .latchkey/local/.
+	$(GO) build -o bin/latchkey-dev ./hack/dev
+	@bin/latchkey-dev -local
+
 .PHONY: control-plane
 control-plane: ## Build (once) or reuse etcd, kube-apiserver and kubectl; prints their directory.
 	@hack/control-plane.sh

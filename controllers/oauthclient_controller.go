@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -127,13 +128,49 @@ func writesSecret(oc *v1alpha1.OAuthClient, sec *corev1.Secret) bool {
 
 // desiredSecret adds to sec what the OAuthClient needs there.
 func (r *OAuthClientReconciler) desiredSecret(oc *v1alpha1.OAuthClient, sec *corev1.Secret) (*corev1.Secret, error) {
+	return desiredCredentials(r.client.Scheme(), oc, sec)
+}
+
+// CredentialsSecretName is the name of the Secret an OAuthClient's credentials go to.
+func CredentialsSecretName(oc *v1alpha1.OAuthClient) string { return credentialsSecretName(oc) }
+
+// CredentialsSecret is what the reconciler writes to an OAuthClient's credentials Secret, for a
+// store of Secrets other than the API server (the no-cluster mode keeps them as files). Given
+// the Secret that now stands under CredentialsSecretName (nil: none), it returns a new one with
+// a fresh client secret, current with what is missing added, or current untouched when Latchkey
+// did not create it for this OAuthClient (docs/decisions/0019); changed says whether it must be
+// written.
+func CredentialsSecret(oc *v1alpha1.OAuthClient, current *corev1.Secret) (sec *corev1.Secret, changed bool, err error) {
+	if current == nil {
+		sec, err = desiredCredentials(standaloneScheme, oc, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: oc.Namespace, Name: credentialsSecretName(oc)},
+			Type:       corev1.SecretTypeOpaque,
+		})
+		return sec, err == nil, err
+	}
+	if !writesSecret(oc, current) {
+		return current, false, nil
+	}
+	sec, err = desiredCredentials(standaloneScheme, oc, current.DeepCopy())
+	if err != nil {
+		return nil, false, err
+	}
+	changed = !equality.Semantic.DeepEqual(current.Data, sec.Data) ||
+		!equality.Semantic.DeepEqual(current.Labels, sec.Labels) ||
+		!equality.Semantic.DeepEqual(current.OwnerReferences, sec.OwnerReferences)
+	return sec, changed, nil
+}
+
+// desiredCredentials adds to sec what the OAuthClient needs there; scheme names its kind in the
+// owner reference.
+func desiredCredentials(scheme *runtime.Scheme, oc *v1alpha1.OAuthClient, sec *corev1.Secret) (*corev1.Secret, error) {
 	sec.Labels = maps.Clone(sec.Labels)
 	if sec.Labels == nil {
 		sec.Labels = map[string]string{}
 	}
 	sec.Labels[managedByLabel] = managedByValue
 	sec.Labels[oauthClientNameLabel] = truncateLabel(oc.Name)
-	if err := controllerutil.SetControllerReference(oc, sec, r.client.Scheme()); err != nil {
+	if err := controllerutil.SetControllerReference(oc, sec, scheme); err != nil {
 		return nil, fmt.Errorf("owning Secret %s/%s: %w", sec.Namespace, sec.Name, err)
 	}
 	data := maps.Clone(sec.Data)

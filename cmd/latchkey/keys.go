@@ -35,7 +35,7 @@ import (
 // served, and nothing sealed, before.
 //
 // Without it the keys come from --keys-dir / --keys-file (or the development key), now.
-func setupKeys(mgr manager.Manager, o options, st keys.ResealStore, holder *config.Holder, log logr.Logger) (*secret.Keyring, *keys.Loader, error) {
+func setupKeys(h host, o options, st keys.ResealStore, holder *config.Holder, log logr.Logger) (*secret.Keyring, *keys.Loader, error) {
 	if o.keysSecret == "" {
 		kr, err := loadKeyring(o, log)
 		return kr, nil, err
@@ -52,6 +52,10 @@ func setupKeys(mgr manager.Manager, o options, st keys.ResealStore, holder *conf
 	}
 	if o.signingRotate > 0 && o.signingRotate <= o.signingAnnounce {
 		return nil, nil, errors.New("--signing-key-rotate-every must be longer than --signing-key-announce")
+	}
+	mgr, ok := h.(manager.Manager)
+	if !ok {
+		return nil, nil, errors.New("--keys-secret needs a Kubernetes cluster; without one the keys come from --keys-dir, --keys-file or the data directory")
 	}
 	key := types.NamespacedName{Namespace: ns, Name: name}
 	// The Secret is read and written straight through the API server: it lives in the

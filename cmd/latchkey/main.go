@@ -82,6 +82,8 @@ type options struct {
 	// trustedProxies and clientAddrHeader say where rate limits read the client's address.
 	trustedProxies   string
 	clientAddrHeader string
+	// local: no-cluster mode (serve.go).
+	local localOptions
 }
 
 func main() {
@@ -137,7 +139,16 @@ func main() {
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or text")
 	printVersion := fs.Bool("version", false, "print the version and exit")
-	flag.Parse()
+	o.local.register(fs)
+	args := os.Args[1:]
+	if len(args) > 0 && args[0] == "serve" {
+		// `latchkey serve --config-dir DIR`: the no-cluster mode. The same flags apply.
+		o.local.serve = true
+		args = args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		os.Exit(2)
+	}
 	if *printVersion {
 		fmt.Println("latchkey", version)
 		return
@@ -149,6 +160,10 @@ func main() {
 	}
 	if env := os.Getenv("LATCHKEY_CA_BUNDLE"); env != "" && !flagSet(fs, "ca-bundle") {
 		o.caBundle = env
+	}
+	if err := o.local.check(fs, &o); err != nil {
+		fmt.Fprintln(os.Stderr, "latchkey:", err)
+		os.Exit(2)
 	}
 
 	log, err := newLogger(o.logLevel, o.logFormat)
@@ -183,47 +198,12 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		return fmt.Errorf("--trusted-proxies: %w", err)
 	}
 
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(latchkeyv1alpha1.AddToScheme(scheme))
-
-	restConfig, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("kubernetes client configuration: %w", err)
-	}
-	cacheOpts := controllers.CacheOptions()
-	watched, err := watchNamespaces(o.watchNS)
-	if err != nil {
+	var mgr host
+	if o.local.enabled() {
+		mgr = &group{}
+	} else if mgr, err = newManager(o, log); err != nil {
 		return err
 	}
-	if len(watched) > 0 {
-		// Namespaced kinds (the four resources, Secrets) are listed and watched in these
-		// namespaces only, so the service account needs no cluster-wide Secret access.
-		// Namespaces themselves stay cluster-wide: Projects select them by label.
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range watched {
-			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
-		}
-		log.Info("watching only some namespaces", "namespaces", watched)
-	}
-	grace := o.shutdownGrace + 5*time.Second
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme: scheme,
-		Logger: log,
-		Cache:  cacheOpts,
-		// Metrics are served below from one handler that also carries Latchkey's own
-		// collectors, so the manager's server stays off.
-		Metrics:                       metricsserver.Options{BindAddress: "0"},
-		LeaderElection:                o.leaderElect,
-		LeaderElectionID:              "latchkey.latchkey.dev",
-		LeaderElectionNamespace:       o.leaderNS,
-		LeaderElectionReleaseOnCancel: true,
-		GracefulShutdownTimeout:       &grace,
-	})
-	if err != nil {
-		return fmt.Errorf("controller manager: %w", err)
-	}
-
 	m, err := metrics.New(prometheus.DefaultRegisterer)
 	if err != nil {
 		return err
@@ -253,12 +233,16 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if kept != nil {
 		copts.SigningKeys, copts.WaitFor = kept.Signing, kept.WaitLoaded
 	}
-	compiler, err := controllers.SetupWithCompiler(mgr, copts) //nolint:contextcheck // set-up before the manager starts; no context to pass yet
-	if err != nil {
-		return fmt.Errorf("controllers: %w", err)
-	}
-	if kept != nil {
-		kept.Changed = compiler.Kick
+	if cm, ok := mgr.(ctrl.Manager); ok {
+		compiler, err := controllers.SetupWithCompiler(cm, copts) //nolint:contextcheck // set-up before the manager starts; no context to pass yet
+		if err != nil {
+			return fmt.Errorf("controllers: %w", err)
+		}
+		if kept != nil {
+			kept.Changed = compiler.Kick
+		}
+	} else if err := o.local.setup(mgr, copts, log); err != nil {
+		return err
 	}
 
 	// Security events: the emitter turns security audit records into metrics and outbox rows
@@ -271,8 +255,12 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if err := mgr.Add(&events.Deliverer{Store: st, Config: holder, Logger: log.WithName("sinks")}); err != nil {
 		return err
 	}
-	if err := controllers.SetupSecurityEvents(mgr, st); err != nil {
-		return fmt.Errorf("controllers: %w", err)
+	if cm, ok := mgr.(ctrl.Manager); ok {
+		// Kubernetes Events on the Project; without a cluster the records stay in the store and
+		// reach the event sinks.
+		if err := controllers.SetupSecurityEvents(cm, st); err != nil {
+			return fmt.Errorf("controllers: %w", err)
+		}
 	}
 
 	handler, err := webhook.New(webhook.Options{
@@ -337,8 +325,62 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 
 	log.Info("starting", "publicURL", publicURL, "listen", ln.Addr().String(),
-		"metrics", o.metricsListen, "database", redactDSN(o.database), "leaderElect", o.leaderElect)
+		"metrics", o.metricsListen, "database", redactDSN(o.database), "leaderElect", o.leaderElect,
+		"configDir", o.local.configDir)
 	return mgr.Start(ctx)
+}
+
+// host runs the server's parts: a controller manager with a cluster, a plain group without one
+// (serve.go).
+type host interface {
+	Add(manager.Runnable) error
+	Start(context.Context) error
+}
+
+// newManager connects to the Kubernetes API and makes the controller manager.
+func newManager(o options, log logr.Logger) (ctrl.Manager, error) {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(latchkeyv1alpha1.AddToScheme(scheme))
+
+	restConfig, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
+	}
+	cacheOpts := controllers.CacheOptions()
+	watched, err := watchNamespaces(o.watchNS)
+	if err != nil {
+		return nil, err
+	}
+	if len(watched) > 0 {
+		// Namespaced kinds (the four resources, Secrets) are listed and watched in these
+		// namespaces only, so the service account needs no cluster-wide Secret access.
+		// Namespaces themselves stay cluster-wide: Projects select them by label.
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range watched {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+		log.Info("watching only some namespaces", "namespaces", watched)
+	}
+	grace := o.shutdownGrace + 5*time.Second
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme: scheme,
+		Logger: log,
+		Cache:  cacheOpts,
+		// Metrics are served below from one handler that also carries Latchkey's own
+		// collectors, so the manager's server stays off.
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              "latchkey.latchkey.dev",
+		LeaderElectionNamespace:       o.leaderNS,
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &grace,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("controller manager: %w", err)
+	}
+
+	return mgr, nil
 }
 
 // newHTTPServer bounds what one client can make the server hold: headers (64 KiB, answered

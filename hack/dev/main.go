@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/klog/v2"
@@ -56,6 +57,7 @@ type options struct {
 	publicURL string
 	stateDir  string
 	verbose   bool
+	local     bool
 }
 
 func main() {
@@ -64,6 +66,7 @@ func main() {
 	flag.StringVar(&o.publicURL, "public-url", "http://127.0.0.1:8080", "public URL of the server")
 	flag.StringVar(&o.stateDir, "state-dir", ".latchkey", "where the kubeconfig, database and logs go")
 	flag.BoolVar(&o.verbose, "v", false, "show the server's log here instead of only in the state dir")
+	flag.BoolVar(&o.local, "local", false, "no cluster (make run-local): serve config/samples from its files with `latchkey serve --config-dir`, without etcd and kube-apiserver")
 	flag.Parse()
 	setLoggers(os.Stderr)
 
@@ -118,6 +121,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if _, err := os.Stat(o.binary); err != nil {
 		return fmt.Errorf("%s not found: build it with `make build`", o.binary)
+	}
+	if o.local {
+		return runLocal(ctx, o, state, listen)
 	}
 
 	assets, err := controlPlaneBinaries(ctx)
@@ -182,18 +188,8 @@ func run(ctx context.Context, o options) error {
 	}
 	defer stopGitHub()
 
-	say("starting %s", o.binary)
 	logPath := filepath.Join(state, "latchkey.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	var logOut io.Writer = logFile
-	if o.verbose {
-		logOut = io.MultiWriter(logFile, os.Stderr)
-	}
-	cmd := exec.Command(o.binary,
+	srv, err := startLatchkey(o, logPath,
 		"--kubeconfig", kubeconfig,
 		"--database", "sqlite:"+filepath.Join(state, "latchkey.db"),
 		"--public-url", o.publicURL,
@@ -201,39 +197,85 @@ func run(ctx context.Context, o options) error {
 		"--metrics-listen", "127.0.0.1:9090",
 		"--log-format", "text",
 	)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+
+	creds := func(ctx context.Context) (string, string, error) {
+		var sec corev1.Secret
+		err := cl.Get(ctx, client.ObjectKey{Namespace: demoNamespace, Name: repoHelperSecret}, &sec)
+		return string(sec.Data["client_id"]), string(sec.Data["client_secret"]), err
+	}
+	return serveDemo(ctx, srv, issuers, logPath, creds, func() {
+		fmt.Printf("kubeconfig: %s\n", kubeconfig)
+	}, func() {
+		fmt.Printf("resources:  bin/k8s/kubectl --kubeconfig %s get projects,oauthclients,connectors,redirectpolicies -A\n", kubeconfig)
+	}, fmt.Sprintf("bin/k8s/kubectl --kubeconfig %s -n %s get secret %s -o jsonpath='{.data.client_secret}' | base64 -d",
+		kubeconfig, demoNamespace, repoHelperSecret))
+}
+
+// latchkeyProcess is bin/latchkey running in its own process group.
+type latchkeyProcess struct {
+	cmd     *exec.Cmd
+	done    chan struct{}
+	waitErr error
+}
+
+// startLatchkey runs the binary with args, its log going to logPath (and here with -v).
+func startLatchkey(o options, logPath string, args ...string) (*latchkeyProcess, error) {
+	say("starting %s", o.binary)
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	var logOut io.Writer = logFile
+	if o.verbose {
+		logOut = io.MultiWriter(logFile, os.Stderr)
+	}
+	cmd := exec.Command(o.binary, args...)
 	cmd.Stdout, cmd.Stderr = logOut, logOut
 	// Its own process group keeps the terminal's Ctrl-C away from it, so it is stopped in order
 	// (server first, then the control plane it talks to); Pdeathsig stops it if we are killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
-		return err
+		logFile.Close()
+		return nil, err
 	}
-	done := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(done) }()
-	defer func() {
-		select {
-		case <-done:
-			return
-		default:
-		}
-		say("stopping latchkey")
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}()
+	p := &latchkeyProcess{cmd: cmd, done: make(chan struct{})}
+	go func() { p.waitErr = cmd.Wait(); logFile.Close(); close(p.done) }()
+	return p, nil
+}
 
+func (p *latchkeyProcess) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	say("stopping latchkey")
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// serveDemo waits for the first issuer's metadata, starts Repo Helper with the demo client's
+// credentials, prints the "try it" lines and runs until Ctrl-C or the server exits. where and
+// resources print the lines that differ with and without a cluster; secretCmd prints the demo
+// client's secret.
+func serveDemo(ctx context.Context, srv *latchkeyProcess, issuers []string, logPath string,
+	creds func(context.Context) (string, string, error), where, resources func(), secretCmd string) error {
 	metadata := issuers[0] + "/.well-known/oauth-authorization-server"
-	if err := waitFor(ctx, metadata, done, &waitErr); err != nil {
+	if err := waitFor(ctx, metadata, srv.done, &srv.waitErr); err != nil {
 		tail(logPath, 40)
 		return err
 	}
 
-	helper, stopHelper, err := startRepoHelper(ctx, cl, issuers[0])
+	helper, stopHelper, err := startRepoHelper(ctx, creds, issuers[0])
 	if err != nil {
 		tail(logPath, 40)
 		return err
@@ -246,7 +288,7 @@ func run(ctx context.Context, o options) error {
 	for _, iss := range issuers {
 		fmt.Printf("issuer: %s\n", iss)
 	}
-	fmt.Printf("kubeconfig: %s\n", kubeconfig)
+	where()
 	fmt.Println()
 	fmt.Println("Demo people (sign in at the issuer's /sign-in page):")
 	for _, p := range demoPeople {
@@ -257,24 +299,23 @@ func run(ctx context.Context, o options) error {
 	fmt.Println("  mallory-gh  password: mallory-gh-pass")
 	fmt.Println()
 	fmt.Printf("metadata:   curl %s\n", metadata)
-	fmt.Printf("resources:  bin/k8s/kubectl --kubeconfig %s get projects,oauthclients,connectors,redirectpolicies -A\n", kubeconfig)
+	resources()
 	fmt.Printf("server log: %s\n", logPath)
 	fmt.Println()
 	fmt.Printf("mcp: %s  (Repo Helper, the demo MCP server; walkthrough in docs/connected-services.md)\n", helper.resource)
 	// The client secret is not printed: terminals are scrolled back and pasted. The command
-	// reads it from the Secret the controller wrote.
+	// reads it from where the controller wrote it.
 	fmt.Printf("try:        export REPO_HELPER_CLIENT_ID=%s\n", helper.clientID)
-	fmt.Printf("            export REPO_HELPER_CLIENT_SECRET=$(bin/k8s/kubectl --kubeconfig %s -n %s get secret %s -o jsonpath='{.data.client_secret}' | base64 -d)\n",
-		kubeconfig, demoNamespace, repoHelperSecret)
+	fmt.Printf("            export REPO_HELPER_CLIENT_SECRET=$(%s)\n", secretCmd)
 	fmt.Println("            go run ./examples/repohelper/cmd/repo-helper call")
 
 	select {
 	case <-ctx.Done():
 		fmt.Println()
 		return nil
-	case <-done:
+	case <-srv.done:
 		tail(logPath, 40)
-		return fmt.Errorf("latchkey exited on its own: %w (log above, full log in %s)", waitErr, logPath)
+		return fmt.Errorf("latchkey exited on its own: %w (log above, full log in %s)", srv.waitErr, logPath)
 	}
 }
 

@@ -10,9 +10,6 @@ import (
 	"os"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"latchkey.dev/latchkey/examples/repohelper"
 )
 
@@ -27,14 +24,15 @@ type repoHelper struct {
 }
 
 // startRepoHelper runs the demo MCP server in-process once the controller has written the demo
-// OAuthClient's credentials, so the walkthrough needs nothing but `make run`.
-func startRepoHelper(ctx context.Context, cl client.Client, issuer string) (repoHelper, func(), error) {
+// OAuthClient's credentials (creds reads them), so the walkthrough needs nothing but `make run`.
+func startRepoHelper(ctx context.Context, creds func(context.Context) (id, secret string, err error), issuer string) (repoHelper, func(), error) {
 	say("starting Repo Helper, the demo MCP server, on %s", repoHelperAddr)
-	var sec corev1.Secret
+	var id, secret string
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		err := cl.Get(ctx, client.ObjectKey{Namespace: demoNamespace, Name: repoHelperSecret}, &sec)
-		if err == nil && len(sec.Data["client_id"]) > 0 && len(sec.Data["client_secret"]) > 0 {
+		var err error
+		id, secret, err = creds(ctx)
+		if err == nil && id != "" && secret != "" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -48,8 +46,8 @@ func startRepoHelper(ctx context.Context, cl client.Client, issuer string) (repo
 	}
 	rh := repoHelper{
 		resource:     "http://" + repoHelperAddr + "/mcp",
-		clientID:     string(sec.Data["client_id"]),
-		clientSecret: string(sec.Data["client_secret"]),
+		clientID:     id,
+		clientSecret: secret,
 	}
 	h, err := repohelper.New(repohelper.Options{ //nolint:contextcheck // New discovers the issuer under its own timeout
 		Issuer:       issuer,

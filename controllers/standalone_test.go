@@ -1,0 +1,259 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"latchkey.dev/latchkey/api/v1alpha1"
+	"latchkey.dev/latchkey/internal/config"
+)
+
+const demoPasswords = `- email: alice@example.com
+  hash: $2a$10$5ai4.gQFC2HTMrdNoweK0eV.EidIA5.eyvrOffs4Ao4TM7P23dxoe
+`
+
+func objMeta(ns, name, uid string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid), Generation: 1,
+		CreationTimestamp: metav1.NewTime(testNow)}
+}
+
+// standaloneObjects is a Project with a password file, a Connector and a confidential client
+// listing it, and a RedirectPolicy, as a directory of files would declare them.
+func standaloneObjects(t *testing.T) *Objects {
+	t.Helper()
+	objs := &Objects{
+		Secrets: []corev1.Secret{
+			{ObjectMeta: objMeta("demo", "people", ""), Data: map[string][]byte{"passwords.yaml": []byte(demoPasswords)}},
+			{ObjectMeta: objMeta("demo", "gh", ""), Data: map[string][]byte{"clientSecret": []byte("upstream-secret")}},
+		},
+		Projects: []v1alpha1.Project{{ObjectMeta: objMeta("demo", "p", "u-p"), Spec: v1alpha1.ProjectSpec{
+			SignIn: v1alpha1.SignIn{PasswordSecretRef: &v1alpha1.SecretKeyReference{Name: "people", Key: "passwords.yaml"}},
+		}}},
+		Connectors: []v1alpha1.Connector{{ObjectMeta: objMeta("demo", "github", "u-c"), Spec: v1alpha1.ConnectorSpec{
+			ProjectRef: v1alpha1.ProjectReference{Name: "p"}, Preset: v1alpha1.PresetGitHub, ClientID: "app",
+			ClientSecretRef: v1alpha1.SecretKeyReference{Name: "gh", Key: "clientSecret"},
+		}}},
+		OAuthClients: []v1alpha1.OAuthClient{{ObjectMeta: objMeta("demo", "helper", "0f3c5a2e-1b7d-4c9a-8e6f-2d4b6a8c0e1f"), Spec: v1alpha1.OAuthClientSpec{
+			ProjectRef:   v1alpha1.ProjectReference{Name: "p"},
+			RedirectURIs: []v1alpha1.RedirectURI{"http://127.0.0.1:8070/callback"},
+			Connectors:   []v1alpha1.ConnectorName{"github"},
+		}}},
+		RedirectPolicies: []v1alpha1.RedirectPolicy{{ObjectMeta: objMeta("demo", "default", "u-r"), Spec: v1alpha1.RedirectPolicySpec{
+			ProjectRef: v1alpha1.ProjectReference{Name: "p"},
+		}}},
+	}
+	sec, changed, err := CredentialsSecret(&objs.OAuthClients[0], nil)
+	if err != nil || !changed {
+		t.Fatalf("CredentialsSecret = %v, %v", changed, err)
+	}
+	objs.Secrets = append(objs.Secrets, *sec)
+	return objs
+}
+
+func newStandalone(t *testing.T) (*Standalone, *config.Holder) {
+	t.Helper()
+	h := &config.Holder{}
+	s, err := NewStandalone(Options{PublicURL: testPublicURL, Config: h, Clock: func() time.Time { return testNow }}, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, h
+}
+
+func TestStandaloneApply(t *testing.T) {
+	s, h := newStandalone(t)
+	objs := standaloneObjects(t)
+	if err := s.Apply(context.Background(), objs); err != nil {
+		t.Fatal(err)
+	}
+	snap := h.Load()
+	p := snap.Projects["demo/p"]
+	if p == nil {
+		t.Fatalf("Project demo/p not compiled: %v", snap.Projects)
+	}
+	if p.Issuer != testPublicURL+"/demo/p" || len(p.SignIn.Passwords) != 1 {
+		t.Errorf("Project compiled as issuer %q with %d people", p.Issuer, len(p.SignIn.Passwords))
+	}
+	oc := &objs.OAuthClients[0]
+	c := p.Clients[clientIDFor(oc)]
+	if c == nil || len(c.Connectors) != 1 || c.Connectors[0] != "demo/github" {
+		t.Fatalf("client %s compiled as %+v", clientIDFor(oc), c)
+	}
+	if p.ConnectorsByAudience["github"] == nil {
+		t.Error("Connector not compiled under its audience")
+	}
+	for name, conds := range map[string][]metav1.Condition{
+		"Project": objs.Projects[0].Status.Conditions, "Connector": objs.Connectors[0].Status.Conditions,
+		"OAuthClient": oc.Status.Conditions, "RedirectPolicy": objs.RedirectPolicies[0].Status.Conditions,
+	} {
+		if !meta.IsStatusConditionTrue(conds, v1alpha1.ReadyCondition) {
+			t.Errorf("%s not Ready: %+v", name, conds)
+		}
+	}
+	if oc.Status.ClientID != c.ID || oc.Status.ObservedGeneration != 1 {
+		t.Errorf("OAuthClient status %+v", oc.Status)
+	}
+	if got := objs.Connectors[0].Status.CallbackURL; got != p.Issuer+config.CallbackPath("demo", "github") {
+		t.Errorf("callbackURL %q", got)
+	}
+
+	// The credentials Secret is kept as it is once written: a second pass changes nothing.
+	sec, changed, err := CredentialsSecret(oc, &objs.Secrets[2])
+	if err != nil || changed || !equality.Semantic.DeepEqual(sec, &objs.Secrets[2]) {
+		t.Errorf("CredentialsSecret on its own output: changed=%v err=%v", changed, err)
+	}
+}
+
+// A Secret Latchkey did not create is never taken over as credentials, without an API server
+// as with one (docs/decisions/0019).
+func TestStandaloneCredentialsConflict(t *testing.T) {
+	s, h := newStandalone(t)
+	objs := standaloneObjects(t)
+	foreign := corev1.Secret{ObjectMeta: objMeta("demo", "helper-credentials", ""),
+		Data: map[string][]byte{"client_secret": []byte("chosen-by-whoever-wrote-the-file-0123456789")}}
+	objs.Secrets[2] = foreign
+	sec, changed, err := CredentialsSecret(&objs.OAuthClients[0], &foreign)
+	if err != nil || changed || sec != &foreign {
+		t.Fatalf("CredentialsSecret on a foreign Secret: changed=%v err=%v", changed, err)
+	}
+	if err := s.Apply(context.Background(), objs); err != nil {
+		t.Fatal(err)
+	}
+	ready := meta.FindStatusCondition(objs.OAuthClients[0].Status.Conditions, v1alpha1.ReadyCondition)
+	if ready == nil || ready.Reason != v1alpha1.OAuthClientSecretConflictReason {
+		t.Fatalf("Ready = %+v, want SecretConflict", ready)
+	}
+	if len(h.Load().Projects["demo/p"].Clients) != 0 {
+		t.Error("a client whose credentials Secret is not Latchkey's is served")
+	}
+}
+
+func TestMemReaderIndexes(t *testing.T) {
+	m := newMemReader()
+	if err := addIndexes(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	objs := standaloneObjects(t)
+	m.add(&objs.Connectors[0])
+	other := objs.Connectors[0]
+	other.Name, other.Spec.ProjectRef.Name = "elsewhere", "q"
+	m.add(&other)
+	var l v1alpha1.ConnectorList
+	if err := m.List(context.Background(), &l, client.MatchingFields{projectIndex: "demo/p"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 || l.Items[0].Name != "github" {
+		t.Errorf("List by project = %v", l.Items)
+	}
+	if err := m.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: "nope"}, &v1alpha1.Project{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Get of a missing object = %v, want NotFound", err)
+	}
+}
+
+// TestStandaloneMatchesTheCluster applies config/samples to a real API server, waits for the
+// reconcilers and the Compiler, then hands the very objects the API server holds to Standalone:
+// the compiled Project and every object's conditions must be the same.
+func TestStandaloneMatchesTheCluster(t *testing.T) {
+	needEnv(t)
+	applySamples(t)
+	const ns = "latchkey-demo"
+	oc := &v1alpha1.OAuthClient{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "repo-helper"}}
+	waitReady(t, oc)
+	waitComplete(t, oc)
+	waitReady(t, &v1alpha1.RedirectPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}})
+	waitReady(t, &v1alpha1.Connector{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "github"}})
+	waitReady(t, &v1alpha1.Project{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"}})
+	cluster := waitSnapshot(t, "demo project with its client", func(s *config.Snapshot) error {
+		if p := s.Project(ns + "/demo"); p == nil || p.Clients[oc.Status.ClientID] == nil {
+			return errors.New("not yet")
+		}
+		return nil
+	}).Project(ns + "/demo")
+
+	ctx := context.Background()
+	objs := &Objects{}
+	var (
+		secrets  corev1.SecretList
+		projects v1alpha1.ProjectList
+		clients  v1alpha1.OAuthClientList
+		conns    v1alpha1.ConnectorList
+		policies v1alpha1.RedirectPolicyList
+	)
+	for _, l := range []client.ObjectList{&secrets, &projects, &clients, &conns, &policies} {
+		if err := k8s.List(ctx, l, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objs.Secrets, objs.Projects, objs.OAuthClients = secrets.Items, projects.Items, clients.Items
+	objs.Connectors, objs.RedirectPolicies = conns.Items, policies.Items
+	var nsObj corev1.Namespace
+	if err := k8s.Get(ctx, client.ObjectKey{Name: ns}, &nsObj); err != nil {
+		t.Fatal(err)
+	}
+	objs.Namespaces = []corev1.Namespace{nsObj}
+	type conds = []metav1.Condition
+	want := map[string]conds{}
+	record := func(into map[string]conds) {
+		for _, p := range objs.Projects {
+			into["Project "+p.Name] = p.Status.Conditions
+		}
+		for _, c := range objs.Connectors {
+			into["Connector "+c.Name] = c.Status.Conditions
+		}
+		for _, c := range objs.OAuthClients {
+			into["OAuthClient "+c.Name] = c.Status.Conditions
+		}
+		for _, p := range objs.RedirectPolicies {
+			into["RedirectPolicy "+p.Name] = p.Status.Conditions
+		}
+	}
+	record(want)
+	// Standalone starts from no status at all, as on a first start.
+	for i := range objs.Projects {
+		objs.Projects[i].Status = v1alpha1.ProjectStatus{}
+	}
+	for i := range objs.Connectors {
+		objs.Connectors[i].Status = v1alpha1.ConnectorStatus{}
+	}
+	for i := range objs.OAuthClients {
+		objs.OAuthClients[i].Status = v1alpha1.OAuthClientStatus{}
+	}
+	for i := range objs.RedirectPolicies {
+		objs.RedirectPolicies[i].Status = v1alpha1.RedirectPolicyStatus{}
+	}
+
+	s, h := newStandalone(t)
+	if err := s.Apply(ctx, objs); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]conds{}
+	record(got)
+	for key, w := range want {
+		g := got[key]
+		if len(g) != len(w) {
+			t.Errorf("%s: conditions %+v, the cluster's %+v", key, g, w)
+			continue
+		}
+		for _, wc := range w {
+			gc := meta.FindStatusCondition(g, wc.Type)
+			if gc == nil || gc.Status != wc.Status || gc.Reason != wc.Reason || gc.Message != wc.Message {
+				t.Errorf("%s: condition %s = %+v, the cluster's %+v", key, wc.Type, gc, wc)
+			}
+		}
+	}
+	if p := h.Load().Project(ns + "/demo"); !reflect.DeepEqual(p, cluster) {
+		t.Errorf("compiled Project differs from the cluster's:\nstandalone %+v\ncluster    %+v", p, cluster)
+	}
+}
