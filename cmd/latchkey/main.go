@@ -44,6 +44,7 @@ import (
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
 	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/webhook"
+	"latchkey.dev/latchkey/webhook/admin"
 )
 
 // defaultDatabase is the embedded single-replica store used by `make run`.
@@ -72,6 +73,7 @@ type options struct {
 	// trustedProxies and clientAddrHeader say where rate limits read the client's address.
 	trustedProxies   string
 	clientAddrHeader string
+	admin            adminOptions
 }
 
 func main() {
@@ -108,6 +110,14 @@ func main() {
 			"only from these peers is the client's address read from --client-address-header, for sign-in and registration rate limits (default: none, the peer is the client)")
 	fs.StringVar(&o.clientAddrHeader, "client-address-header", "X-Forwarded-For",
 		"the header the trusted proxies set to name the client: X-Forwarded-For or Forwarded (RFC 7239)")
+	fs.StringVar(&o.admin.bind, "admin-bind-address", "",
+		"address of the admin API (admin.latchkey.dev, served through the kube-apiserver as an aggregated API; docs/admin.md); empty: off")
+	fs.StringVar(&o.admin.certFile, "admin-tls-cert-file", "", "the admin API's serving certificate (PEM)")
+	fs.StringVar(&o.admin.keyFile, "admin-tls-key-file", "", "the admin API's serving key (PEM)")
+	fs.StringVar(&o.admin.clientCAFile, "admin-requestheader-client-ca-file", "",
+		"CA of the kube-apiserver's front-proxy client certificate (its --requestheader-client-ca-file); default: read from kube-system/extension-apiserver-authentication at start")
+	fs.StringVar(&o.admin.allowedNames, "admin-requestheader-allowed-names", "",
+		"comma-separated common names the front-proxy certificate may carry (its --requestheader-allowed-names); default: the ConfigMap's, empty there allows any name the CA signed")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or text")
 	printVersion := fs.Bool("version", false, "print the version and exit")
@@ -285,6 +295,28 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		}, o.shutdownGrace)); err != nil {
 			return err
 		}
+	}
+
+	if o.admin.bind != "" {
+		fp, err := frontProxy(ctx, o.admin, restConfig)
+		if err != nil {
+			return err
+		}
+		asrv, err := admin.New(admin.Options{
+			Config: holder, Store: st, Proxy: fp, Logger: log.WithName("admin"), Now: time.Now, Events: emitter.Recorded,
+			Revoker: &upstream.Vault{Store: st, Keyring: kr, Now: time.Now, Timeout: o.upstreamWait},
+		})
+		if err != nil {
+			return err
+		}
+		aln, ahs, err := adminServer(o.admin, asrv, log)
+		if err != nil {
+			return err
+		}
+		if err := mgr.Add(serverRunnable("admin", aln, ahs, o.shutdownGrace)); err != nil {
+			return err
+		}
+		log.Info("admin API", "listen", aln.Addr().String(), "frontProxyNames", fp.AllowedNames)
 	}
 
 	if o.gcInterval > 0 {

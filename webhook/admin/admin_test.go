@@ -343,16 +343,16 @@ func TestPagesAndTables(t *testing.T) {
 func TestBadRequests(t *testing.T) {
 	h := newHarness(t)
 	for path, want := range map[string]int{
-		"/namespaces/team-a/connections?limit=ten":                       400,
-		"/namespaces/team-a/connections?continue=not-ours":               400,
-		"/namespaces/team-a/connections?fieldSelector=spec.secret%3Dx":   400,
-		"/namespaces/team-a/connections?labelSelector=%3D%3D%3D":         400,
-		"/namespaces/team-a/auditrecords?since=yesterday":                400,
-		"/namespaces/team-a/connections?watch=true":                      405,
-		"/namespaces/team-a/widgets":                                     404,
-		"/namespaces/team-a/people/nobody":                               404,
-		"/namespaces/team-a/grants/no-dot":                               404,
-		"/namespaces/team-a/auditrecords/1":                              405,
+		"/namespaces/team-a/connections?limit=ten":                     400,
+		"/namespaces/team-a/connections?continue=not-ours":             400,
+		"/namespaces/team-a/connections?fieldSelector=spec.secret%3Dx": 400,
+		"/namespaces/team-a/connections?labelSelector=%3D%3D%3D":       400,
+		"/namespaces/team-a/auditrecords?since=yesterday":              400,
+		"/namespaces/team-a/connections?watch=true":                    405,
+		"/namespaces/team-a/widgets":                                   404,
+		"/namespaces/team-a/people/nobody":                             404,
+		"/namespaces/team-a/grants/no-dot":                             404,
+		"/namespaces/team-a/auditrecords/1":                            405,
 	} {
 		var st metav1.Status
 		if code := h.do("GET", base+path, "", &st); code != want || st.Kind != "Status" || st.Code != int32(want) {
