@@ -23,9 +23,10 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/latchkey (static, pure Go).
+build: ## Build bin/latchkey and the kubectl plugin bin/kubectl-latchkey (static, pure Go).
 	@test -x bin/latchkey || echo "make: building bin/latchkey (the first build compiles the Kubernetes libraries: a few minutes; later builds take seconds)"
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/latchkey ./cmd/latchkey
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/kubectl-latchkey ./cmd/kubectl-latchkey
 
 # `make image` names the image the way the chart pulls it by default (values.yaml
 # image.repository, tagged with Chart.yaml's appVersion), so `kind load image-archive` and then
