@@ -449,4 +449,3 @@ func (c *client) printAudit(out io.Writer, tw io.Writer, r adminv1.AuditRecord, 
 	_, err := fmt.Fprintln(tw, line)
 	return err
 }
-

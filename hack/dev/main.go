@@ -32,12 +32,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"latchkey.dev/latchkey/internal/devcerts"
 	"latchkey.dev/latchkey/internal/upstream/fakegithub"
 )
 
 const (
 	fakeGitHubAddr = "127.0.0.1:8090"
 	fieldOwner     = "latchkey-dev"
+	// adminAddr serves the admin API, which the kube-apiserver aggregates (docs/admin.md).
+	adminAddr = "127.0.0.1:8443"
+	// tenantAdmin is the demo's tenant administrator: RBAC on the admin API in the demo
+	// namespace only.
+	tenantAdmin = "tenant-admin"
 )
 
 // The demo people are declared in config/samples (their password file Secret); the fake GitHub
@@ -96,7 +102,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	for _, addr := range []string{listen, fakeGitHubAddr, repoHelperAddr} {
+	for _, addr := range []string{listen, fakeGitHubAddr, repoHelperAddr, adminAddr} {
 		if err := portFree(addr); err != nil {
 			return fmt.Errorf("%s is already in use (is another `make run` still running?): %w", addr, err)
 		}
@@ -110,12 +116,24 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
+	// The control plane is new on every run, so are the certificates that let it aggregate
+	// the admin API.
+	aggDir := filepath.Join(state, "aggregation")
+	if err := os.MkdirAll(aggDir, 0o700); err != nil {
+		return err
+	}
+	agg, err := devcerts.NewAggregation(aggDir)
+	if err != nil {
+		return err
+	}
+
 	say("starting etcd and kube-apiserver (a few seconds)")
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     []string{"config/crd/bases"},
 		ErrorIfCRDPathMissing: true,
 	}
+	agg.Configure(env)
 	if _, err := env.Start(); err != nil {
 		_ = env.Stop()
 		return fmt.Errorf("control plane: %w", err)
@@ -185,6 +203,11 @@ func run(ctx context.Context, o options) error {
 		"--listen", listen,
 		"--metrics-listen", "127.0.0.1:9090",
 		"--log-format", "text",
+		// The front-proxy CA and names are read from kube-system/extension-apiserver-authentication,
+		// as in a cluster.
+		"--admin-bind-address", adminAddr,
+		"--admin-tls-cert-file", agg.ServingCert,
+		"--admin-tls-key-file", agg.ServingKy,
 	)
 	cmd.Stdout, cmd.Stderr = logOut, logOut
 	// Its own process group keeps the terminal's Ctrl-C away from it, so it is stopped in order
@@ -218,6 +241,12 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
+	tenantKubeconfig, err := setUpAdminAPI(ctx, env, cl, agg, admin.Config(), state)
+	if err != nil {
+		tail(logPath, 40)
+		return err
+	}
+
 	helper, stopHelper, err := startRepoHelper(ctx, cl, issuers[0])
 	if err != nil {
 		tail(logPath, 40)
@@ -243,6 +272,8 @@ func run(ctx context.Context, o options) error {
 	fmt.Println()
 	fmt.Printf("metadata:   curl %s\n", metadata)
 	fmt.Printf("resources:  bin/k8s/kubectl --kubeconfig %s get projects,oauthclients,connectors,redirectpolicies -A\n", kubeconfig)
+	fmt.Printf("admin API:  bin/kubectl-latchkey --kubeconfig %s -n %s people   (walkthrough in docs/admin.md)\n", kubeconfig, demoNamespace)
+	fmt.Printf("            tenant admin of %s only: --kubeconfig %s\n", demoNamespace, tenantKubeconfig)
 	fmt.Printf("server log: %s\n", logPath)
 	fmt.Println()
 	fmt.Printf("mcp: %s  (Repo Helper, the demo MCP server; walkthrough in docs/connected-services.md)\n", helper.resource)
