@@ -15,9 +15,16 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
+	sqlstore "latchkey.dev/latchkey/internal/store/sql"
+	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/webhook/admin"
 )
 
@@ -36,6 +43,10 @@ const (
 	authConfigMapNamespace = "kube-system"
 	authConfigMapName      = "extension-apiserver-authentication"
 )
+
+// errNoFrontProxy: the cluster publishes no front-proxy CA, so nothing could call the admin
+// API; the server runs without it.
+var errNoFrontProxy = errors.New("the kube-apiserver publishes no front-proxy CA")
 
 // frontProxy returns how to recognise the kube-apiserver's aggregator: from the flags when
 // --admin-requestheader-client-ca-file is set, else from the ConfigMap the kube-apiserver
@@ -59,7 +70,11 @@ func frontProxy(ctx context.Context, o adminOptions, cfg *rest.Config) (admin.Fr
 	var cm corev1.ConfigMap
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: authConfigMapNamespace, Name: authConfigMapName}, &cm); err != nil {
+	err = cl.Get(ctx, client.ObjectKey{Namespace: authConfigMapNamespace, Name: authConfigMapName}, &cm)
+	if apierrors.IsNotFound(err) {
+		return admin.FrontProxy{}, fmt.Errorf("%w: no %s/%s", errNoFrontProxy, authConfigMapNamespace, authConfigMapName)
+	}
+	if err != nil {
 		return admin.FrontProxy{}, fmt.Errorf("admin API: reading %s/%s (the kube-apiserver's front-proxy CA; the service account needs the extension-apiserver-authentication-reader Role, or set --admin-requestheader-client-ca-file): %w",
 			authConfigMapNamespace, authConfigMapName, err)
 	}
@@ -71,8 +86,8 @@ func frontProxy(ctx context.Context, o adminOptions, cfg *rest.Config) (admin.Fr
 func parseFrontProxy(data map[string]string, allowedNames string) (admin.FrontProxy, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM([]byte(data["requestheader-client-ca-file"])) {
-		return admin.FrontProxy{}, fmt.Errorf("admin API: %s/%s has no requestheader-client-ca-file: the kube-apiserver is not configured for API aggregation (--requestheader-client-ca-file)",
-			authConfigMapNamespace, authConfigMapName)
+		return admin.FrontProxy{}, fmt.Errorf("%w: %s/%s has no requestheader-client-ca-file: the kube-apiserver is not configured for API aggregation (--requestheader-client-ca-file)",
+			errNoFrontProxy, authConfigMapNamespace, authConfigMapName)
 	}
 	fp := admin.FrontProxy{ClientCA: pool}
 	for key, dst := range map[string]*[]string{
@@ -119,4 +134,22 @@ func adminServer(o adminOptions, srv *admin.Server, log logr.Logger) (net.Listen
 	hs := newHTTPServer(srv, log)
 	hs.TLSConfig = cfg
 	return tls.NewListener(ln, cfg), hs, nil
+}
+
+// addAdminServer starts the admin API's listener with the manager (on every replica).
+func addAdminServer(mgr manager.Manager, o options, fp admin.FrontProxy, holder *config.Holder, st *sqlstore.Store,
+	kr *secret.Keyring, events func(context.Context, store.AuditRecord), log logr.Logger) error {
+	asrv, err := admin.New(admin.Options{
+		Config: holder, Store: st, Proxy: fp, Logger: log.WithName("admin"), Now: time.Now, Events: events,
+		Revoker: &upstream.Vault{Store: st, Keyring: kr, Now: time.Now, Timeout: o.upstreamWait},
+	})
+	if err != nil {
+		return err
+	}
+	ln, hs, err := adminServer(o.admin, asrv, log)
+	if err != nil {
+		return err
+	}
+	log.Info("admin API", "listen", ln.Addr().String(), "frontProxyNames", fp.AllowedNames)
+	return mgr.Add(serverRunnable("admin", ln, hs, o.shutdownGrace))
 }

@@ -44,7 +44,6 @@ import (
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
 	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/webhook"
-	"latchkey.dev/latchkey/webhook/admin"
 )
 
 // defaultDatabase is the embedded single-replica store used by `make run`.
@@ -299,24 +298,18 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 
 	if o.admin.bind != "" {
 		fp, err := frontProxy(ctx, o.admin, restConfig)
-		if err != nil {
+		if errors.Is(err, errNoFrontProxy) {
+			// A cluster without aggregation: everything but the admin API is served, and the
+			// APIService reports itself unavailable.
+			log.Error(err, "the admin API is off; OAuth and the pages are served as usual")
+		} else if err != nil {
 			return err
 		}
-		asrv, err := admin.New(admin.Options{
-			Config: holder, Store: st, Proxy: fp, Logger: log.WithName("admin"), Now: time.Now, Events: emitter.Recorded,
-			Revoker: &upstream.Vault{Store: st, Keyring: kr, Now: time.Now, Timeout: o.upstreamWait},
-		})
-		if err != nil {
-			return err
+		if err == nil {
+			if err := addAdminServer(mgr, o, fp, holder, st, kr, emitter.Recorded, log); err != nil {
+				return err
+			}
 		}
-		aln, ahs, err := adminServer(o.admin, asrv, log)
-		if err != nil {
-			return err
-		}
-		if err := mgr.Add(serverRunnable("admin", aln, ahs, o.shutdownGrace)); err != nil {
-			return err
-		}
-		log.Info("admin API", "listen", aln.Addr().String(), "frontProxyNames", fp.AllowedNames)
 	}
 
 	if o.gcInterval > 0 {

@@ -39,7 +39,7 @@ func setUpAdminAPI(ctx context.Context, env *envtest.Environment, cl client.Clie
 	}
 	if err := cl.Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: tenantAdmin, Namespace: demoNamespace},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "latchkey-tenant-admin"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "latchkey-access-tenant"},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: tenantAdmin}},
 	}); err != nil {
 		return "", err

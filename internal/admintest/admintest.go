@@ -36,8 +36,8 @@ type Env struct {
 	Store  *sqlstore.Store
 	Config *config.Holder
 	Admin  client.Client // system:masters
-	// Users by name: "ada" may do everything in every namespace (ClusterRole latchkey-admin),
-	// "tina" everything in team-a only (ClusterRole latchkey-tenant-admin bound by a RoleBinding
+	// Users by name: "ada" may do everything in every namespace (ClusterRole latchkey-access-admin),
+	// "tina" everything in team-a only (ClusterRole latchkey-access-tenant bound by a RoleBinding
 	// in team-a), "nora" nothing.
 	Users map[string]*envtest.AuthenticatedUser
 	// AdminURL is the admin server's own address (for tests that bypass the kube-apiserver).
@@ -114,11 +114,11 @@ func Start(t *testing.T, projects []*config.Project, now func() time.Time) *Env 
 		}
 	}
 	bindings := []client.Object{
-		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "ada-latchkey-admin"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "latchkey-admin"},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "ada-latchkey-access-admin"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "latchkey-access-admin"},
 			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "ada"}}},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tina-latchkey-tenant-admin", Namespace: "team-a"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "latchkey-tenant-admin"},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tina-latchkey-access-tenant", Namespace: "team-a"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "latchkey-access-tenant"},
 			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "tina"}}},
 	}
 	for _, b := range bindings {

@@ -170,17 +170,17 @@ func Served(ctx context.Context, cfg *rest.Config) error {
 }
 
 // Roles are the admin API's RBAC roles as the chart ships them
-// (charts/latchkey/templates/userroles.yaml, named there after the release): latchkey-admin for
-// a ClusterRoleBinding, latchkey-tenant-admin for a RoleBinding in a tenant's namespace. `make
+// (charts/latchkey/templates/userroles.yaml, named there after the release): latchkey-access-admin for
+// a ClusterRoleBinding, latchkey-access-tenant for a RoleBinding in a tenant's namespace. `make
 // run` and the tests create them; docs/admin.md shows them.
 var Roles = []rbacv1.ClusterRole{
 	{
-		ObjectMeta: metav1.ObjectMeta{Name: "latchkey-admin"},
+		ObjectMeta: metav1.ObjectMeta{Name: "latchkey-access-admin"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{adminv1.Group}, Resources: []string{"*"},
 			Verbs: []string{"get", "list", "delete"}}},
 	},
 	{
-		ObjectMeta: metav1.ObjectMeta{Name: "latchkey-tenant-admin"},
+		ObjectMeta: metav1.ObjectMeta{Name: "latchkey-access-tenant"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{adminv1.Group}, Resources: []string{"*"},
 			Verbs: []string{"get", "list", "delete"}}},
 	},
