@@ -45,17 +45,26 @@ func project(ns, name string) *config.Project {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{t: t}
 	st, err := sqlstore.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	h.st = st
 	holder := &config.Holder{}
 	holder.Store(&config.Snapshot{Projects: map[string]*config.Project{
 		"team-a/demo": project("team-a", "demo"), "team-a/other": project("team-a", "other"), "team-b/demo": project("team-b", "demo"),
 	}})
+	h := startAdmin(t, st, holder, func() time.Time { return now }, nil)
+	h.st = st
+	return h
+}
+
+// startAdmin serves the admin API over TLS on loopback for st and holder; proxy presents the
+// front-proxy certificate.
+func startAdmin(t *testing.T, st admin.Store, holder *config.Holder, clock func() time.Time, revoker admin.Revoker) *harness {
+	t.Helper()
+	h := &harness{t: t}
+	var err error
 	if h.certs.proxyCA, err = devcerts.NewCA("front-proxy-ca"); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +72,7 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	srv, err := admin.New(admin.Options{
-		Config: holder, Store: st, Logger: logr.Discard(), Now: func() time.Time { return now },
+		Config: holder, Store: st, Logger: logr.Discard(), Now: clock, Revoker: revoker,
 		Proxy: admin.FrontProxy{ClientCA: h.certs.proxyCA.Pool(), AllowedNames: []string{"front-proxy-client"}},
 	})
 	if err != nil {
