@@ -7,6 +7,11 @@
 // They are not stored in etcd and cannot be created or updated; deleting one ends the access
 // it describes. Every object lives in the namespace of its Project and carries the labels
 // ProjectLabel and (where it belongs to a person) PersonLabel.
+//
+// They are not custom resources: controller-gen is told to skip the package (no CRDs, no
+// deepcopy).
+//
+// +kubebuilder:skip
 package v1alpha1
 
 import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
