@@ -206,7 +206,7 @@ func (c *client) view(ctx context.Context, out io.Writer, resource string, args 
 		}
 	}
 	if !table {
-		return c.printList(out, resource, items)
+		return c.printList(out, items)
 	}
 	return c.printTable(out, resource, cols, rows)
 }
@@ -258,7 +258,7 @@ func (c *client) printTable(out io.Writer, resource string, cols []metav1.TableC
 }
 
 // printList prints items as one List document, as kubectl get -o json|yaml does.
-func (c *client) printList(out io.Writer, resource string, items []json.RawMessage) error {
+func (c *client) printList(out io.Writer, items []json.RawMessage) error {
 	if items == nil {
 		items = []json.RawMessage{}
 	}
@@ -273,7 +273,6 @@ func (c *client) printList(out io.Writer, resource string, items []json.RawMessa
 		}
 	}
 	_, err = fmt.Fprintf(out, "%s\n", strings.TrimSuffix(string(b), "\n"))
-	_ = resource
 	return err
 }
 

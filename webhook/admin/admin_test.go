@@ -473,3 +473,66 @@ func TestRevokeGrantConnectionClientTokens(t *testing.T) {
 		t.Fatalf("audit: %v", actions)
 	}
 }
+
+// revoker records the connections it was asked to revoke upstream.
+type revoker struct {
+	got []string
+	err error
+}
+
+func (r *revoker) Revoke(_ context.Context, c *config.Connector, conn store.Connection) error {
+	r.got = append(r.got, c.Key+"/"+conn.ID)
+	return r.err
+}
+
+// Disconnecting revokes at the service when the Connector declares a revocation endpoint, and
+// removes the connection even when the service fails; the audit record says which happened.
+func TestDisconnectRevokesUpstream(t *testing.T) {
+	st, err := sqlstore.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "db"))
+	must(t, err)
+	t.Cleanup(func() { st.Close() })
+	p := project("team-a", "demo")
+	p.Connectors["team-a/github"] = &config.Connector{Key: "team-a/github", RevocationURL: "https://github.example/revoke"}
+	holder := &config.Holder{}
+	holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: p}})
+	rv := &revoker{}
+	h := startAdmin(t, st, holder, func() time.Time { return now }, rv)
+	h.st = st
+	ctx := t.Context()
+	must(t, upsert(ctx, st, p.Key, "alice", "alice@example.com"))
+	for _, id := range []string{"c1", "c2", "c3"} {
+		connector := "team-a/github"
+		if id == "c3" {
+			connector = "team-a/gitlab" // no revocation endpoint declared
+		}
+		_, err := st.SaveConnection(ctx, store.Connection{ID: id, Project: p.Key, Subject: "alice", Connector: connector,
+			AccountID: id, AccountName: id, KeyID: "k", TokenType: "bearer", CreatedAt: now, UpdatedAt: now})
+		must(t, err)
+	}
+	var s metav1.Status
+	if code := h.do("DELETE", base+"/namespaces/team-a/connections/c1", "", &s); code != 200 {
+		t.Fatalf("c1: %d %+v", code, s)
+	}
+	rv.err = fmt.Errorf("service down")
+	if code := h.do("DELETE", base+"/namespaces/team-a/connections/c2", "", &s); code != 200 {
+		t.Fatalf("c2: %d %+v", code, s)
+	}
+	if code := h.do("DELETE", base+"/namespaces/team-a/connections/c3", "", &s); code != 200 {
+		t.Fatalf("c3: %d %+v", code, s)
+	}
+	if strings.Join(rv.got, ",") != "team-a/github/c1,team-a/github/c2" {
+		t.Fatalf("revoked upstream: %v", rv.got)
+	}
+	var audit adminv1.AuditRecordList
+	h.do("GET", base+"/namespaces/team-a/auditrecords", "", &audit)
+	var revoked []string
+	for _, r := range audit.Items {
+		revoked = append(revoked, r.Details["connection"]+"="+r.Details["revoked"])
+	}
+	if strings.Join(revoked, " ") != "c1=yes c2=failed c3=not_supported" {
+		t.Fatalf("audit: %v", revoked)
+	}
+	if rest, _, _ := st.ListConnectionsPage(ctx, store.AdminQuery{Projects: []string{p.Key}}); len(rest) != 0 {
+		t.Fatalf("left: %+v", rest)
+	}
+}

@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -444,5 +443,3 @@ func meta(p *config.Project, name string, created metav1.Time, person string, id
 	}
 	return m
 }
-
-var _ runtime.Object = (*metav1.Table)(nil)

@@ -183,7 +183,7 @@ func orID(name, id string) string {
 // ---------------------------------------------------------------------------------------------
 // people
 
-func (s *Server) personItem(sc *scope, d *directory, v store.PersonSummary) item {
+func (s *Server) personItem(sc *scope, v store.PersonSummary) item {
 	p := sc.project(v.Project)
 	now := s.o.Now()
 	// The uid changes when access is ended, so `kubectl delete` (which waits until the object
@@ -195,7 +195,6 @@ func (s *Server) personItem(sc *scope, d *directory, v store.PersonSummary) item
 		Project:    p.Name, Email: v.Email, DisplayName: v.Name, Source: v.Source,
 		LastSignIn: optTime(v.LastSignIn), ActiveSessions: v.ActiveSessions, AccessEndedAt: optTime(v.AccessEndedAt),
 	}
-	_ = d
 	return item{obj: obj, meta: m,
 		cells:  []any{v.ID, v.Email, p.Name, since(now, v.LastSignIn), v.ActiveSessions, since(now, v.AccessEndedAt), v.Source},
 		fields: fields.Set{"metadata.name": v.ID, "metadata.namespace": p.Namespace, "email": v.Email}}
@@ -216,10 +215,9 @@ func (s *Server) listPeople(ctx context.Context, sc *scope) ([]item, []string, e
 	if err != nil {
 		return nil, nil, err
 	}
-	d := s.directory(ctx)
 	out := make([]item, len(rows))
 	for i, v := range rows {
-		out[i] = s.personItem(sc, d, v)
+		out[i] = s.personItem(sc, v)
 	}
 	return out, next, nil
 }
@@ -243,7 +241,7 @@ func (s *Server) getPerson(ctx context.Context, sc *scope, name string) (item, e
 	if err != nil {
 		return item{}, err
 	}
-	return s.personItem(sc, s.directory(ctx), v), nil
+	return s.personItem(sc, v), nil
 }
 
 // endPerson ends a person's access in one transaction, then revokes their connections at the
@@ -253,7 +251,7 @@ func (s *Server) endPerson(ctx context.Context, sc *scope, name string, dryRun b
 	if err != nil {
 		return "", "", err
 	}
-	before := s.personItem(sc, s.directory(ctx), v).meta.UID
+	before := s.personItem(sc, v).meta.UID
 	if dryRun {
 		return before, "", nil
 	}
