@@ -136,9 +136,19 @@ func adminServer(o adminOptions, srv *admin.Server, log logr.Logger) (net.Listen
 	return tls.NewListener(ln, cfg), hs, nil
 }
 
-// addAdminServer starts the admin API's listener with the manager (on every replica).
-func addAdminServer(mgr manager.Manager, o options, fp admin.FrontProxy, holder *config.Holder, st *sqlstore.Store,
-	kr *secret.Keyring, events func(context.Context, store.AuditRecord), log logr.Logger) error {
+// addAdminServer starts the admin API's listener with the manager (on every replica). A
+// cluster without aggregation gets everything but the admin API, and its APIService reports
+// itself unavailable.
+func addAdminServer(ctx context.Context, mgr manager.Manager, o options, cfg *rest.Config, holder *config.Holder,
+	st *sqlstore.Store, kr *secret.Keyring, events func(context.Context, store.AuditRecord), log logr.Logger) error {
+	fp, err := frontProxy(ctx, o.admin, cfg)
+	if errors.Is(err, errNoFrontProxy) {
+		log.Error(err, "the admin API is off; OAuth and the pages are served as usual")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
 	asrv, err := admin.New(admin.Options{
 		Config: holder, Store: st, Proxy: fp, Logger: log.WithName("admin"), Now: time.Now, Events: events,
 		Revoker: &upstream.Vault{Store: st, Keyring: kr, Now: time.Now, Timeout: o.upstreamWait},

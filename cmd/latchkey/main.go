@@ -218,7 +218,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 
 	holder := &config.Holder{}
-	if err := controllers.Setup(mgr, controllers.Options{ //nolint:contextcheck // set-up before the manager starts; no context to pass yet
+	if err := controllers.Setup(mgr, controllers.Options{
 		PublicURL: publicURL,
 		Config:    holder,
 		Store:     st,
@@ -297,18 +297,8 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 
 	if o.admin.bind != "" {
-		fp, err := frontProxy(ctx, o.admin, restConfig)
-		if errors.Is(err, errNoFrontProxy) {
-			// A cluster without aggregation: everything but the admin API is served, and the
-			// APIService reports itself unavailable.
-			log.Error(err, "the admin API is off; OAuth and the pages are served as usual")
-		} else if err != nil {
+		if err := addAdminServer(ctx, mgr, o, restConfig, holder, st, kr, emitter.Recorded, log); err != nil {
 			return err
-		}
-		if err == nil {
-			if err := addAdminServer(mgr, o, fp, holder, st, kr, emitter.Recorded, log); err != nil {
-				return err
-			}
 		}
 	}
 

@@ -237,19 +237,19 @@ func run(ctx context.Context, o options) error {
 
 	metadata := issuers[0] + "/.well-known/oauth-authorization-server"
 	if err := waitFor(ctx, metadata, done, &waitErr); err != nil {
-		tail(logPath, 40)
+		tail(logPath)
 		return err
 	}
 
 	tenantKubeconfig, err := setUpAdminAPI(ctx, env, cl, agg, admin.Config(), state)
 	if err != nil {
-		tail(logPath, 40)
+		tail(logPath)
 		return err
 	}
 
 	helper, stopHelper, err := startRepoHelper(ctx, cl, issuers[0])
 	if err != nil {
-		tail(logPath, 40)
+		tail(logPath)
 		return err
 	}
 	defer stopHelper()
@@ -289,7 +289,7 @@ func run(ctx context.Context, o options) error {
 		fmt.Println()
 		return nil
 	case <-done:
-		tail(logPath, 40)
+		tail(logPath)
 		return fmt.Errorf("latchkey exited on its own: %w (log above, full log in %s)", waitErr, logPath)
 	}
 }
@@ -463,8 +463,9 @@ func portFree(addr string) error {
 	return ln.Close()
 }
 
-// tail prints the last n lines of the server log, where the reason for a failure usually is.
-func tail(path string, n int) {
+// tail prints the last lines of the server log, where the reason for a failure usually is.
+func tail(path string) {
+	const n = 40
 	f, err := os.Open(path)
 	if err != nil {
 		return

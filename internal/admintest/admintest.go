@@ -44,7 +44,7 @@ type Env struct {
 	AdminURL string
 }
 
-// Config returns a rest.Config for one of the Users.
+// UserConfig returns a rest.Config for one of the Users.
 func (e *Env) UserConfig(name string) *rest.Config { return e.Users[name].Config() }
 
 // Start starts everything and stops it when t ends. projects are the compiled Projects the

@@ -213,7 +213,7 @@ func TestOnlyTheFrontProxy(t *testing.T) {
 	cases := map[string]*http.Client{}
 	// The serving CA is not needed to be refused: skip verification of the server.
 	insecure := func(cert *tls.Certificate) *http.Client {
-		cfg := &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12} //nolint:gosec // the attacker does not care who answers
+		cfg := &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12} // the attacker does not care who answers
 		if cert != nil {
 			cfg.Certificates = []tls.Certificate{*cert}
 		}
@@ -228,7 +228,7 @@ func TestOnlyTheFrontProxy(t *testing.T) {
 	cases["the front-proxy CA, another name"] = insecure(&wc)
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			req, _ := http.NewRequestWithContext(t.Context(), "GET", h.url+base+"/namespaces/team-a/connections", nil)
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, h.url+base+"/namespaces/team-a/connections", nil)
 			req.Header = forged
 			resp, err := c.Do(req)
 			if err != nil {
@@ -245,7 +245,7 @@ func TestOnlyTheFrontProxy(t *testing.T) {
 		// The handler itself, reached without TLS (as if served on a plain listener).
 		srv := h.server.Config.Handler
 		rec := httptest.NewRecorder()
-		req := httptest.NewRequest("GET", base+"/namespaces/team-a/connections", nil)
+		req := httptest.NewRequest(http.MethodGet, base+"/namespaces/team-a/connections", nil)
 		req.Header = forged
 		srv.ServeHTTP(rec, req)
 		if rec.Code != http.StatusUnauthorized || strings.Contains(rec.Body.String(), "alice") {

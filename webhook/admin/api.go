@@ -241,7 +241,10 @@ func dryRun(r *http.Request) (bool, *apiError) {
 		return v[0] == "All", nil
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
-	if err != nil || len(strings.TrimSpace(string(body))) == 0 {
+	if err != nil {
+		return false, badRequest("the request body could not be read")
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
 		return false, nil
 	}
 	var opts metav1.DeleteOptions

@@ -643,9 +643,9 @@ func (s *Server) listAudit(ctx context.Context, sc *scope) ([]item, []string, er
 	q.Actor, _ = sc.fields.RequiresExactMatch("actor")
 	q.Target, _ = sc.fields.RequiresExactMatch("target")
 	if v, ok := sc.fields.RequiresExactMatch("metadata.name"); ok {
-		id, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || id < 1 {
-			return nil, nil, nil
+		id, _ := strconv.ParseInt(v, 10, 64)
+		if id < 1 {
+			return nil, nil, nil // not a record's name: nothing matches
 		}
 		q.AfterID, q.Limit = max(q.AfterID, id-1), 1
 	}

@@ -196,14 +196,14 @@ func testAdminClientTokensPage(t *testing.T, s store.Store) {
 	got, n := pages(t, 1, func(after []string, limit int) ([]store.ClientTokenCount, []string, error) {
 		return s.ListClientTokensPage(ctx, store.AdminQuery{Projects: []string{project}, After: after, Limit: limit}, at(time.Minute))
 	})
-	equal(t, "counts", got, []store.ClientTokenCount{{project, "c1", 4}, {project, "c2", 2}})
+	equal(t, "counts", got, []store.ClientTokenCount{{Project: project, ClientID: "c1", Live: 4}, {Project: project, ClientID: "c2", Live: 2}})
 	equal(t, "pages", n, 2)
 	bob, _, err := s.ListClientTokensPage(ctx, store.AdminQuery{Projects: []string{project}, Subject: "bob"}, at(time.Minute))
 	must(t, err)
-	equal(t, "bob's", bob, []store.ClientTokenCount{{project, "c1", 2}})
+	equal(t, "bob's", bob, []store.ClientTokenCount{{Project: project, ClientID: "c1", Live: 2}})
 	later, _, err := s.ListClientTokensPage(ctx, store.AdminQuery{Projects: []string{project}}, at(2*accessLife))
 	must(t, err)
-	equal(t, "access tokens expired", later, []store.ClientTokenCount{{project, "c1", 2}, {project, "c2", 1}})
+	equal(t, "access tokens expired", later, []store.ClientTokenCount{{Project: project, ClientID: "c1", Live: 2}, {Project: project, ClientID: "c2", Live: 1}})
 }
 
 func testAdminAuditPage(t *testing.T, s store.Store) {
