@@ -27,9 +27,10 @@ help: ## List the targets.
 BUILD_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .PHONY: build
-build: ## Build bin/latchkey (static, pure Go), stamped with the commit (`bin/latchkey --version`).
+build: ## Build bin/latchkey and the kubectl plugin bin/kubectl-latchkey (static, pure Go), stamped with the commit (`bin/latchkey --version`).
 	@test -x bin/latchkey || echo "make: building bin/latchkey (the first build compiles the Kubernetes libraries: a few minutes; later builds take seconds)"
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(BUILD_VERSION)" -o bin/latchkey ./cmd/latchkey
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/kubectl-latchkey ./cmd/kubectl-latchkey
 
 # REGISTRY is where releases are published, and the one place it is named: the image as
 # $(REGISTRY)/latchkey:{appVersion}, the chart as oci://$(REGISTRY)/charts/latchkey. The chart's

@@ -84,6 +84,7 @@ type options struct {
 	clientAddrHeader string
 	// local: no-cluster mode (serve.go).
 	local localOptions
+	admin adminOptions
 }
 
 func main() {
@@ -136,6 +137,14 @@ func main() {
 	fs.StringVar(&o.caBundle, "ca-bundle", "",
 		"PEM file of CA certificates trusted, in addition to the system's, by every outgoing HTTPS call: connected services, OpenID Connect providers, "+
 			"client metadata documents, event sinks (not the Kubernetes API); env LATCHKEY_CA_BUNDLE")
+	fs.StringVar(&o.admin.bind, "admin-bind-address", "",
+		"address of the admin API (admin.latchkey.dev, served through the kube-apiserver as an aggregated API; docs/admin.md); empty: off")
+	fs.StringVar(&o.admin.certFile, "admin-tls-cert-file", "", "the admin API's serving certificate (PEM)")
+	fs.StringVar(&o.admin.keyFile, "admin-tls-key-file", "", "the admin API's serving key (PEM)")
+	fs.StringVar(&o.admin.clientCAFile, "admin-requestheader-client-ca-file", "",
+		"CA of the kube-apiserver's front-proxy client certificate (its --requestheader-client-ca-file); default: read from kube-system/extension-apiserver-authentication at start")
+	fs.StringVar(&o.admin.allowedNames, "admin-requestheader-allowed-names", "",
+		"comma-separated common names the front-proxy certificate may carry (its --requestheader-allowed-names); default: the ConfigMap's, empty there allows any name the CA signed")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or text")
 	printVersion := fs.Bool("version", false, "print the version and exit")
@@ -314,6 +323,16 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 			ReadHeaderTimeout: 5 * time.Second,
 			MaxHeaderBytes:    16 << 10,
 		}, o.shutdownGrace)); err != nil {
+			return err
+		}
+	}
+
+	if o.admin.bind != "" {
+		cm, ok := mgr.(ctrl.Manager)
+		if !ok {
+			return errors.New("--admin-bind-address needs a Kubernetes cluster: the admin API is served through its kube-apiserver")
+		}
+		if err := addAdminServer(ctx, cm, o, cm.GetConfig(), holder, st, kr, emitter.Recorded, log); err != nil {
 			return err
 		}
 	}

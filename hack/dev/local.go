@@ -70,7 +70,7 @@ func runLocal(ctx context.Context, o options, state, listen string) error {
 		}
 		return p
 	}
-	return serveDemo(ctx, srv, issuers, logPath, creds, func() {
+	return serveDemo(ctx, srv, issuers, logPath, creds, func() error { return nil }, func() {
 		fmt.Printf("config dir: %s  (no cluster: edit a file and it is applied; see docs/no-cluster.md)\n", samplesDir)
 	}, func() {
 		fmt.Printf("status:     %s  (one file per object; directory.yaml says whether the last edit was applied)\n", rel(filepath.Join(data, "status")))

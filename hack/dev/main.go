@@ -37,12 +37,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"latchkey.dev/latchkey/internal/devcerts"
 	"latchkey.dev/latchkey/internal/upstream/fakegithub"
 )
 
 const (
 	fakeGitHubAddr = "127.0.0.1:8090"
 	fieldOwner     = "latchkey-dev"
+	// adminAddr serves the admin API, which the kube-apiserver aggregates (docs/admin.md).
+	adminAddr = "127.0.0.1:8443"
+	// tenantAdmin is the demo's tenant administrator: RBAC on the admin API in the demo
+	// namespace only.
+	tenantAdmin = "tenant-admin"
 )
 
 // The demo people are declared in config/samples (their password file Secret); the fake GitHub
@@ -114,7 +120,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	for _, addr := range []string{listen, fakeGitHubAddr, repoHelperAddr} {
+	for _, addr := range []string{listen, fakeGitHubAddr, repoHelperAddr, adminAddr} {
 		if err := portFree(addr); err != nil {
 			return fmt.Errorf("%s is already in use (is another `make run` still running?): %w", addr, err)
 		}
@@ -131,12 +137,24 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
+	// The control plane is new on every run, so are the certificates that let it aggregate
+	// the admin API.
+	aggDir := filepath.Join(state, "aggregation")
+	if err := os.MkdirAll(aggDir, 0o700); err != nil {
+		return err
+	}
+	agg, err := devcerts.NewAggregation(aggDir)
+	if err != nil {
+		return err
+	}
+
 	say("starting etcd and kube-apiserver (a few seconds)")
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     []string{"config/crd/bases"},
 		ErrorIfCRDPathMissing: true,
 	}
+	agg.Configure(env)
 	if _, err := env.Start(); err != nil {
 		_ = env.Stop()
 		return fmt.Errorf("control plane: %w", err)
@@ -196,6 +214,11 @@ func run(ctx context.Context, o options) error {
 		"--listen", listen,
 		"--metrics-listen", "127.0.0.1:9090",
 		"--log-format", "text",
+		// The front-proxy CA and names are read from kube-system/extension-apiserver-authentication,
+		// as in a cluster.
+		"--admin-bind-address", adminAddr,
+		"--admin-tls-cert-file", agg.ServingCert,
+		"--admin-tls-key-file", agg.ServingKy,
 	)
 	if err != nil {
 		return err
@@ -207,10 +230,17 @@ func run(ctx context.Context, o options) error {
 		err := cl.Get(ctx, client.ObjectKey{Namespace: demoNamespace, Name: repoHelperSecret}, &sec)
 		return string(sec.Data["client_id"]), string(sec.Data["client_secret"]), err
 	}
-	return serveDemo(ctx, srv, issuers, logPath, creds, func() {
+	var tenantKubeconfig string
+	setUpAdmin := func() (err error) {
+		tenantKubeconfig, err = setUpAdminAPI(ctx, env, cl, agg, admin.Config(), state)
+		return err
+	}
+	return serveDemo(ctx, srv, issuers, logPath, creds, setUpAdmin, func() {
 		fmt.Printf("kubeconfig: %s\n", kubeconfig)
 	}, func() {
 		fmt.Printf("resources:  bin/k8s/kubectl --kubeconfig %s get projects,oauthclients,connectors,redirectpolicies -A\n", kubeconfig)
+		fmt.Printf("admin API:  bin/kubectl-latchkey --kubeconfig %s -n %s people   (walkthrough in docs/admin.md)\n", kubeconfig, demoNamespace)
+		fmt.Printf("            tenant admin of %s only: --kubeconfig %s\n", demoNamespace, tenantKubeconfig)
 	}, fmt.Sprintf("bin/k8s/kubectl --kubeconfig %s -n %s get secret %s -o jsonpath='{.data.client_secret}' | base64 -d",
 		kubeconfig, demoNamespace, repoHelperSecret))
 }
@@ -264,20 +294,24 @@ func (p *latchkeyProcess) stop() {
 }
 
 // serveDemo waits for the first issuer's metadata, starts Repo Helper with the demo client's
-// credentials, prints the "try it" lines and runs until Ctrl-C or the server exits. where and
-// resources print the lines that differ with and without a cluster; secretCmd prints the demo
-// client's secret.
+// credentials, prints the "try it" lines and runs until Ctrl-C or the server exits. ready runs
+// once the server answers (the cluster sets up the admin API then); where and resources print
+// the lines that differ with and without a cluster; secretCmd prints the demo client's secret.
 func serveDemo(ctx context.Context, srv *latchkeyProcess, issuers []string, logPath string,
-	creds func(context.Context) (string, string, error), where, resources func(), secretCmd string) error {
+	creds func(context.Context) (string, string, error), ready func() error, where, resources func(), secretCmd string) error {
 	metadata := issuers[0] + "/.well-known/oauth-authorization-server"
 	if err := waitFor(ctx, metadata, srv.done, &srv.waitErr); err != nil {
-		tail(logPath, 40)
+		tail(logPath)
+		return err
+	}
+	if err := ready(); err != nil {
+		tail(logPath)
 		return err
 	}
 
 	helper, stopHelper, err := startRepoHelper(ctx, creds, issuers[0])
 	if err != nil {
-		tail(logPath, 40)
+		tail(logPath)
 		return err
 	}
 	defer stopHelper()
@@ -314,7 +348,7 @@ func serveDemo(ctx context.Context, srv *latchkeyProcess, issuers []string, logP
 		fmt.Println()
 		return nil
 	case <-srv.done:
-		tail(logPath, 40)
+		tail(logPath)
 		return fmt.Errorf("latchkey exited on its own: %w (log above, full log in %s)", srv.waitErr, logPath)
 	}
 }
@@ -488,8 +522,9 @@ func portFree(addr string) error {
 	return ln.Close()
 }
 
-// tail prints the last n lines of the server log, where the reason for a failure usually is.
-func tail(path string, n int) {
+// tail prints the last lines of the server log, where the reason for a failure usually is.
+func tail(path string) {
+	const n = 40
 	f, err := os.Open(path)
 	if err != nil {
 		return

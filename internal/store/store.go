@@ -50,6 +50,7 @@ type Store interface {
 	Outbox
 	Leavers
 	Sealed
+	Admin
 
 	// GarbageCollect deletes rows that expired before now (sessions, codes, tokens, callback
 	// states, links, delivered events) and reports how many of each it removed. On PostgreSQL
@@ -80,7 +81,8 @@ type Person struct {
 
 type People interface {
 	// UpsertPerson finds the person by (Project, Source, SourceSubject) or creates them with
-	// p.ID; email and name are refreshed either way. It returns the stored person.
+	// p.ID; email and name are refreshed either way, and p.CreatedAt is recorded as the
+	// person's last sign-in (PersonSummary.LastSignIn). It returns the stored person.
 	UpsertPerson(ctx context.Context, p Person) (Person, error)
 	GetPerson(ctx context.Context, project, id string) (Person, error)
 }

@@ -10,8 +10,10 @@ import (
 const personCols = `project, id, source, source_subject, email, name, created_at`
 
 var (
-	qUpsertPerson = sqlText(`INSERT INTO people (` + personCols + `) VALUES (?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (project, source, source_subject) DO UPDATE SET email = excluded.email, name = excluded.name
+	// A person is upserted at every sign-in, so the upsert records the sign-in time too.
+	qUpsertPerson = sqlText(`INSERT INTO people (` + personCols + `, signed_in_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (project, source, source_subject) DO UPDATE SET email = excluded.email, name = excluded.name,
+signed_in_at = excluded.signed_in_at
 RETURNING ` + personCols)
 	qGetPerson = sqlText(`SELECT ` + personCols + ` FROM people WHERE project = ? AND id = ?`)
 )
@@ -33,7 +35,7 @@ func (s *Store) UpsertPerson(ctx context.Context, p store.Person) (_ store.Perso
 	defer s.observe("UpsertPerson", time.Now(), &err)
 	var out store.Person
 	err = s.wrow(ctx, scanPerson(&out), qUpsertPerson,
-		p.Project, p.ID, p.Source, p.SourceSubject, p.Email, p.Name, ns(p.CreatedAt))
+		p.Project, p.ID, p.Source, p.SourceSubject, p.Email, p.Name, ns(p.CreatedAt), ns(p.CreatedAt))
 	return out, conflict(err)
 }
 
