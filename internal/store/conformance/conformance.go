@@ -96,6 +96,8 @@ var tests = []test{
 	{"Link/OpenConcurrentMixedKinds", testLinkOpenConcurrentMixed},
 
 	{"Audit/AppendList", testAudit},
+	{"Audit/Relay", testAuditRelay},
+	{"Audit/RelayConcurrent", testAuditRelayConcurrent},
 
 	{"Outbox/Lifecycle", testOutboxLifecycle},
 	{"Outbox/Duplicate", testOutboxDuplicate},
