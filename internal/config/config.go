@@ -249,9 +249,20 @@ type EventSink struct {
 	Name    string
 	URL     string
 	HMACKey []byte
+	// Keys are every key of the sink's Secret, HMACKey first; each signs every delivery while
+	// a secret is rotated (docs/audit.md). Empty means HMACKey alone.
+	Keys [][]byte
 	// Unavailable: the HMAC key's Secret is missing or too short, so nothing is sent to the sink
 	// (HMACKey is nil). Events are still queued for it and wait until it is back.
 	Unavailable bool
+}
+
+// SigningKeys are the keys that sign a delivery to s.
+func (s *EventSink) SigningKeys() [][]byte {
+	if len(s.Keys) > 0 {
+		return s.Keys
+	}
+	return [][]byte{s.HMACKey}
 }
 
 // SigningKey is a private key for JWT access tokens, PEM or JWK as stored in its Secret.
