@@ -182,3 +182,41 @@ func TestAuditTrailOfClients(t *testing.T) {
 	expect(t, recs[events.ConsentRefusedByPolicy], alice, id, id, store.OutcomeRefused, "only_recognised_apps")
 	expect(t, recs["refresh.refused"], "client:web", alice, "web", store.OutcomeRefused, "only_recognised_apps")
 }
+
+// Signing in with the company's OpenID provider: success, and a provider that refuses Latchkey
+// (a wrong client secret) as a failure.
+func TestAuditTrailOfUpstreamSignIn(t *testing.T) {
+	h := newHarness(t)
+	idp := newFakeIDP(t, h.clock.Now)
+	sink := h.withAuditSink()
+	provider := func(secret string) {
+		h.update(func(p *config.Project) {
+			p.SignIn.OIDC = &config.OIDCProvider{Issuer: idp.srv.URL, ClientID: "latchkey", ClientSecret: secret, Label: "Corp SSO"}
+		})
+	}
+	through := func(b *browser) page {
+		p := b.get(h.base + "/sign-in/oidc?return_to=" + url.QueryEscape("/team/demo/account"))
+		for range 5 {
+			if (p.status != http.StatusFound && p.status != http.StatusSeeOther) || strings.HasPrefix(p.location(), "/team/demo/account") {
+				break
+			}
+			p = b.get(p.location())
+		}
+		return p
+	}
+	provider("wrong-secret")
+	if p := through(h.browser()); p.status != http.StatusBadGateway {
+		t.Fatalf("with a wrong client secret: %d", p.status)
+	}
+	provider("idp-secret")
+	if p := through(h.browser()); p.status != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d %s", p.status, p.body)
+	}
+	recs := h.trail(sink, events.SignInFailed, events.SignInSucceeded)
+	expect(t, recs[events.SignInFailed], "anonymous", "", "", store.OutcomeFailed, "upstream_error")
+	carol := recs[events.SignInSucceeded].Actor
+	expect(t, recs[events.SignInSucceeded], carol, carol, "", store.OutcomeSuccess, "")
+	if recs[events.SignInSucceeded].Details["method"] != "oidc" || recs[events.SignInFailed].Details["method"] != "oidc" {
+		t.Errorf("method: %v / %v", recs[events.SignInSucceeded].Details, recs[events.SignInFailed].Details)
+	}
+}
