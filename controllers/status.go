@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +30,11 @@ type base struct {
 	// thousand clients would otherwise write ten thousand Events that say what status already
 	// says, and the recorder keeps each in memory for its series for minutes.
 	quietFirstReady bool
+	// audit receives policy.changed records (recordPolicyChange); nil writes none.
+	audit Store
+	// recorded remembers the generation last written per object UID, so a reconcile that
+	// reads a cache not yet showing its own status write does not write the change again.
+	recorded *sync.Map
 }
 
 func (b *base) resolver() *resolver {

@@ -139,7 +139,8 @@ type Store interface {
 func Trail(t testing.TB, st Store, holder *config.Holder, now func() time.Time, sink *Sink, project string, actions ...string) map[string]store.AuditRecord {
 	t.Helper()
 	ctx := context.Background()
-	d := &events.Deliverer{Store: st, Config: holder, Now: now, Registerer: prometheus.NewRegistry(), Jitter: func() float64 { return 0.5 }}
+	d := &events.Deliverer{Store: st, Config: holder, Now: now, Registerer: prometheus.NewRegistry(), Jitter: func() float64 { return 0.5 },
+		Client: loopbackOnly}
 	for range 100 {
 		n, err := d.DeliverDue(ctx)
 		if err != nil {
@@ -192,6 +193,23 @@ func Trail(t testing.TB, st Store, holder *config.Holder, now func() time.Time, 
 	}
 	return out
 }
+
+// loopbackOnly sends to test sinks and refuses any other address at once: a store shared by
+// several tests may hold events for sinks that name real hosts.
+var loopbackOnly = &http.Client{
+	Timeout: 10 * time.Second,
+	Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
+		if h := r.URL.Hostname(); h != "127.0.0.1" && h != "localhost" && h != "::1" {
+			return nil, errors.New("audittest: not a test sink")
+		}
+		return http.DefaultTransport.RoundTrip(r)
+	}),
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // Contains reports whether any audit record of the project or any delivery holds s, for
 // checks that a secret was never written down.
