@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,8 +34,13 @@ func TestPolicyChangesAreAudited(t *testing.T) {
 		Spec: v1alpha1.ProjectSpec{
 			SignIn: v1alpha1.SignIn{PasswordSecretRef: &v1alpha1.SecretKeyReference{Name: "pw", Key: "passwords.yaml"}},
 			EventSinks: []v1alpha1.EventSink{{Name: audittest.SinkName, URL: v1alpha1.EndpointURL(sink.URL),
-				HMACSecretRef: v1alpha1.SecretKeyReference{Name: "sink", Key: "secret"}}},
+				HMACSecretRef: v1alpha1.SecretKeyReference{Name: "sink", Key: "secret"}, Types: []v1alpha1.EventType{"policy.*"}}},
 		},
+	}
+	bad := p.DeepCopy()
+	bad.Name, bad.Spec.EventSinks[0].Types = "bad", []v1alpha1.EventType{"Policy"}
+	if err := k8s.Create(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "types") {
+		t.Fatalf("a sink type that is no type or family was accepted: %v", err)
 	}
 	create(t, p)
 	waitComplete(t, p)
@@ -47,7 +53,8 @@ func TestPolicyChangesAreAudited(t *testing.T) {
 	update(t, p, func(p *v1alpha1.Project) { p.Spec.DisplayName = "Team A" })
 	waitComplete(t, p)
 	waitSnapshot(t, "the project with its sink", func(s *config.Snapshot) error {
-		if pr := s.Project(key); pr == nil || len(pr.EventSinks) != 1 || pr.EventSinks[0].Unavailable || pr.DisplayName != "Team A" {
+		if pr := s.Project(key); pr == nil || len(pr.EventSinks) != 1 || pr.EventSinks[0].Unavailable || pr.DisplayName != "Team A" ||
+			fmt.Sprint(pr.EventSinks[0].Types) != "[policy.*]" {
 			return errors.New("not yet")
 		}
 		return nil

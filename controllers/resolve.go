@@ -412,7 +412,11 @@ func (r *resolver) compileEventSinks(ctx context.Context, p *v1alpha1.Project, o
 			key = keys[0]
 		}
 		// An unavailable sink stays listed, so its events are still queued and wait for it.
-		out.EventSinks = append(out.EventSinks, config.EventSink{Name: sink.Name, URL: string(sink.URL), HMACKey: key, Keys: keys, Unavailable: bad})
+		var types []string
+		for _, t := range sink.Types {
+			types = append(types, string(t))
+		}
+		out.EventSinks = append(out.EventSinks, config.EventSink{Name: sink.Name, URL: string(sink.URL), HMACKey: key, Keys: keys, Types: types, Unavailable: bad})
 	}
 	return nil
 }

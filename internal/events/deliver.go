@@ -281,6 +281,9 @@ func (d *Deliverer) Relay(ctx context.Context) (int, error) {
 					return nil, err
 				}
 				for _, s := range p.EventSinks {
+					if !s.Wants(typ) {
+						continue
+					}
 					out = append(out, store.Event{
 						ID: id, Project: p.Key, Sink: s.Name, Type: CloudEventType(typ), Data: body,
 						CreatedAt: r.Time, NextAttempt: d.Now(),

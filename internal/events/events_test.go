@@ -489,3 +489,35 @@ func TestTailSumsUpNewSecurityEvents(t *testing.T) {
 		t.Fatalf("next round: %+v", got)
 	}
 }
+
+// A sink with types receives only those types and families; one without receives everything.
+func TestSinkTypesFilter(t *testing.T) {
+	f := newFixture(t, 2)
+	f.project.EventSinks[0].Types = []string{"signin.*", events.RefreshReuse}
+	f.holder.Store(&config.Snapshot{Projects: map[string]*config.Project{f.project.Key: f.project}})
+	ctx := context.Background()
+	for _, a := range []string{events.SignInFailed, events.TokenIssued, events.RefreshReuse, events.SignInSucceeded, "admin.revoke_grant"} {
+		if err := f.store.AppendAudit(ctx, store.AuditRecord{Project: f.project.Key, Time: f.clock.Now(), Actor: "a", Action: a}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := f.deliverer()
+	for range 3 {
+		if _, err := d.DeliverDue(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	types := func(s *sink) []string {
+		var out []string
+		for _, b := range s.bodies {
+			out = append(out, b.Data.Action)
+		}
+		return out
+	}
+	if got, want := types(f.sinks[0]), []string{events.SignInFailed, events.RefreshReuse, events.SignInSucceeded}; !slices.Equal(got, want) {
+		t.Errorf("filtered sink got %v, want %v", got, want)
+	}
+	if got := types(f.sinks[1]); len(got) != 5 {
+		t.Errorf("unfiltered sink got %v", got)
+	}
+}
