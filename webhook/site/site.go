@@ -78,7 +78,13 @@ func (e *Env) Record(ctx context.Context, r store.AuditRecord) {
 		r.Time = e.Now()
 	}
 	events.Normalize(&r)
-	e.Logger.Info("audit", "project", r.Project, "action", r.Action, "actor", r.Actor, "target", r.Target,
+	log := e.Logger
+	if r.Action == events.TokenIssued {
+		// One per token request, like the access log: at debug level too, not a line per
+		// request at the default level. The audit log and the sinks have every one.
+		log = log.V(1)
+	}
+	log.Info("audit", "project", r.Project, "action", r.Action, "actor", r.Actor, "target", r.Target,
 		"outcome", r.Outcome, "reason", r.Reason)
 	if err := e.Store.AppendAudit(ctx, r); err != nil {
 		e.Logger.Error(err, "cannot append audit record", "project", r.Project, "action", r.Action)
