@@ -521,3 +521,40 @@ func TestSinkTypesFilter(t *testing.T) {
 		t.Errorf("unfiltered sink got %v", got)
 	}
 }
+
+// A tenant's sink receives its own Project's records and never another Project's: the admin of
+// team-b's sink learns nothing of who signs in to team-a.
+func TestSinksReceiveOnlyTheirProject(t *testing.T) {
+	f := newFixture(t, 1)
+	other := &sink{received: map[string]int{}, key: []byte("key-other")}
+	srv := httptest.NewServer(other)
+	t.Cleanup(srv.Close)
+	b := &config.Project{Key: "team-b/main", Namespace: "team-b", Name: "main", Issuer: "https://auth.example.test/team-b/main",
+		EventSinks: []config.EventSink{{Name: f.project.EventSinks[0].Name, URL: srv.URL, HMACKey: other.key}}}
+	f.holder.Store(&config.Snapshot{Projects: map[string]*config.Project{f.project.Key: f.project, b.Key: b}})
+	ctx := context.Background()
+	for _, p := range []string{f.project.Key, b.Key, f.project.Key} {
+		if err := f.store.AppendAudit(ctx, store.AuditRecord{Project: p, Time: f.clock.Now(), Actor: "alice", Action: events.SignInSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := f.deliverer()
+	for range 3 {
+		if _, err := d.DeliverDue(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range f.sinks[0].bodies {
+		if e.Data.Project != f.project.Key || e.Source != f.project.Issuer {
+			t.Errorf("team/demo's sink received %+v", e)
+		}
+	}
+	for _, e := range other.bodies {
+		if e.Data.Project != b.Key || e.Source != b.Issuer {
+			t.Errorf("team-b's sink received %+v", e)
+		}
+	}
+	if len(f.sinks[0].bodies) != 2 || len(other.bodies) != 1 {
+		t.Fatalf("received %d and %d", len(f.sinks[0].bodies), len(other.bodies))
+	}
+}
