@@ -41,8 +41,9 @@ func (s *Store) AppendAudit(ctx context.Context, r store.AuditRecord) (err error
 	return err
 }
 
-// RelayAudit: see store.Audit. One transaction reads the pending records, stores fanOut's
-// events and clears pending, so a crash anywhere leaves the records pending and nothing queued.
+// RelayAudit hands pending records to fanOut and queues what it returns (store.Audit). One
+// transaction reads the pending records, stores fanOut's events and clears pending, so a crash
+// anywhere leaves the records pending and nothing queued.
 func (s *Store) RelayAudit(ctx context.Context, limit int, fanOut func([]store.AuditRecord) ([]store.Event, error)) (n int, err error) {
 	defer s.observe("RelayAudit", time.Now(), &err)
 	if limit <= 0 {
