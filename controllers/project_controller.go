@@ -40,7 +40,13 @@ var projectKind = statusKind[*v1alpha1.Project]{
 func (r *ProjectReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	return reconcileWith(ctx, &r.base, req, &v1alpha1.Project{}, projectKind,
 		func(p *v1alpha1.Project) *projectScope { return &projectScope{project: p, res: r.resolver()} },
-		r.reconcileIssuer, r.reconcileReady)
+		r.reconcileIssuer, r.reconcileReady, r.reconcileAudit)
+}
+
+// reconcileAudit records a new generation of the Project in its audit log.
+func (r *ProjectReconciler) reconcileAudit(ctx context.Context, s *projectScope) (ctrl.Result, error) {
+	p := s.project
+	return ctrl.Result{}, r.recordPolicyChange(ctx, p, "Project", p.Namespace+"/"+p.Name, p.Status.ObservedGeneration, nil)
 }
 
 func (r *ProjectReconciler) reconcileIssuer(_ context.Context, s *projectScope) (ctrl.Result, error) {

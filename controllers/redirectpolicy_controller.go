@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,7 +48,14 @@ var redirectPolicyKind = statusKind[*v1alpha1.RedirectPolicy]{
 func (r *RedirectPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	return reconcileWith(ctx, &r.base, req, &v1alpha1.RedirectPolicy{}, redirectPolicyKind,
 		func(p *v1alpha1.RedirectPolicy) *policyScope { return &policyScope{policy: p, res: r.resolver()} },
-		r.reconcileReady, r.reconcileIgnored, r.reconcileEnforcement)
+		r.reconcileReady, r.reconcileIgnored, r.reconcileEnforcement, r.reconcileAudit)
+}
+
+// reconcileAudit records a new generation of the policy in its Project's audit log.
+func (r *RedirectPolicyReconciler) reconcileAudit(ctx context.Context, s *policyScope) (ctrl.Result, error) {
+	p := s.policy
+	return ctrl.Result{}, r.recordPolicyChange(ctx, p, "RedirectPolicy", s.project, p.Status.ObservedGeneration,
+		map[string]string{"only_recognised_apps": strconv.FormatBool(p.Spec.OnlyRecognisedApps), "in_force": strconv.FormatBool(s.ready)})
 }
 
 func (r *RedirectPolicyReconciler) reconcileReady(ctx context.Context, s *policyScope) (ctrl.Result, error) {

@@ -18,6 +18,7 @@ import (
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	lkkeys "latchkey.dev/latchkey/internal/keys"
 	"latchkey.dev/latchkey/internal/redirect"
 	"latchkey.dev/latchkey/internal/secret"
@@ -398,19 +399,31 @@ func (r *resolver) compileRegistration(ctx context.Context, p *v1alpha1.Project,
 func (r *resolver) compileEventSinks(ctx context.Context, p *v1alpha1.Project, out *config.Project, off *degraded) error {
 	for i, sink := range p.Spec.EventSinks {
 		field := fmt.Sprintf("spec.eventSinks[%d].hmacSecretRef", i)
-		key, err := r.secretValue(ctx, p.Namespace, sink.HMACSecretRef, field)
-		if err == nil && len(key) < 32 {
-			err = notReadyf(v1alpha1.SecretInvalidReason, "Secret %s/%s key %q (%s) must hold at least 32 bytes", p.Namespace, sink.HMACSecretRef.Name, sink.HMACSecretRef.Key, field)
+		value, err := r.secretValue(ctx, p.Namespace, sink.HMACSecretRef, field)
+		var keys [][]byte
+		if err == nil {
+			// Standard Webhooks secrets (whsec_…, two while rotating) or a raw key.
+			var perr error
+			if keys, perr = events.ParseSinkSecret(value); perr != nil {
+				err = notReadyf(v1alpha1.SecretInvalidReason, "Secret %s/%s key %q (%s) %s", p.Namespace, sink.HMACSecretRef.Name, sink.HMACSecretRef.Key, field, perr.Error())
+			}
 		}
 		bad, err := off.add(err, fmt.Sprintf("event sink %q", sink.Name))
 		if err != nil {
 			return err
 		}
+		var key []byte
 		if bad {
-			key = nil
+			keys = nil
+		} else {
+			key = keys[0]
 		}
 		// An unavailable sink stays listed, so its events are still queued and wait for it.
-		out.EventSinks = append(out.EventSinks, config.EventSink{Name: sink.Name, URL: string(sink.URL), HMACKey: key, Unavailable: bad})
+		var types []string
+		for _, t := range sink.Types {
+			types = append(types, string(t))
+		}
+		out.EventSinks = append(out.EventSinks, config.EventSink{Name: sink.Name, URL: string(sink.URL), HMACKey: key, Keys: keys, Types: types, Unavailable: bad})
 	}
 	return nil
 }

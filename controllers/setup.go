@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,11 +28,13 @@ import (
 
 // Store is the part of the runtime state the controllers use: RedirectPolicy enforcement
 // lists a project's registered clients, counts the live tokens of each, and revokes those of
-// clients a policy refuses.
+// clients a policy refuses; policy changes are written to the audit log.
 type Store interface {
 	ListClients(ctx context.Context, project string) ([]store.Client, error)
 	CountLiveTokens(ctx context.Context, project string, now time.Time) (map[string]int64, error)
 	RevokeClientTokens(ctx context.Context, project string, clientIDs []string, now time.Time) (map[string]int64, error)
+	// AppendAudit writes policy.changed when a Project's or a RedirectPolicy's spec changes.
+	AppendAudit(ctx context.Context, r store.AuditRecord) error
 }
 
 // Options configures the controllers and the compiler.
@@ -109,6 +112,8 @@ func SetupWithCompiler(mgr ctrl.Manager, opts Options) (*Compiler, error) {
 		clock:     opts.Clock,
 		projects:  &projectMemo{},
 		signing:   opts.SigningKeys,
+		audit:     opts.Store,
+		recorded:  &sync.Map{},
 	}
 	deps := &dependents{c: mgr.GetClient()}
 	copts := controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}

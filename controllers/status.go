@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +33,11 @@ type base struct {
 	quietFirstReady bool
 	// signing: Options.SigningKeys.
 	signing *lkkeys.Signing
+	// audit receives policy.changed records (recordPolicyChange); nil writes none.
+	audit Store
+	// recorded remembers the generation last written per object UID, so a reconcile that
+	// reads a cache not yet showing its own status write does not write the change again.
+	recorded *sync.Map
 }
 
 func (b *base) resolver() *resolver {

@@ -59,8 +59,8 @@ type Options struct {
 	// ClientDocuments fetches client ID metadata documents for projects that accept them;
 	// nil means a clientdoc.Fetcher with its production defaults (public https hosts only).
 	ClientDocuments *clientdoc.Fetcher
-	// Events receives every audit record after it is stored, so security events reach the
-	// metrics and the project's event sinks (internal/events.Emitter.Recorded); may be nil.
+	// Events receives every audit record after it is stored, so security events are counted
+	// (internal/events.Emitter.Recorded); may be nil. Sinks get every record from the store.
 	Events func(context.Context, store.AuditRecord)
 	// Vault hands out people's upstream tokens for token exchange; nil means an
 	// upstream.Vault over Store and Keyring that reports its refreshes to Metrics.

@@ -358,7 +358,7 @@ type AllowedNamespaces struct {
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 }
 
-// EventSink is an HTTP endpoint that receives the Project's security events.
+// EventSink is an HTTP endpoint that receives the Project's audit events (docs/audit.md).
 type EventSink struct {
 	// name identifies the sink in metrics and the event outbox. A DNS label, at most 63
 	// characters; unique within the Project.
@@ -373,11 +373,28 @@ type EventSink struct {
 	// +required
 	URL EndpointURL `json:"url"`
 
-	// hmacSecretRef names the Secret key whose value (at least 32 bytes) signs each delivery with
-	// HMAC-SHA256, so the receiver can tell the events came from Latchkey.
+	// hmacSecretRef names the Secret key that signs each delivery the Standard Webhooks way
+	// (webhook-id, webhook-timestamp, webhook-signature headers), so the receiver can tell the
+	// events came from Latchkey: one or two Standard Webhooks secrets ("whsec_" + base64 of at
+	// least 24 bytes, separated by white space; two while rotating, both sign), or a raw key of
+	// at least 32 bytes. docs/audit.md shows how a receiver verifies.
 	// +required
 	HMACSecretRef SecretKeyReference `json:"hmacSecretRef"`
+
+	// types limits the sink to these event types (docs/audit.md lists them): an exact type
+	// ("token.exchanged") or a family ending in ".*" ("signin.*", "admin.*"). Empty, the
+	// default, sends every event. A change applies to events recorded from then on. At most 64.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	// +optional
+	Types []EventType `json:"types,omitempty"`
 }
+
+// EventType names an audit event type ("signin.failed") or a family of them ("signin.*").
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=64
+// +kubebuilder:validation:Pattern=`^[a-z][a-z_]*\.([a-z][a-z_]*|\*)$`
+type EventType string
 
 // ProjectStatus is what the controller observed.
 type ProjectStatus struct {

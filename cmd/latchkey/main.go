@@ -254,9 +254,10 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		return err
 	}
 
-	// Security events: the emitter turns security audit records into metrics and outbox rows
-	// for the project's sinks; the deliverer (every replica, leased claims) sends them; the
-	// leader turns them into aggregated Kubernetes Events on the Project.
+	// Audit and security events: the emitter counts security events; the deliverer (every
+	// replica) relays every audit record, whoever wrote it, into the outbox for the project's
+	// sinks and sends them (leased claims); the leader turns security events into aggregated
+	// Kubernetes Events on the Project.
 	emitter, err := events.NewEmitter(events.EmitterOptions{Store: st, Config: holder, Logger: log.WithName("events")})
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ package config
 
 import (
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -253,9 +254,37 @@ type EventSink struct {
 	Name    string
 	URL     string
 	HMACKey []byte
+	// Keys are every key of the sink's Secret, HMACKey first; each signs every delivery while
+	// a secret is rotated (docs/audit.md). Empty means HMACKey alone.
+	Keys [][]byte
+	// Types, when not empty, are the event types the sink receives: exact ("token.exchanged") or
+	// a family ("signin.*"). Empty receives every type.
+	Types []string
 	// Unavailable: the HMAC key's Secret is missing or too short, so nothing is sent to the sink
 	// (HMACKey is nil). Events are still queued for it and wait until it is back.
 	Unavailable bool
+}
+
+// Wants reports whether s receives events of type typ (see Types).
+func (s *EventSink) Wants(typ string) bool {
+	if len(s.Types) == 0 {
+		return true
+	}
+	fam, _, _ := strings.Cut(typ, ".")
+	for _, t := range s.Types {
+		if t == typ || t == fam+".*" {
+			return true
+		}
+	}
+	return false
+}
+
+// SigningKeys are the keys that sign a delivery to s.
+func (s *EventSink) SigningKeys() [][]byte {
+	if len(s.Keys) > 0 {
+		return s.Keys
+	}
+	return [][]byte{s.HMACKey}
 }
 
 // SigningKey is a private key for JWT access tokens, PEM or JWK as stored in its Secret.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,12 +21,30 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 )
 
-// SignatureHeader carries "t=<unix seconds>,v1=<hex HMAC-SHA256(key, t + "." + body)>". A sink
-// recomputes the HMAC over the raw body with its key, compares in constant time, and rejects
-// timestamps too far from its own clock to limit replays.
+// Standard Webhooks (https://www.standardwebhooks.com) headers on every delivery. A receiver
+// verifies with any Standard Webhooks library, or by hand (docs/audit.md): the HMAC-SHA256,
+// under the key the sink's "whsec_" secret encodes, of id + "." + timestamp + "." + body,
+// base64, compared in constant time against each "v1,"-prefixed signature.
+const (
+	// IDHeader is the event's id, the same on every attempt: receivers deduplicate by it.
+	IDHeader = "webhook-id"
+	// TimestampHeader is the attempt's time in Unix seconds; receivers refuse one too far from
+	// their clock (Standard Webhooks suggests five minutes) so a captured delivery cannot be
+	// replayed later.
+	TimestampHeader = "webhook-timestamp"
+	// SignaturesHeader holds one "v1,<base64>" per key, separated by spaces: two while a
+	// sink's secret is being rotated.
+	SignaturesHeader = "webhook-signature"
+)
+
+// SignatureHeader is the signature format before Standard Webhooks:
+// "t=<unix seconds>,v1=<hex HMAC-SHA256(key, t + "." + body)>", with the first key. It is
+// still sent, for receivers written against it, and will be removed in the next minor release
+// (docs/decisions/0031).
 const SignatureHeader = "Latchkey-Signature"
 
 // ContentType is CloudEvents' structured mode over HTTP.
@@ -40,15 +60,74 @@ func Sign(key, body []byte, t time.Time) string {
 	return "t=" + ts + ",v1=" + hex.EncodeToString(m.Sum(nil))
 }
 
+// SignStandard returns the SignaturesHeader value for the delivery of body with id at t: one
+// signature per key.
+func SignStandard(keys [][]byte, id string, t time.Time, body []byte) string {
+	ts := strconv.FormatInt(t.Unix(), 10)
+	sigs := make([]string, 0, len(keys))
+	for _, k := range keys {
+		m := hmac.New(sha256.New, k)
+		m.Write([]byte(id))
+		m.Write([]byte("."))
+		m.Write([]byte(ts))
+		m.Write([]byte("."))
+		m.Write(body)
+		sigs = append(sigs, "v1,"+base64.StdEncoding.EncodeToString(m.Sum(nil)))
+	}
+	return strings.Join(sigs, " ")
+}
+
+// SecretPrefix starts a Standard Webhooks secret: "whsec_" + base64 of the key.
+const SecretPrefix = "whsec_"
+
+// ParseSinkSecret reads the keys of an event sink from its Secret's value. The value is
+// either one or more Standard Webhooks secrets separated by white space — the first signs
+// the legacy header, every one signs webhook-signature, so a receiver can move to a new secret
+// while the old one still verifies — or, as before Standard Webhooks, the raw key itself
+// (whose secret is "whsec_" + base64 of the value). A whsec key must decode to at least 24
+// bytes, a raw key be at least 32; at most 4 keys.
+func ParseSinkSecret(v []byte) ([][]byte, error) {
+	text := strings.TrimSpace(string(v))
+	if !strings.HasPrefix(text, SecretPrefix) {
+		if len(v) < 32 {
+			return nil, errors.New("must hold at least 32 bytes, or whsec_ secrets")
+		}
+		return [][]byte{v}, nil
+	}
+	fields := strings.Fields(text)
+	if len(fields) > 4 {
+		return nil, errors.New("holds more than 4 whsec_ secrets")
+	}
+	keys := make([][]byte, 0, len(fields))
+	for i, f := range fields {
+		b64, ok := strings.CutPrefix(f, SecretPrefix)
+		if !ok {
+			return nil, fmt.Errorf("secret %d does not start with %s", i+1, SecretPrefix)
+		}
+		k, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			return nil, fmt.Errorf("secret %d is not %s followed by base64", i+1, SecretPrefix)
+		}
+		if len(k) < 24 {
+			return nil, fmt.Errorf("secret %d decodes to %d bytes; at least 24 are needed", i+1, len(k))
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
 // OutboxStore is the part of the store the Deliverer works the outbox through.
 type OutboxStore interface {
 	ClaimEvents(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]store.Event, error)
 	MarkDelivered(ctx context.Context, id, sink string, now time.Time) error
 	MarkFailed(ctx context.Context, id, sink string, next time.Time) error
+	RelayAudit(ctx context.Context, limit int, fanOut func([]store.AuditRecord) ([]store.Event, error)) (int, error)
 }
 
-// Deliverer sends queued events to the project's sinks. Run it on every replica: ClaimEvents
-// leases rows, so replicas share the work without sending an event twice at the same time.
+// Deliverer relays audit records into the outbox (Relay) and sends queued events to the
+// project's sinks. Run it on every replica: RelayAudit hands each record to one replica, and
+// ClaimEvents leases rows, so replicas share the work without sending an event twice at the
+// same time.
 //
 // A sink that is down only delays its events: every failed attempt is recorded and retried with
 // exponential backoff and jitter, without limit, until the sink answers 2xx. A sink whose HMAC
@@ -79,11 +158,15 @@ type Deliverer struct {
 	UnconfiguredMaxAge time.Duration
 	// Jitter returns a number in [0, 1); math/rand/v2 when nil.
 	Jitter func() float64
-	// Registerer receives latchkey_event_deliveries_total{result}; DefaultRegisterer when nil.
+	// Registerer receives latchkey_event_deliveries_total{result} and
+	// latchkey_audit_records_total{type,outcome}; DefaultRegisterer when nil.
 	Registerer prometheus.Registerer
+	// RelayBatch is how many audit records one round moves into the outbox; default 256.
+	RelayBatch int
 
 	once       sync.Once
 	deliveries *prometheus.CounterVec
+	records    *prometheus.CounterVec
 }
 
 func (d *Deliverer) init() {
@@ -127,20 +210,100 @@ func (d *Deliverer) init() {
 		if reg == nil {
 			reg = prometheus.DefaultRegisterer
 		}
-		c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		if d.RelayBatch <= 0 {
+			d.RelayBatch = 256
+		}
+		d.deliveries = counter(reg, prometheus.CounterOpts{
 			Name: "latchkey_event_deliveries_total",
-			Help: "Attempts to deliver security events to event sinks, by result (delivered, failed, dropped).",
-		}, []string{"result"})
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
-					c = existing
-				}
+			Help: "Attempts to deliver audit events to event sinks, by result (delivered, failed, dropped).",
+		}, "result")
+		d.records = counter(reg, prometheus.CounterOpts{
+			Name: "latchkey_audit_records_total",
+			Help: "Audit records by type (docs/audit.md) and outcome (success, refused, failed, unknown), counted once when relayed to the event outbox.",
+		}, "type", "outcome")
+		// Each type has a series from the start (with its usual outcome), so rate() is 0
+		// rather than absent.
+		for _, t := range auditTypes {
+			d.records.WithLabelValues(t.action, t.outcome)
+		}
+	})
+}
+
+// counter registers a counter vector, or reuses the one already registered under its name.
+func counter(reg prometheus.Registerer, o prometheus.CounterOpts, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(o, labels)
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+				c = existing
 			}
 		}
-		d.deliveries = c
-	})
+	}
+	return c
+}
+
+// Records is latchkey_audit_records_total, for tests and dashboards.
+func (d *Deliverer) Records() *prometheus.CounterVec {
+	d.init()
+	return d.records
+}
+
+// Relay moves audit records not yet relayed into the outbox, one outbox row per sink of their
+// project, until none is left or ctx ends (store.Audit RelayAudit; every replica may run it).
+// It returns how many records it moved. Records of a project no longer configured, or without
+// sinks, are moved with no rows: nobody was subscribed when they were relayed.
+func (d *Deliverer) Relay(ctx context.Context) (int, error) {
+	d.init()
+	snap := d.Config.Load()
+	if snap == nil {
+		// Without the configuration the sinks are unknown; relaying now would lose the records.
+		return 0, nil
+	}
+	total := 0
+	for ctx.Err() == nil {
+		type count struct{ typ, outcome string }
+		var counts []count
+		n, err := d.Store.RelayAudit(ctx, d.RelayBatch, func(recs []store.AuditRecord) ([]store.Event, error) {
+			counts = counts[:0]
+			var out []store.Event
+			for _, r := range recs {
+				Normalize(&r)
+				counts = append(counts, count{metricType(r.Action), metricOutcome(r.Outcome)})
+				p := snap.Project(r.Project)
+				if p == nil || len(p.EventSinks) == 0 {
+					continue
+				}
+				typ := AuditType(r.Action)
+				id := secret.NewID()
+				body, err := Envelope(id, p, typ, r)
+				if err != nil {
+					return nil, err
+				}
+				for _, s := range p.EventSinks {
+					if !s.Wants(typ) {
+						continue
+					}
+					out = append(out, store.Event{
+						ID: id, Project: p.Key, Sink: s.Name, Type: CloudEventType(typ), Data: body,
+						CreatedAt: r.Time, NextAttempt: d.Now(),
+					})
+				}
+			}
+			return out, nil
+		})
+		if err != nil {
+			return total, fmt.Errorf("events: relaying audit records: %w", err)
+		}
+		for _, c := range counts {
+			d.records.WithLabelValues(c.typ, c.outcome).Inc()
+		}
+		total += n
+		if n < d.RelayBatch {
+			break
+		}
+	}
+	return total, nil
 }
 
 // NeedLeaderElection is false: every replica delivers (controller-runtime manager.Runnable).
@@ -178,6 +341,10 @@ func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
 	if snap == nil {
 		// Without a configuration no sink can be found; claiming now would only push events back.
 		return 0, nil
+	}
+	if _, err := d.Relay(ctx); err != nil {
+		// The records stay pending for the next round; what is already queued still goes.
+		d.Logger.Error(err, "cannot relay audit records to the outbox")
 	}
 	evs, err := d.Store.ClaimEvents(ctx, d.Now(), d.Lease, d.Batch)
 	if err != nil {
@@ -249,7 +416,11 @@ func (d *Deliverer) post(ctx context.Context, sink *config.EventSink, e store.Ev
 	h := req.Header
 	h.Set("Content-Type", ContentType)
 	h.Set("User-Agent", "Latchkey")
-	h.Set(SignatureHeader, Sign(sink.HMACKey, e.Data, d.Now()))
+	now := d.Now()
+	h.Set(IDHeader, e.ID)
+	h.Set(TimestampHeader, strconv.FormatInt(now.Unix(), 10))
+	h.Set(SignaturesHeader, SignStandard(sink.SigningKeys(), e.ID, now, e.Data))
+	h.Set(SignatureHeader, Sign(sink.HMACKey, e.Data, now))
 	resp, err := d.Client.Do(req)
 	if err != nil {
 		return err

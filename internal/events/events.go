@@ -6,8 +6,10 @@
 //     derived from it by a leader-elected tailer in controllers, so HTTP handlers never call the
 //     Kubernetes API);
 //   - the counter latchkey_security_events_total{type};
-//   - one outbox row per event sink of the project, delivered by Deliverer as a CloudEvents 1.0
-//     structured JSON POST, signed with HMAC-SHA256, retried with backoff until the sink takes it.
+//   - one outbox row per event sink of the project, for this and every other audit record
+//     (Deliverer relays each appended record to the outbox exactly once, whatever wrote it),
+//     delivered as a CloudEvents 1.0 structured JSON POST signed the Standard Webhooks way,
+//     retried with backoff until the sink takes it.
 //
 // Delivery is at least once: an event whose POST succeeded but whose success could not be
 // recorded (a crash, a lost database connection) is sent again with the same CloudEvents id.
@@ -26,7 +28,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"latchkey.dev/latchkey/internal/config"
-	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 )
 
@@ -167,9 +168,8 @@ func NewEmitter(o EmitterOptions) (*Emitter, error) {
 // Counter is latchkey_security_events_total, for tests and dashboards.
 func (e *Emitter) Counter() *prometheus.CounterVec { return e.total }
 
-// Emit records a security event of project p: the audit record, the counter, and one outbox
-// row per event sink. The audit record and the outbox rows are separate writes; an error from
-// either is returned after the other was attempted.
+// Emit records a security event of project p: the audit record and the counter. The record
+// reaches the project's event sinks like every other audit record (Deliverer relays it).
 func (e *Emitter) Emit(ctx context.Context, p *config.Project, ev Event) error {
 	typ, ok := TypeOf(ev.Type)
 	if !ok {
@@ -181,59 +181,22 @@ func (e *Emitter) Emit(ctx context.Context, p *config.Project, ev Event) error {
 	r := store.AuditRecord{
 		Project: p.Key, Time: e.now(), Actor: ev.Actor, Action: ev.Type, Target: ev.Subject, Details: ev.Details,
 	}
-	err := e.store.AppendAudit(ctx, r)
-	if err != nil {
+	Normalize(&r)
+	if err := e.store.AppendAudit(ctx, r); err != nil {
 		e.log.Error(err, "cannot append the audit record of a security event", "project", p.Key, "type", ev.Type)
-	}
-	return errors.Join(err, e.fanOut(ctx, p, typ, r))
-}
-
-// Recorded fans out an audit record that was already appended elsewhere (site.Env.Record), if
-// its action is a security event type: counter and outbox, no second audit record. Failures are
-// logged; the action the record describes has already happened.
-func (e *Emitter) Recorded(ctx context.Context, r store.AuditRecord) {
-	typ, ok := TypeOf(r.Action)
-	if !ok {
-		return
-	}
-	if r.Time.IsZero() {
-		r.Time = e.now()
-	}
-	var p *config.Project
-	if e.config != nil {
-		p = e.config.Load().Project(r.Project)
-	}
-	if p == nil {
-		// The project vanished from the configuration: count it, nothing to deliver to.
-		e.total.WithLabelValues(typ).Inc()
-		return
-	}
-	if err := e.fanOut(ctx, p, typ, r); err != nil {
-		e.log.Error(err, "cannot queue a security event", "project", r.Project, "type", r.Action)
-	}
-}
-
-func (e *Emitter) fanOut(ctx context.Context, p *config.Project, typ string, r store.AuditRecord) error {
-	e.total.WithLabelValues(typ).Inc()
-	if len(p.EventSinks) == 0 {
-		return nil
-	}
-	id := secret.NewID()
-	body, err := Envelope(id, p, typ, r)
-	if err != nil {
 		return err
 	}
-	out := make([]store.Event, 0, len(p.EventSinks))
-	for _, s := range p.EventSinks {
-		out = append(out, store.Event{
-			ID: id, Project: p.Key, Sink: s.Name, Type: CloudEventType(typ), Data: body,
-			CreatedAt: r.Time, NextAttempt: r.Time,
-		})
-	}
-	if err := e.store.EnqueueEvents(ctx, out...); err != nil {
-		return fmt.Errorf("events: queueing %s for %d sinks: %w", typ, len(out), err)
-	}
+	e.total.WithLabelValues(typ).Inc()
 	return nil
+}
+
+// Recorded counts an audit record that was already appended elsewhere (site.Env.Record) in
+// latchkey_security_events_total if its action is a security event type. Delivery to the
+// sinks needs nothing from here: Deliverer relays every appended record from the store.
+func (e *Emitter) Recorded(_ context.Context, r store.AuditRecord) {
+	if typ, ok := TypeOf(r.Action); ok {
+		e.total.WithLabelValues(typ).Inc()
+	}
 }
 
 // CloudEvent is the structured-mode JSON of one event (CloudEvents 1.0).
@@ -248,15 +211,23 @@ type CloudEvent struct {
 	Data            Data   `json:"data"`
 }
 
-// Data is the payload of every security event.
+// Data is the payload of every event: the audit record (docs/audit.md).
 type Data struct {
 	Project string            `json:"project"`
 	Actor   string            `json:"actor,omitempty"`
 	Subject string            `json:"subject,omitempty"`
 	Details map[string]string `json:"details,omitempty"`
+	// Action is the audit record's action as written (an older alias of the type, for some).
+	Action    string `json:"action,omitempty"`
+	Client    string `json:"client_id,omitempty"`
+	Connector string `json:"connector,omitempty"`
+	Outcome   string `json:"outcome,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	// AuditID is the record's id in the audit log, to find it there.
+	AuditID int64 `json:"audit_id,omitempty"`
 }
 
-// Envelope is the CloudEvent body of security event typ, reported by audit record r, that is
+// Envelope is the CloudEvent body of event type typ, reported by audit record r, that is
 // stored in the outbox and POSTed unchanged, so every attempt (and every replica) sends the
 // same bytes. source is the project's issuer.
 func Envelope(id string, p *config.Project, typ string, r store.AuditRecord) ([]byte, error) {
@@ -268,6 +239,9 @@ func Envelope(id string, p *config.Project, typ string, r store.AuditRecord) ([]
 		Subject:         r.Target,
 		Time:            r.Time.UTC().Format(time.RFC3339Nano),
 		DataContentType: "application/json",
-		Data:            Data{Project: p.Key, Actor: r.Actor, Subject: r.Target, Details: r.Details},
+		Data: Data{
+			Project: p.Key, Actor: r.Actor, Subject: r.Target, Details: r.Details, Action: r.Action,
+			Client: r.ClientID, Connector: r.Connector, Outcome: r.Outcome, Reason: r.Reason, AuditID: r.ID,
+		},
 	})
 }

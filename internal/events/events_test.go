@@ -118,6 +118,14 @@ func newFixture(t *testing.T, nSinks int) *fixture {
 	return f
 }
 
+// relay moves the appended records into the outbox, as a deliverer does each round.
+func (f *fixture) relay(t *testing.T) {
+	t.Helper()
+	if _, err := f.deliverer().Relay(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (f *fixture) deliverer() *events.Deliverer {
 	return &events.Deliverer{
 		Store: f.store, Config: f.holder, Now: f.clock.Now, Registerer: prometheus.NewRegistry(),
@@ -167,6 +175,10 @@ func TestEmitWritesAuditCounterAndOutbox(t *testing.T) {
 	if got := counter(t, f.emitter, events.RefreshReuse); got != 0 {
 		t.Fatalf("other type counted: %v", got)
 	}
+	if got := depth(t, f.store); got != 0 {
+		t.Fatalf("outbox depth %d before the relay", got)
+	}
+	f.relay(t)
 	if got := depth(t, f.store); got != 2 {
 		t.Fatalf("outbox depth %d, want one row per sink", got)
 	}
@@ -185,34 +197,65 @@ func TestEmitWritesAuditCounterAndOutbox(t *testing.T) {
 	}
 }
 
-func TestRecordedFansOutOnlySecurityEvents(t *testing.T) {
+// Every audit record reaches the sinks, whoever appended it (a flow through Record, or the
+// admin API straight into the store); Recorded only counts security events.
+func TestEveryRecordIsRelayedOnce(t *testing.T) {
 	f := newFixture(t, 1)
 	ctx := context.Background()
-	f.emitter.Recorded(ctx, store.AuditRecord{Project: f.project.Key, Action: "connection.saved", Actor: "alice"})
+	appendRec := func(r store.AuditRecord) {
+		t.Helper()
+		r.Time = f.clock.Now()
+		if err := f.store.AppendAudit(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		f.emitter.Recorded(ctx, r)
+	}
+	appendRec(store.AuditRecord{Project: f.project.Key, Action: "connection.saved", Actor: "alice", Details: map[string]string{"connector": "team/github"}})
+	appendRec(store.AuditRecord{Project: f.project.Key, Action: events.RefreshReuse, Actor: "client:c1", Target: "alice"})
+	// The callback's own audit action for its confirmation page reports callback.confirmation.
+	appendRec(store.AuditRecord{Project: f.project.Key, Action: "connection.confirmation_shown", Actor: "alice"})
+	appendRec(store.AuditRecord{Project: f.project.Key, Action: "admin.revoke_grant", Actor: "kube:jane", Target: "alice"})
+	appendRec(store.AuditRecord{Project: "gone/project", Action: events.CallbackConfirmation})
+	if counter(t, f.emitter, events.RefreshReuse) != 1 || counter(t, f.emitter, events.CallbackConfirmation) != 2 {
+		t.Fatal("security events not counted")
+	}
 	if depth(t, f.store) != 0 {
-		t.Fatalf("an ordinary audit record was queued")
+		t.Fatal("queued before the relay")
 	}
-	f.emitter.Recorded(ctx, store.AuditRecord{Project: f.project.Key, Action: events.RefreshReuse, Actor: "client:c1", Target: "alice"})
-	if depth(t, f.store) != 1 || counter(t, f.emitter, events.RefreshReuse) != 1 {
-		t.Fatalf("refresh.reuse not fanned out")
+	d := f.deliverer()
+	if n, err := d.Relay(ctx); err != nil || n != 5 {
+		t.Fatalf("relayed %d, %v", n, err)
 	}
-	// Recorded does not append a second audit record: its caller already did.
-	if recs, _ := f.store.ListAudit(ctx, f.project.Key, 10); len(recs) != 0 {
-		t.Fatalf("Recorded appended %d audit records", len(recs))
-	}
-	// The callback's own audit action for its confirmation page is a security event too.
-	f.emitter.Recorded(ctx, store.AuditRecord{Project: f.project.Key, Action: "connection.confirmation_shown", Actor: "alice"})
-	if depth(t, f.store) != 2 || counter(t, f.emitter, events.CallbackConfirmation) != 1 {
-		t.Fatalf("connection.confirmation_shown not reported as callback.confirmation")
+	if n, err := d.Relay(ctx); err != nil || n != 0 {
+		t.Fatalf("relayed again: %d, %v", n, err)
 	}
 	evs, err := f.store.ClaimEvents(ctx, f.clock.Now(), time.Minute, 10)
-	if err != nil || len(evs) != 2 || evs[1].Type != "dev.latchkey.callback.confirmation" {
-		t.Fatalf("outbox: %+v %v", evs, err)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// A project that is gone is still counted.
-	f.emitter.Recorded(ctx, store.AuditRecord{Project: "gone/project", Action: events.CallbackConfirmation})
-	if counter(t, f.emitter, events.CallbackConfirmation) != 2 || depth(t, f.store) != 2 {
-		t.Fatalf("event of an unknown project")
+	var types []string
+	for _, e := range evs {
+		types = append(types, e.Type)
+	}
+	want := []string{"dev.latchkey.connection.saved", "dev.latchkey.refresh.reuse", "dev.latchkey.callback.confirmation", "dev.latchkey.admin.revoke_grant"}
+	if !slices.Equal(types, want) {
+		t.Fatalf("queued %v, want %v (the gone project's record is relayed to nobody)", types, want)
+	}
+	var ev events.CloudEvent
+	if err := json.Unmarshal(evs[0].Data, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Data.Connector != "team/github" || ev.Data.Outcome != store.OutcomeSuccess || ev.Data.Action != "connection.saved" || ev.Data.AuditID == 0 {
+		t.Fatalf("event data %+v", ev.Data)
+	}
+	for typ, want := range map[[2]string]float64{
+		{"connection.saved", "success"}: 1, {"refresh.reuse", "refused"}: 1, {"callback.confirmation", "refused"}: 2,
+		{"admin.other", "unknown"}: 1,
+	} {
+		var m dto.Metric
+		if err := d.Records().WithLabelValues(typ[0], typ[1]).Write(&m); err != nil || m.GetCounter().GetValue() != want {
+			t.Errorf("latchkey_audit_records_total%v = %v, want %v", typ, m.GetCounter().GetValue(), want)
+		}
 	}
 }
 
@@ -272,6 +315,7 @@ func TestLeaseExpiryRedelivers(t *testing.T) {
 	if err := f.emitter.Emit(ctx, f.project, events.Event{Type: events.LinkWrongPerson}); err != nil {
 		t.Fatal(err)
 	}
+	f.relay(t)
 	claimed, err := f.store.ClaimEvents(ctx, f.clock.Now(), time.Minute, 10)
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim: %v %v", claimed, err)
@@ -295,6 +339,7 @@ func TestUnconfiguredSinkIsKeptThenDropped(t *testing.T) {
 	if err := f.emitter.Emit(ctx, f.project, events.Event{Type: events.LinkWrongPerson}); err != nil {
 		t.Fatal(err)
 	}
+	f.relay(t)
 	// The sink disappears from the configuration (a Secret being replaced, say).
 	f.holder.Store(&config.Snapshot{Projects: map[string]*config.Project{}})
 	d := f.deliverer()
@@ -442,5 +487,77 @@ func TestTailSumsUpNewSecurityEvents(t *testing.T) {
 	emit("team/demo", events.ConsentRefusedByPolicy, "dave")
 	if got, _ := tail.Next(ctx, f.clock.Now()); len(got) != 1 || got[0].Type != events.ConsentRefusedByPolicy {
 		t.Fatalf("next round: %+v", got)
+	}
+}
+
+// A sink with types receives only those types and families; one without receives everything.
+func TestSinkTypesFilter(t *testing.T) {
+	f := newFixture(t, 2)
+	f.project.EventSinks[0].Types = []string{"signin.*", events.RefreshReuse}
+	f.holder.Store(&config.Snapshot{Projects: map[string]*config.Project{f.project.Key: f.project}})
+	ctx := context.Background()
+	for _, a := range []string{events.SignInFailed, events.TokenIssued, events.RefreshReuse, events.SignInSucceeded, "admin.revoke_grant"} {
+		if err := f.store.AppendAudit(ctx, store.AuditRecord{Project: f.project.Key, Time: f.clock.Now(), Actor: "a", Action: a}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := f.deliverer()
+	for range 3 {
+		if _, err := d.DeliverDue(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	types := func(s *sink) []string {
+		var out []string
+		for _, b := range s.bodies {
+			out = append(out, b.Data.Action)
+		}
+		return out
+	}
+	// A batch is sent concurrently: compare what arrived, not in which order.
+	got, want := types(f.sinks[0]), []string{events.RefreshReuse, events.SignInFailed, events.SignInSucceeded}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("filtered sink got %v, want %v", got, want)
+	}
+	if got := types(f.sinks[1]); len(got) != 5 {
+		t.Errorf("unfiltered sink got %v", got)
+	}
+}
+
+// A tenant's sink receives its own Project's records and never another Project's: the admin of
+// team-b's sink learns nothing of who signs in to team-a.
+func TestSinksReceiveOnlyTheirProject(t *testing.T) {
+	f := newFixture(t, 1)
+	other := &sink{received: map[string]int{}, key: []byte("key-other")}
+	srv := httptest.NewServer(other)
+	t.Cleanup(srv.Close)
+	b := &config.Project{Key: "team-b/main", Namespace: "team-b", Name: "main", Issuer: "https://auth.example.test/team-b/main",
+		EventSinks: []config.EventSink{{Name: f.project.EventSinks[0].Name, URL: srv.URL, HMACKey: other.key}}}
+	f.holder.Store(&config.Snapshot{Projects: map[string]*config.Project{f.project.Key: f.project, b.Key: b}})
+	ctx := context.Background()
+	for _, p := range []string{f.project.Key, b.Key, f.project.Key} {
+		if err := f.store.AppendAudit(ctx, store.AuditRecord{Project: p, Time: f.clock.Now(), Actor: "alice", Action: events.SignInSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := f.deliverer()
+	for range 3 {
+		if _, err := d.DeliverDue(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range f.sinks[0].bodies {
+		if e.Data.Project != f.project.Key || e.Source != f.project.Issuer {
+			t.Errorf("team/demo's sink received %+v", e)
+		}
+	}
+	for _, e := range other.bodies {
+		if e.Data.Project != b.Key || e.Source != b.Issuer {
+			t.Errorf("team-b's sink received %+v", e)
+		}
+	}
+	if len(f.sinks[0].bodies) != 2 || len(other.bodies) != 1 {
+		t.Fatalf("received %d and %d", len(f.sinks[0].bodies), len(other.bodies))
 	}
 }

@@ -497,15 +497,36 @@ type Links interface {
 // ---------------------------------------------------------------------------------------------
 // Audit and events
 
+// AuditRecord is one entry of the audit log; docs/audit.md describes every action and field.
 type AuditRecord struct {
 	ID      int64
 	Project string
 	Time    time.Time
-	Actor   string // Person.ID or "client:<id>" or "system"
-	Action  string // e.g. "connection.saved", "link.refused"
+	Actor   string // Person.ID, "client:<id>", "kube:<username>" or "system"
+	Action  string // e.g. "connection.saved", "signin.failed"
+	// Target is the record's subject: whom or what the action concerns (a person's id, a
+	// client id, "connection:<id>").
 	Target  string
 	Details map[string]string
+	// ClientID and Connector name the OAuth client and the Connector the action involved, when
+	// one did ("" otherwise).
+	ClientID  string
+	Connector string
+	// Outcome is OutcomeSuccess, OutcomeRefused or OutcomeFailed; Reason is a short code
+	// saying why when it is not success ("bad_password", "connect_required").
+	Outcome string
+	Reason  string
 }
+
+// Audit outcomes.
+const (
+	// OutcomeSuccess: the action happened.
+	OutcomeSuccess = "success"
+	// OutcomeRefused: a check refused it (wrong password, policy, wrong person); Reason says which.
+	OutcomeRefused = "refused"
+	// OutcomeFailed: it could not be done (an upstream error, an unreachable service).
+	OutcomeFailed = "failed"
+)
 
 type Audit interface {
 	AppendAudit(ctx context.Context, r AuditRecord) error
@@ -515,6 +536,13 @@ type Audit interface {
 	// are tailed into Kubernetes Events this way. On PostgreSQL ids are handed out before
 	// commit, so a record may become visible after one with a higher id: a tail may miss it.
 	ListAuditAfter(ctx context.Context, afterID int64, since time.Time, limit int) ([]AuditRecord, error)
+	// RelayAudit hands up to limit records not yet relayed (every appended record starts so),
+	// oldest first, to fanOut, then stores the events fanOut returns in the outbox and marks
+	// the records relayed, all in one transaction: each record reaches the outbox exactly once
+	// whatever wrote it, and concurrent callers (replicas) never get the same record. fanOut
+	// may be called again with the same records if the transaction has to be retried, so it
+	// must not have effects of its own. It returns how many records were relayed.
+	RelayAudit(ctx context.Context, limit int, fanOut func([]AuditRecord) ([]Event, error)) (int, error)
 }
 
 // Event is a security event waiting for delivery to one sink. The outbox is written in the

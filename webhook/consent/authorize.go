@@ -126,6 +126,10 @@ func (a *authorizer) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	switch form.Get("decision") {
 	case "deny":
+		a.env.Record(r.Context(), store.AuditRecord{
+			Project: p.Key, Actor: person.ID, Action: events.ConsentDenied, Target: req.Client.ID, ClientID: req.Client.ID,
+			Reason: "denied_by_person", Details: map[string]string{"redirect_uri": req.To},
+		})
 		a.fail(w, r, p, req, oauth.ErrAccessDenied.WithDescription("the person denied access"))
 		return
 	case "allow":
@@ -147,8 +151,8 @@ func (a *authorizer) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.env.Record(r.Context(), store.AuditRecord{
-		Project: p.Key, Actor: person.ID, Action: "consent.granted", Target: req.Client.ID,
-		Details: map[string]string{"redirect_uri": req.To},
+		Project: p.Key, Actor: person.ID, Action: "consent.granted", Target: req.Client.ID, ClientID: req.Client.ID,
+		Details: map[string]string{"redirect_uri": req.To, "scope": strings.Join(req.Scopes, " ")},
 	})
 	a.issue(w, r, p, req, sess, person)
 }
@@ -246,6 +250,7 @@ func (a *authorizer) refuse(w http.ResponseWriter, r *http.Request, p *config.Pr
 	}
 	a.env.Record(r.Context(), store.AuditRecord{
 		Project: p.Key, Actor: actor, Action: events.ConsentRefusedByPolicy, Target: e.Client.ID, Details: details,
+		Reason: "only_recognised_apps",
 	})
 	paras := []string{e.Refused.Error() + "."}
 	if pr != nil && len(pr.Refused) > 0 {

@@ -33,6 +33,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/upstream"
@@ -126,12 +127,15 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 
 	subject, err := g.subject(ctx, p, subjectToken, now)
 	if err != nil {
+		g.record(ctx, req, "", connector, "subject_token_invalid", nil)
 		return nil, err
 	}
 	if subject.ClientID != client.ID && !audienceOf(subject, client, p.Clients[client.ID]) {
+		g.record(ctx, req, subject.Subject, connector, "not_issued_to_client", nil)
 		return nil, oauth.ErrInvalidGrant.WithDescription("the subject token was issued neither to this client nor for it")
 	}
 	if !permitted(client, p.Clients[client.ID], connector) {
+		g.record(ctx, req, subject.Subject, connector, "client_not_permitted", nil)
 		return nil, oauth.ErrUnauthorizedClient.WithDescription("this client may not exchange tokens for " + connector.Audience)
 	}
 	agent, err := g.agent(ctx, p, subject, client)
@@ -141,6 +145,7 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 	// The person's token is only as good as the client it was issued to: one the redirect
 	// policy refuses gets nothing, on every replica, before the controller revokes anything.
 	if err := g.env.RedirectPolicy(p, agent.RedirectURIs); err != nil {
+		g.record(ctx, req, subject.Subject, connector, "only_recognised_apps", nil)
 		return nil, oauth.ErrInvalidGrant.WithDescription(err.Error())
 	}
 
@@ -153,8 +158,13 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 		switch {
 		case err == nil:
 			if len(requested) > 0 && len(conn.Scopes) > 0 && !oauth.Subset(requested, conn.Scopes) {
+				g.record(ctx, req, subject.Subject, connector, "scope_not_granted", nil)
 				return nil, oauth.ErrInvalidScope.WithDescription("the connected account was not granted the requested scope")
 			}
+			// The moment an agent receives a person's upstream token.
+			g.record(ctx, req, subject.Subject, connector, "", map[string]string{
+				"agent": agent.ID, "connection_id": conn.ID, "account": conn.AccountName,
+			})
 			return response(tok, conn, now), nil
 		case errors.Is(err, upstream.ErrReconnect):
 			kind = store.LinkReconnect
@@ -172,16 +182,36 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 				return nil, oauth.ErrTemporarilyUnavailable.WithDescription("the connection changed while it was read; try again")
 			}
 		case errors.Is(err, upstream.ErrTimeout):
+			g.record(ctx, req, subject.Subject, connector, "upstream_timeout", nil)
 			g.env.Logger.Info("connected service did not answer a refresh", "project", p.Key, "connector", connector.Key)
 			return nil, oauth.ErrTemporarilyUnavailable.WithDescription(links.ServiceName(connector) + " did not answer in time; try again")
 		case errors.Is(err, upstream.ErrService):
+			g.record(ctx, req, subject.Subject, connector, "upstream_error", nil)
 			g.env.Logger.Error(err, "connected service refused a refresh", "project", p.Key, "connector", connector.Key)
 			return nil, oauth.ErrTemporarilyUnavailable.WithDescription(links.ServiceName(connector) + " refused Latchkey's request; try again later")
 		default:
 			return nil, oauth.Internal(err)
 		}
 	}
-	return nil, g.refuse(ctx, p, subject.Subject, agent, connector, kind, now)
+	rerr := g.refuse(ctx, p, subject.Subject, agent, connector, kind, now)
+	g.record(ctx, req, subject.Subject, connector, reason(kind), map[string]string{"agent": agent.ID})
+	return nil, rerr
+}
+
+// record writes token.exchanged (reason "") or token.exchange_refused with reason, a code:
+// docs/audit.md lists them. Upstream timeouts and errors are failures, the rest refusals.
+func (g *Grant) record(ctx context.Context, req *oauth.TokenRequest, subject string, c *config.Connector, reason string, details map[string]string) {
+	r := store.AuditRecord{
+		Project: req.Project.Key, Time: req.Now, Actor: "client:" + req.Client.ID, Action: events.TokenExchanged,
+		Target: subject, ClientID: req.Client.ID, Connector: c.Key, Outcome: store.OutcomeSuccess, Details: details,
+	}
+	if reason != "" {
+		r.Action, r.Outcome, r.Reason = events.TokenExchangeRefused, store.OutcomeRefused, reason
+		if reason == "upstream_timeout" || reason == "upstream_error" {
+			r.Outcome = store.OutcomeFailed
+		}
+	}
+	g.env.Record(ctx, r)
 }
 
 func (g *Grant) token(ctx context.Context, c *config.Connector, conn store.Connection) (*oauth2.Token, error) {

@@ -89,7 +89,7 @@ func (h *handler) check(w http.ResponseWriter, r *http.Request) (*opened, bool) 
 
 func (h *handler) wrongPerson(w http.ResponseWriter, r *http.Request, p *config.Project, code string, link store.Link, person store.Person) {
 	h.env.Record(r.Context(), store.AuditRecord{
-		Project: p.Key, Time: h.env.Now(), Actor: person.ID, Action: events.LinkWrongPerson, Target: link.Subject,
+		Project: p.Key, Time: h.env.Now(), Actor: person.ID, Action: events.LinkWrongPerson, Target: link.Subject, Reason: "wrong_person",
 		Details: map[string]string{
 			"link_id": link.ID, "kind": string(link.Kind), "connector": link.Connector, "client_id": link.ClientID,
 		},
@@ -115,6 +115,11 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// Every check passed: the link's own person, signed in recently, sees what it offers.
+	h.env.Record(r.Context(), store.AuditRecord{
+		Project: o.p.Key, Actor: o.person.ID, Action: events.LinkOpened, Target: o.person.ID, ClientID: o.link.ClientID,
+		Connector: o.link.Connector, Details: map[string]string{"link_id": o.link.ID, "kind": string(o.link.Kind)},
+	})
 	h.offer(w, r, o, http.StatusOK, "")
 }
 
@@ -330,7 +335,7 @@ func (h *handler) decline(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.env.Record(r.Context(), store.AuditRecord{
-		Project: o.p.Key, Time: now, Actor: o.person.ID, Action: "link.declined", Target: "client:" + o.link.ClientID,
+		Project: o.p.Key, Time: now, Actor: o.person.ID, Action: "link.declined", Target: "client:" + o.link.ClientID, Reason: "declined_by_person",
 		Details: map[string]string{"connector": o.link.Connector, "link_id": o.link.ID, "kind": string(o.link.Kind)},
 	})
 	service, agent := ServiceName(o.connector), AgentName(o.agent)

@@ -48,6 +48,7 @@ func clientCredentials(ctx context.Context, req *TokenRequest) (*TokenResponse, 
 	if err := req.Env.Store.CreateTokens(ctx, tokens...); err != nil {
 		return nil, Internal(err)
 	}
+	recordIssued(ctx, req, site.GrantClientCredentials, tokens)
 	return &resp, nil
 }
 

@@ -103,6 +103,7 @@ func authorizationCode(ctx context.Context, req *TokenRequest) (*TokenResponse, 
 	if err := env.Store.CreateTokens(ctx, tokens...); err != nil {
 		return nil, Internal(err)
 	}
+	recordIssued(ctx, req, "authorization_code", tokens)
 	return &resp, nil
 }
 

@@ -42,7 +42,7 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 			return nil, Internal(rerr)
 		}
 		env.Record(ctx, store.AuditRecord{
-			Project: p.Key, Actor: "client:" + client.ID, Action: "refresh.refused", Target: old.Subject,
+			Project: p.Key, Actor: "client:" + client.ID, Action: "refresh.refused", Target: old.Subject, Reason: "only_recognised_apps",
 			Details: map[string]string{"client_id": client.ID, "family_id": old.FamilyID, "reason": err.Error()},
 		})
 		return nil, ErrInvalidGrant.WithDescription(err.Error())
@@ -57,6 +57,10 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 			if _, rerr := env.Store.RevokeFamily(ctx, old.FamilyID, req.Now); rerr != nil {
 				return nil, Internal(rerr)
 			}
+			env.Record(ctx, store.AuditRecord{
+				Project: p.Key, Actor: "client:" + client.ID, Action: "refresh.refused", Target: old.Subject, Reason: "person_removed",
+				Details: map[string]string{"client_id": client.ID, "family_id": old.FamilyID},
+			})
 			return nil, ErrInvalidGrant.WithDescription("the person can no longer sign in to this project")
 		}
 		if env.CheckPerson != nil {
@@ -101,6 +105,7 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 	}
 	switch rot.Outcome {
 	case store.OutcomeRotated:
+		recordIssued(ctx, req, site.GrantRefreshToken, tokens)
 		return &resp, nil
 	case store.OutcomeGraceReplay:
 		replay, err := openResponse(env, hash, rot.Replay)

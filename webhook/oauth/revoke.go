@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/site"
@@ -38,6 +39,14 @@ func revoke(env *site.Env) http.HandlerFunc {
 				logFail(env, w, p, "revocation", Internal(err))
 				return
 			}
+			subject := t.Subject
+			if subject == "" {
+				subject = "client:" + client.ID
+			}
+			env.Record(r.Context(), store.AuditRecord{
+				Project: p.Key, Actor: "client:" + client.ID, Action: events.TokenRevoked, Target: subject, ClientID: client.ID,
+				Details: map[string]string{"kind": string(t.Kind), "family_id": t.FamilyID},
+			})
 		}
 		WriteJSON(w, http.StatusOK, struct{}{})
 	}

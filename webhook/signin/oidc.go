@@ -17,8 +17,10 @@ import (
 	"golang.org/x/oauth2"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/webhook/pages"
 	"latchkey.dev/latchkey/webhook/site"
 )
@@ -239,6 +241,10 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if q.Get("error") != "" || q.Get("code") == "" {
+		h.env.Record(r.Context(), store.AuditRecord{
+			Project: p.Key, Actor: "anonymous", Action: events.SignInFailed, Reason: "upstream_refused",
+			Details: map[string]string{"method": "oidc", "error": upstream.ErrorCode(q.Get("error"))},
+		})
 		h.form(w, r, p, http.StatusOK, pages.SignInData{ReturnTo: st.ReturnTo, Error: msgUpstream, Again: st.Again, Recent: st.Recent})
 		return
 	}
@@ -404,5 +410,9 @@ func (h *handler) upstreamFailed(w http.ResponseWriter, r *http.Request, p *conf
 		reason = "token endpoint answered " + re.ErrorCode
 	}
 	h.env.Logger.Info("upstream sign-in failed", "project", p.Key, "reason", reason)
+	h.env.Record(r.Context(), store.AuditRecord{
+		Project: p.Key, Actor: "anonymous", Action: events.SignInFailed, Outcome: store.OutcomeFailed, Reason: "upstream_error",
+		Details: map[string]string{"method": "oidc"},
+	})
 	h.form(w, r, p, http.StatusBadGateway, pages.SignInData{ReturnTo: st.ReturnTo, Error: msgUpstream, Again: st.Again, Recent: st.Recent})
 }

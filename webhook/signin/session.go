@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/pages"
@@ -210,7 +211,10 @@ func start(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Re
 		return err
 	}
 	SetCookie(w, env, p, sessionCookie, v, p.Lifetimes.Session)
-	env.Logger.V(1).Info("signed in", "project", p.Key, "subject", person.ID, "source", person.Source)
+	env.Record(ctx, store.AuditRecord{
+		Project: p.Key, Time: now, Actor: person.ID, Action: events.SignInSucceeded, Target: person.ID,
+		Details: map[string]string{"method": person.Source},
+	})
 	return nil
 }
 

@@ -6,7 +6,9 @@ package signin
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/url"
@@ -19,6 +21,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
@@ -195,6 +198,7 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 			// Spend the same time on an unknown person as on a wrong password.
 			dummyVerify(p, form.Get("password"))
 		}
+		h.failed(r, p, "password", username, known)
 		d.Error = msgWrong
 		h.form(w, r, p, http.StatusOK, d)
 		return
@@ -219,6 +223,24 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.continueTo(w, p, person, returnTo)
+}
+
+// failed records a refused password sign-in. Never the password; and an unknown name only as
+// a digest, since people sometimes type a password into the name field. Attempts over the rate
+// limit are not recorded: the limit is what bounds how many records an attacker can cause.
+func (h *handler) failed(r *http.Request, p *config.Project, method, username string, known bool) {
+	details := map[string]string{"method": method}
+	reason := "bad_password"
+	if known {
+		details["username"] = username
+	} else {
+		reason = "unknown_person"
+		sum := sha256.Sum256([]byte(p.Key + "\x00" + username))
+		details["username_digest"] = hex.EncodeToString(sum[:8])
+	}
+	h.env.Record(r.Context(), store.AuditRecord{
+		Project: p.Key, Actor: "anonymous", Action: events.SignInFailed, Reason: reason, Details: details,
+	})
 }
 
 // tooMany answers an attempt over the limit: the form again, 429, and how long to wait.
@@ -294,6 +316,9 @@ func (h *handler) signOut(w http.ResponseWriter, r *http.Request) {
 	if err := end(r.Context(), h.env, w, r, p); err != nil {
 		h.internal(w, p, err)
 		return
+	}
+	if signedIn {
+		h.env.Record(r.Context(), store.AuditRecord{Project: p.Key, Actor: person.ID, Action: events.SignedOut, Target: person.ID})
 	}
 	h.env.Pages.Message(w, http.StatusOK, pages.MessageData{
 		Frame:   pages.Frame{Title: "Signed out", Project: projectName(p)},

@@ -19,6 +19,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/clientaddr"
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/pages"
@@ -48,7 +49,7 @@ type Env struct {
 	// when the project accepts them. Nil means such ids are unknown clients.
 	ClientDocument func(ctx context.Context, p *config.Project, clientID string) (*Client, error)
 	// Events, when set, is told of every record Record appended (or failed to append), so that
-	// security events fan out to metrics and event sinks (internal/events Emitter.Recorded).
+	// security events are counted (internal/events Emitter.Recorded).
 	Events func(ctx context.Context, r store.AuditRecord)
 	// Addresses finds the client address of a request for rate limits; nil trusts no proxy.
 	Addresses *clientaddr.Resolver
@@ -88,11 +89,22 @@ func (e *Env) Secure() bool { return e.PublicURL.Scheme == "https" }
 // Record appends a security-relevant audit record and logs it. It is the one place such records
 // are written, so security events (Kubernetes Events, metrics, event sinks) can fan out from here.
 // Failure to record is logged, not returned: the action it describes has already happened.
+//
+// Every record reaches the project's event sinks: the store keeps it pending until a
+// deliverer relays it to the outbox (internal/events), so nothing here can lose it.
 func (e *Env) Record(ctx context.Context, r store.AuditRecord) {
 	if r.Time.IsZero() {
 		r.Time = e.Now()
 	}
-	e.Logger.Info("audit", "project", r.Project, "action", r.Action, "actor", r.Actor, "target", r.Target)
+	events.Normalize(&r)
+	log := e.Logger
+	if r.Action == events.TokenIssued {
+		// One per token request, like the access log: at debug level too, not a line per
+		// request at the default level. The audit log and the sinks have every one.
+		log = log.V(1)
+	}
+	log.Info("audit", "project", r.Project, "action", r.Action, "actor", r.Actor, "target", r.Target,
+		"outcome", r.Outcome, "reason", r.Reason)
 	if err := e.Store.AppendAudit(ctx, r); err != nil {
 		e.Logger.Error(err, "cannot append audit record", "project", r.Project, "action", r.Action)
 	}

@@ -98,6 +98,8 @@ var tests = []test{
 	{"Link/OpenConcurrentMixedKinds", testLinkOpenConcurrentMixed},
 
 	{"Audit/AppendList", testAudit},
+	{"Audit/Relay", testAuditRelay},
+	{"Audit/RelayConcurrent", testAuditRelayConcurrent},
 
 	{"Outbox/Lifecycle", testOutboxLifecycle},
 	{"Outbox/Duplicate", testOutboxDuplicate},

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -214,6 +215,114 @@ func testGarbageCollect(t *testing.T, s store.Store) {
 	for table, n := range res {
 		if n != 0 {
 			t.Errorf("second collection removed %d from %s", n, table)
+		}
+	}
+}
+
+// Every appended record is relayed once, with the events fanOut made for it, in one
+// transaction: a failing fanOut queues nothing and leaves the records pending.
+func testAuditRelay(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	full := store.AuditRecord{Project: project, Time: base, Actor: "client:c1", Action: "token.exchanged", Target: "alice",
+		ClientID: "c1", Connector: "team-a/github", Outcome: store.OutcomeRefused, Reason: "connect_required",
+		Details: map[string]string{"audience": "github"}}
+	must(t, s.AppendAudit(ctx, full))
+	must(t, s.AppendAudit(ctx, store.AuditRecord{Project: "team-b/main", Time: at(time.Second), Actor: "bob", Action: "signin.succeeded", Target: "bob"}))
+	must(t, s.AppendAudit(ctx, store.AuditRecord{Project: project, Time: at(2 * time.Second), Actor: "system", Action: "policy.changed", Target: "p"}))
+
+	// The new fields round-trip.
+	got, err := s.ListAudit(ctx, project, 0)
+	must(t, err)
+	last := got[len(got)-1]
+	last.ID = 0
+	equal(t, "round trip", last, full)
+
+	boom := errors.New("boom")
+	_, err = s.RelayAudit(ctx, 10, func(recs []store.AuditRecord) ([]store.Event, error) {
+		return nil, boom
+	})
+	wantErr(t, err, boom)
+
+	var seen []string
+	n, err := s.RelayAudit(ctx, 2, func(recs []store.AuditRecord) ([]store.Event, error) {
+		var out []store.Event
+		for _, r := range recs {
+			seen = append(seen, r.Action)
+			out = append(out, newEvent("ev-"+r.Action, "ops", r.Time))
+		}
+		return out, nil
+	})
+	must(t, err)
+	equal(t, "relayed", n, 2)
+	equal(t, "oldest first, every project", seen, []string{"token.exchanged", "signin.succeeded"})
+	depth, err := s.OutboxDepth(ctx)
+	must(t, err)
+	equal(t, "queued", depth, int64(2))
+
+	seen = nil
+	n, err = s.RelayAudit(ctx, 10, func(recs []store.AuditRecord) ([]store.Event, error) {
+		for _, r := range recs {
+			seen = append(seen, r.Action)
+		}
+		return nil, nil // no sink: relayed all the same
+	})
+	must(t, err)
+	equal(t, "relayed the rest", n, 1)
+	equal(t, "the rest", seen, []string{"policy.changed"})
+	n, err = s.RelayAudit(ctx, 10, func(recs []store.AuditRecord) ([]store.Event, error) {
+		t.Fatalf("relayed again: %+v", recs)
+		return nil, nil
+	})
+	must(t, err)
+	equal(t, "nothing left", n, 0)
+	evs, err := s.ClaimEvents(ctx, at(time.Hour), time.Minute, 10)
+	must(t, err)
+	equal(t, "claimable", len(evs), 2)
+}
+
+// Replicas relaying at once hand each record to exactly one of them.
+func testAuditRelayConcurrent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const n = 60
+	for i := range n {
+		must(t, s.AppendAudit(ctx, store.AuditRecord{Project: project, Time: at(time.Duration(i)), Actor: "a", Action: id("act", i), Target: "x"}))
+	}
+	var mu sync.Mutex
+	relayed := map[string]int{}
+	const workers = 4
+	errs := make([]error, workers)
+	parallel(workers, func(w int) {
+		for {
+			got, err := s.RelayAudit(ctx, 7, func(recs []store.AuditRecord) ([]store.Event, error) {
+				out := make([]store.Event, 0, len(recs))
+				for _, r := range recs {
+					out = append(out, newEvent(r.Action, "ops", base))
+				}
+				return out, nil
+			})
+			if err != nil {
+				errs[w] = err
+				return
+			}
+			if got == 0 {
+				return
+			}
+		}
+	})
+	for _, err := range errs {
+		must(t, err)
+	}
+	evs, err := s.ClaimEvents(ctx, at(time.Hour), time.Minute, 1000)
+	must(t, err)
+	for _, e := range evs {
+		mu.Lock()
+		relayed[e.ID]++
+		mu.Unlock()
+	}
+	equal(t, "records relayed", len(relayed), n)
+	for id, c := range relayed {
+		if c != 1 {
+			t.Fatalf("record %s relayed %d times", id, c)
 		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 // The primary key orders the scan; the time bound only filters, and is used by a tail's first
 // read alone.
-var qAuditAfter = sqlText(`SELECT id, project, time, actor, action, target, details FROM audit
+var qAuditAfter = sqlText(`SELECT ` + auditCols + ` FROM audit
 WHERE id > ? AND time >= ? ORDER BY id LIMIT ?`)
 
 // ListAuditAfter returns records of every project after afterID, oldest first; limit <= 0

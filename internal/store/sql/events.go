@@ -11,10 +11,18 @@ import (
 	"latchkey.dev/latchkey/internal/store"
 )
 
+const auditCols = `id, project, time, actor, action, target, details, client_id, connector, outcome, reason`
+
 var (
-	qAppendAudit = sqlText(`INSERT INTO audit (project, time, actor, action, target, details) VALUES (?, ?, ?, ?, ?, ?)`)
-	qListAudit   = sqlText(`SELECT id, project, time, actor, action, target, details FROM audit
+	// Every record starts pending: RelayAudit copies it to the outbox for the Project's sinks.
+	qAppendAudit = sqlText(`INSERT INTO audit (project, time, actor, action, target, details, client_id, connector, outcome, reason, pending)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`)
+	qListAudit = sqlText(`SELECT ` + auditCols + ` FROM audit
 WHERE project = ? ORDER BY id DESC LIMIT ?`)
+	// The partial index audit_pending serves this; on PostgreSQL another replica's batch is
+	// skipped rather than waited for.
+	qPendingAudit = sqlText(`SELECT ` + auditCols + ` FROM audit WHERE pending = 1 ORDER BY id LIMIT ?` + skipLocked)
+	qRelayedAudit = sqlText(`UPDATE audit SET pending = 0 WHERE id = ?`)
 )
 
 // AppendAudit stores a record; r.ID is ignored (the database numbers records in order).
@@ -28,8 +36,48 @@ func (s *Store) AppendAudit(ctx context.Context, r store.AuditRecord) (err error
 		}
 		details = string(b)
 	}
-	_, err = s.wexec(ctx, qAppendAudit, r.Project, ns(r.Time), r.Actor, r.Action, r.Target, details)
+	_, err = s.wexec(ctx, qAppendAudit, r.Project, ns(r.Time), r.Actor, r.Action, r.Target, details,
+		r.ClientID, r.Connector, r.Outcome, r.Reason)
 	return err
+}
+
+// RelayAudit hands pending records to fanOut and queues what it returns (store.Audit). One
+// transaction reads the pending records, stores fanOut's events and clears pending, so a crash
+// anywhere leaves the records pending and nothing queued.
+func (s *Store) RelayAudit(ctx context.Context, limit int, fanOut func([]store.AuditRecord) ([]store.Event, error)) (n int, err error) {
+	defer s.observe("RelayAudit", time.Now(), &err)
+	if limit <= 0 {
+		return 0, nil
+	}
+	err = s.tx(ctx, func(x q) error {
+		n = 0
+		recs, err := all(ctx, x, scanAudit, qPendingAudit, int64(limit))
+		if err != nil || len(recs) == 0 {
+			return err
+		}
+		evs, err := fanOut(recs)
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			next := e.NextAttempt
+			if next.IsZero() {
+				next = e.CreatedAt
+			}
+			if _, err := x.exec(ctx, qEnqueue, e.ID, e.Project, e.Sink, e.Type, blob(e.Data), ns(e.CreatedAt),
+				int64(e.Attempts), ns(next)); err != nil {
+				return conflict(err)
+			}
+		}
+		for _, r := range recs {
+			if _, err := x.exec(ctx, qRelayedAudit, r.ID); err != nil {
+				return err
+			}
+		}
+		n = len(recs)
+		return nil
+	})
+	return n, err
 }
 
 // ListAudit returns a project's newest records first; limit <= 0 means 100.
@@ -50,7 +98,8 @@ func scanAudit(r *store.AuditRecord) func(scanner) error {
 	return func(x scanner) error {
 		var t int64
 		var details string
-		if err := x.Scan(&r.ID, &r.Project, &t, &r.Actor, &r.Action, &r.Target, &details); err != nil {
+		if err := x.Scan(&r.ID, &r.Project, &t, &r.Actor, &r.Action, &r.Target, &details,
+			&r.ClientID, &r.Connector, &r.Outcome, &r.Reason); err != nil {
 			return err
 		}
 		r.Time = fromNS(t)

@@ -30,6 +30,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events/audittest"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
@@ -91,6 +92,8 @@ type Harness struct {
 	GitHubURL string
 	// Issuer and CallbackURL are absolute.
 	Issuer, CallbackURL string
+	// AuditSink is the project's event sink for the audit trail (Trail reads it).
+	AuditSink *audittest.Sink
 }
 
 var hashes = sync.OnceValue(func() map[string]string {
@@ -192,6 +195,8 @@ func New(t testing.TB, o Options) *Harness {
 		ConnectorsByAudience: map[string]*config.Connector{h.Connector.Audience: h.Connector},
 		Redirects:            config.DefaultRedirectRules(),
 	}
+	h.AuditSink = audittest.NewSink(t, h.Clock.Now)
+	h.Project.EventSinks = []config.EventSink{h.AuditSink.Config()}
 	h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{ProjectKey: h.Project}, Version: 1})
 
 	var served store.Store = st
@@ -305,6 +310,14 @@ func (h *Harness) Audit() []store.AuditRecord {
 		h.T.Fatal(err)
 	}
 	return recs
+}
+
+// Trail delivers what is pending and checks that each action is in the audit log and was
+// received by AuditSink, verified (internal/events/audittest). It returns the newest record of
+// each action.
+func (h *Harness) Trail(actions ...string) map[string]store.AuditRecord {
+	h.T.Helper()
+	return audittest.Trail(h.T, h.Store, h.Holder, h.Clock.Now, h.AuditSink, ProjectKey, actions...)
 }
 
 // AuditActions lists the actions of the audit records, oldest first.

@@ -102,7 +102,7 @@ func New(t testing.TB, o Options) *Harness {
 		ID: Copycat, SecretHash: secret.Hash(CopycatSecret), Name: "Copycat", GrantTypes: te,
 		TokenEndpointAuthMethod: "client_secret_basic",
 	}
-	p.EventSinks = []config.EventSink{{Name: SinkName, URL: h.Sink.URL, HMACKey: []byte(SinkKey)}}
+	p.EventSinks = append(p.EventSinks, config.EventSink{Name: SinkName, URL: h.Sink.URL, HMACKey: []byte(SinkKey)})
 	now := ch.Clock.Now()
 	if err := ch.Store.CreateClient(context.Background(), store.Client{
 		Project: callbacktest.ProjectKey, ID: Registered, SecretHash: secret.Hash(RegisteredSecret), Name: AgentName,

@@ -1,0 +1,167 @@
+package events
+
+import (
+	"slices"
+	"strings"
+
+	"latchkey.dev/latchkey/internal/store"
+)
+
+// Audit actions written by the HTTP server's flows, besides the security event types above and
+// the actions their packages name themselves (webhook/callback's connection.*). docs/audit.md
+// describes each: when it is written, its actor and subject, its outcome and reason codes.
+const (
+	SignInSucceeded      = "signin.succeeded"
+	SignInFailed         = "signin.failed"
+	SignedOut            = "session.signed_out"
+	ConsentGranted       = "consent.granted"
+	ConsentDenied        = "consent.denied"
+	TokenIssued          = "token.issued"
+	TokenExchanged       = "token.exchanged"
+	TokenExchangeRefused = "token.exchange_refused"
+	TokenRevoked         = "token.revoked"
+	LinkOpened           = "link.opened"
+	// PolicyChanged is written by the controllers when a Project's or a RedirectPolicy's
+	// compiled policy changes (docs/audit.md).
+	PolicyChanged = "policy.changed"
+)
+
+// Families are action prefixes written by parts of Latchkey that name their own actions: the
+// admin API ("admin.revoke_person", actor "kube:<username>") and sessions ended from outside
+// a browser ("session.backchannel_logout"). Every action in a family reaches the sinks like any
+// other; in metrics an action not listed in AuditTypes counts as "<family>.other".
+var Families = []string{"admin", "session"}
+
+// auditTypes lists every action the audit log holds, with the outcome a record of it has when
+// its writer did not say. Aliases (older names of security events) are not listed; they count
+// as the type they report.
+var auditTypes = []struct {
+	action  string
+	outcome string
+}{
+	{SignInSucceeded, store.OutcomeSuccess},
+	{SignInFailed, store.OutcomeRefused},
+	{SignedOut, store.OutcomeSuccess},
+	{ConsentGranted, store.OutcomeSuccess},
+	{ConsentDenied, store.OutcomeRefused},
+	{ConsentRefusedByPolicy, store.OutcomeRefused},
+	{TokenIssued, store.OutcomeSuccess},
+	{"code.replay", store.OutcomeRefused},
+	{RefreshReuse, store.OutcomeRefused},
+	{"refresh.refused", store.OutcomeRefused},
+	{TokenExchanged, store.OutcomeSuccess},
+	{TokenExchangeRefused, store.OutcomeRefused},
+	{TokenRevoked, store.OutcomeSuccess},
+	{"grant.revoked", store.OutcomeSuccess},
+	{"permission.removed", store.OutcomeSuccess},
+	{"connection.disconnected", store.OutcomeSuccess},
+	{"link.created", store.OutcomeSuccess},
+	{LinkOpened, store.OutcomeSuccess},
+	{LinkWrongPerson, store.OutcomeRefused},
+	{"link.declined", store.OutcomeRefused},
+	{"agent.allowed", store.OutcomeSuccess},
+	{"connection.started", store.OutcomeSuccess},
+	{"connection.saved", store.OutcomeSuccess},
+	{"connection.confirmed", store.OutcomeSuccess},
+	{CallbackConfirmation, store.OutcomeRefused},
+	{"connection.confirmation_refused", store.OutcomeRefused},
+	{CallbackOtherPerson, store.OutcomeRefused},
+	{"connection.failed", store.OutcomeFailed},
+	{"connection.cancelled", store.OutcomeRefused},
+	{"connection.ended_by_sign_out", store.OutcomeSuccess},
+	{"client.registered", store.OutcomeSuccess},
+	{"client.updated", store.OutcomeSuccess},
+	{"client.deleted", store.OutcomeSuccess},
+	{PolicyChanged, store.OutcomeSuccess},
+}
+
+// AuditTypes lists every audit type in a stable order: the CloudEvents types sinks receive
+// ("dev.latchkey." + type) and the values of latchkey_audit_records_total's type label, with
+// "<family>.other" for each family and "other".
+func AuditTypes() []string {
+	out := make([]string, 0, len(auditTypes))
+	for _, t := range auditTypes {
+		out = append(out, t.action)
+	}
+	return out
+}
+
+// AuditType is the type an action is reported as: the security event type of an alias, the
+// action itself otherwise. Sinks receive "dev.latchkey." + AuditType(action).
+func AuditType(action string) string {
+	if t, ok := aliases[action]; ok {
+		return t
+	}
+	return action
+}
+
+// metricType is the bounded label value of an action: a listed type, "<family>.other", or
+// "other". Actions are constants in code, but a label must never grow with what is written.
+func metricType(action string) string {
+	t := AuditType(action)
+	if slices.ContainsFunc(auditTypes, func(a struct{ action, outcome string }) bool { return a.action == t }) {
+		return t
+	}
+	if fam, _, ok := strings.Cut(t, "."); ok && slices.Contains(Families, fam) {
+		return fam + ".other"
+	}
+	return "other"
+}
+
+func metricOutcome(o string) string {
+	switch o {
+	case store.OutcomeSuccess, store.OutcomeRefused, store.OutcomeFailed:
+		return o
+	}
+	return "unknown"
+}
+
+// Normalize fills what a record's writer may leave out: the outcome its action has by default,
+// and the client and Connector from the details that name them (client_id, connector), so
+// records written before these fields existed read the same as new ones.
+func Normalize(r *store.AuditRecord) {
+	if r.Outcome == "" {
+		t := AuditType(r.Action)
+		for _, a := range auditTypes {
+			if a.action == t {
+				r.Outcome = a.outcome
+				break
+			}
+		}
+	}
+	if r.ClientID == "" {
+		if c := r.Details["client_id"]; c != "" {
+			r.ClientID = c
+		} else if c, ok := strings.CutPrefix(r.Target, "client:"); ok {
+			r.ClientID = c
+		} else if c, ok := strings.CutPrefix(r.Actor, "client:"); ok {
+			r.ClientID = c
+		}
+	}
+	if r.Connector == "" {
+		if c := r.Details["connector"]; c != "" {
+			r.Connector = c
+		} else if c, ok := strings.CutPrefix(r.Target, "connector:"); ok {
+			r.Connector = c
+		}
+	}
+	if r.Reason == "" && r.Outcome != store.OutcomeSuccess {
+		// Codes only: free-text reasons stay in details.
+		if c := r.Details["reason"]; c != "" && isCode(c) {
+			r.Reason = c
+		}
+	}
+}
+
+// isCode reports whether s looks like a reason code (lower-case letters, digits, underscores).
+func isCode(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
+}
