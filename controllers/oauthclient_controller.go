@@ -141,8 +141,9 @@ func (r *OAuthClientReconciler) desiredSecret(oc *v1alpha1.OAuthClient, sec *cor
 		data = map[string][]byte{}
 	}
 	data[v1alpha1.ClientIDSecretKey] = []byte(clientIDFor(oc))
-	if isPublic(oc) {
-		// A public client has no secret; a leftover one would only mislead whoever reads this.
+	if !hasSecret(oc) {
+		// A public or private_key_jwt client has no secret; a leftover one would only mislead
+		// whoever reads this.
 		delete(data, v1alpha1.ClientSecretSecretKey)
 	} else if len(data[v1alpha1.ClientSecretSecretKey]) == 0 {
 		data[v1alpha1.ClientSecretSecretKey] = []byte(secret.New(secret.PrefixClientSecret))

@@ -48,6 +48,7 @@ type Store interface {
 	Links
 	Audit
 	Outbox
+	Replays
 
 	// GarbageCollect deletes rows that expired before now (sessions, codes, tokens, callback
 	// states, links, delivered events) and reports how many of each it removed. On PostgreSQL
@@ -56,8 +57,9 @@ type Store interface {
 }
 
 // GCResult counts rows removed by GarbageCollect, by table: "sessions", "auth_codes",
-// "tokens", "callback_states", "links", "events", and "token_replays" (rotated refresh tokens
-// whose stored grace-window response was cleared).
+// "tokens", "callback_states", "links", "events", "used_once" (one-time identifiers past their
+// window), and "token_replays" (rotated refresh tokens whose stored grace-window response was
+// cleared).
 type GCResult map[string]int64
 
 // ---------------------------------------------------------------------------------------------
@@ -223,6 +225,9 @@ type Token struct {
 	RevokedAt *time.Time
 	// RotatedAt is set on a refresh token once it has been exchanged for a successor.
 	RotatedAt *time.Time
+	// JKT is the RFC 7638 thumbprint of the key the token is bound to by DPoP (RFC 9449), ""
+	// for a bearer token. Rotation does not carry it over: the caller sets it on each new token.
+	JKT string
 }
 
 // Active reports whether the token may be used at now. A rotated refresh token is still
@@ -469,6 +474,18 @@ type Links interface {
 	// when there is no such row. It serves the flow that finishes a link it started (the
 	// upstream callback), never the link page, which finds links by code.
 	GetLink(ctx context.Context, id string) (Link, error)
+}
+
+// ---------------------------------------------------------------------------------------------
+// One-time identifiers
+
+type Replays interface {
+	// UseOnce records key as used until expiresAt. It returns ErrConflict when key is already
+	// recorded and its record has not expired at now, on every replica: a DPoP proof's or a
+	// client assertion's jti is accepted once. An expired record is taken over. Keys are
+	// hashes the caller makes, naming what the identifier is for (the project, the key or
+	// client, the jti), so identifiers of different purposes never collide.
+	UseOnce(ctx context.Context, key []byte, expiresAt, now time.Time) error
 }
 
 // ---------------------------------------------------------------------------------------------

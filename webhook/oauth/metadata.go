@@ -9,6 +9,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/mcp/dpop"
 	"latchkey.dev/latchkey/webhook/site"
 )
 
@@ -37,6 +38,8 @@ type ServerMetadata struct {
 	IDTokenSigningAlgValuesSupported           []string `json:"id_token_signing_alg_values_supported,omitempty"`
 	ClaimsSupported                            []string `json:"claims_supported"`
 	PromptValuesSupported                      []string `json:"prompt_values_supported"`
+	// DPoPSigningAlgValuesSupported is exactly what the proof verifier accepts (RFC 9449 §5.1).
+	DPoPSigningAlgValuesSupported []string `json:"dpop_signing_alg_values_supported"`
 }
 
 // DefaultScopes are offered by every project, on top of its clients' declared scopes.
@@ -66,6 +69,7 @@ func Metadata(p *config.Project, grantTypes []string) ServerMetadata {
 		SubjectTypesSupported:                      []string{"public"},
 		ClaimsSupported:                            []string{"sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "email", "name"},
 		PromptValuesSupported:                      []string{"none", "login", "consent"},
+		DPoPSigningAlgValuesSupported:              slices.Clone(dpop.Algorithms),
 	}
 	if p.Registration.Mode != config.RegistrationClosed && p.Registration.Mode != "" {
 		m.RegistrationEndpoint = iss + "/register"

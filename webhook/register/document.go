@@ -68,5 +68,7 @@ func documentClient(doc *clientdoc.Document) (*site.Client, error) {
 		AuthMethod:   site.AuthNone,
 		Registered:   true,
 		Vouched:      doc.Host,
+		RequireDPoP:  m.DPoPBoundAccessTokens,
+		RequirePAR:   m.RequirePushedAuthorizationRequests,
 	}, nil
 }

@@ -54,6 +54,8 @@ type TokenStore interface {
 	RevokeFamily(ctx context.Context, familyID string, now time.Time) (int64, error)
 	RevokeByCode(ctx context.Context, codeHash []byte, now time.Time) (int64, error)
 	GetPerson(ctx context.Context, project, id string) (store.Person, error)
+	// UseOnce spends the jti of a DPoP proof or a client assertion.
+	UseOnce(ctx context.Context, key []byte, expiresAt, now time.Time) error
 }
 
 // ConsentStore is what the authorization endpoint uses (webhook/consent): the person's

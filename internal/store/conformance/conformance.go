@@ -102,6 +102,11 @@ var tests = []test{
 	{"Outbox/ClaimConcurrent", testOutboxClaimConcurrent},
 
 	{"GarbageCollect", testGarbageCollect},
+
+	{"Token/Binding", testTokenBinding},
+	{"UseOnce/Replay", testUseOnce},
+	{"UseOnce/Concurrent", testUseOnceConcurrent},
+	{"UseOnce/Collected", testUseOnceCollected},
 }
 
 // ---------------------------------------------------------------------------------------------

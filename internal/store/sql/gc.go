@@ -36,6 +36,7 @@ var (
 		{name: "callback_states", table: "callback_states", where: "expires_at < ?"},
 		{name: "links", table: "links", where: "expires_at < ?"},
 		{name: "events", table: "events", where: "delivered_at IS NOT NULL AND delivered_at < ?"},
+		{name: "used_once", table: "used_once", where: "expires_at < ?"},
 	}
 	sqliteGC, postgresGC []gcStep
 )
