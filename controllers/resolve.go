@@ -19,6 +19,7 @@ import (
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/jwks"
 	"latchkey.dev/latchkey/internal/redirect"
 	"latchkey.dev/latchkey/internal/secret"
 )
@@ -824,6 +825,9 @@ func clientConfig(oc *v1alpha1.OAuthClient, secretHash []byte) (*config.Client, 
 		JWKSURI:                 oc.Spec.JWKSURI,
 	}
 	if oc.Spec.JWKS != "" {
+		if _, err := jwks.Parse([]byte(oc.Spec.JWKS)); err != nil {
+			return nil, notReadyf(v1alpha1.OAuthClientInvalidJWKSReason, "spec.jwks: %v", err)
+		}
 		out.JWKS = []byte(oc.Spec.JWKS)
 	}
 	for _, u := range oc.Spec.Resources {

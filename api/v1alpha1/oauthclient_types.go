@@ -39,6 +39,9 @@ const (
 	// server's stricter ones (userinfo, upper-case scheme, characters outside RFC 3986, …), which
 	// dynamic registration applies too.
 	OAuthClientInvalidRedirectURIReason = "InvalidRedirectURI"
+	// OAuthClientInvalidJWKSReason: spec.jwks is not a JSON Web Key Set of public signing keys
+	// (EC, RSA of 2048 bits or more, Ed25519), or holds private key material.
+	OAuthClientInvalidJWKSReason = "InvalidJWKS"
 	// OAuthClientSigningKeyRequiredReason: accessTokenFormat is jwt but the Project has no
 	// spec.signingKeySecretRef.
 	OAuthClientSigningKeyRequiredReason = "SigningKeyRequired"

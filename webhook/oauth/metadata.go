@@ -30,6 +30,7 @@ type ServerMetadata struct {
 	GrantTypesSupported                        []string `json:"grant_types_supported"`
 	CodeChallengeMethodsSupported              []string `json:"code_challenge_methods_supported"`
 	TokenEndpointAuthMethodsSupported          []string `json:"token_endpoint_auth_methods_supported"`
+	TokenEndpointAuthSigningAlgValuesSupported []string `json:"token_endpoint_auth_signing_alg_values_supported"`
 	RevocationEndpointAuthMethodsSupported     []string `json:"revocation_endpoint_auth_methods_supported"`
 	IntrospectionEndpointAuthMethodsSupported  []string `json:"introspection_endpoint_auth_methods_supported"`
 	AuthorizationResponseIssParameterSupported bool     `json:"authorization_response_iss_parameter_supported"`
@@ -41,6 +42,10 @@ type ServerMetadata struct {
 	// DPoPSigningAlgValuesSupported is exactly what the proof verifier accepts (RFC 9449 §5.1).
 	DPoPSigningAlgValuesSupported []string `json:"dpop_signing_alg_values_supported"`
 }
+
+// authMethods are the client authentication methods every endpoint accepts; introspection all
+// but the last, none.
+var authMethods = []string{site.AuthClientSecretBasic, site.AuthClientSecretPost, site.AuthPrivateKeyJWT, site.AuthClientSecretJWT, site.AuthNone}
 
 // DefaultScopes are offered by every project, on top of its clients' declared scopes.
 var DefaultScopes = []string{"openid", "profile", "email"}
@@ -61,9 +66,10 @@ func Metadata(p *config.Project, grantTypes []string) ServerMetadata {
 		ResponseModesSupported:                     []string{"query"},
 		GrantTypesSupported:                        grantTypes,
 		CodeChallengeMethodsSupported:              []string{"S256"},
-		TokenEndpointAuthMethodsSupported:          []string{site.AuthClientSecretBasic, site.AuthClientSecretPost, site.AuthNone},
-		RevocationEndpointAuthMethodsSupported:     []string{site.AuthClientSecretBasic, site.AuthClientSecretPost, site.AuthNone},
-		IntrospectionEndpointAuthMethodsSupported:  []string{site.AuthClientSecretBasic, site.AuthClientSecretPost},
+		TokenEndpointAuthMethodsSupported:          authMethods,
+		TokenEndpointAuthSigningAlgValuesSupported: AssertionSigningAlgs(),
+		RevocationEndpointAuthMethodsSupported:     authMethods,
+		IntrospectionEndpointAuthMethodsSupported:  authMethods[:len(authMethods)-1],
 		AuthorizationResponseIssParameterSupported: true,
 		ClientIDMetadataDocumentSupported:          p.Registration.ClientIDMetadataDocuments,
 		SubjectTypesSupported:                      []string{"public"},

@@ -18,6 +18,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/clientaddr"
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/jwks"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/pages"
@@ -51,6 +52,8 @@ type Env struct {
 	Events func(ctx context.Context, r store.AuditRecord)
 	// Addresses finds the client address of a request for rate limits; nil trusts no proxy.
 	Addresses *clientaddr.Resolver
+	// ClientKeys fetches the key sets private_key_jwt clients publish at a jwks_uri.
+	ClientKeys *jwks.Fetcher
 }
 
 // ClientAddress is the address rate limits count r's client by: the connection's peer, or
