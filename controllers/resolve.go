@@ -874,7 +874,7 @@ func (r *resolver) clientConnectors(ctx context.Context, oc *v1alpha1.OAuthClien
 // a client without a secret). The plaintext leaves this function only for a client_secret_jwt
 // client, as jwtKey: verifying an HS256 assertion needs the secret itself, which the server then
 // holds in memory only, as it holds Connector secrets; the database never sees it
-// (docs/decisions/0038-client-assertions.md).
+// (docs/decisions/0038-client-assertions-and-pushed-requests.md).
 func clientCredentials(oc *v1alpha1.OAuthClient, sec *corev1.Secret) (hash, jwtKey []byte, err error) {
 	name := credentialsSecretName(oc)
 	if sec == nil {

@@ -49,6 +49,7 @@ type Store interface {
 	Audit
 	Outbox
 	Replays
+	PushedRequests
 
 	// GarbageCollect deletes rows that expired before now (sessions, codes, tokens, callback
 	// states, links, delivered events) and reports how many of each it removed. On PostgreSQL
@@ -57,7 +58,7 @@ type Store interface {
 }
 
 // GCResult counts rows removed by GarbageCollect, by table: "sessions", "auth_codes",
-// "tokens", "callback_states", "links", "events", "used_once" (one-time identifiers past their
+// "tokens", "callback_states", "links", "events", "pushed_requests", "used_once" (one-time identifiers past their
 // window), and "token_replays" (rotated refresh tokens whose stored grace-window response was
 // cleared).
 type GCResult map[string]int64
@@ -486,6 +487,30 @@ type Replays interface {
 	// hashes the caller makes, naming what the identifier is for (the project, the key or
 	// client, the jti), so identifiers of different purposes never collide.
 	UseOnce(ctx context.Context, key []byte, expiresAt, now time.Time) error
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pushed authorization requests (RFC 9126)
+
+// PushedRequest is an authorization request a client pushed: its validated parameters, found
+// by the hash of the request_uri handed back for it.
+type PushedRequest struct {
+	Hash      []byte
+	Project   string
+	ClientID  string
+	Params    string // form-encoded authorization request parameters
+	ExpiresAt time.Time
+	CreatedAt time.Time
+}
+
+type PushedRequests interface {
+	// CreatePushedRequest stores a pushed request; a duplicate hash is ErrConflict.
+	CreatePushedRequest(ctx context.Context, p PushedRequest) error
+	// ConsumePushedRequest deletes the request and returns it, exactly once; an unknown,
+	// expired or already used one is ErrNotFound. If check is non-nil it runs on the row first,
+	// inside the transaction, and the row is kept when it returns an error (returned with the
+	// row): a request_uri presented with another client's id is refused without being burnt.
+	ConsumePushedRequest(ctx context.Context, hash []byte, now time.Time, check func(PushedRequest) error) (PushedRequest, error)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -26,11 +26,13 @@ const maxFormBytes = 32 << 10
 
 type authorizer struct{ env *site.Env }
 
-// Register mounts /authorize: GET is the authorization request, POST the consent decision.
+// Register mounts /authorize (GET is the authorization request, POST the consent decision) and
+// /par, the pushed authorization request endpoint (RFC 9126).
 func Register(rt site.Router, env *site.Env) {
 	a := &authorizer{env: env}
 	rt.Page("GET /authorize", http.HandlerFunc(a.authorize))
 	rt.Page("POST /authorize", http.HandlerFunc(a.decide))
+	rt.API("/par", http.HandlerFunc(a.par))
 }
 
 func (a *authorizer) authorize(w http.ResponseWriter, r *http.Request) {
@@ -197,7 +199,7 @@ func (a *authorizer) respond(w http.ResponseWriter, r *http.Request, p *config.P
 // it cannot be used it answers the request itself, with a page or a redirect with an error,
 // and reports false.
 func (a *authorizer) parse(w http.ResponseWriter, r *http.Request, p *config.Project, q url.Values) (*request, bool) {
-	req, perr, err := parse(r.Context(), a.env, p, q)
+	req, perr, err := parse(r.Context(), a.env, p, q, false)
 	if perr != nil {
 		a.refuse(w, r, p, perr)
 		return nil, false

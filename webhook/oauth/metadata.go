@@ -39,6 +39,9 @@ type ServerMetadata struct {
 	IDTokenSigningAlgValuesSupported           []string `json:"id_token_signing_alg_values_supported,omitempty"`
 	ClaimsSupported                            []string `json:"claims_supported"`
 	PromptValuesSupported                      []string `json:"prompt_values_supported"`
+	// PushedAuthorizationRequestEndpoint and RequirePushedAuthorizationRequests: RFC 9126 §5.
+	PushedAuthorizationRequestEndpoint string `json:"pushed_authorization_request_endpoint"`
+	RequirePushedAuthorizationRequests bool   `json:"require_pushed_authorization_requests"`
 	// DPoPSigningAlgValuesSupported is exactly what the proof verifier accepts (RFC 9449 §5.1).
 	DPoPSigningAlgValuesSupported []string `json:"dpop_signing_alg_values_supported"`
 }
@@ -76,6 +79,8 @@ func Metadata(p *config.Project, grantTypes []string) ServerMetadata {
 		ClaimsSupported:                            []string{"sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "email", "name"},
 		PromptValuesSupported:                      []string{"none", "login", "consent"},
 		DPoPSigningAlgValuesSupported:              slices.Clone(dpop.Algorithms),
+		PushedAuthorizationRequestEndpoint:         iss + "/par",
+		RequirePushedAuthorizationRequests:         p.RequirePAR,
 	}
 	if p.Registration.Mode != config.RegistrationClosed && p.Registration.Mode != "" {
 		m.RegistrationEndpoint = iss + "/register"

@@ -59,11 +59,13 @@ type TokenStore interface {
 }
 
 // ConsentStore is what the authorization endpoint uses (webhook/consent): the person's
-// consent and the code it issues.
+// consent and the code it issues, and pushed authorization requests (RFC 9126).
 type ConsentStore interface {
 	GetGrant(ctx context.Context, project, subject, clientID string) (store.Grant, error)
 	UpsertGrant(ctx context.Context, g store.Grant) error
 	CreateAuthCode(ctx context.Context, c store.AuthCode) error
+	CreatePushedRequest(ctx context.Context, p store.PushedRequest) error
+	ConsumePushedRequest(ctx context.Context, hash []byte, now time.Time, check func(store.PushedRequest) error) (store.PushedRequest, error)
 }
 
 // RegistrationStore is what dynamic client registration uses (webhook/register, RFC 7591 and

@@ -107,6 +107,8 @@ var tests = []test{
 	{"UseOnce/Replay", testUseOnce},
 	{"UseOnce/Concurrent", testUseOnceConcurrent},
 	{"UseOnce/Collected", testUseOnceCollected},
+	{"PushedRequest/Once", testPushedOnce},
+	{"PushedRequest/ConsumeConcurrent", testPushedConcurrent},
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -68,3 +68,59 @@ func testTokenBinding(t *testing.T, s store.Store) {
 	equal(t, "old jkt", rot.Old.JKT, rt.JKT)
 	equal(t, "successor jkt", getToken(t, s, "bound-rt2").JKT, rt.JKT)
 }
+
+func newPushed(name string) store.PushedRequest {
+	return store.PushedRequest{Hash: hash(name), Project: project, ClientID: "c1",
+		Params: "client_id=c1&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&response_type=code",
+		CreatedAt: base, ExpiresAt: at(time.Minute)}
+}
+
+func testPushedOnce(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	p := newPushed("par1")
+	must(t, s.CreatePushedRequest(ctx, p))
+	wantErr(t, s.CreatePushedRequest(ctx, p), store.ErrConflict)
+	// Another client's refusal keeps the request for its own client.
+	errOther := errors.New("another client")
+	got, err := s.ConsumePushedRequest(ctx, p.Hash, at(time.Second), func(r store.PushedRequest) error {
+		if r.ClientID != "c2" {
+			return errOther
+		}
+		return nil
+	})
+	wantErr(t, err, errOther)
+	equal(t, "refused request", got, p)
+	got, err = s.ConsumePushedRequest(ctx, p.Hash, at(time.Second), nil)
+	must(t, err)
+	equal(t, "pushed request", got, p)
+	_, err = s.ConsumePushedRequest(ctx, p.Hash, at(2*time.Second), nil)
+	wantErr(t, err, store.ErrNotFound)
+	// Expired is not found, and collected.
+	old := newPushed("par2")
+	must(t, s.CreatePushedRequest(ctx, old))
+	_, err = s.ConsumePushedRequest(ctx, old.Hash, old.ExpiresAt, nil)
+	wantErr(t, err, store.ErrNotFound)
+	res, err := s.GarbageCollect(ctx, at(2*time.Minute))
+	must(t, err)
+	equal(t, "pushed_requests collected", res["pushed_requests"], int64(1))
+}
+
+func testPushedConcurrent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	p := newPushed("par1")
+	must(t, s.CreatePushedRequest(ctx, p))
+	const n = 50
+	errs := make([]error, n)
+	parallel(n, func(i int) { _, errs[i] = s.ConsumePushedRequest(ctx, p.Hash, at(time.Second), nil) })
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case errors.Is(err, store.ErrNotFound):
+		default:
+			t.Fatalf("unexpected error: %v", err)
+		}
+	}
+	equal(t, "uses of one request_uri", won, 1)
+}
