@@ -71,7 +71,7 @@ func testTokenBinding(t *testing.T, s store.Store) {
 
 func newPushed(name string) store.PushedRequest {
 	return store.PushedRequest{Hash: hash(name), Project: project, ClientID: "c1",
-		Params: "client_id=c1&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&response_type=code",
+		Params:    "client_id=c1&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&response_type=code",
 		CreatedAt: base, ExpiresAt: at(time.Minute)}
 }
 
