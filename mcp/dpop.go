@@ -3,15 +3,12 @@ package mcp
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"latchkey.dev/latchkey/mcp/dpop"
 )
@@ -98,45 +95,37 @@ type errDPoP struct {
 	code, desc string
 }
 
-func (e *errDPoP) Error() string { return e.code + ": " + e.desc }
+func (e *errDPoP) Error() string { return e.desc }
 
-// verifyDPoP checks a request that presents token with "Authorization: DPoP" (RFC 9449 §7):
-// the token must be valid here and bound to a key (cnf.jkt), and the request must carry one
-// proof for this method and URL, signed with that key, whose ath is the token's hash, within
-// the iat window and not seen before.
-func (rs *ResourceServer) verifyDPoP(r *http.Request, token string) (*auth.TokenInfo, error) {
-	info, err := rs.Verify(r.Context(), token, r)
-	if err != nil {
-		if errors.Is(err, auth.ErrInvalidToken) {
-			return nil, &errDPoP{"invalid_token", strings.TrimPrefix(err.Error(), auth.ErrInvalidToken.Error()+": ")}
-		}
-		return nil, err
-	}
-	jkt, _ := info.Extra[TokenInfoJKT].(string)
+// checkProof checks a request that presents token with "Authorization: DPoP" (RFC 9449 §7):
+// the token must be bound to a key (jkt, its cnf.jkt), and the request must carry one proof for
+// this method and URL, signed with that key, whose ath is the token's hash, within the iat
+// window and not seen before.
+func (rs *ResourceServer) checkProof(r *http.Request, token, jkt string) error {
 	if jkt == "" {
-		return nil, &errDPoP{"invalid_token", "the access token is not bound to a key; present it as a Bearer token"}
+		return &errDPoP{"invalid_token", "the access token is not bound to a key; present it as a Bearer token"}
 	}
 	proofs := r.Header.Values("DPoP")
 	if len(proofs) != 1 {
-		return nil, &errDPoP{"invalid_dpop_proof", "send exactly one DPoP proof"}
+		return &errDPoP{"invalid_dpop_proof", "send exactly one DPoP proof"}
 	}
 	now := rs.now()
 	proof, err := dpop.Verify(proofs[0], dpop.Check{Method: r.Method, URL: rs.htu(r), Now: now, AccessToken: token})
 	if err != nil {
-		return nil, &errDPoP{"invalid_dpop_proof", strings.TrimPrefix(err.Error(), dpop.ErrInvalidProof.Error()+": ")}
+		return &errDPoP{"invalid_dpop_proof", strings.TrimPrefix(err.Error(), dpop.ErrInvalidProof.Error()+": ")}
 	}
 	if proof.JKT != jkt {
-		return nil, &errDPoP{"invalid_token", "the DPoP proof is not signed with the key the access token is bound to"}
+		return &errDPoP{"invalid_token", "the DPoP proof is not signed with the key the access token is bound to"}
 	}
 	sum := sha256.Sum256([]byte(proof.JKT + "\x00" + proof.JTI))
 	fresh, err := rs.useOnce()(r.Context(), string(sum[:]), proof.ReplayUntil)
 	if err != nil {
-		return nil, fmt.Errorf("recording the DPoP proof: %w", err)
+		return fmt.Errorf("recording the DPoP proof: %w", err)
 	}
 	if !fresh {
-		return nil, &errDPoP{"invalid_dpop_proof", "this DPoP proof was already used; make a new one for every request"}
+		return &errDPoP{"invalid_dpop_proof", "this DPoP proof was already used; make a new one for every request"}
 	}
-	return info, nil
+	return nil
 }
 
 // dpopChallenge is RFC 9449 §7.1's challenge; err nil gives the bare one (which algorithms).

@@ -173,12 +173,17 @@ func (rs *ResourceServer) Protect(next http.Handler) http.Handler {
 	metadataURL := rs.MetadataURL()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if scheme, token := authScheme(r); scheme == "dpop" {
-			info, err := rs.verifyDPoP(r, token)
+			info, err := rs.Verify(r.Context(), token, r)
 			var refused *errDPoP
 			switch {
 			case errors.As(err, &refused):
+			case errors.Is(err, auth.ErrInvalidToken):
+				refused = &errDPoP{"invalid_token", strings.TrimPrefix(err.Error(), auth.ErrInvalidToken.Error()+": ")}
+			}
+			switch {
+			case refused != nil:
 				w.Header().Set("WWW-Authenticate", dpopChallenge(metadataURL, refused))
-				http.Error(w, refused.Error(), http.StatusUnauthorized)
+				http.Error(w, refused.code+": "+refused.desc, http.StatusUnauthorized)
 				return
 			case err != nil:
 				rs.logger().WarnContext(r.Context(), "latchkey: DPoP request failed", "err", err)
@@ -202,19 +207,10 @@ func (rs *ResourceServer) Protect(next http.Handler) http.Handler {
 		opts := &auth.RequireBearerTokenOptions{ResourceMetadataURL: metadataURL, Scopes: rs.RequiredScopes}
 		verify := func(ctx context.Context, token string, req *http.Request) (*auth.TokenInfo, error) {
 			info, err := rs.Verify(ctx, token, req)
-			wantDPoP := false
-			if err == nil {
-				if jkt, _ := info.Extra[TokenInfoJKT].(string); jkt != "" {
-					err = fmt.Errorf("%w: the access token is bound to a DPoP key; present it with Authorization: DPoP and a proof", auth.ErrInvalidToken)
-					wantDPoP = true
-				} else if rs.RequireDPoP {
-					err = fmt.Errorf("%w: this server accepts only DPoP-bound access tokens", auth.ErrInvalidToken)
-					wantDPoP = true
-				}
-			}
 			if errors.Is(err, auth.ErrInvalidToken) {
 				w.Header().Set("WWW-Authenticate", invalidTokenChallenge(metadataURL, err))
-				if wantDPoP {
+				var bound *errDPoP
+				if errors.As(err, &bound) {
 					w.Header().Add("WWW-Authenticate", dpopChallenge("", nil))
 				}
 				opts.ResourceMetadataURL, opts.Scopes = "", nil
@@ -270,7 +266,37 @@ var errUnavailable = errors.New("the authorization server cannot verify tokens r
 // and acts for a person, unless AllowClientOnlyTokens lets a client-only token through.
 // Refusals wrap auth.ErrInvalidToken (401); when Latchkey cannot answer, the error does not
 // (500), so a broken link to Latchkey is not mistaken for a bad token.
-func (rs *ResourceServer) Verify(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+//
+// A token bound to a key (DPoP, RFC 9449) passes only when req presents it with
+// "Authorization: DPoP" and a valid proof of req signed by that key; a nil req, or a bearer
+// presentation, refuses it. So whichever middleware calls Verify, a copied DPoP token without
+// the key gets nothing. RequireDPoP refuses unbound tokens too.
+func (rs *ResourceServer) Verify(ctx context.Context, token string, req *http.Request) (*auth.TokenInfo, error) {
+	info, err := rs.verifyToken(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	jkt, _ := info.Extra[TokenInfoJKT].(string)
+	scheme := ""
+	if req != nil {
+		scheme, _ = authScheme(req)
+	}
+	switch {
+	case scheme == "dpop":
+		if err := rs.checkProof(req, token, jkt); err != nil {
+			return nil, fmt.Errorf("%w: %w", auth.ErrInvalidToken, err)
+		}
+	case jkt != "":
+		return nil, fmt.Errorf("%w: %w", auth.ErrInvalidToken,
+			&errDPoP{"invalid_token", "the access token is bound to a DPoP key; present it with Authorization: DPoP and a proof"})
+	case rs.RequireDPoP:
+		return nil, fmt.Errorf("%w: %w", auth.ErrInvalidToken, &errDPoP{"invalid_token", "this server accepts only DPoP-bound access tokens"})
+	}
+	return info, nil
+}
+
+// verifyToken is Verify without the DPoP rules: introspection, the checks, the cache.
+func (rs *ResourceServer) verifyToken(ctx context.Context, token string) (*auth.TokenInfo, error) {
 	now := rs.now()
 	cache := rs.tokenCache()
 	key := sha256.Sum256([]byte(token))

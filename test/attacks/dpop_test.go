@@ -287,6 +287,14 @@ func TestDPoPAtTheMCPServer(t *testing.T) {
 	if reached != 0 {
 		t.Fatalf("the MCP handler ran %d times for refused requests", reached)
 	}
+	// Verify used on its own, as another middleware would, refuses the bound token too.
+	bearer, _ := http.NewRequest(http.MethodPost, lt.MCPResource, nil)
+	bearer.Header.Set("Authorization", "Bearer "+at)
+	for name, req := range map[string]*http.Request{"no request": nil, "as a bearer token": bearer} {
+		if info, err := rs.Verify(t.Context(), at, req); err == nil {
+			t.Errorf("Verify with %s accepted a DPoP-bound token: %+v", name, info)
+		}
+	}
 	good := mk(key, "POST", lt.MCPResource)
 	if s, ch := call("DPoP", good); s != http.StatusOK || reached != 1 {
 		t.Fatalf("the holder: %d %q", s, ch)
