@@ -10,6 +10,7 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
 	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/webhook/consent"
 	lt "latchkey.dev/latchkey/webhook/links/linktest"
 )
 
@@ -172,4 +173,28 @@ func mustGet(t *testing.T, u string) *http.Request {
 		t.Fatal(err)
 	}
 	return req
+}
+
+// TestPushedRequestsAreLimited: pushing stores a row, so one address cannot fill the store with
+// a public client's id; refused pushes, which store nothing, do not count.
+func TestPushedRequestsAreLimited(t *testing.T) {
+	burst := consent.PushBurst
+	consent.PushBurst = 3
+	defer func() { consent.PushBurst = burst }()
+	e := newEnv(t)
+	c := e.registerPublic("Claude Desktop", loopback)
+	for range 5 {
+		if r := e.push(c.ID, "", pushParams("https://evil.example/cb", newPKCE())); r.Status != http.StatusBadRequest {
+			t.Fatalf("a refused push: %d %s", r.Status, r.Raw)
+		}
+	}
+	for i := range 3 {
+		if r := e.push(c.ID, "", pushParams(loopback, newPKCE())); r.Status != http.StatusCreated {
+			t.Fatalf("push %d: %d %s", i, r.Status, r.Raw)
+		}
+	}
+	r := e.push(c.ID, "", pushParams(loopback, newPKCE()))
+	if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("over the limit: %d %s", r.Status, r.Raw)
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
+	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/oauth"
@@ -24,12 +25,16 @@ import (
 
 const maxFormBytes = 32 << 10
 
-type authorizer struct{ env *site.Env }
+type authorizer struct {
+	env *site.Env
+	// pushes limits pushed authorization requests per client address: each one stores a row.
+	pushes *ratelimit.Limiter
+}
 
 // Register mounts /authorize (GET is the authorization request, POST the consent decision) and
 // /par, the pushed authorization request endpoint (RFC 9126).
 func Register(rt site.Router, env *site.Env) {
-	a := &authorizer{env: env}
+	a := &authorizer{env: env, pushes: ratelimit.New(PushBurst, PushEvery)}
 	rt.Page("GET /authorize", http.HandlerFunc(a.authorize))
 	rt.Page("POST /authorize", http.HandlerFunc(a.decide))
 	rt.API("/par", http.HandlerFunc(a.par))

@@ -9,10 +9,12 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/oauth"
@@ -30,6 +32,16 @@ const PushedLifetime = 60 * time.Second
 // continuationLifetime bounds how long a pushed request, once opened at /authorize, may still
 // be finished: the person may have to sign in first.
 const continuationLifetime = 10 * time.Minute
+
+// Pushed request limits per client address (token buckets, per replica, across projects): one
+// push starts one person's authorization, so PushBurst, then one more every PushEvery, serves
+// everyone behind an ingress that shares one address, and slows down anyone filling the store
+// with a public client's id. Only stored pushes count. Over the limit the answer is 429 with
+// Retry-After.
+var (
+	PushBurst = 600
+	PushEvery = 200 * time.Millisecond
+)
 
 // clientAuthParams are client authentication, not part of the authorization request.
 var clientAuthParams = []string{"client_secret", "client_assertion", "client_assertion_type", pushedParam}
@@ -58,7 +70,19 @@ func (a *authorizer) par(w http.ResponseWriter, r *http.Request) {
 	oauth.WriteJSON(w, http.StatusCreated, resp)
 }
 
-func (a *authorizer) push(w http.ResponseWriter, r *http.Request, p *config.Project) (*pushedResponse, error) {
+func (a *authorizer) push(w http.ResponseWriter, r *http.Request, p *config.Project) (_ *pushedResponse, err error) {
+	addr := a.env.ClientAddress(r)
+	if ok, wait := a.pushes.Take(addr, a.env.Now()); !ok {
+		secs := ratelimit.Seconds(wait)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		return nil, oauth.ErrTemporarilyUnavailable.WithStatus(http.StatusTooManyRequests).
+			WithDescription("too many pushed authorization requests from this address; try again in " + strconv.Itoa(secs) + " s")
+	}
+	defer func() {
+		if err != nil {
+			a.pushes.Refund(addr, a.env.Now())
+		}
+	}()
 	form, err := oauth.ReadForm(w, r)
 	if err != nil {
 		return nil, err
