@@ -117,6 +117,20 @@ func TestClientAssertions(t *testing.T) {
 		t.Fatalf("client_secret_jwt: %d %s", a.Status, a.Raw)
 	}
 
+	// The same authentication at introspection and revocation, aud naming the endpoint called.
+	own := e.withAssertion(keyClient, assertion(t, jose.ES256, key, "k1", e.claims(keyClient, nil))).String("access_token")
+	for _, path := range []string{"/introspect", "/revoke"} {
+		a := e.postBasic(path, "", "", url.Values{"token": {own},
+			"client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"},
+			"client_assertion":      {assertion(t, jose.ES256, key, "k1", e.claims(keyClient, func(c map[string]any) { c["aud"] = e.Issuer + path }))}})
+		if a.Status != http.StatusOK {
+			t.Errorf("%s with an assertion: %d %s", path, a.Status, a.Raw)
+		}
+	}
+	if e.active(own) {
+		t.Error("the token revoked with an assertion is still active")
+	}
+
 	replayed := assertion(t, jose.ES256, key, "k1", e.claims(keyClient, nil))
 	if a := e.withAssertion(keyClient, replayed); a.Status != http.StatusOK {
 		t.Fatalf("first use: %d %s", a.Status, a.Raw)
