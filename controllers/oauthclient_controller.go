@@ -178,8 +178,9 @@ func desiredCredentials(scheme *runtime.Scheme, oc *v1alpha1.OAuthClient, sec *c
 		data = map[string][]byte{}
 	}
 	data[v1alpha1.ClientIDSecretKey] = []byte(clientIDFor(oc))
-	if isPublic(oc) {
-		// A public client has no secret; a leftover one would only mislead whoever reads this.
+	if !hasSecret(oc) {
+		// A public or private_key_jwt client has no secret; a leftover one would only mislead
+		// whoever reads this.
 		delete(data, v1alpha1.ClientSecretSecretKey)
 	} else if len(data[v1alpha1.ClientSecretSecretKey]) == 0 {
 		data[v1alpha1.ClientSecretSecretKey] = []byte(secret.New(secret.PrefixClientSecret))

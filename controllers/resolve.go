@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
+	"latchkey.dev/latchkey/internal/jwks"
 	lkkeys "latchkey.dev/latchkey/internal/keys"
 	"latchkey.dev/latchkey/internal/redirect"
 	"latchkey.dev/latchkey/internal/secret"
@@ -272,6 +274,9 @@ func (r *resolver) projectConfig(p *v1alpha1.Project) *config.Project {
 		Connectors:           map[string]*config.Connector{},
 		ConnectorsByAudience: map[string]*config.Connector{},
 		Redirects:            config.DefaultRedirectRules(),
+		RequireDPoP:          p.Spec.RequireDPoP,
+		RequireDPoPNonce:     p.Spec.RequireDPoPNonce,
+		RequirePAR:           p.Spec.RequirePushedAuthorizationRequests,
 	}
 }
 
@@ -788,6 +793,12 @@ func isPublic(oc *v1alpha1.OAuthClient) bool {
 	return oc.Spec.TokenEndpointAuthMethod == v1alpha1.AuthNone
 }
 
+// hasSecret reports whether the client gets a client secret: a public client has none, and a
+// private_key_jwt client proves itself with its own keys.
+func hasSecret(oc *v1alpha1.OAuthClient) bool {
+	return !isPublic(oc) && oc.Spec.TokenEndpointAuthMethod != v1alpha1.AuthPrivateKeyJWT
+}
+
 // clientResult is a resolved OAuthClient. unresolved lists spec.connectors entries that are not
 // usable, refused those whose Connector does not grant the client's namespace; the client works
 // without them.
@@ -806,7 +817,7 @@ func (r *resolver) client(ctx context.Context, oc *v1alpha1.OAuthClient, sec *co
 	if err != nil {
 		return nil, err
 	}
-	secretHash, err := clientCredentials(oc, sec)
+	secretHash, jwtKey, err := clientCredentials(oc, sec)
 	if err != nil {
 		return nil, err
 	}
@@ -818,6 +829,7 @@ func (r *resolver) client(ctx context.Context, oc *v1alpha1.OAuthClient, sec *co
 	if err != nil {
 		return nil, err
 	}
+	out.SecretJWTKey = jwtKey
 	res := &clientResult{compiled: out, project: pk.String()}
 	if err := r.clientConnectors(ctx, oc, res); err != nil {
 		return nil, err
@@ -853,6 +865,15 @@ func clientConfig(oc *v1alpha1.OAuthClient, secretHash []byte) (*config.Client, 
 		TokenEndpointAuthMethod: string(cmp.Or(oc.Spec.TokenEndpointAuthMethod, v1alpha1.AuthClientSecretBasic)),
 		AccessTokenFormat:       config.TokenFormat(cmp.Or(oc.Spec.AccessTokenFormat, v1alpha1.AccessTokenOpaque)),
 		Source:                  oc.Namespace + "/" + oc.Name,
+		RequireDPoP:             oc.Spec.RequireDPoP,
+		RequirePAR:              oc.Spec.RequirePushedAuthorizationRequests,
+		JWKSURI:                 oc.Spec.JWKSURI,
+	}
+	if oc.Spec.JWKS != "" {
+		if _, err := jwks.Parse([]byte(oc.Spec.JWKS)); err != nil {
+			return nil, notReadyf(v1alpha1.OAuthClientInvalidJWKSReason, "spec.jwks: %v", err)
+		}
+		out.JWKS = []byte(oc.Spec.JWKS)
 	}
 	for _, u := range oc.Spec.Resources {
 		out.Resources = append(out.Resources, string(u))
@@ -895,26 +916,32 @@ func (r *resolver) clientConnectors(ctx context.Context, oc *v1alpha1.OAuthClien
 }
 
 // clientCredentials checks the credentials Secret and returns the client secret's hash (nil for
-// a public client). The plaintext never leaves this function.
-func clientCredentials(oc *v1alpha1.OAuthClient, sec *corev1.Secret) ([]byte, error) {
+// a client without a secret). The plaintext leaves this function only for a client_secret_jwt
+// client, as jwtKey: verifying an HS256 assertion needs the secret itself, which the server then
+// holds in memory only, as it holds Connector secrets; the database never sees it
+// (docs/decisions/0038-client-assertions-and-pushed-requests.md).
+func clientCredentials(oc *v1alpha1.OAuthClient, sec *corev1.Secret) (hash, jwtKey []byte, err error) {
 	name := credentialsSecretName(oc)
 	if sec == nil {
-		return nil, notReadyf(v1alpha1.OAuthClientSecretPendingReason, "Secret %s/%s (spec.secretName) has not been written yet", oc.Namespace, name)
+		return nil, nil, notReadyf(v1alpha1.OAuthClientSecretPendingReason, "Secret %s/%s (spec.secretName) has not been written yet", oc.Namespace, name)
 	}
 	if !writesSecret(oc, sec) {
-		return nil, secretConflict(oc, sec)
+		return nil, nil, secretConflict(oc, sec)
 	}
-	if isPublic(oc) {
-		return nil, nil
+	if !hasSecret(oc) {
+		return nil, nil, nil
 	}
 	v, ok := sec.Data[v1alpha1.ClientSecretSecretKey]
 	if !ok {
-		return nil, notReadyf(v1alpha1.OAuthClientSecretPendingReason, "Secret %s/%s (spec.secretName) has no %s yet", oc.Namespace, name, v1alpha1.ClientSecretSecretKey)
+		return nil, nil, notReadyf(v1alpha1.OAuthClientSecretPendingReason, "Secret %s/%s (spec.secretName) has no %s yet", oc.Namespace, name, v1alpha1.ClientSecretSecretKey)
 	}
 	if len(v) < clientSecretMinLength {
-		return nil, notReadyf(v1alpha1.OAuthClientSecretInvalidReason, "Secret %s/%s key %s is shorter than %d characters; delete the key to have a new secret generated", oc.Namespace, name, v1alpha1.ClientSecretSecretKey, clientSecretMinLength)
+		return nil, nil, notReadyf(v1alpha1.OAuthClientSecretInvalidReason, "Secret %s/%s key %s is shorter than %d characters; delete the key to have a new secret generated", oc.Namespace, name, v1alpha1.ClientSecretSecretKey, clientSecretMinLength)
 	}
-	return secret.Hash(string(v)), nil
+	if oc.Spec.TokenEndpointAuthMethod == v1alpha1.AuthClientSecretJWT {
+		jwtKey = bytes.Clone(v)
+	}
+	return secret.Hash(string(v)), jwtKey, nil
 }
 
 // connectorKey reads "name" or "namespace/name".

@@ -38,6 +38,8 @@ type fakeToken struct {
 	tokenType   string
 	exp         time.Time
 	active      bool
+	// jkt binds the token to a DPoP key (introspection then reports cnf.jkt).
+	jkt string
 }
 
 const (
@@ -208,7 +210,7 @@ func (f *fakeLatchkey) introspection(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"active": false})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	answer := map[string]any{
 		"active":     true,
 		"sub":        tok.sub,
 		"client_id":  tok.client,
@@ -218,7 +220,11 @@ func (f *fakeLatchkey) introspection(w http.ResponseWriter, r *http.Request) {
 		"exp":        tok.exp.Unix(),
 		"iat":        tok.exp.Add(-time.Hour).Unix(),
 		"iss":        f.issuer,
-	})
+	}
+	if tok.jkt != "" {
+		answer["cnf"] = map[string]string{"jkt": tok.jkt}
+	}
+	writeJSON(w, http.StatusOK, answer)
 }
 
 // clock is an injected, settable time.

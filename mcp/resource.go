@@ -18,6 +18,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"latchkey.dev/latchkey/mcp/dpop"
 )
 
 // Keys of auth.TokenInfo.Extra that ResourceServer.Verify fills in.
@@ -102,9 +104,18 @@ type ResourceServer struct {
 	Now func() time.Time
 	// Logger receives why introspection failed; nil discards. Tokens are never logged.
 	Logger *slog.Logger
+	// RequireDPoP refuses bearer tokens: only DPoP-bound tokens presented with a proof
+	// (RFC 9449) get through, and the metadata says dpop_bound_access_tokens_required. A
+	// DPoP-bound token is always refused as a bearer token, whatever this says.
+	RequireDPoP bool
+	// UseOnce remembers DPoP proofs so none is accepted twice; nil keeps them in this process's
+	// memory, which is enough for one replica. Several replicas should share one.
+	UseOnce UseOnce
 
-	once  sync.Once
-	cache *tokenCache
+	once       sync.Once
+	cache      *tokenCache
+	replayOnce sync.Once
+	replays    UseOnce
 }
 
 // MetadataPath is where the metadata is served: the well-known path with the resource's path
@@ -133,6 +144,9 @@ func (rs *ResourceServer) Metadata() *oauthex.ProtectedResourceMetadata {
 		BearerMethodsSupported: []string{"header"},
 		ScopesSupported:        slices.Clone(rs.ScopesSupported),
 		ResourceName:           rs.ResourceName,
+		// What dpop.Verify accepts, exactly.
+		DPOPSigningAlgValuesSupported: slices.Clone(dpop.Algorithms),
+		DPOPBoundAccessTokensRequired: rs.RequireDPoP,
 	}
 	if rs.AuthorizationServer != "" {
 		md.AuthorizationServers = []string{rs.AuthorizationServer}
@@ -145,14 +159,46 @@ func (rs *ResourceServer) MetadataHandler() http.Handler {
 	return auth.ProtectedResourceMetadataHandler(rs.Metadata())
 }
 
-// Protect lets a request through only with a valid bearer token, putting the verified token
-// info on the request for the MCP handler (and so on each tool call's req.Extra.TokenInfo).
-// Otherwise it answers 401 with WWW-Authenticate: Bearer resource_metadata="…" (and, for a
-// token that was refused, error="invalid_token" and why, RFC 6750 §3.1), or 403 naming the
-// scopes when the token lacks RequiredScopes.
+// Protect lets a request through only with a valid token, putting the verified token info on
+// the request for the MCP handler (and so on each tool call's req.Extra.TokenInfo). Otherwise
+// it answers 401 with WWW-Authenticate: Bearer resource_metadata="…" (and, for a token that was
+// refused, error="invalid_token" and why, RFC 6750 §3.1), or 403 naming the scopes when the
+// token lacks RequiredScopes.
+//
+// A token bound to a key (DPoP, RFC 9449: introspection reports cnf.jkt) passes only as
+// "Authorization: DPoP <token>" with a DPoP proof of this request signed by that key; refusals
+// then carry a DPoP challenge (RFC 9449 §7.1). Presented as a bearer token, it is refused:
+// that is what someone who copied the token without the key would do.
 func (rs *ResourceServer) Protect(next http.Handler) http.Handler {
 	metadataURL := rs.MetadataURL()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if scheme, token := authScheme(r); scheme == "dpop" {
+			info, err := rs.Verify(r.Context(), token, r)
+			var refused *errDPoP
+			switch {
+			case errors.As(err, &refused):
+			case errors.Is(err, auth.ErrInvalidToken):
+				refused = &errDPoP{"invalid_token", strings.TrimPrefix(err.Error(), auth.ErrInvalidToken.Error()+": ")}
+			}
+			switch {
+			case refused != nil:
+				w.Header().Set("WWW-Authenticate", dpopChallenge(metadataURL, refused))
+				http.Error(w, refused.code+": "+refused.desc, http.StatusUnauthorized)
+				return
+			case err != nil:
+				rs.logger().WarnContext(r.Context(), "latchkey: DPoP request failed", "err", err)
+				http.Error(w, errUnavailable.Error(), http.StatusInternalServerError)
+				return
+			}
+			// The SDK's middleware reads only Bearer: hand it the checked token that way, so
+			// it applies RequiredScopes and puts info where the MCP handler finds it.
+			r = r.Clone(r.Context())
+			r.Header.Set("Authorization", "Bearer "+token)
+			opts := &auth.RequireBearerTokenOptions{ResourceMetadataURL: metadataURL, Scopes: rs.RequiredScopes}
+			checked := func(context.Context, string, *http.Request) (*auth.TokenInfo, error) { return info, nil }
+			auth.RequireBearerToken(checked, opts)(next).ServeHTTP(w, r)
+			return
+		}
 		// The SDK's middleware puts the token info where the MCP handler finds it, but its
 		// challenge never says why a token was refused. So, per request: when Verify refuses,
 		// write the full challenge here and clear the options, so that the SDK, which reads
@@ -163,7 +209,12 @@ func (rs *ResourceServer) Protect(next http.Handler) http.Handler {
 			info, err := rs.Verify(ctx, token, req)
 			if errors.Is(err, auth.ErrInvalidToken) {
 				w.Header().Set("WWW-Authenticate", invalidTokenChallenge(metadataURL, err))
+				var bound *errDPoP
+				if errors.As(err, &bound) {
+					w.Header().Add("WWW-Authenticate", dpopChallenge("", nil))
+				}
 				opts.ResourceMetadataURL, opts.Scopes = "", nil
+				return nil, err
 			}
 			return info, err
 		}
@@ -215,7 +266,37 @@ var errUnavailable = errors.New("the authorization server cannot verify tokens r
 // and acts for a person, unless AllowClientOnlyTokens lets a client-only token through.
 // Refusals wrap auth.ErrInvalidToken (401); when Latchkey cannot answer, the error does not
 // (500), so a broken link to Latchkey is not mistaken for a bad token.
-func (rs *ResourceServer) Verify(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+//
+// A token bound to a key (DPoP, RFC 9449) passes only when req presents it with
+// "Authorization: DPoP" and a valid proof of req signed by that key; a nil req, or a bearer
+// presentation, refuses it. So whichever middleware calls Verify, a copied DPoP token without
+// the key gets nothing. RequireDPoP refuses unbound tokens too.
+func (rs *ResourceServer) Verify(ctx context.Context, token string, req *http.Request) (*auth.TokenInfo, error) {
+	info, err := rs.verifyToken(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	jkt, _ := info.Extra[TokenInfoJKT].(string)
+	scheme := ""
+	if req != nil {
+		scheme, _ = authScheme(req)
+	}
+	switch {
+	case scheme == "dpop":
+		if err := rs.checkProof(req, token, jkt); err != nil {
+			return nil, fmt.Errorf("%w: %w", auth.ErrInvalidToken, err)
+		}
+	case jkt != "":
+		return nil, fmt.Errorf("%w: %w", auth.ErrInvalidToken,
+			&errDPoP{"invalid_token", "the access token is bound to a DPoP key; present it with Authorization: DPoP and a proof"})
+	case rs.RequireDPoP:
+		return nil, fmt.Errorf("%w: %w", auth.ErrInvalidToken, &errDPoP{"invalid_token", "this server accepts only DPoP-bound access tokens"})
+	}
+	return info, nil
+}
+
+// verifyToken is Verify without the DPoP rules: introspection, the checks, the cache.
+func (rs *ResourceServer) verifyToken(ctx context.Context, token string) (*auth.TokenInfo, error) {
 	now := rs.now()
 	cache := rs.tokenCache()
 	key := sha256.Sum256([]byte(token))
@@ -277,6 +358,10 @@ type introspection struct {
 	Iss       string   `json:"iss"`
 	// SubjectType is Latchkey's latchkey_subject_type: "person" or "client".
 	SubjectType string `json:"latchkey_subject_type"`
+	// Cnf names the key a DPoP-bound token is bound to (RFC 9449 §6.2).
+	Cnf struct {
+		JKT string `json:"jkt"`
+	} `json:"cnf"`
 }
 
 // clientOnly reports whether the token names no person. Latchkey says so in
@@ -380,6 +465,9 @@ func (rs *ResourceServer) accept(ir *introspection, now time.Time) (*auth.TokenI
 		info.UserID = ""
 		info.Extra[TokenInfoSubjectType] = SubjectClient
 	}
+	if ir.Cnf.JKT != "" {
+		info.Extra[TokenInfoJKT] = ir.Cnf.JKT
+	}
 	return info, exp, nil
 }
 
@@ -387,7 +475,7 @@ func (rs *ResourceServer) accept(ir *introspection, now time.Time) (*auth.TokenI
 // else (a refresh token above all) is not a bearer credential for this server.
 func bearerType(t string) bool {
 	switch strings.ToLower(t) {
-	case "", "bearer", "access_token", TokenTypeAccessToken:
+	case "", "bearer", "dpop", "access_token", TokenTypeAccessToken:
 		return true
 	}
 	return false

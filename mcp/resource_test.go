@@ -32,6 +32,8 @@ func TestProtectedResourceMetadata(t *testing.T) {
 		"bearer_methods_supported": []any{"header"},
 		"scopes_supported":         []any{"repos:read"},
 		"resource_name":            "Repo Helper",
+		// DPoP proofs are checked for bound tokens; exactly what the verifier accepts.
+		"dpop_signing_alg_values_supported": []any{"ES256", "EdDSA", "PS256", "RS256"},
 	}
 	resp, err := http.Get(s.rs.MetadataURL())
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"latchkey.dev/latchkey/internal/clientaddr"
 	"latchkey.dev/latchkey/internal/clientdoc"
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/jwks"
 	"latchkey.dev/latchkey/internal/metrics"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
@@ -56,6 +57,9 @@ type Options struct {
 	PublicURL string           // e.g. http://127.0.0.1:8080; issuer = PublicURL/{ns}/{project}
 	// Ready is an extra readiness check (the first snapshot is published); may be nil.
 	Ready func(context.Context) error
+	// ClientKeys fetches private_key_jwt clients' key sets from their jwks_uri; nil makes one
+	// for production (public addresses only).
+	ClientKeys *jwks.Fetcher
 	// ClientDocuments fetches client ID metadata documents for projects that accept them;
 	// nil means a clientdoc.Fetcher with its production defaults (public https hosts only).
 	ClientDocuments *clientdoc.Fetcher
@@ -120,6 +124,10 @@ func New(o Options) (*Server, error) {
 	if documents == nil {
 		documents = clientdoc.New(clientdoc.Options{Now: now})
 	}
+	clientKeys := o.ClientKeys
+	if clientKeys == nil {
+		clientKeys = jwks.New(jwks.Options{Now: now})
+	}
 	env := &site.Env{
 		Config:         o.Config,
 		Store:          o.Store,
@@ -133,6 +141,7 @@ func New(o Options) (*Server, error) {
 		ClientDocument: register.ClientDocument(documents),
 		Events:         o.Events,
 		Addresses:      addresses,
+		ClientKeys:     clientKeys,
 	}
 	s := &Server{
 		env:      env,

@@ -39,6 +39,9 @@ const (
 	// server's stricter ones (userinfo, upper-case scheme, characters outside RFC 3986, …), which
 	// dynamic registration applies too.
 	OAuthClientInvalidRedirectURIReason = "InvalidRedirectURI"
+	// OAuthClientInvalidJWKSReason: spec.jwks is not a JSON Web Key Set of public signing keys
+	// (EC, RSA of 2048 bits or more, Ed25519), or holds private key material.
+	OAuthClientInvalidJWKSReason = "InvalidJWKS"
 	// OAuthClientSigningKeyRequiredReason: accessTokenFormat is jwt but the Project has no
 	// spec.signingKeySecretRef.
 	OAuthClientSigningKeyRequiredReason = "SigningKeyRequired"
@@ -93,12 +96,18 @@ const (
 )
 
 // TokenEndpointAuthMethod is how the client authenticates at the token endpoint (RFC 7591).
-// +kubebuilder:validation:Enum=client_secret_basic;client_secret_post;none
+// +kubebuilder:validation:Enum=client_secret_basic;client_secret_post;client_secret_jwt;private_key_jwt;none
 type TokenEndpointAuthMethod string
 
 const (
 	AuthClientSecretBasic TokenEndpointAuthMethod = "client_secret_basic"
 	AuthClientSecretPost  TokenEndpointAuthMethod = "client_secret_post"
+	// AuthClientSecretJWT: a JWT signed with HS256 under the client secret (RFC 7523 §2.2,
+	// OpenID Connect Core §9), so the secret itself never crosses the wire.
+	AuthClientSecretJWT TokenEndpointAuthMethod = "client_secret_jwt"
+	// AuthPrivateKeyJWT: a JWT signed with one of the client's private keys (RFC 7523 §2.2),
+	// whose public halves spec.jwks or spec.jwksURI publishes. The client gets no secret.
+	AuthPrivateKeyJWT TokenEndpointAuthMethod = "private_key_jwt"
 	// AuthNone makes the client public: it gets no secret and must use PKCE.
 	AuthNone TokenEndpointAuthMethod = "none"
 )
@@ -136,6 +145,8 @@ type ResourceURI string
 type ConnectorName string
 
 // OAuthClientSpec declares one OAuth client of a Project.
+// +kubebuilder:validation:XValidation:rule="!has(self.tokenEndpointAuthMethod) || self.tokenEndpointAuthMethod != 'private_key_jwt' || has(self.jwks) != has(self.jwksURI)",message="tokenEndpointAuthMethod private_key_jwt needs exactly one of jwks and jwksURI"
+// +kubebuilder:validation:XValidation:rule="(!has(self.jwks) && !has(self.jwksURI)) || (has(self.tokenEndpointAuthMethod) && self.tokenEndpointAuthMethod == 'private_key_jwt')",message="jwks and jwksURI are used only with tokenEndpointAuthMethod private_key_jwt"
 // +kubebuilder:validation:XValidation:rule="!has(self.grantTypes) || !('client_credentials' in self.grantTypes) || !has(self.tokenEndpointAuthMethod) || self.tokenEndpointAuthMethod != 'none'",message="grantTypes: client_credentials needs a confidential client; set tokenEndpointAuthMethod to client_secret_basic or client_secret_post"
 // +kubebuilder:validation:XValidation:rule="!has(self.grantTypes) || !('authorization_code' in self.grantTypes) || (has(self.redirectURIs) && size(self.redirectURIs) > 0)",message="redirectURIs: grant type authorization_code needs at least one redirect URI"
 // +kubebuilder:validation:XValidation:rule="!has(self.grantTypes) || !('refresh_token' in self.grantTypes) || 'authorization_code' in self.grantTypes || 'urn:ietf:params:oauth:grant-type:token-exchange' in self.grantTypes",message="grantTypes: refresh_token needs authorization_code or token-exchange, which issue refresh tokens"
@@ -176,12 +187,48 @@ type OAuthClientSpec struct {
 	// +optional
 	Scopes []Scope `json:"scopes,omitempty"`
 
-	// tokenEndpointAuthMethod is how the client authenticates at the token endpoint:
-	// client_secret_basic (default), client_secret_post, or none. none makes the client public:
-	// it gets only a client id (no secret), must use PKCE, and cannot use client_credentials.
+	// tokenEndpointAuthMethod is how the client authenticates at the token, introspection,
+	// revocation and pushed authorization request endpoints: client_secret_basic (default),
+	// client_secret_post, client_secret_jwt (an HS256 JWT under the client secret), private_key_jwt
+	// (a JWT signed with a key of spec.jwks or spec.jwksURI; the client gets no secret), or none.
+	// none makes the client public: it gets only a client id (no secret), must use PKCE, and
+	// cannot use client_credentials. The JWT methods are RFC 7523 §2.2 client assertions
+	// (docs/enterprise.md).
 	// +kubebuilder:default=client_secret_basic
 	// +optional
 	TokenEndpointAuthMethod TokenEndpointAuthMethod `json:"tokenEndpointAuthMethod,omitempty"`
+
+	// jwks is the client's public keys as a JSON Web Key Set document ({"keys":[…]}), for
+	// tokenEndpointAuthMethod private_key_jwt. Keys are EC P-256, RSA (2048 bits or more) or
+	// Ed25519, public only. Conflicts with jwksURI. At most 16384 characters.
+	// +kubebuilder:validation:MaxLength=16384
+	// +optional
+	JWKS string `json:"jwks,omitempty"`
+
+	// jwksURI is where the client publishes its JSON Web Key Set, for tokenEndpointAuthMethod
+	// private_key_jwt: an https URL the server fetches on a public address (internal/netguard),
+	// caches for five minutes, and fetches again, at most once a minute, when an assertion names
+	// a key id it does not hold, so the client can rotate keys without an edit here. Conflicts
+	// with jwks. At most 2048 characters.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') && isURL(self) && size(url(self).getHostname()) > 0",message="jwksURI must be an https URL"
+	// +optional
+	JWKSURI string `json:"jwksURI,omitempty"`
+
+	// requireDPoP makes every token request of this client carry a DPoP proof (RFC 9449), so its
+	// access tokens (and, for a public client, its refresh tokens) are bound to the client's key
+	// and useless to whoever copies them. A request without a proof is refused with
+	// invalid_dpop_proof. The Project's spec.requireDPoP turns it on for every client. Defaults
+	// to false: a proof is accepted, never required.
+	// +optional
+	RequireDPoP bool `json:"requireDPoP,omitempty"`
+
+	// requirePushedAuthorizationRequests makes this client push every authorization request to
+	// the pushed authorization request endpoint first (RFC 9126); /authorize then accepts only a
+	// request_uri from it. The Project's spec.requirePushedAuthorizationRequests turns it on for
+	// every client. Defaults to false.
+	// +optional
+	RequirePushedAuthorizationRequests bool `json:"requirePushedAuthorizationRequests,omitempty"`
 
 	// accessTokenFormat is opaque (default; checked by introspection) or jwt (RFC 9068; needs
 	// the Project's spec.signingKeySecretRef, else the client reports SigningKeyRequired).

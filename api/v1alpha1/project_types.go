@@ -140,6 +140,33 @@ type ProjectSpec struct {
 	// refused when it is dialled.
 	// +optional
 	UpstreamNetwork *UpstreamNetwork `json:"upstreamNetwork,omitempty"`
+
+	// requireDPoP makes every token request to this Project carry a DPoP proof (RFC 9449), for
+	// every client, so every access token is bound to its client's key (cnf.jkt) and a copied
+	// token is useless without the key. A request without a proof is refused with
+	// invalid_dpop_proof. Defaults to false: proofs are accepted from any client, and required
+	// only of OAuthClients that set spec.requireDPoP and of registered clients that registered
+	// dpop_bound_access_tokens.
+	// +optional
+	RequireDPoP bool `json:"requireDPoP,omitempty"`
+
+	// requireDPoPNonce makes every DPoP proof at the token endpoint carry a nonce the server
+	// handed out (RFC 9449 §8): a proof without one, or with a stale one, is answered
+	// use_dpop_nonce with a fresh DPoP-Nonce header, and the client signs again. This bounds how
+	// long a proof made in advance (by malware that had the key for a moment) stays usable to
+	// the nonce's lifetime, about a minute. Costs clients one more round trip the first time.
+	// Defaults to false.
+	// +optional
+	RequireDPoPNonce bool `json:"requireDPoPNonce,omitempty"`
+
+	// requirePushedAuthorizationRequests makes every client push its authorization requests to
+	// the pushed authorization request endpoint (RFC 9126) first; /authorize then accepts only a
+	// request_uri from it, and the metadata says so (require_pushed_authorization_requests).
+	// Defaults to false: pushing is accepted from every client, required only of OAuthClients
+	// that set spec.requirePushedAuthorizationRequests and of registered clients that registered
+	// require_pushed_authorization_requests.
+	// +optional
+	RequirePushedAuthorizationRequests bool `json:"requirePushedAuthorizationRequests,omitempty"`
 }
 
 // UpstreamNetwork lets a Project's Connectors reach a service that is not on the public

@@ -92,6 +92,17 @@ type Document struct {
 	Scope         string
 	// Raw is the document as served, for callers that validate more of it.
 	Raw []byte
+	// AuthMethod is none or private_key_jwt; JWKSURI or JWKS (raw JSON) then holds the keys.
+	AuthMethod string
+	JWKSURI    string
+	JWKS       []byte
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // Options configure a Fetcher. The zero value is ready for production.
@@ -439,15 +450,17 @@ func checkHost(host string, allowLoopback bool) error {
 
 // document is the part of a metadata document Latchkey reads (RFC 7591 members).
 type document struct {
-	ClientID                string   `json:"client_id"`
-	RedirectURIs            []string `json:"redirect_uris"`
-	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method"`
-	GrantTypes              []string `json:"grant_types"`
-	ResponseTypes           []string `json:"response_types"`
-	ClientName              string   `json:"client_name"`
-	ClientURI               string   `json:"client_uri"`
-	LogoURI                 string   `json:"logo_uri"`
-	Scope                   string   `json:"scope"`
+	ClientID                string          `json:"client_id"`
+	RedirectURIs            []string        `json:"redirect_uris"`
+	TokenEndpointAuthMethod string          `json:"token_endpoint_auth_method"`
+	GrantTypes              []string        `json:"grant_types"`
+	ResponseTypes           []string        `json:"response_types"`
+	ClientName              string          `json:"client_name"`
+	ClientURI               string          `json:"client_uri"`
+	LogoURI                 string          `json:"logo_uri"`
+	Scope                   string          `json:"scope"`
+	JWKSURI                 string          `json:"jwks_uri"`
+	JWKS                    json.RawMessage `json:"jwks"`
 }
 
 // Parse checks a document served at id: a JSON object that names itself, carries no secret,
@@ -475,8 +488,20 @@ func Parse(id string, body []byte) (*Document, error) {
 	}
 	switch d.TokenEndpointAuthMethod {
 	case "", "none":
+		if d.JWKSURI != "" || len(d.JWKS) > 0 {
+			return nil, problem("jwks and jwks_uri are for token_endpoint_auth_method private_key_jwt")
+		}
+	case "private_key_jwt":
+		// The client proves itself with keys it publishes, never a secret: the document can
+		// stay public.
+		if (d.JWKSURI == "") == (len(d.JWKS) == 0) {
+			return nil, problem("token_endpoint_auth_method private_key_jwt needs exactly one of jwks_uri and jwks")
+		}
+		if d.JWKSURI != "" && (!strings.HasPrefix(d.JWKSURI, "https://") || len(d.JWKSURI) > MaxIDLength) {
+			return nil, problem("jwks_uri must be an https URL")
+		}
 	default:
-		return nil, problem("token_endpoint_auth_method must be none: only public clients, which prove themselves with PKCE, may identify themselves by a document")
+		return nil, problem("token_endpoint_auth_method must be none or private_key_jwt: a document is public, so it cannot go with a secret")
 	}
 	if len(d.RedirectURIs) == 0 {
 		return nil, problem("redirect_uris must list at least one redirect URI")
@@ -505,5 +530,8 @@ func Parse(id string, body []byte) (*Document, error) {
 		ResponseTypes: d.ResponseTypes,
 		Scope:         d.Scope,
 		Raw:           body,
+		AuthMethod:    cmpOr(d.TokenEndpointAuthMethod, "none"),
+		JWKSURI:       d.JWKSURI,
+		JWKS:          []byte(d.JWKS),
 	}, nil
 }

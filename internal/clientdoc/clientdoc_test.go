@@ -283,10 +283,11 @@ func TestRefusals(t *testing.T) {
 		}, "client_secret"},
 		"shared-secret auth": {"/h.json", func(p string) string {
 			return s.json(p, with("token_endpoint_auth_method", "client_secret_basic"))
-		}, "token_endpoint_auth_method must be none"},
-		"private_key_jwt": {"/i.json", func(p string) string {
+		}, "token_endpoint_auth_method must be none or private_key_jwt"},
+		// private_key_jwt is fine with keys to check its assertions, and nothing without.
+		"private_key_jwt without keys": {"/i.json", func(p string) string {
 			return s.json(p, with("token_endpoint_auth_method", "private_key_jwt"))
-		}, "token_endpoint_auth_method must be none"},
+		}, "needs exactly one of jwks_uri and jwks"},
 		"wrong type": {"/j.json", func(p string) string {
 			return s.json(p, with("redirect_uris", "https://a.example/cb"))
 		}, "wrong type"},

@@ -57,6 +57,12 @@ type Project struct {
 	// during rotation. Empty also when the project's signing key Secret is missing or does not
 	// parse.
 	SigningKeys []SigningKey
+	// RequireDPoP: every token request must carry a DPoP proof (RFC 9449).
+	RequireDPoP bool
+	// RequireDPoPNonce: every DPoP proof at the token endpoint must carry a server nonce.
+	RequireDPoPNonce bool
+	// RequirePAR: every authorization request must be pushed first (RFC 9126).
+	RequirePAR bool
 }
 
 // SignIn says how people sign in to the project; either or both may be set.
@@ -184,6 +190,17 @@ type Client struct {
 	Resources []string
 	// Source names the resource, "namespace/name", for messages.
 	Source string
+	// RequireDPoP: every token request of this client must carry a DPoP proof.
+	RequireDPoP bool
+	// RequirePAR: every authorization request of this client must be pushed first.
+	RequirePAR bool
+	// JWKS (a JSON Web Key Set document) or JWKSURI holds the public keys of a private_key_jwt
+	// client.
+	JWKS    []byte
+	JWKSURI string
+	// SecretJWTKey is the client secret itself, only for a client_secret_jwt client: an HS256
+	// assertion can only be checked with it. It lives in memory only (never in the database).
+	SecretJWTKey []byte
 }
 
 // Connector is a compiled upstream OAuth service.

@@ -51,6 +51,8 @@ type Store interface {
 	Leavers
 	Sealed
 	Admin
+	Replays
+	PushedRequests
 
 	// GarbageCollect deletes rows that expired before now (sessions, codes, tokens, callback
 	// states, links, delivered events) and reports how many of each it removed. On PostgreSQL
@@ -60,8 +62,8 @@ type Store interface {
 
 // GCResult counts rows removed by GarbageCollect, by table: "sessions", "auth_codes",
 // "tokens", "callback_states", "links", "events", "logout_tokens" (remembered back-channel
-// logout token ids), and "token_replays" (rotated refresh tokens whose stored grace-window
-// response was cleared).
+// logout token ids), "pushed_requests", "used_once" (one-time identifiers past their window),
+// and "token_replays" (rotated refresh tokens whose stored grace-window response was cleared).
 type GCResult map[string]int64
 
 // ---------------------------------------------------------------------------------------------
@@ -232,6 +234,9 @@ type Token struct {
 	RevokedAt *time.Time
 	// RotatedAt is set on a refresh token once it has been exchanged for a successor.
 	RotatedAt *time.Time
+	// JKT is the RFC 7638 thumbprint of the key the token is bound to by DPoP (RFC 9449), ""
+	// for a bearer token. Rotation does not carry it over: the caller sets it on each new token.
+	JKT string
 }
 
 // Active reports whether the token may be used at now. A rotated refresh token is still
@@ -492,6 +497,42 @@ type Links interface {
 	// when there is no such row. It serves the flow that finishes a link it started (the
 	// upstream callback), never the link page, which finds links by code.
 	GetLink(ctx context.Context, id string) (Link, error)
+}
+
+// ---------------------------------------------------------------------------------------------
+// One-time identifiers
+
+type Replays interface {
+	// UseOnce records key as used until expiresAt. It returns ErrConflict when key is already
+	// recorded and its record has not expired at now, on every replica: a DPoP proof's or a
+	// client assertion's jti is accepted once. An expired record is taken over. Keys are
+	// hashes the caller makes, naming what the identifier is for (the project, the key or
+	// client, the jti), so identifiers of different purposes never collide.
+	UseOnce(ctx context.Context, key []byte, expiresAt, now time.Time) error
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pushed authorization requests (RFC 9126)
+
+// PushedRequest is an authorization request a client pushed: its validated parameters, found
+// by the hash of the request_uri handed back for it.
+type PushedRequest struct {
+	Hash      []byte
+	Project   string
+	ClientID  string
+	Params    string // form-encoded authorization request parameters
+	ExpiresAt time.Time
+	CreatedAt time.Time
+}
+
+type PushedRequests interface {
+	// CreatePushedRequest stores a pushed request; a duplicate hash is ErrConflict.
+	CreatePushedRequest(ctx context.Context, p PushedRequest) error
+	// ConsumePushedRequest deletes the request and returns it, exactly once; an unknown,
+	// expired or already used one is ErrNotFound. If check is non-nil it runs on the row first,
+	// inside the transaction, and the row is kept when it returns an error (returned with the
+	// row): a request_uri presented with another client's id is refused without being burnt.
+	ConsumePushedRequest(ctx context.Context, hash []byte, now time.Time, check func(PushedRequest) error) (PushedRequest, error)
 }
 
 // ---------------------------------------------------------------------------------------------

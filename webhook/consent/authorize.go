@@ -14,6 +14,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
+	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/oauth"
@@ -24,13 +25,19 @@ import (
 
 const maxFormBytes = 32 << 10
 
-type authorizer struct{ env *site.Env }
+type authorizer struct {
+	env *site.Env
+	// pushes limits pushed authorization requests per client address: each one stores a row.
+	pushes *ratelimit.Limiter
+}
 
-// Register mounts /authorize: GET is the authorization request, POST the consent decision.
+// Register mounts /authorize (GET is the authorization request, POST the consent decision) and
+// /par, the pushed authorization request endpoint (RFC 9126).
 func Register(rt site.Router, env *site.Env) {
-	a := &authorizer{env: env}
+	a := &authorizer{env: env, pushes: ratelimit.New(PushBurst, PushEvery)}
 	rt.Page("GET /authorize", http.HandlerFunc(a.authorize))
 	rt.Page("POST /authorize", http.HandlerFunc(a.decide))
+	rt.API("/par", http.HandlerFunc(a.par))
 }
 
 func (a *authorizer) authorize(w http.ResponseWriter, r *http.Request) {
@@ -201,7 +208,7 @@ func (a *authorizer) respond(w http.ResponseWriter, r *http.Request, p *config.P
 // it cannot be used it answers the request itself, with a page or a redirect with an error,
 // and reports false.
 func (a *authorizer) parse(w http.ResponseWriter, r *http.Request, p *config.Project, q url.Values) (*request, bool) {
-	req, perr, err := parse(r.Context(), a.env, p, q)
+	req, perr, err := parse(r.Context(), a.env, p, q, false)
 	if perr != nil {
 		a.refuse(w, r, p, perr)
 		return nil, false

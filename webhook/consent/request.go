@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"latchkey.dev/latchkey/internal/clientdoc"
 	"latchkey.dev/latchkey/internal/config"
@@ -39,6 +40,12 @@ type request struct {
 	// (or max_age=0): a sign-in at or after it satisfies the request. A client that sets it
 	// can only weaken its own prompt=login.
 	LoginAfter int64
+	// Pushed: the request came through the pushed authorization request endpoint (RFC 9126),
+	// now or, sealed, earlier in this flow. Seal carries that across sign-in and the consent
+	// form, until SealExpires.
+	Pushed      bool
+	Seal        string
+	SealExpires time.Time
 }
 
 func (q *request) has(prompt string) bool { return slices.Contains(q.Prompt, prompt) }
@@ -59,8 +66,19 @@ type pageError struct {
 // parse validates an authorization request. Errors about the client or its redirect address
 // come back as pageError; every other error is an oauth.Error for the redirect.
 //
+// viaPAR says q was pushed to the pushed authorization request endpoint by its authenticated
+// client. At /authorize, request_uri and client_id stand for the pushed request (spent here).
+//
 //nolint:gocyclo // one branch per parameter check, in the order RFC 6749 §4.1.2.1 sets (redirect_uri before anything is redirected), read against the RFC as one list
-func parse(ctx context.Context, env *site.Env, p *config.Project, q url.Values) (*request, *pageError, error) {
+func parse(ctx context.Context, env *site.Env, p *config.Project, q url.Values, viaPAR bool) (*request, *pageError, error) {
+	fromURI := false
+	if q.Has("request_uri") && !viaPAR {
+		expanded, perr := pushedRequest(ctx, env, p, q)
+		if perr != nil {
+			return nil, perr, nil
+		}
+		q, fromURI = expanded, true
+	}
 	for _, k := range []string{"client_id", "redirect_uri"} {
 		if len(q[k]) > 1 {
 			return nil, &pageError{Status: http.StatusBadRequest, Heading: "This request is not valid", Message: "The request names more than one " + k + "."}, nil
@@ -107,9 +125,6 @@ func parse(ctx context.Context, env *site.Env, p *config.Project, q url.Values) 
 	}
 	if q.Get("request") != "" {
 		return req, nil, oauth.Error{Code: "request_not_supported", Description: "request objects are not supported"}
-	}
-	if q.Get("request_uri") != "" {
-		return req, nil, oauth.Error{Code: "request_uri_not_supported", Description: "request_uri is not supported"}
 	}
 	switch rt := q.Get("response_type"); {
 	case rt == "":
@@ -168,13 +183,48 @@ func parse(ctx context.Context, env *site.Env, p *config.Project, q url.Values) 
 			req.LoginAfter = n
 		}
 	}
+	now := env.Now()
+	switch {
+	case viaPAR:
+		req.Pushed = true
+	case fromURI:
+		req.Pushed, req.SealExpires = true, now.Add(continuationLifetime)
+	case q.Get(pushedParam) != "":
+		req.SealExpires, req.Pushed = pushedSealValid(env, p, req.values(), q.Get(pushedParam), now)
+	}
+	if req.Pushed && !viaPAR {
+		req.Seal = sealPushed(env, p, req.values(), req.SealExpires)
+	}
+	// RFC 9126 §6: a client or Project that requires pushed requests gets no code for a request
+	// that was not pushed, whatever else it carries.
+	if !req.Pushed && (p.RequirePAR || client.RequirePAR) {
+		return req, nil, oauth.ErrInvalidRequest.WithDescription("this client must push its authorization requests to the pushed authorization request endpoint (RFC 9126) and send only client_id and request_uri here")
+	}
 	return req, nil, nil
+}
+
+// values are the request's parameters that decide what is granted and where it goes, as the
+// seal of a pushed request covers them.
+func (q *request) values() url.Values {
+	v := url.Values{}
+	for _, f := range q.fields() {
+		v.Add(f.Name, f.Value)
+	}
+	return v
 }
 
 // echo is the request as hidden form fields for the consent page; the decision POST is
 // validated again from them, and tampering with them changes nothing that parse would not
 // refuse on a fresh request.
 func (q *request) echo() []pages.Field {
+	f := q.fields()
+	if q.Seal != "" {
+		f = append(f, pages.Field{Name: pushedParam, Value: q.Seal})
+	}
+	return f
+}
+
+func (q *request) fields() []pages.Field {
 	f := []pages.Field{
 		{Name: "client_id", Value: q.Client.ID},
 		{Name: "response_type", Value: "code"},

@@ -26,17 +26,19 @@ func readClientForm(env *site.Env, p *config.Project, w http.ResponseWriter, r *
 	return form, client, err
 }
 
-// Authenticate identifies the client of a request to the token, revocation or introspection
-// endpoint. It accepts exactly one method per request: client_secret_basic (RFC 6749 §2.3.1,
-// with the id and secret form-url-encoded inside the header), client_secret_post, or none for
-// public clients, which then prove themselves with PKCE. A confidential client may use either
-// secret method. Unknown clients and wrong secrets get the same answer.
+// Authenticate identifies the client of a request to the token, revocation, introspection or
+// pushed authorization request endpoint. It accepts exactly one method per request:
+// client_secret_basic (RFC 6749 §2.3.1, with the id and secret form-url-encoded inside the
+// header), client_secret_post, a JWT client assertion (private_key_jwt or client_secret_jwt,
+// RFC 7523 §2.2), or none for public clients, which then prove themselves with PKCE. A client
+// with a secret may use either secret method; a client of a JWT method only that method.
+// Unknown clients and wrong credentials get the same answer.
 //
 // Client secrets are 256-bit random values stored as SHA-256, so a single hash and a
 // constant-time compare are the whole cost of authentication.
 func Authenticate(ctx context.Context, env *site.Env, p *config.Project, r *http.Request, form url.Values) (*site.Client, error) {
 	if form.Get("client_assertion") != "" || form.Get("client_assertion_type") != "" {
-		return nil, ErrInvalidClient.WithDescription("client assertions are not supported; use client_secret_basic, client_secret_post or none")
+		return authenticateAssertion(ctx, env, p, r, form)
 	}
 	id, sec, basic, err := basicAuth(r)
 	if err != nil {
@@ -73,6 +75,11 @@ func Authenticate(ctx context.Context, env *site.Env, p *config.Project, r *http
 			return nil, errAuthFailed
 		}
 		return c, nil
+	}
+	// A client that chose a JWT method never sends its secret (client_secret_jwt) or has none
+	// (private_key_jwt): the secret methods are not for it (docs/decisions/0038).
+	if c.AuthMethod == site.AuthClientSecretJWT || c.AuthMethod == site.AuthPrivateKeyJWT {
+		return nil, errAuthFailed
 	}
 	if c.Public() || !secret.HashEqual(sec, c.SecretHash) {
 		return nil, errAuthFailed

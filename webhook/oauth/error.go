@@ -107,7 +107,8 @@ func WriteError(w http.ResponseWriter, err error) {
 	switch {
 	case e.Code == "invalid_client" && status == http.StatusUnauthorized:
 		h.Set("WWW-Authenticate", `Basic realm="latchkey", charset="UTF-8"`)
-	case e.Code == "invalid_token" && status == http.StatusUnauthorized:
+	case e.Code == "invalid_token" && status == http.StatusUnauthorized && h.Get("WWW-Authenticate") == "":
+		// A DPoP refusal has set its own challenge (RFC 9449 §7.1).
 		h.Set("WWW-Authenticate", `Bearer error="invalid_token"`+describe(e.Description))
 	}
 	body := make(map[string]any, 2+len(e.Extra))

@@ -41,7 +41,7 @@ func clientCredentials(ctx context.Context, req *TokenRequest) (*TokenResponse, 
 		}
 		return nil, ErrInvalidTarget.WithDescription("a client that registered itself may get client_credentials tokens only for the resources the project's registration policy lists")
 	}
-	tokens, resp, err := Mint(req.Project, req.Now, Issue{Client: client, Scopes: scopes, Audience: audience})
+	tokens, resp, err := Mint(req.Project, req.Now, Issue{Client: client, Scopes: scopes, Audience: audience, JKT: req.JKT})
 	if err != nil {
 		return nil, Internal(err)
 	}

@@ -88,6 +88,7 @@ func authorizationCode(ctx context.Context, req *TokenRequest) (*TokenResponse, 
 		CodeHash: hash,
 		Refresh:  client.HasGrant("refresh_token"),
 		Nonce:    ac.Nonce,
+		JKT:      req.JKT,
 	}
 	if slices.Contains(ac.Scopes, "openid") && len(p.SigningKeys) > 0 {
 		person, err := env.Store.GetPerson(ctx, p.Key, ac.Subject)

@@ -37,6 +37,12 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 	if old.Kind != store.RefreshToken || old.Project != p.Key || old.ClientID != client.ID || !old.Active(req.Now) {
 		return nil, invalid
 	}
+	// A refresh token bound to a key (a public client's, RFC 9449 §5) is good only with a proof
+	// signed by that key: whoever copied the token without the key gets nothing, and the
+	// token stays the holder's.
+	if old.JKT != "" && old.JKT != req.JKT {
+		return nil, ErrInvalidGrant.WithDescription("the refresh token is bound to a DPoP key; send a DPoP proof signed with that key")
+	}
 	if err := env.RedirectPolicy(p, client.RedirectURIs); err != nil {
 		if _, rerr := env.Store.RevokeFamily(ctx, old.FamilyID, req.Now); rerr != nil {
 			return nil, Internal(rerr)
@@ -86,6 +92,7 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 		CodeHash:      old.CodeHash,
 		Refresh:       true,
 		RefreshScopes: old.Scopes,
+		JKT:           req.JKT,
 	})
 	if err != nil {
 		return nil, Internal(err)

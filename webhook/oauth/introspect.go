@@ -25,6 +25,8 @@ type introspection struct {
 	AuthTime  int64    `json:"auth_time,omitempty"`
 	// SubjectType says whether the token acts for a person or only for its client.
 	SubjectType string `json:"latchkey_subject_type,omitempty"`
+	// Cnf is the key a DPoP-bound token is bound to (RFC 9449 §6.2).
+	Cnf *Confirmation `json:"cnf,omitempty"`
 }
 
 // Who a token acts for, in the SubjectTypeClaim member of introspection answers and JWT access
@@ -105,9 +107,15 @@ func introspect(env *site.Env) http.HandlerFunc {
 			Iat:         t.IssuedAt.Unix(),
 			SubjectType: subjectType(t.Subject),
 		}
-		if t.Kind == store.AccessToken {
+		if t.JKT != "" {
+			out.Cnf = &Confirmation{JKT: t.JKT}
+		}
+		switch {
+		case t.Kind == store.AccessToken && t.JKT != "":
+			out.TokenType = TokenTypeDPoP
+		case t.Kind == store.AccessToken:
 			out.TokenType = "Bearer"
-		} else {
+		default:
 			out.TokenType = "refresh_token"
 		}
 		if t.Subject != "" && !t.AuthTime.IsZero() {

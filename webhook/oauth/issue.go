@@ -45,6 +45,10 @@ type Issue struct {
 	// Person and Nonce, when set and the scope holds openid, produce an ID token.
 	Person *store.Person
 	Nonce  string
+	// JKT, when set, binds the access token to that DPoP key (cnf.jkt, token_type DPoP) and,
+	// for a public client, the refresh token too (RFC 9449 §5): a confidential client's
+	// refresh token is already bound to it by client authentication.
+	JKT string
 }
 
 // Mint makes the tokens of an issuance and the response that carries them. The caller stores
@@ -84,11 +88,16 @@ func Mint(p *config.Project, now time.Time, is Issue) ([]store.Token, TokenRespo
 	at.Kind = store.AccessToken
 	at.Hash = secret.Hash(access)
 	at.ExpiresAt = atExp
+	at.JKT = is.JKT
 	tokens := []store.Token{at}
 
+	tokenType := "Bearer"
+	if is.JKT != "" {
+		tokenType = TokenTypeDPoP
+	}
 	resp := TokenResponse{
 		AccessToken: access,
-		TokenType:   "Bearer",
+		TokenType:   tokenType,
 		ExpiresIn:   int64(lt.AccessToken / time.Second),
 		Scope:       strings.Join(is.Scopes, " "),
 	}
@@ -100,6 +109,9 @@ func Mint(p *config.Project, now time.Time, is Issue) ([]store.Token, TokenRespo
 		rt.ExpiresAt = now.Add(lt.RefreshToken)
 		if is.RefreshScopes != nil {
 			rt.Scopes = is.RefreshScopes
+		}
+		if is.Client.Public() {
+			rt.JKT = is.JKT
 		}
 		tokens = append(tokens, rt)
 		resp.RefreshToken = refresh
@@ -120,6 +132,13 @@ type accessClaims struct {
 	Scope       string `json:"scope,omitempty"`
 	AuthTime    int64  `json:"auth_time,omitempty"`
 	SubjectType string `json:"latchkey_subject_type"`
+	// Cnf binds the token to a DPoP key (RFC 9449 §6.1).
+	Cnf *Confirmation `json:"cnf,omitempty"`
+}
+
+// Confirmation is the cnf member of a JWT access token or an introspection answer.
+type Confirmation struct {
+	JKT string `json:"jkt"`
 }
 
 // accessJWT makes an RFC 9068 access token. A client-only token (client_credentials) carries
@@ -147,6 +166,9 @@ func accessJWT(p *config.Project, now, exp time.Time, is Issue) (string, error) 
 	}
 	if is.Subject != "" && !is.AuthTime.IsZero() {
 		c.AuthTime = is.AuthTime.Unix()
+	}
+	if is.JKT != "" {
+		c.Cnf = &Confirmation{JKT: is.JKT}
 	}
 	return sign(p, now, "at+jwt", c)
 }

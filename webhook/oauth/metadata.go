@@ -9,6 +9,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/mcp/dpop"
 	"latchkey.dev/latchkey/webhook/site"
 )
 
@@ -29,6 +30,7 @@ type ServerMetadata struct {
 	GrantTypesSupported                        []string `json:"grant_types_supported"`
 	CodeChallengeMethodsSupported              []string `json:"code_challenge_methods_supported"`
 	TokenEndpointAuthMethodsSupported          []string `json:"token_endpoint_auth_methods_supported"`
+	TokenEndpointAuthSigningAlgValuesSupported []string `json:"token_endpoint_auth_signing_alg_values_supported"`
 	RevocationEndpointAuthMethodsSupported     []string `json:"revocation_endpoint_auth_methods_supported"`
 	IntrospectionEndpointAuthMethodsSupported  []string `json:"introspection_endpoint_auth_methods_supported"`
 	AuthorizationResponseIssParameterSupported bool     `json:"authorization_response_iss_parameter_supported"`
@@ -37,7 +39,16 @@ type ServerMetadata struct {
 	IDTokenSigningAlgValuesSupported           []string `json:"id_token_signing_alg_values_supported,omitempty"`
 	ClaimsSupported                            []string `json:"claims_supported"`
 	PromptValuesSupported                      []string `json:"prompt_values_supported"`
+	// PushedAuthorizationRequestEndpoint and RequirePushedAuthorizationRequests: RFC 9126 §5.
+	PushedAuthorizationRequestEndpoint string `json:"pushed_authorization_request_endpoint"`
+	RequirePushedAuthorizationRequests bool   `json:"require_pushed_authorization_requests"`
+	// DPoPSigningAlgValuesSupported is exactly what the proof verifier accepts (RFC 9449 §5.1).
+	DPoPSigningAlgValuesSupported []string `json:"dpop_signing_alg_values_supported"`
 }
+
+// authMethods are the client authentication methods every endpoint accepts; introspection all
+// but the last, none.
+var authMethods = []string{site.AuthClientSecretBasic, site.AuthClientSecretPost, site.AuthPrivateKeyJWT, site.AuthClientSecretJWT, site.AuthNone}
 
 // DefaultScopes are offered by every project, on top of its clients' declared scopes.
 var DefaultScopes = []string{"openid", "profile", "email"}
@@ -58,14 +69,18 @@ func Metadata(p *config.Project, grantTypes []string) ServerMetadata {
 		ResponseModesSupported:                     []string{"query"},
 		GrantTypesSupported:                        grantTypes,
 		CodeChallengeMethodsSupported:              []string{"S256"},
-		TokenEndpointAuthMethodsSupported:          []string{site.AuthClientSecretBasic, site.AuthClientSecretPost, site.AuthNone},
-		RevocationEndpointAuthMethodsSupported:     []string{site.AuthClientSecretBasic, site.AuthClientSecretPost, site.AuthNone},
-		IntrospectionEndpointAuthMethodsSupported:  []string{site.AuthClientSecretBasic, site.AuthClientSecretPost},
+		TokenEndpointAuthMethodsSupported:          authMethods,
+		TokenEndpointAuthSigningAlgValuesSupported: AssertionSigningAlgs(),
+		RevocationEndpointAuthMethodsSupported:     authMethods,
+		IntrospectionEndpointAuthMethodsSupported:  authMethods[:len(authMethods)-1],
 		AuthorizationResponseIssParameterSupported: true,
 		ClientIDMetadataDocumentSupported:          p.Registration.ClientIDMetadataDocuments,
 		SubjectTypesSupported:                      []string{"public"},
 		ClaimsSupported:                            []string{"sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "email", "name"},
 		PromptValuesSupported:                      []string{"none", "login", "consent"},
+		DPoPSigningAlgValuesSupported:              slices.Clone(dpop.Algorithms),
+		PushedAuthorizationRequestEndpoint:         iss + "/par",
+		RequirePushedAuthorizationRequests:         p.RequirePAR,
 	}
 	if p.Registration.Mode != config.RegistrationClosed && p.Registration.Mode != "" {
 		m.RegistrationEndpoint = iss + "/register"

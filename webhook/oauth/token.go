@@ -36,6 +36,9 @@ type TokenRequest struct {
 	HTTP    *http.Request
 	// Now is the request's time on the injected clock, read once.
 	Now time.Time
+	// JKT is the thumbprint of the key the request's DPoP proof proved, "" without a proof
+	// (RFC 9449). Grants bind what they issue to it.
+	JKT string
 }
 
 // TokenEndpoint is /token: the shared steps, then one handler per grant type.
@@ -114,7 +117,12 @@ func (t *TokenEndpoint) serve(w http.ResponseWriter, r *http.Request, p *config.
 	if err := policy(t.env, p, client, gt); err != nil {
 		return nil, err
 	}
-	return h.Grant(r.Context(), &TokenRequest{Env: t.env, Project: p, Client: client, Form: form, HTTP: r, Now: t.env.Now()})
+	now := t.env.Now()
+	jkt, err := tokenProof(r.Context(), t.env, w, r, p, client, p.Issuer+"/token", now)
+	if err != nil {
+		return nil, err
+	}
+	return h.Grant(r.Context(), &TokenRequest{Env: t.env, Project: p, Client: client, Form: form, HTTP: r, Now: now, JKT: jkt})
 }
 
 // policy refuses every grant to a client the project's redirect policy refuses (docs/recognised-apps.md), so

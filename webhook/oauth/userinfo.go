@@ -26,7 +26,7 @@ func userinfo(env *site.Env) http.HandlerFunc {
 			WriteError(w, ErrMethodNotAllowed.WithDescription("use GET or POST"))
 			return
 		}
-		t, err := LookupAccessToken(r.Context(), env, p, BearerToken(r), env.Now())
+		t, err := ResourceAccessToken(r.Context(), env, w, r, p, p.Issuer+"/userinfo", env.Now())
 		if err != nil {
 			logFail(env, w, p, "userinfo", err)
 			return

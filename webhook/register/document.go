@@ -57,7 +57,13 @@ func documentClient(doc *clientdoc.Document) (*site.Client, error) {
 	if !slices.Contains(m.GrantTypes, site.GrantAuthorizationCode) {
 		return nil, &clientdoc.Error{Reason: "grant_types must include authorization_code"}
 	}
+	method := site.AuthNone
+	if doc.AuthMethod == site.AuthPrivateKeyJWT {
+		method = site.AuthPrivateKeyJWT
+	}
 	return &site.Client{
+		JWKSURI:      doc.JWKSURI,
+		JWKS:         doc.JWKS,
 		ID:           doc.ClientID,
 		Name:         m.ClientName,
 		URI:          m.ClientURI,
@@ -65,8 +71,10 @@ func documentClient(doc *clientdoc.Document) (*site.Client, error) {
 		RedirectURIs: m.RedirectURIs,
 		GrantTypes:   m.GrantTypes,
 		Scopes:       strings.Fields(m.Scope),
-		AuthMethod:   site.AuthNone,
+		AuthMethod:   method,
 		Registered:   true,
 		Vouched:      doc.Host,
+		RequireDPoP:  m.DPoPBoundAccessTokens,
+		RequirePAR:   m.RequirePushedAuthorizationRequests,
 	}, nil
 }

@@ -40,6 +40,12 @@ type Metadata struct {
 	PolicyURI               string   `json:"policy_uri,omitempty"`
 	SoftwareID              string   `json:"software_id,omitempty"`
 	SoftwareVersion         string   `json:"software_version,omitempty"`
+	// DPoPBoundAccessTokens: the client will always send DPoP proofs, so a token request
+	// without one is refused (RFC 9449 §5.2).
+	DPoPBoundAccessTokens bool `json:"dpop_bound_access_tokens,omitempty"`
+	// RequirePushedAuthorizationRequests: /authorize accepts only pushed requests for this
+	// client (RFC 9126 §6).
+	RequirePushedAuthorizationRequests bool `json:"require_pushed_authorization_requests,omitempty"`
 }
 
 var knownGrants = []string{

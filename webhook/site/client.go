@@ -2,6 +2,7 @@ package site
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -20,6 +21,8 @@ const (
 	AuthNone              = "none"
 	AuthClientSecretBasic = "client_secret_basic"
 	AuthClientSecretPost  = "client_secret_post"
+	AuthClientSecretJWT   = "client_secret_jwt"
+	AuthPrivateKeyJWT     = "private_key_jwt"
 )
 
 // Client is one OAuth client as every flow sees it, whichever way it came to exist. Handlers
@@ -45,10 +48,29 @@ type Client struct {
 	// Vouched is the host that serves the client's ID metadata document ("" for other
 	// clients): the domain that vouches for the client, which the consent page names.
 	Vouched string
+	// RequireDPoP: every token request must carry a DPoP proof (an OAuthClient's
+	// spec.requireDPoP, or dpop_bound_access_tokens in a registration, RFC 9449 §5.2).
+	RequireDPoP bool
+	// RequirePAR: authorization requests must be pushed first (RFC 9126 §6).
+	RequirePAR bool
+	// JWKS (a JSON Web Key Set document) or JWKSURI holds a private_key_jwt client's keys.
+	JWKS    []byte
+	JWKSURI string
+	// SecretJWTKey is the client secret itself, for client_secret_jwt only (declared clients).
+	SecretJWTKey []byte
 }
 
-// Public reports whether the client has no secret; PKCE is then its only proof.
-func (c *Client) Public() bool { return c.AuthMethod == AuthNone || len(c.SecretHash) == 0 }
+// Public reports whether the client has no credential; PKCE is then its only proof. A
+// private_key_jwt client has no secret but authenticates with its keys.
+func (c *Client) Public() bool {
+	return c.AuthMethod == AuthNone || (len(c.SecretHash) == 0 && c.AuthMethod != AuthPrivateKeyJWT)
+}
+
+// registeredMetadata is what of a registered client's metadata is read beyond the columns.
+type registeredMetadata struct {
+	DPoPBoundAccessTokens bool `json:"dpop_bound_access_tokens"`
+	RequirePAR            bool `json:"require_pushed_authorization_requests"`
+}
 
 // HasGrant reports whether the client may use the grant type.
 func (c *Client) HasGrant(grantType string) bool { return slices.Contains(c.GrantTypes, grantType) }
@@ -118,12 +140,25 @@ func FromConfig(c *config.Client) *Client {
 		AuthMethod:        am,
 		AccessTokenFormat: c.AccessTokenFormat,
 		Connectors:        c.Connectors,
+		RequireDPoP:       c.RequireDPoP,
+		RequirePAR:        c.RequirePAR,
+		JWKS:              c.JWKS,
+		JWKSURI:           c.JWKSURI,
+		SecretJWTKey:      c.SecretJWTKey,
 	}
 }
 
 // FromStore views a client registered at run time.
 func FromStore(c store.Client) *Client {
+	var md registeredMetadata
+	if len(c.Metadata) > 0 {
+		// Written by the registration endpoint from a document it validated; a row that no
+		// longer parses asks for nothing more.
+		_ = json.Unmarshal(c.Metadata, &md)
+	}
 	return &Client{
+		RequireDPoP:  md.DPoPBoundAccessTokens,
+		RequirePAR:   md.RequirePAR,
 		ID:           c.ID,
 		SecretHash:   c.SecretHash,
 		Name:         c.Name,

@@ -20,6 +20,7 @@ import (
 	"latchkey.dev/latchkey/internal/clientaddr"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
+	"latchkey.dev/latchkey/internal/jwks"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/pages"
@@ -58,6 +59,8 @@ type Env struct {
 	// (docs/leavers.md). It returns nil, ErrPersonEnded, ErrPersonUnchecked,
 	// ErrPersonUnconfirmed, or a store failure.
 	CheckPerson func(ctx context.Context, p *config.Project, person store.Person, now time.Time) error
+	// ClientKeys fetches the key sets private_key_jwt clients publish at a jwks_uri.
+	ClientKeys *jwks.Fetcher
 }
 
 // What CheckPerson says when a person may not act now.

@@ -61,14 +61,18 @@ type TokenStore interface {
 	RevokeFamily(ctx context.Context, familyID string, now time.Time) (int64, error)
 	RevokeByCode(ctx context.Context, codeHash []byte, now time.Time) (int64, error)
 	GetPerson(ctx context.Context, project, id string) (store.Person, error)
+	// UseOnce spends the jti of a DPoP proof or a client assertion.
+	UseOnce(ctx context.Context, key []byte, expiresAt, now time.Time) error
 }
 
 // ConsentStore is what the authorization endpoint uses (webhook/consent): the person's
-// consent and the code it issues.
+// consent and the code it issues, and pushed authorization requests (RFC 9126).
 type ConsentStore interface {
 	GetGrant(ctx context.Context, project, subject, clientID string) (store.Grant, error)
 	UpsertGrant(ctx context.Context, g store.Grant) error
 	CreateAuthCode(ctx context.Context, c store.AuthCode) error
+	CreatePushedRequest(ctx context.Context, p store.PushedRequest) error
+	ConsumePushedRequest(ctx context.Context, hash []byte, now time.Time, check func(store.PushedRequest) error) (store.PushedRequest, error)
 }
 
 // RegistrationStore is what dynamic client registration uses (webhook/register, RFC 7591 and

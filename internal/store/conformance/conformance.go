@@ -111,6 +111,13 @@ var tests = []test{
 	{"Leavers/UpdatePersonCheck", testUpdatePersonCheck},
 
 	{"GarbageCollect", testGarbageCollect},
+
+	{"Token/Binding", testTokenBinding},
+	{"UseOnce/Replay", testUseOnce},
+	{"UseOnce/Concurrent", testUseOnceConcurrent},
+	{"UseOnce/Collected", testUseOnceCollected},
+	{"PushedRequest/Once", testPushedOnce},
+	{"PushedRequest/ConsumeConcurrent", testPushedConcurrent},
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -37,6 +37,8 @@ var (
 		{name: "links", table: "links", where: "expires_at < ?"},
 		{name: "logout_tokens", table: "logout_tokens", where: "expires_at < ?"},
 		{name: "events", table: "events", where: "delivered_at IS NOT NULL AND delivered_at < ?"},
+		{name: "used_once", table: "used_once", where: "expires_at < ?"},
+		{name: "pushed_requests", table: "pushed_requests", where: "expires_at < ?"},
 	}
 	sqliteGC, postgresGC []gcStep
 )

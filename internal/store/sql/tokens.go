@@ -16,7 +16,7 @@ import (
 // ones: those are what a person or an admin would call "connected".
 
 const tokenCols = `hash, kind, project, client_id, subject, scopes, audience, family_id, generation, code_hash,
-auth_time, issued_at, expires_at, revoked_at, rotated_at`
+auth_time, issued_at, expires_at, revoked_at, rotated_at, jkt`
 
 // revokeSet starts every revocation; the WHERE clause continues it. Each revocation returns the
 // rows it ended so the caller can count live ones per client without a second query.
@@ -51,7 +51,7 @@ func scanToken(t *store.Token, sealed *[]byte) func(scanner) error {
 		var gen, auth, issued, expires int64
 		var revoked, rotated sql.NullInt64
 		dest := []any{&t.Hash, &kind, &t.Project, &t.ClientID, &t.Subject, &scopes, &audience, &t.FamilyID, &gen,
-			&t.CodeHash, &auth, &issued, &expires, &revoked, &rotated}
+			&t.CodeHash, &auth, &issued, &expires, &revoked, &rotated, &t.JKT}
 		if sealed != nil {
 			dest = append(dest, sealed)
 		}
@@ -77,7 +77,7 @@ func scanToken(t *store.Token, sealed *[]byte) func(scanner) error {
 var qInsertTokens = func() (qs [5]string) {
 	for n := 1; n < len(qs); n++ {
 		qs[n] = sqlText(`INSERT INTO tokens (` + tokenCols + `) VALUES ` +
-			strings.TrimSuffix(strings.Repeat(`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?), `, n), ", "))
+			strings.TrimSuffix(strings.Repeat(`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?), `, n), ", "))
 	}
 	return qs
 }()
@@ -86,11 +86,11 @@ var qInsertTokens = func() (qs [5]string) {
 func insertTokens(ctx context.Context, x q, tokens []store.Token) error {
 	for len(tokens) > 0 {
 		n := min(len(tokens), len(qInsertTokens)-1)
-		args := make([]any, 0, 15*n)
+		args := make([]any, 0, 16*n)
 		for _, t := range tokens[:n] {
 			args = append(args, t.Hash, string(t.Kind), t.Project, t.ClientID, t.Subject, list(t.Scopes),
 				list(t.Audience), t.FamilyID, int64(t.Generation), blob(t.CodeHash), ns(t.AuthTime), ns(t.IssuedAt),
-				ns(t.ExpiresAt), nullNS(t.RevokedAt), nullNS(t.RotatedAt))
+				ns(t.ExpiresAt), nullNS(t.RevokedAt), nullNS(t.RotatedAt), t.JKT)
 		}
 		if _, err := x.exec(ctx, qInsertTokens[n], args...); err != nil {
 			return conflict(err)

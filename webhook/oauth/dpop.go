@@ -1,0 +1,185 @@
+package oauth
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/mcp/dpop"
+	"latchkey.dev/latchkey/webhook/site"
+)
+
+// DPoP errors (RFC 9449 §5, §8).
+var (
+	ErrInvalidDPoPProof = Error{Code: "invalid_dpop_proof", Status: http.StatusBadRequest}
+	ErrUseDPoPNonce     = Error{Code: "use_dpop_nonce", Status: http.StatusBadRequest, Description: "sign the DPoP proof again with the nonce in the DPoP-Nonce header"}
+)
+
+// TokenTypeDPoP is the token_type of an access token bound to a key (RFC 9449 §5).
+const TokenTypeDPoP = "DPoP"
+
+// nonceWindow is how long a server nonce is handed out for; one is accepted during its window
+// and the next, so a client that just got one has at least this long to use it.
+const nonceWindow = time.Minute
+
+// DPoPRequired reports whether every token request of client must carry a proof: the Project
+// says so for everyone, the OAuthClient for itself, or the client registered
+// dpop_bound_access_tokens (RFC 9449 §5.2).
+func DPoPRequired(p *config.Project, c *site.Client) bool {
+	return p.RequireDPoP || c.RequireDPoP
+}
+
+// tokenProof checks the DPoP header of a request to an endpoint whose URL is htu and returns
+// the thumbprint of the key it proves, or "" when the request carries no proof and none is
+// required. A proof is checked whole (RFC 9449 §4.3): form, signature, htm, htu, iat, nonce
+// when the Project requires nonces, and its jti once, in the store, so no replica accepts it
+// twice. When the Project requires nonces, a fresh one is set on w with every answer.
+func tokenProof(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, c *site.Client, htu string, now time.Time) (string, error) {
+	values := r.Header.Values("DPoP")
+	if len(values) == 0 {
+		if DPoPRequired(p, c) {
+			return "", ErrInvalidDPoPProof.WithDescription("this client must send a DPoP proof (RFC 9449) with every token request")
+		}
+		return "", nil
+	}
+	if len(values) > 1 {
+		return "", ErrInvalidDPoPProof.WithDescription("send exactly one DPoP header")
+	}
+	proof, err := dpop.Verify(values[0], dpop.Check{Method: r.Method, URL: htu, Now: now})
+	if err != nil {
+		return "", ErrInvalidDPoPProof.WithDescription(strings.TrimPrefix(err.Error(), dpop.ErrInvalidProof.Error()+": "))
+	}
+	if p.RequireDPoPNonce {
+		w.Header().Set("DPoP-Nonce", NewDPoPNonce(env, p, now))
+		if !validNonce(env, p, proof.Nonce, now) {
+			return "", ErrUseDPoPNonce
+		}
+	}
+	if err := useProof(ctx, env, p, "token", proof, now); err != nil {
+		return "", err
+	}
+	return proof.JKT, nil
+}
+
+// useProof records the proof's jti for its window: the same proof (same key and jti) is
+// refused on every replica until it is too old to pass on iat anyway.
+func useProof(ctx context.Context, env *site.Env, p *config.Project, where string, proof *dpop.Proof, now time.Time) error {
+	key := sha256.Sum256([]byte("dpop\x00" + where + "\x00" + p.Key + "\x00" + proof.JKT + "\x00" + proof.JTI))
+	err := env.Store.UseOnce(ctx, key[:], proof.ReplayUntil, now)
+	if errors.Is(err, store.ErrConflict) {
+		return ErrInvalidDPoPProof.WithDescription("this DPoP proof was already used; make a new one for every request")
+	}
+	if err != nil {
+		return Internal(err)
+	}
+	return nil
+}
+
+func noncePurpose(p *config.Project) string { return "oauth.dpop-nonce:" + p.Key }
+
+// NewDPoPNonce makes a server nonce (RFC 9449 §8) that any replica can check without storing
+// it: the current time window, sealed with the keyring every replica shares and bound to the
+// Project. It is opaque to clients.
+func NewDPoPNonce(env *site.Env, p *config.Project, now time.Time) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(now.Unix()/int64(nonceWindow/time.Second))) //nolint:gosec // G115: times after 1970
+	kid, sealed := env.Keyring.Seal(noncePurpose(p), b[:])
+	return base64.RawURLEncoding.EncodeToString([]byte(kid)) + "." + base64.RawURLEncoding.EncodeToString(sealed)
+}
+
+// validNonce accepts a nonce made for this Project in the current or the previous window.
+func validNonce(env *site.Env, p *config.Project, nonce string, now time.Time) bool {
+	k, s, ok := strings.Cut(nonce, ".")
+	if !ok || len(nonce) > 512 {
+		return false
+	}
+	kid, err1 := base64.RawURLEncoding.DecodeString(k)
+	sealed, err2 := base64.RawURLEncoding.DecodeString(s)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	b, err := env.Keyring.Open(noncePurpose(p), string(kid), sealed)
+	if err != nil || len(b) != 8 {
+		return false
+	}
+	w := int64(binary.BigEndian.Uint64(b)) //nolint:gosec // G115: made by NewDPoPNonce
+	cur := now.Unix() / int64(nonceWindow/time.Second)
+	return w == cur || w == cur-1
+}
+
+// dpopChallenge is the WWW-Authenticate challenge of a resource Latchkey serves (userinfo) for
+// a request refused over DPoP (RFC 9449 §7.1).
+func dpopChallenge(e Error) string {
+	return `DPoP error="` + e.Code + `"` + describe(e.Description) + `, algs="` + strings.Join(dpop.Algorithms, " ") + `"`
+}
+
+// DPoPToken reads "Authorization: DPoP <token>" (RFC 9449 §7.1), or "".
+func DPoPToken(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) < 5 || !strings.EqualFold(h[:5], "dpop ") {
+		return ""
+	}
+	return strings.TrimSpace(h[5:])
+}
+
+// ResourceAccessToken finds the live access token a request to one of Latchkey's own resources
+// (userinfo) presents, under either scheme: a bearer token must not be bound to a key, and a
+// DPoP-bound token must come with "Authorization: DPoP" and a proof for this request, signed
+// with the bound key, whose ath is the token's hash. htu is the resource's URL.
+func ResourceAccessToken(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, htu string, now time.Time) (store.Token, error) {
+	if raw := DPoPToken(r); raw != "" {
+		t, err := LookupAccessToken(ctx, env, p, raw, now)
+		if err != nil {
+			return store.Token{}, err
+		}
+		fail := func(desc string) (store.Token, error) {
+			e := ErrInvalidToken.WithDescription(desc)
+			w.Header().Set("WWW-Authenticate", dpopChallenge(e))
+			return store.Token{}, e
+		}
+		if t.JKT == "" {
+			return fail("the access token is not bound to a key; present it as a Bearer token")
+		}
+		values := r.Header.Values("DPoP")
+		if len(values) != 1 {
+			return fail("send exactly one DPoP proof")
+		}
+		proof, err := dpop.Verify(values[0], dpop.Check{Method: r.Method, URL: htu, Now: now, AccessToken: raw})
+		if err != nil {
+			e := ErrInvalidDPoPProof.WithStatus(http.StatusUnauthorized).WithDescription(strings.TrimPrefix(err.Error(), dpop.ErrInvalidProof.Error()+": "))
+			w.Header().Set("WWW-Authenticate", dpopChallenge(e))
+			return store.Token{}, e
+		}
+		if proof.JKT != t.JKT {
+			return fail("the DPoP proof is not signed with the key the access token is bound to")
+		}
+		if err := useProof(ctx, env, p, "resource", proof, now); err != nil {
+			if e := AsError(err); e.Status < 500 {
+				e = e.WithStatus(http.StatusUnauthorized)
+				w.Header().Set("WWW-Authenticate", dpopChallenge(e))
+				return store.Token{}, e
+			}
+			return store.Token{}, err
+		}
+		return t, nil
+	}
+	t, err := LookupAccessToken(ctx, env, p, BearerToken(r), now)
+	if err != nil {
+		return store.Token{}, err
+	}
+	if t.JKT != "" {
+		// A bound token presented as a bearer token is what a thief holding the token but not
+		// the key would send (RFC 9449 §7.2).
+		e := ErrInvalidToken.WithDescription("the access token is bound to a DPoP key; present it with Authorization: DPoP and a proof")
+		w.Header().Set("WWW-Authenticate", dpopChallenge(e))
+		return store.Token{}, e
+	}
+	return t, nil
+}
