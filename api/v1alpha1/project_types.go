@@ -25,6 +25,10 @@ const (
 	// ProjectSecretInvalidReason (Degraded): a referenced Secret lacks the key or its content is unusable
 	// (for example a malformed password file); the message says which and why.
 	ProjectSecretInvalidReason = SecretInvalidReason
+	// ProjectIdentityAssertionKeysInvalidReason (Degraded): an inline jwks of
+	// spec.identityAssertions.trustedIssuers does not parse as a JSON Web Key Set of public
+	// keys; that issuer's ID-JAGs are refused until it is fixed.
+	ProjectIdentityAssertionKeysInvalidReason = "IdentityAssertionKeysInvalid"
 )
 
 // RegistrationMode is who may register OAuth clients at run time through the Project's
@@ -112,6 +116,14 @@ type ProjectSpec struct {
 	// refused when it is dialled.
 	// +optional
 	UpstreamNetwork *UpstreamNetwork `json:"upstreamNetwork,omitempty"`
+
+	// identityAssertions makes the Project take part in Identity Assertion JWT Authorization
+	// Grants (ID-JAG, the basis of MCP Enterprise-Managed Authorization): it redeems the ID-JAGs
+	// of the enterprise identity providers listed in trustedIssuers, and issues ID-JAGs for the
+	// authorization servers listed in audiences (docs/enterprise-idjag.md). Unset, it does
+	// neither.
+	// +optional
+	IdentityAssertions *IdentityAssertions `json:"identityAssertions,omitempty"`
 }
 
 // UpstreamNetwork lets a Project's Connectors reach a service that is not on the public

@@ -55,6 +55,8 @@ type Project struct {
 	// current, the rest are kept for overlap during rotation. Empty also when the project's
 	// signing key Secret is missing or does not parse.
 	SigningKeys []SigningKey
+	// IdentityAssertions: ID-JAGs the Project redeems and issues (zero: neither).
+	IdentityAssertions IdentityAssertions
 }
 
 // SignIn says how people sign in to the project; either or both may be set.

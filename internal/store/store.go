@@ -48,6 +48,7 @@ type Store interface {
 	Links
 	Audit
 	Outbox
+	Assertions
 
 	// GarbageCollect deletes rows that expired before now (sessions, codes, tokens, callback
 	// states, links, delivered events) and reports how many of each it removed. On PostgreSQL
@@ -56,7 +57,7 @@ type Store interface {
 }
 
 // GCResult counts rows removed by GarbageCollect, by table: "sessions", "auth_codes",
-// "tokens", "callback_states", "links", "events", and "token_replays" (rotated refresh tokens
+// "tokens", "callback_states", "links", "events", "assertion_ids", and "token_replays" (rotated refresh tokens
 // whose stored grace-window response was cleared).
 type GCResult map[string]int64
 
@@ -80,6 +81,17 @@ type People interface {
 	// p.ID; email and name are refreshed either way. It returns the stored person.
 	UpsertPerson(ctx context.Context, p Person) (Person, error)
 	GetPerson(ctx context.Context, project, id string) (Person, error)
+	// FindPerson returns the person with that source identity in the project, or ErrNotFound;
+	// unlike UpsertPerson it never creates one.
+	FindPerson(ctx context.Context, project, source, sourceSubject string) (Person, error)
+}
+
+// Assertions remembers the JWT assertions (ID-JAGs, RFC 7523 §3 and
+// draft-ietf-oauth-identity-assertion-authz-grant) a project has redeemed.
+type Assertions interface {
+	// UseAssertionID records that the project redeemed the assertion issuer's jti, kept until
+	// expiresAt. ErrConflict when it was recorded before: the assertion is being replayed.
+	UseAssertionID(ctx context.Context, project, issuer, jti string, expiresAt time.Time) error
 }
 
 // Session is a signed-in browser. The cookie holds a random value; only its hash is stored.

@@ -36,6 +36,7 @@ var (
 		{name: "callback_states", table: "callback_states", where: "expires_at < ?"},
 		{name: "links", table: "links", where: "expires_at < ?"},
 		{name: "events", table: "events", where: "delivered_at IS NOT NULL AND delivered_at < ?"},
+		{name: "assertion_ids", table: "assertion_ids", where: "expires_at < ?"},
 	}
 	sqliteGC, postgresGC []gcStep
 )
