@@ -133,8 +133,11 @@ func (s *idjagStack) assertion(edit func(h map[string]any, c map[string]any)) st
 	if edit != nil {
 		edit(h, c)
 	}
-	if h["kid"] == "other-1" {
+	switch h["kid"] {
+	case "other-1":
 		key = s.otherKey
+	case "forged": // an attacker's own key, claiming to be idp.test's
+		key, h["kid"] = ecKey(s.t), "idp-1"
 	}
 	return signJWS(s.t, h, c, key)
 }
