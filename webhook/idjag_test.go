@@ -57,8 +57,9 @@ func publicSet(t testing.TB, kid string, k *ecdsa.PrivateKey) *jose.JSONWebKeySe
 	return &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &k.PublicKey, KeyID: kid, Algorithm: "ES256", Use: "sig"}}}
 }
 
-func newIDJAGStack(t *testing.T) *idjagStack {
-	h := newHarness(t)
+func newIDJAGStack(t testing.TB) *idjagStack { return newIDJAGStackOn(t, newHarness(t)) }
+
+func newIDJAGStackOn(t testing.TB, h *harness) *idjagStack {
 	s := &idjagStack{harness: h, toolsBase: h.ts.URL + "/team/tools", idpKey: ecKey(t), otherKey: ecKey(t)}
 
 	// team/demo issues ID-JAGs for team/tools to its "web" client, known there as "agent".
