@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 
+	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/idjag"
 )
 
@@ -178,4 +180,60 @@ func TestIDJAGWithMCPGoSDK(t *testing.T) {
 	if in.json["active"] != true || in.json["client_id"] != "agent" || in.json["scope"] != "repos:read" {
 		t.Fatalf("the SDK's token at team/tools: %s", in.raw)
 	}
+}
+
+// An identity provider trusted for ID-JAGs speaks only for its own people, and for addresses
+// only in the domains the Project lists for it: it cannot take over a person who signs in
+// another way by naming their address.
+func TestIDJAGNoTakeoverByEmail(t *testing.T) {
+	s := newIDJAGStack(t)
+	ctx := t.Context()
+	// Alice of the password file has signed in to team/tools before.
+	alice, err := s.store.UpsertPerson(ctx, store.Person{Project: toolsKey, ID: "alice-tools", Source: "password",
+		SourceSubject: "alice@example.com", Email: "alice@example.com", CreatedAt: s.clock.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	introspectSub := func(r tokenResult) any {
+		t.Helper()
+		if r.status != http.StatusOK {
+			t.Fatalf("redeem: %d %s", r.status, r.raw)
+		}
+		return s.toolsIntrospect(r.str("access_token")).json["sub"]
+	}
+
+	// By sub (the default), a subject that looks like her address is the issuer's own person.
+	got := introspectSub(s.redeem(s.assertion(func(_, c map[string]any) {
+		c["sub"], c["email"] = "alice@example.com", "alice@example.com"
+	}), "agent", nil))
+	if got == alice.ID {
+		t.Fatal("an ID-JAG's sub took over the password person")
+	}
+
+	// By email, only within emailDomains.
+	iss := *s.tools.IdentityAssertions.Issuers[testIDP]
+	iss.Subject, iss.EmailDomains = "email", []string{"idp.test"}
+	tools := *s.tools
+	tools.IdentityAssertions.Issuers = maps.Clone(tools.IdentityAssertions.Issuers)
+	tools.IdentityAssertions.Issuers[testIDP] = &iss
+	s.tools = &tools
+	s.publish()
+	wantRefused(t, s.redeem(s.assertion(func(_, c map[string]any) { c["email"] = "alice@example.com" }), "agent", nil),
+		"invalid_grant", "not in a domain this issuer speaks for")
+	wantRefused(t, s.redeem(s.assertion(func(_, c map[string]any) { c["email"] = "Alice <alice@idp.test>" }), "agent", nil),
+		"invalid_grant", "not in a domain")
+
+	// Once the domain is listed, the administrator has said the issuer speaks for it.
+	iss.EmailDomains = []string{"idp.test", "example.com"}
+	s.publish()
+	if got := introspectSub(s.redeem(s.assertion(func(_, c map[string]any) { c["email"] = "alice@example.com" }), "agent", nil)); got != alice.ID {
+		t.Fatalf("sub = %v, want the password person %s", got, alice.ID)
+	}
+}
+
+// Without createPeople, only people the Project knows get tokens.
+func TestIDJAGUnknownPeople(t *testing.T) {
+	s := newIDJAGStack(t)
+	s.tools.IdentityAssertions.Issuers[testIDP].CreatePeople = false
+	wantRefused(t, s.redeem(s.assertion(nil), "agent", nil), "invalid_grant", "not known to the project")
 }
