@@ -56,9 +56,8 @@ type Redeemer struct {
 	keys *Keys
 }
 
-// refusal is a refused redemption: the error the client gets and what the audit record says.
+// refusal is what the audit record of a refused redemption says besides the error.
 type refusal struct {
-	err    oauth.Error
 	issuer string
 }
 
@@ -109,56 +108,9 @@ func (g *Redeemer) redeem(ctx context.Context, req *oauth.TokenRequest) (*oauth.
 	if err != nil {
 		return nil, rec, err
 	}
-	if len(p.IdentityAssertions.Issuers) == 0 {
-		return invalid("this project trusts no identity assertion issuers")
-	}
-
-	tok, err := jwt.ParseSigned(raw, algorithms)
-	if err != nil || len(tok.Headers) != 1 {
-		return invalid("the assertion is not a JWT signed with an accepted algorithm")
-	}
-	h := tok.Headers[0]
-	if !typOK(h) {
-		return invalid("the assertion is not an identity assertion: its typ header must be " + Typ)
-	}
-	// The issuer is read before the signature is checked only to choose whose keys check it:
-	// the key comes from that issuer's set alone, so a key of one trusted issuer never vouches
-	// for an assertion that names another.
-	var unverified claims
-	if err := tok.UnsafeClaimsWithoutVerification(&unverified); err != nil {
-		return invalid("the assertion's claims do not parse")
-	}
-	iss := p.IdentityAssertions.Issuers[unverified.Issuer]
-	if iss == nil {
-		return invalid("the assertion's issuer is not trusted by this project")
-	}
-	rec.issuer = iss.Issuer
-	key, err := g.keys.Key(ctx, iss, h.KeyID, h.Algorithm)
+	iss, c, err := g.verify(ctx, p, client, raw, now, &rec)
 	if err != nil {
-		g.env.Logger.Info("identity assertion key not found", "project", p.Key, "issuer", iss.Issuer, "kid", h.KeyID, "error", err.Error())
-		return invalid("no key of the assertion's issuer verifies it")
-	}
-	var c claims
-	if err := tok.Claims(key.Key, &c); err != nil {
-		return invalid("the assertion's signature does not verify")
-	}
-	if c.Issuer != iss.Issuer {
-		return invalid("the assertion's issuer is not trusted by this project")
-	}
-	if !c.Audience.Contains(p.Issuer) {
-		return invalid("the assertion is not for this authorization server: its aud must be " + p.Issuer)
-	}
-	if c.ClientID == "" || c.ClientID != client.ID {
-		return invalid("the assertion was issued for another client")
-	}
-	if c.Subject == "" {
-		return invalid("the assertion names no subject")
-	}
-	if c.ID == "" || len(c.ID) > maxJTILen {
-		return invalid("the assertion needs a jti of at most 256 characters")
-	}
-	if err := window(c, now); err != nil {
-		return invalid(err.Error())
+		return nil, rec, err
 	}
 	if !admits(p, iss, client) {
 		return nil, rec, oauth.ErrUnauthorizedClient.WithDescription("this client may not present identity assertions of " + iss.Issuer)
@@ -320,3 +272,62 @@ func emailIn(email string, domains []string) (string, bool) {
 	}
 	return addr, slices.Contains(domains, addr[at+1:])
 }
+
+// verify checks the assertion itself: its form, its issuer and signature, and whom and when
+// it is for. rec learns the issuer as soon as it is known, for the audit record.
+func (g *Redeemer) verify(ctx context.Context, p *config.Project, client *site.Client, raw string, now time.Time, rec *refusal) (*config.AssertionIssuer, claims, error) {
+	if len(p.IdentityAssertions.Issuers) == 0 {
+		return nil, claims{}, invalidGrant("this project trusts no identity assertion issuers")
+	}
+
+	tok, err := jwt.ParseSigned(raw, algorithms)
+	if err != nil || len(tok.Headers) != 1 {
+		return nil, claims{}, invalidGrant("the assertion is not a JWT signed with an accepted algorithm")
+	}
+	h := tok.Headers[0]
+	if !typOK(h) {
+		return nil, claims{}, invalidGrant("the assertion is not an identity assertion: its typ header must be " + Typ)
+	}
+	// The issuer is read before the signature is checked only to choose whose keys check it:
+	// the key comes from that issuer's set alone, so a key of one trusted issuer never vouches
+	// for an assertion that names another.
+	var unverified claims
+	if err := tok.UnsafeClaimsWithoutVerification(&unverified); err != nil {
+		return nil, claims{}, invalidGrant("the assertion's claims do not parse")
+	}
+	iss := p.IdentityAssertions.Issuers[unverified.Issuer]
+	if iss == nil {
+		return nil, claims{}, invalidGrant("the assertion's issuer is not trusted by this project")
+	}
+	rec.issuer = iss.Issuer
+	key, err := g.keys.Key(ctx, iss, h.KeyID, h.Algorithm)
+	if err != nil {
+		g.env.Logger.Info("identity assertion key not found", "project", p.Key, "issuer", iss.Issuer, "kid", h.KeyID, "error", err.Error())
+		return nil, claims{}, invalidGrant("no key of the assertion's issuer verifies it")
+	}
+	var c claims
+	if err := tok.Claims(key.Key, &c); err != nil {
+		return nil, claims{}, invalidGrant("the assertion's signature does not verify")
+	}
+	if c.Issuer != iss.Issuer {
+		return nil, claims{}, invalidGrant("the assertion's issuer is not trusted by this project")
+	}
+	if !c.Audience.Contains(p.Issuer) {
+		return nil, claims{}, invalidGrant("the assertion is not for this authorization server: its aud must be " + p.Issuer)
+	}
+	if c.ClientID == "" || c.ClientID != client.ID {
+		return nil, claims{}, invalidGrant("the assertion was issued for another client")
+	}
+	if c.Subject == "" {
+		return nil, claims{}, invalidGrant("the assertion names no subject")
+	}
+	if c.ID == "" || len(c.ID) > maxJTILen {
+		return nil, claims{}, invalidGrant("the assertion needs a jti of at most 256 characters")
+	}
+	if err := window(c, now); err != nil {
+		return nil, claims{}, invalidGrant(err.Error())
+	}
+	return iss, c, nil
+}
+
+func invalidGrant(d string) error { return oauth.ErrInvalidGrant.WithDescription(d) }
