@@ -49,13 +49,16 @@ func NewKeys(now func() time.Time) *Keys {
 	return &Keys{now: now, client: guardedClient, entries: map[string]*keyEntry{}}
 }
 
+// guardedClient dials only what allowed permits, never through a proxy, and keeps no idle
+// connection: a key set is fetched at most once a minute per issuer, and a client made per
+// fetch must not leave connections behind.
 func guardedClient(allowed netguard.Allowed) *http.Client {
 	return &http.Client{
 		Timeout: fetchTimeout,
 		Transport: &http.Transport{
 			DialContext:         netguard.Dialer(fetchTimeout, allowed).DialContext,
 			TLSHandshakeTimeout: fetchTimeout,
-			MaxIdleConns:        4,
+			DisableKeepAlives:   true,
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
