@@ -889,6 +889,36 @@ func TestValidation(t *testing.T) {
 		{"valid: upstream network for an in-cluster provider", project(func(s *v1alpha1.ProjectSpec) {
 			s.UpstreamNetwork = &v1alpha1.UpstreamNetwork{AllowedCIDRs: []v1alpha1.CIDR{"10.96.12.34/32", "fd00:10:96::/112", "127.0.0.1/32"}}
 		}), nil},
+		{"identity assertion issuer with both jwksURI and jwks", project(func(s *v1alpha1.ProjectSpec) {
+			s.IdentityAssertions = &v1alpha1.IdentityAssertions{TrustedIssuers: []v1alpha1.TrustedAssertionIssuer{{
+				Issuer: "https://idp.example", JWKSURI: "https://idp.example/keys", JWKS: `{"keys":[]}`, Clients: []string{"a"}}}}
+		}), []string{"set exactly one of jwksURI and jwks"}},
+		{"identity assertions by email without domains", project(func(s *v1alpha1.ProjectSpec) {
+			s.IdentityAssertions = &v1alpha1.IdentityAssertions{TrustedIssuers: []v1alpha1.TrustedAssertionIssuer{{
+				Issuer: "https://idp.example", JWKSURI: "https://idp.example/keys", Clients: []string{"a"}, Subject: v1alpha1.AssertionSubjectEmail}}}
+		}), []string{"emailDomains is required when subject is email"}},
+		{"identity assertion clients: * with others", project(func(s *v1alpha1.ProjectSpec) {
+			s.IdentityAssertions = &v1alpha1.IdentityAssertions{TrustedIssuers: []v1alpha1.TrustedAssertionIssuer{{
+				Issuer: "https://idp.example", JWKSURI: "https://idp.example/keys", Clients: []string{"*", "a"}}}}
+		}), []string{"'*' stands alone"}},
+		{"identity assertion issuer over http", project(func(s *v1alpha1.ProjectSpec) {
+			s.IdentityAssertions = &v1alpha1.IdentityAssertions{TrustedIssuers: []v1alpha1.TrustedAssertionIssuer{{
+				Issuer: "http://idp.example", JWKSURI: "https://idp.example/keys", Clients: []string{"a"}}}}
+		}), []string{"spec.identityAssertions.trustedIssuers[0].issuer", "must be an absolute https URL"}},
+		{"ID-JAG lifetime too long", project(func(s *v1alpha1.ProjectSpec) {
+			s.IdentityAssertions = &v1alpha1.IdentityAssertions{Lifetime: dur("1h")}
+		}), []string{"identityAssertions.lifetime must be between 30s and 10m"}},
+		{"valid: identity assertions both ways", project(func(s *v1alpha1.ProjectSpec) {
+			s.IdentityAssertions = &v1alpha1.IdentityAssertions{
+				TrustedIssuers: []v1alpha1.TrustedAssertionIssuer{{Issuer: "https://idp.example", JWKSURI: "https://idp.example/keys",
+					Clients: []string{"*"}, Subject: v1alpha1.AssertionSubjectEmail, EmailDomains: []string{"acme.example"}}},
+				Audiences: []v1alpha1.AssertionAudience{{Issuer: "https://as.vendor.example",
+					Clients: []v1alpha1.AssertionAudienceClient{{ClientID: "chat"}}}},
+			}
+		}), nil},
+		{"valid: jwt-bearer grant", oauthClient(func(s *v1alpha1.OAuthClientSpec) {
+			s.GrantTypes = []v1alpha1.GrantType{v1alpha1.GrantAuthorizationCode, v1alpha1.GrantJWTBearer}
+		}), nil},
 		{"valid: loopback, IPv6 loopback, app scheme", redirect("http://127.0.0.1:8070/callback", "http://[::1]:9000/cb", "http://localhost/cb", "com.example.app:/callback", "https://claude.ai/api/mcp/auth_callback"), nil},
 		{"valid: lifetimes at their bounds", project(func(s *v1alpha1.ProjectSpec) {
 			s.Lifetimes = &v1alpha1.Lifetimes{RecentSignIn: dur("24h"), RefreshGrace: dur("0s"), AuthCode: dur("10s")}

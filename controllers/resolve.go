@@ -248,6 +248,7 @@ func (r *resolver) compileProject(ctx context.Context, p *v1alpha1.Project) (*co
 		r.compileRegistration,
 		r.compileEventSinks,
 		r.compileSigningKeys,
+		r.compileIdentityAssertions,
 	} {
 		if err := step(ctx, p, out, &off); err != nil {
 			return nil, err

@@ -32,6 +32,7 @@ import (
 	"latchkey.dev/latchkey/webhook/callback"
 	"latchkey.dev/latchkey/webhook/consent"
 	"latchkey.dev/latchkey/webhook/exchange"
+	"latchkey.dev/latchkey/webhook/idjag"
 	"latchkey.dev/latchkey/webhook/links"
 	"latchkey.dev/latchkey/webhook/oauth"
 	"latchkey.dev/latchkey/webhook/pages"
@@ -177,7 +178,8 @@ func New(o Options) (*Server, error) {
 	if vault == nil {
 		vault = &upstream.Vault{Store: o.Store, Keyring: o.Keyring, Now: now, OnRefresh: o.Metrics.UpstreamRefresh}
 	}
-	exchange.Register(s.Grant, env, vault)
+	// Token exchange for an ID-JAG is answered by idjag, every other one by exchange.
+	idjag.Register(s.Grant, env, exchange.New(env, vault))
 
 	md := s.wellKnownProject(s.oauth.Metadata)
 	s.wellKnwn.Handle("/.well-known/oauth-authorization-server"+base+"/{ns}/{project}", md)

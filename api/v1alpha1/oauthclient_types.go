@@ -82,7 +82,7 @@ const (
 )
 
 // GrantType is an OAuth grant type the client may use at the token endpoint.
-// +kubebuilder:validation:Enum=authorization_code;refresh_token;client_credentials;"urn:ietf:params:oauth:grant-type:token-exchange"
+// +kubebuilder:validation:Enum=authorization_code;refresh_token;client_credentials;"urn:ietf:params:oauth:grant-type:token-exchange";"urn:ietf:params:oauth:grant-type:jwt-bearer"
 type GrantType string
 
 const (
@@ -93,6 +93,10 @@ const (
 	// token at a Connector; until the person has connected and allowed it, the refusal carries
 	// a connect link (docs/connected-services.md).
 	GrantTokenExchange GrantType = "urn:ietf:params:oauth:grant-type:token-exchange"
+	// GrantJWTBearer (RFC 7523) lets a confidential client redeem an identity assertion (ID-JAG)
+	// of an issuer the Project trusts for it in spec.identityAssertions.trustedIssuers
+	// (docs/enterprise-idjag.md).
+	GrantJWTBearer GrantType = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 )
 
 // TokenEndpointAuthMethod is how the client authenticates at the token endpoint (RFC 7591).

@@ -28,6 +28,10 @@ const (
 	// ProjectSigningKeysUnavailableReason: signingKeySource is Operator but the server keeps no
 	// keys Secret (started without --keys-secret); the Project issues only opaque tokens.
 	ProjectSigningKeysUnavailableReason = "SigningKeysUnavailable"
+	// ProjectIdentityAssertionKeysInvalidReason (Degraded): an inline jwks of
+	// spec.identityAssertions.trustedIssuers does not parse as a JSON Web Key Set of public
+	// keys; that issuer's ID-JAGs are refused until it is fixed.
+	ProjectIdentityAssertionKeysInvalidReason = "IdentityAssertionKeysInvalid"
 )
 
 // RegistrationMode is who may register OAuth clients at run time through the Project's
@@ -167,6 +171,14 @@ type ProjectSpec struct {
 	// require_pushed_authorization_requests.
 	// +optional
 	RequirePushedAuthorizationRequests bool `json:"requirePushedAuthorizationRequests,omitempty"`
+
+	// identityAssertions makes the Project take part in Identity Assertion JWT Authorization
+	// Grants (ID-JAG, the basis of MCP Enterprise-Managed Authorization): it redeems the ID-JAGs
+	// of the enterprise identity providers listed in trustedIssuers, and issues ID-JAGs for the
+	// authorization servers listed in audiences (docs/enterprise-idjag.md). Unset, it does
+	// neither.
+	// +optional
+	IdentityAssertions *IdentityAssertions `json:"identityAssertions,omitempty"`
 }
 
 // UpstreamNetwork lets a Project's Connectors reach a service that is not on the public

@@ -63,6 +63,8 @@ type Project struct {
 	RequireDPoPNonce bool
 	// RequirePAR: every authorization request must be pushed first (RFC 9126).
 	RequirePAR bool
+	// IdentityAssertions: ID-JAGs the Project redeems and issues (zero: neither).
+	IdentityAssertions IdentityAssertions
 }
 
 // SignIn says how people sign in to the project; either or both may be set.

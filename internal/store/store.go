@@ -53,6 +53,7 @@ type Store interface {
 	Admin
 	Replays
 	PushedRequests
+	Assertions
 
 	// GarbageCollect deletes rows that expired before now (sessions, codes, tokens, callback
 	// states, links, delivered events) and reports how many of each it removed. On PostgreSQL
@@ -63,7 +64,8 @@ type Store interface {
 // GCResult counts rows removed by GarbageCollect, by table: "sessions", "auth_codes",
 // "tokens", "callback_states", "links", "events", "logout_tokens" (remembered back-channel
 // logout token ids), "pushed_requests", "used_once" (one-time identifiers past their window),
-// and "token_replays" (rotated refresh tokens whose stored grace-window response was cleared).
+// "assertion_ids", and "token_replays" (rotated refresh tokens whose stored grace-window
+// response was cleared).
 type GCResult map[string]int64
 
 // ---------------------------------------------------------------------------------------------
@@ -87,6 +89,17 @@ type People interface {
 	// person's last sign-in (PersonSummary.LastSignIn). It returns the stored person.
 	UpsertPerson(ctx context.Context, p Person) (Person, error)
 	GetPerson(ctx context.Context, project, id string) (Person, error)
+	// FindPerson returns the person with that source identity in the project, or ErrNotFound;
+	// unlike UpsertPerson it never creates one.
+	FindPerson(ctx context.Context, project, source, sourceSubject string) (Person, error)
+}
+
+// Assertions remembers the JWT assertions (ID-JAGs, RFC 7523 §3 and
+// draft-ietf-oauth-identity-assertion-authz-grant) a project has redeemed.
+type Assertions interface {
+	// UseAssertionID records that the project redeemed the assertion issuer's jti, kept until
+	// expiresAt. ErrConflict when it was recorded before: the assertion is being replayed.
+	UseAssertionID(ctx context.Context, project, issuer, jti string, expiresAt time.Time) error
 }
 
 // Session is a signed-in browser. The cookie holds a random value; only its hash is stored.

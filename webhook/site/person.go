@@ -22,6 +22,14 @@ func PersonActive(p *config.Project, person store.Person) bool {
 		return ok
 	case "oidc":
 		return p.SignIn.OIDC != nil && strings.HasPrefix(person.SourceSubject, p.SignIn.OIDC.Issuer+"|")
+	case "id-jag":
+		// People an identity assertion issuer speaks for (webhook/idjag) stay while the
+		// project trusts that issuer.
+		for iss := range p.IdentityAssertions.Issuers {
+			if strings.HasPrefix(person.SourceSubject, iss+"|") {
+				return true
+			}
+		}
 	}
 	return false
 }

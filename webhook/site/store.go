@@ -24,6 +24,7 @@ type Store interface {
 	LinkStore
 	CallbackStore
 	ExchangeStore
+	IdentityAssertionStore
 }
 
 // EnvStore is what Env's own methods use: Client reads registered clients, Record appends
@@ -130,4 +131,16 @@ type ExchangeStore interface {
 	upstream.ConnectionStore
 	GetToken(ctx context.Context, hash []byte) (store.Token, error)
 	AgentAccess(ctx context.Context, project, subject, connector, clientID string) (store.AgentAccess, error)
+}
+
+// IdentityAssertionStore is what ID-JAGs use (webhook/idjag): redeeming one spends its jti,
+// finds or creates the person and issues tokens; issuing one reads the subject token and the
+// person.
+type IdentityAssertionStore interface {
+	UseAssertionID(ctx context.Context, project, issuer, jti string, expiresAt time.Time) error
+	FindPerson(ctx context.Context, project, source, sourceSubject string) (store.Person, error)
+	UpsertPerson(ctx context.Context, p store.Person) (store.Person, error)
+	GetPerson(ctx context.Context, project, id string) (store.Person, error)
+	CreateTokens(ctx context.Context, tokens ...store.Token) error
+	GetToken(ctx context.Context, hash []byte) (store.Token, error)
 }

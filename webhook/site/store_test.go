@@ -27,6 +27,7 @@ func TestFlowsKeepToTheirPartOfTheStore(t *testing.T) {
 		"links":    reflect.TypeFor[site.LinkStore](),
 		"callback": reflect.TypeFor[site.CallbackStore](),
 		"exchange": reflect.TypeFor[site.ExchangeStore](),
+		"idjag":    reflect.TypeFor[site.IdentityAssertionStore](),
 	}
 	for dir, part := range parts {
 		pattern := filepath.Join("..", dir, "*.go")
