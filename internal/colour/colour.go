@@ -16,11 +16,15 @@ func Parse(s string) (RGB, error) {
 	if len(s) != 7 || s[0] != '#' {
 		return RGB{}, fmt.Errorf("%q is not a colour #rrggbb", s)
 	}
-	v, err := strconv.ParseUint(s[1:], 16, 32)
-	if err != nil {
-		return RGB{}, fmt.Errorf("%q is not a colour #rrggbb", s)
+	var c [3]uint8
+	for i := range c {
+		v, err := strconv.ParseUint(s[1+2*i:3+2*i], 16, 8)
+		if err != nil {
+			return RGB{}, fmt.Errorf("%q is not a colour #rrggbb", s)
+		}
+		c[i] = uint8(v)
 	}
-	return RGB{uint8(v >> 16), uint8(v >> 8), uint8(v)}, nil
+	return RGB{c[0], c[1], c[2]}, nil
 }
 
 // MustParse is Parse for constants.

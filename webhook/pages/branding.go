@@ -35,7 +35,7 @@ type brandedWriter struct {
 	b    *config.Branding
 }
 
-func (w *brandedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (bw *brandedWriter) Unwrap() http.ResponseWriter { return bw.ResponseWriter }
 
 // Branded returns w carrying a Project's branding for the pages rendered to it. issuerPath is
 // the Project's issuer path ("/team/demo"); b is its compiled, validated branding.

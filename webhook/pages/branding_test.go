@@ -123,7 +123,7 @@ func TestBrandingInputIsContained(t *testing.T) {
 		t.Errorf("bad branding rendered:\n%s", body)
 	}
 	brand := regexp.MustCompile(`<span class="brand">([^<]*)</span>`).FindStringSubmatch(body)
-	if brand == nil || utf8.RuneCountInString(brand[1]) != maxNameRunes || !strings.HasSuffix(brand[1], "…") {
+	if len(brand) != 2 || utf8.RuneCountInString(brand[1]) != maxNameRunes || !strings.HasSuffix(brand[1], "…") {
 		t.Errorf("display name not limited: %q", brand)
 	}
 
