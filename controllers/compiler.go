@@ -50,8 +50,10 @@ type Compiler struct {
 	compiling atomic.Bool
 	mu        sync.Mutex
 	secrets   map[types.NamespacedName]struct{}
-	signing   *lkkeys.Signing
-	waitFor   func(context.Context) error
+	// configMaps are the ConfigMaps the last compilation looked up (Project logos).
+	configMaps map[types.NamespacedName]struct{}
+	signing    *lkkeys.Signing
+	waitFor    func(context.Context) error
 }
 
 // NewCompiler returns a compiler reading from c and publishing to opts.Config. Setup creates
@@ -218,7 +220,7 @@ func (c *Compiler) watch(ctx context.Context) error {
 			c.kick()
 		}
 	}
-	return c.subscribe(ctx, &corev1.Secret{}, toolscache.ResourceEventHandlerFuncs{
+	if err := c.subscribe(ctx, &corev1.Secret{}, toolscache.ResourceEventHandlerFuncs{
 		AddFunc: onSecret,
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(client.Object)
@@ -228,7 +230,33 @@ func (c *Compiler) watch(ctx context.Context) error {
 			}
 		},
 		DeleteFunc: onSecret,
+	}); err != nil {
+		return err
+	}
+	onConfigMap := func(obj any) {
+		o, ok := obj.(client.Object)
+		if !ok || c.compiling.Load() || c.referencesConfigMap(client.ObjectKeyFromObject(o)) {
+			c.kick()
+		}
+	}
+	return c.subscribe(ctx, &corev1.ConfigMap{}, toolscache.ResourceEventHandlerFuncs{
+		AddFunc: onConfigMap,
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(client.Object)
+			n, ok2 := newObj.(client.Object)
+			if !ok1 || !ok2 || o.GetResourceVersion() != n.GetResourceVersion() {
+				onConfigMap(newObj)
+			}
+		},
+		DeleteFunc: onConfigMap,
 	})
+}
+
+func (c *Compiler) referencesConfigMap(key types.NamespacedName) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.configMaps[key]
+	return ok
 }
 
 func (c *Compiler) subscribe(ctx context.Context, obj client.Object, h toolscache.ResourceEventHandler) error {
@@ -252,19 +280,20 @@ func (c *Compiler) references(key types.NamespacedName) bool {
 func (c *Compiler) compileOnce(ctx context.Context) (*config.Snapshot, error) {
 	c.compiling.Store(true)
 	defer c.compiling.Store(false)
-	snap, secrets, err := compile(ctx, c.cache, c.publicURL, c.signing)
+	snap, res, err := compile(ctx, c.cache, c.publicURL, c.signing)
 	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
-	c.secrets = secrets
+	c.secrets, c.configMaps = res.secrets, res.configMaps
 	c.mu.Unlock()
 	return snap, nil
 }
 
-// compile builds a complete snapshot from what r holds, and reports every Secret it looked up.
-// It is linear in the number of objects: one List per kind and cache lookups per object.
-func compile(ctx context.Context, r client.Reader, publicURL string, signing *lkkeys.Signing) (*config.Snapshot, map[types.NamespacedName]struct{}, error) {
+// compile builds a complete snapshot from what r holds, and returns the resolver, which
+// records every Secret and ConfigMap looked up. It is linear in the number of objects: one List
+// per kind and cache lookups per object.
+func compile(ctx context.Context, r client.Reader, publicURL string, signing *lkkeys.Signing) (*config.Snapshot, *resolver, error) {
 	res := newResolver(r, publicURL)
 	res.signing = signing
 	snap := &config.Snapshot{Projects: map[string]*config.Project{}}
@@ -274,7 +303,7 @@ func compile(ctx context.Context, r client.Reader, publicURL string, signing *lk
 			return nil, nil, err
 		}
 	}
-	return snap, res.secrets, nil
+	return snap, res, nil
 }
 
 // snapshotStep adds one kind of object to snap. An object that is not Ready is left out; an

@@ -67,15 +67,16 @@ func (r *ProjectReconciler) reconcileReady(ctx context.Context, s *projectScope)
 		return ctrl.Result{}, nil
 	}
 	r.setReady(conds, gen, nil, "serving at "+s.project.Status.Issuer)
-	r.setDegraded(conds, gen, pr.err, "every Secret the Project refers to is usable")
+	r.setDegraded(conds, gen, pr.err, "every Secret, logo and colour the Project refers to is usable")
 	return ctrl.Result{}, nil
 }
 
-// SetupWithManager watches Projects and the Secrets they refer to.
+// SetupWithManager watches Projects and the Secrets and ConfigMaps they refer to.
 func (r *ProjectReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Project{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.deps.projectsForSecret)).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.deps.projectsForConfigMap)).
 		WithOptions(opts).
 		Named("project").
 		Complete(r)

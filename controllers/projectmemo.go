@@ -29,7 +29,8 @@ type projectMemo struct {
 type memoEntry struct {
 	uid        types.UID
 	generation int64
-	// secrets are the resourceVersions of the Secrets the Project names ("" for a missing one).
+	// secrets are the resourceVersions of the Secrets and ConfigMaps the Project names ("" for a
+	// missing one).
 	secrets map[string]string
 	result  *projectResult
 }
@@ -67,8 +68,8 @@ func (m *projectMemo) store(p *v1alpha1.Project, versions map[string]string, res
 	m.entries[client.ObjectKeyFromObject(p)] = &memoEntry{uid: p.UID, generation: p.Generation, secrets: versions, result: result}
 }
 
-// secretVersions reads the resourceVersion of every Secret p names from the cache; nil when
-// one cannot be read.
+// secretVersions reads the resourceVersion of every Secret and ConfigMap p names from the
+// cache; nil when one cannot be read.
 func secretVersions(ctx context.Context, c client.Reader, p *v1alpha1.Project) map[string]string {
 	names := projectSecretNames(p)
 	out := make(map[string]string, len(names))
@@ -82,6 +83,18 @@ func secretVersions(ctx context.Context, c client.Reader, p *v1alpha1.Project) m
 			continue
 		}
 		out[name] = sec.ResourceVersion
+	}
+	for _, name := range projectConfigMapNames(p) {
+		cm := &corev1.ConfigMap{}
+		key := "configmap/" + name // not a Secret name: those cannot hold '/'
+		if err := c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: name}, cm, noCopy); err != nil {
+			if client.IgnoreNotFound(err) != nil {
+				return nil
+			}
+			out[key] = ""
+			continue
+		}
+		out[key] = cm.ResourceVersion
 	}
 	return out
 }

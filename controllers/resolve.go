@@ -75,6 +75,8 @@ type resolver struct {
 	// secrets records every Secret looked up, present or not, so the compiler knows which Secret
 	// events matter.
 	secrets map[types.NamespacedName]struct{}
+	// configMaps records every ConfigMap looked up (Project logos), likewise.
+	configMaps map[types.NamespacedName]struct{}
 	// memo, when set (reconcilers), reuses compiled Projects across resolvers.
 	memo *projectMemo
 	// signing gives Projects with signingKeySource Operator their keys; nil when the operator
@@ -105,6 +107,7 @@ func newResolver(c client.Reader, publicURL string) *resolver {
 		connBase:   map[types.NamespacedName]*connectorResult{},
 		connFull:   map[types.NamespacedName]*connectorResult{},
 		secrets:    map[types.NamespacedName]struct{}{},
+		configMaps: map[types.NamespacedName]struct{}{},
 	}
 }
 
@@ -249,6 +252,7 @@ func (r *resolver) compileProject(ctx context.Context, p *v1alpha1.Project) (*co
 		r.compileEventSinks,
 		r.compileSigningKeys,
 		r.compileIdentityAssertions,
+		r.compileBranding,
 	} {
 		if err := step(ctx, p, out, &off); err != nil {
 			return nil, err
@@ -286,6 +290,8 @@ func (r *resolver) projectConfig(p *v1alpha1.Project) *config.Project {
 type degraded struct {
 	problems []*notReady
 	off      []string
+	// looks are parts of the Project's branding left out; the pages show the default instead.
+	looks []string
 }
 
 // add records err, when it is a notReady, as a problem that turns feature off, and reports
@@ -310,7 +316,13 @@ func (d *degraded) err() error {
 		return nil
 	}
 	nr := joinNotReady(d.problems)
-	suffix := "; serving without " + strings.Join(d.off, ", ") + " until the Secret is fixed (it is read again on every change)"
+	var suffix string
+	if len(d.off) > 0 {
+		suffix = "; serving without " + strings.Join(d.off, ", ") + " until the Secret is fixed (it is read again on every change)"
+	}
+	if len(d.looks) > 0 {
+		suffix += "; the pages show " + strings.Join(d.looks, " and ") + " until it is fixed"
+	}
 	// The condition keeps maxMessage bytes; what is off must survive, so the problems give way.
 	if room := maxMessage - len(suffix); len(nr.message) > room {
 		nr.message = nr.message[:max(room-3, 0)] + "..."

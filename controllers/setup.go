@@ -159,6 +159,24 @@ func CacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: strip,
 		ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}: {Transform: func(o any) (any, error) {
+				o, err := strip(o)
+				if cm, ok := o.(*corev1.ConfigMap); ok && err == nil {
+					// Latchkey reads only a Project's logo from a ConfigMap, and only from
+					// binaryData: the cache keeps no text data (CA bundles, dashboards and
+					// scripts, the bulk of ConfigMaps in most clusters), and of binaryData
+					// only one byte more than a logo may have, enough to refuse one too large.
+					cm.Data = nil
+					if len(cm.BinaryData) > 0 {
+						bd := make(map[string][]byte, len(cm.BinaryData))
+						for k, v := range cm.BinaryData {
+							bd[k] = v[:min(len(v), config.LogoMaxBytes+1)]
+						}
+						cm.BinaryData = bd
+					}
+				}
+				return o, err
+			}},
 			&corev1.Secret{}: {Transform: func(o any) (any, error) {
 				o, err := strip(o)
 				if s, ok := o.(*corev1.Secret); ok && err == nil && !readableSecretType(s.Type) {
@@ -198,6 +216,9 @@ const (
 	// secretIndex indexes Projects, Connectors and OAuthClients by the names of the Secrets (in
 	// their own namespace) they read or write.
 	secretIndex = "secretRefs"
+	// configMapIndex indexes Projects by the names of the ConfigMaps (in their own namespace)
+	// they read.
+	configMapIndex = "configMapRefs"
 	// connectorIndex indexes OAuthClients by the "namespace/name" of every Connector they list.
 	connectorIndex = "spec.connectors"
 )
@@ -222,6 +243,9 @@ func addIndexes(ctx context.Context, fi client.FieldIndexer) error {
 		}},
 		{&v1alpha1.Project{}, secretIndex, func(o client.Object) []string {
 			return projectSecretNames(o.(*v1alpha1.Project))
+		}},
+		{&v1alpha1.Project{}, configMapIndex, func(o client.Object) []string {
+			return projectConfigMapNames(o.(*v1alpha1.Project))
 		}},
 		{&v1alpha1.Connector{}, secretIndex, func(o client.Object) []string {
 			return []string{o.(*v1alpha1.Connector).Spec.ClientSecretRef.Name}
@@ -271,7 +295,18 @@ func projectSecretNames(p *v1alpha1.Project) []string {
 	if r := p.Spec.SigningKeySecretRef; r != nil {
 		out = append(out, r.Name)
 	}
+	if b := p.Spec.Branding; b != nil && b.Logo != nil && b.Logo.Kind == v1alpha1.LogoFromSecret {
+		out = append(out, b.Logo.Name)
+	}
 	return out
+}
+
+// projectConfigMapNames lists every ConfigMap a Project reads: its logo's, if any.
+func projectConfigMapNames(p *v1alpha1.Project) []string {
+	if b := p.Spec.Branding; b != nil && b.Logo != nil && b.Logo.Kind == v1alpha1.LogoFromConfigMap {
+		return []string{b.Logo.Name}
+	}
+	return nil
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -327,6 +362,12 @@ func (d *dependents) projectKeysForSecret(ctx context.Context, sec client.Object
 
 func (d *dependents) projectsForSecret(ctx context.Context, sec client.Object) []reconcile.Request {
 	return listed(ctx, d, projectItems, readersOf(sec)...)
+}
+
+// projectsForConfigMap: the Projects whose logo the ConfigMap holds. Attached objects do not
+// depend on a Project's look, so nothing else is reconciled.
+func (d *dependents) projectsForConfigMap(ctx context.Context, cm client.Object) []reconcile.Request {
+	return listed(ctx, d, projectItems, client.InNamespace(cm.GetNamespace()), client.MatchingFields{configMapIndex: cm.GetName()})
 }
 
 // listed lists the objects of one kind that opts select, and returns a request for each.

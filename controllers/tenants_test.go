@@ -57,7 +57,12 @@ func TestTenantCannotTakeOverSecret(t *testing.T) {
 		}
 		waitEvent(t, oc, corev1.EventTypeWarning, v1alpha1.OAuthClientSecretConflictReason)
 		waitSnapshot(t, "the client is not compiled from a Secret it does not own", func(s *config.Snapshot) error {
-			if s.Project(ns + "/proj").Clients[clientIDFor(oc)] != nil {
+			pr := s.Project(ns + "/proj")
+			if pr == nil {
+				// The compiler may publish the namespace's Project after the client's reconcile.
+				return errors.New("project not compiled yet")
+			}
+			if pr.Clients[clientIDFor(oc)] != nil {
 				return errors.New("compiled")
 			}
 			return nil

@@ -84,7 +84,7 @@ func TestConsentPhishingStory(t *testing.T) {
 		t.Errorf("the page must lead with where access goes, before the app's name:\n%s", text)
 	}
 	for _, want := range []string{
-		"Access goes to a website Demo Team does not recognise",
+		"Access goes to a website this organisation does not recognise",
 		attacker, // in full, in the address block
 		"I set up this connection and expected access to go to " + attacker,
 		"The app calls itself “Claude”",

@@ -71,6 +71,8 @@ func (rt *router) page(h http.Handler) http.Handler {
 			rt.s.env.Pages.NotFound(w)
 			return
 		}
+		// The Project's own look reaches every page rendered to w (docs/branding.md).
+		w = pages.Branded(w, site.IssuerPath(p), &p.Branding)
 		if err := rt.s.cop.Check(r); err != nil {
 			rt.s.env.Pages.Error(w, http.StatusForbidden, pagesForbidden())
 			return

@@ -162,6 +162,7 @@ func New(o Options) (*Server, error) {
 	s.sys.Handle("GET "+base+"/-/static/", http.StripPrefix(base+"/-/static/", pg.Static()))
 
 	s.router.Page("GET /{$}", http.HandlerFunc(s.projectHome))
+	s.router.Page("GET "+pages.BrandingPath+"{file}", http.HandlerFunc(pg.BrandingAsset))
 
 	s.oauth = oauth.Register(s.router, env)
 	// The core grants are counted here; those registered later through Grant are counted there.

@@ -32,6 +32,16 @@ const (
 	// spec.identityAssertions.trustedIssuers does not parse as a JSON Web Key Set of public
 	// keys; that issuer's ID-JAGs are refused until it is fixed.
 	ProjectIdentityAssertionKeysInvalidReason = "IdentityAssertionKeysInvalid"
+	// ProjectLogoMissingReason (Degraded): spec.branding.logo names a ConfigMap or Secret, or a
+	// key in it, that does not exist; the pages show no logo until it does.
+	ProjectLogoMissingReason = "LogoMissing"
+	// ProjectLogoInvalidReason (Degraded): the logo is larger than 64 KiB or is not a PNG or WebP
+	// image (SVG is refused: it can carry script); the message says which. The pages show no logo.
+	ProjectLogoInvalidReason = "LogoInvalid"
+	// ProjectAccentColorLowContrastReason (Degraded): spec.branding.accentColor or
+	// darkAccentColor would not reach WCAG 2.2 AA contrast where the pages use it; the message
+	// gives the measured ratio and the one required. The pages keep Latchkey's own colour.
+	ProjectAccentColorLowContrastReason = "AccentColorLowContrast"
 )
 
 // RegistrationMode is who may register OAuth clients at run time through the Project's
@@ -86,7 +96,9 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.registration) || !has(self.registration.mode) || self.registration.mode != 'InitialAccessToken' || has(self.registration.initialAccessTokenSecretRef)",message="registration.initialAccessTokenSecretRef is required when registration.mode is InitialAccessToken"
 type ProjectSpec struct {
 	// displayName is what people see on the sign-in, consent and account pages ("Acme
-	// Engineering"). Defaults to the Project's name. At most 100 characters.
+	// Engineering"), in each page's header and title in place of "Latchkey". Defaults to the
+	// Project's name. At most 100 characters. It is text, escaped on every page, and never
+	// appears inside the "Where access goes" panel's verdict (docs/branding.md).
 	// +kubebuilder:validation:MaxLength=100
 	// +optional
 	DisplayName string `json:"displayName,omitempty"`
@@ -138,6 +150,13 @@ type ProjectSpec struct {
 	// +optional
 	SigningKeySource SigningKeySource `json:"signingKeySource,omitempty"`
 
+	// branding gives the Project's pages its own look: a logo, an accent colour and a link to
+	// help. A logo or colour that cannot be used makes the Project Degraded and the pages keep
+	// Latchkey's default look; it never stops the Project serving. What tells a person where
+	// access goes and warns them cannot be restyled (docs/branding.md).
+	// +optional
+	Branding *Branding `json:"branding,omitempty"`
+
 	// upstreamNetwork says which addresses outside the public internet the server may call for
 	// the Connectors attached to this Project. Unset, only public addresses are called: an
 	// endpoint on loopback, a private range, a cluster Service or the cloud metadata service is
@@ -179,6 +198,82 @@ type ProjectSpec struct {
 	// neither.
 	// +optional
 	IdentityAssertions *IdentityAssertions `json:"identityAssertions,omitempty"`
+}
+
+// Branding is a Project's own look on its sign-in, consent, account and connect-link pages.
+type Branding struct {
+	// logo names an image in the Project's namespace: a key of a ConfigMap's binaryData (as
+	// `kubectl create configmap --from-file=logo.png` writes it) or of a Secret's data. It must
+	// be a PNG or WebP image of at most 64 KiB, shown at most 2.5rem high beside the display
+	// name. SVG is refused because it can carry script. Latchkey serves the image itself, from
+	// the Project's issuer with its content hash in the address, so pages load images only from
+	// Latchkey's own origin (CSP img-src 'self'). Unset: no logo.
+	// +optional
+	Logo *LogoReference `json:"logo,omitempty"`
+
+	// accentColor is the colour of the pages' main buttons in light mode, as #rrggbb. Button
+	// text is white, so it must have a contrast ratio of at least 4.5:1 against white (WCAG 2.2
+	// AA, 1.4.3), which also gives the 3:1 a control needs against the white card (1.4.11). A
+	// colour that fails is refused: the Project becomes Degraded with reason
+	// AccentColorLowContrast and the measured ratio, and the pages keep the default #2454d6.
+	// Unset: the default.
+	// +kubebuilder:validation:MaxLength=7
+	// +kubebuilder:validation:XValidation:rule="self.matches('^#[0-9a-fA-F]{6}$')",message="accentColor must be a hex colour #rrggbb"
+	// +optional
+	AccentColor string `json:"accentColor,omitempty"`
+
+	// darkAccentColor is the colour of the main buttons in dark mode, as #rrggbb. Button text is
+	// near-black (#0b1020) there, so it must have a contrast ratio of at least 4.5:1 against
+	// that text and 3:1 against the dark card (#1d2125). Refused like accentColor when it fails.
+	// Unset: dark mode keeps the default #6c95ff (a light brand colour rarely reads well on a dark
+	// page, so accentColor is not reused).
+	// +kubebuilder:validation:MaxLength=7
+	// +kubebuilder:validation:XValidation:rule="self.matches('^#[0-9a-fA-F]{6}$')",message="darkAccentColor must be a hex colour #rrggbb"
+	// +optional
+	DarkAccentColor string `json:"darkAccentColor,omitempty"`
+
+	// supportURL is where the pages' "Help" link goes, for example the organisation's help desk.
+	// An absolute https URL, at most 2048 characters. Unset: no Help link.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() == 'https' && size(url(self).getHostname()) > 0",message="supportURL must be an absolute https URL"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('#')",message="supportURL must not contain a fragment (#)"
+	// +optional
+	SupportURL string `json:"supportURL,omitempty"`
+}
+
+// LogoSourceKind is the kind of object a logo is read from.
+// +kubebuilder:validation:Enum=ConfigMap;Secret
+type LogoSourceKind string
+
+const (
+	// LogoFromConfigMap reads the logo from a ConfigMap's binaryData.
+	LogoFromConfigMap LogoSourceKind = "ConfigMap"
+	// LogoFromSecret reads the logo from a Secret's data.
+	LogoFromSecret LogoSourceKind = "Secret"
+)
+
+// LogoReference names one key of a ConfigMap or Secret in the Project's namespace.
+type LogoReference struct {
+	// kind is ConfigMap (the image is in binaryData) or Secret (in data).
+	// +required
+	Kind LogoSourceKind `json:"kind"`
+
+	// name of the ConfigMap or Secret, in the Project's namespace. It may be created before or
+	// after the Project; until it exists the Project is Degraded with reason LogoMissing. At most
+	// 253 characters.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	Name string `json:"name"`
+
+	// key within binaryData (ConfigMap) or data (Secret). At most 253 characters of letters,
+	// digits, '-', '_' and '.'.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +required
+	Key string `json:"key"`
 }
 
 // UpstreamNetwork lets a Project's Connectors reach a service that is not on the public

@@ -65,7 +65,38 @@ type Project struct {
 	RequirePAR bool
 	// IdentityAssertions: ID-JAGs the Project redeems and issues (zero: neither).
 	IdentityAssertions IdentityAssertions
+	// Branding is the Project's own look on its pages; the zero value is Latchkey's default
+	// look. Only what passed validation is here (docs/branding.md).
+	Branding Branding
 }
+
+// Branding is what a Project changes on its pages. Colours are "#rrggbb" that reached WCAG 2.2 AA
+// contrast where the pages use them; "" keeps the default colour.
+type Branding struct {
+	// Accent and AccentHover colour the main buttons in light mode (white text on them).
+	Accent, AccentHover string
+	// DarkAccent and DarkAccentHover colour the main buttons in dark mode (near-black text).
+	DarkAccent, DarkAccentHover string
+	// Logo is nil without a usable logo.
+	Logo *Logo
+	// SupportURL is the https address of the pages' Help link, or "".
+	SupportURL string
+}
+
+// Logo is an image the server serves under the Project's issuer.
+type Logo struct {
+	// Data is the image, at most LogoMaxBytes.
+	Data []byte
+	// ContentType is "image/png" or "image/webp": what the bytes were sniffed as, never what
+	// their source claimed.
+	ContentType string
+	// Hash is the hex SHA-256 of Data; it is part of the logo's address, so the address changes
+	// whenever the image does and browsers may cache it for good.
+	Hash string
+}
+
+// LogoMaxBytes is the largest logo a Project may use.
+const LogoMaxBytes = 64 << 10
 
 // SignIn says how people sign in to the project; either or both may be set.
 type SignIn struct {

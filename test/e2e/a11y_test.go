@@ -1,9 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
+	"image"
+	"image/color"
+	"image/png"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -538,4 +544,113 @@ func TestAccessibilityInChromium(t *testing.T) {
 func enterAndCapture(p *testbrowser.Profile, prefix string) string {
 	p.T.Helper()
 	return p.Capture(prefix, func() { key(p, kb.Enter) })
+}
+
+// brandLogo is a small PNG logo for the branded pages: a green rounded square holding a key.
+func brandLogo(t *testing.T) []byte {
+	t.Helper()
+	const n = 96
+	img := image.NewRGBA(image.Rect(0, 0, n, n))
+	green, white := color.RGBA{0x0b, 0x6e, 0x4f, 0xff}, color.RGBA{0xff, 0xff, 0xff, 0xff}
+	in := func(x, y, cx, cy, r int) bool { return (x-cx)*(x-cx)+(y-cy)*(y-cy) <= r*r }
+	for y := range n {
+		for x := range n {
+			// Rounded corners: outside the four corner circles is transparent.
+			cx, cy := min(max(x, 16), n-17), min(max(y, 16), n-17)
+			if !in(x, y, cx, cy, 16) {
+				continue
+			}
+			c := green
+			switch {
+			case in(x, y, 34, 48, 16) && !in(x, y, 34, 48, 7): // the key's bow
+				c = white
+			case x >= 48 && x <= 78 && y >= 45 && y <= 51: // its shaft
+				c = white
+			case (x >= 62 && x <= 67 || x >= 72 && x <= 78) && y > 51 && y <= 62: // its bit
+				c = white
+			}
+			img.Set(x, y, c)
+		}
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestBrandedPagesInChromium: a Project with its own logo, accent colours and Help link passes
+// axe-core on sign-in and consent in light and dark mode; the logo loads from Latchkey's origin
+// under the page's CSP, the main button takes the accent, and the "Where access goes" panel keeps
+// its fixed colours. The branded consent page is docs/screenshots/consent-branded.png.
+func TestBrandedPagesInChromium(t *testing.T) {
+	testbrowser.Chromium(t)
+	a := &auditor{t: t, source: axeSource(t)}
+	h := ct.New(t, ct.Options{LatchkeyHost: "127.0.0.1"})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	data := brandLogo(t)
+	sum := sha256.Sum256(data)
+	p := *h.Project
+	p.DisplayName = "Acme Engineering"
+	// What the operator compiles from accentColor #0b6e4f and darkAccentColor #5fd3a7
+	// (controllers/branding.go checks their contrast; the hover shades are 15% towards black
+	// and white).
+	p.Branding = config.Branding{
+		Accent: "#0b6e4f", AccentHover: "#095e43", DarkAccent: "#5fd3a7", DarkAccentHover: "#77dab4",
+		Logo:       &config.Logo{Data: data, ContentType: "image/png", Hash: hex.EncodeToString(sum[:])},
+		SupportURL: "https://help.acme.example/sign-in",
+	}
+	h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 2})
+
+	attacker := "https://claude-ai.evil.example/api/mcp/auth_callback"
+	claude := consentRegister(t, h, "Claude", "https://claude.ai/api/mcp/auth_callback")
+	phish := consentRegister(t, h, "Claude", attacker)
+
+	alice := a.browser(ctx, "alice's browser")
+	alice.Open(h.Issuer + "/sign-in")
+	alice.WaitFor("Sign in to Acme Engineering")
+	if !testbrowser.Eval[bool](alice, `(() => { const i = document.querySelector("img.logo"); return !!i && i.complete && i.naturalWidth === 96; })()`) {
+		t.Error("the logo did not load")
+	}
+	a.check(alice, "branded sign-in")
+
+	// The main button takes the Project's accent in each mode.
+	allowBg := `getComputedStyle(document.querySelector("button.primary")).backgroundColor`
+	for scheme, want := range map[string]string{"light": "rgb(11, 110, 79)", "dark": "rgb(95, 211, 167)"} {
+		colorScheme(alice, scheme)
+		if got := testbrowser.Eval[string](alice, allowBg); got != want {
+			t.Errorf("%s mode: the Sign in button is %s, want %s", scheme, got, want)
+		}
+	}
+	colorScheme(alice, "light")
+	alice.Fill("username", ct.AliceEmail)
+	alice.Fill("password", ct.AlicePassword)
+	alice.Press("Sign in")
+	alice.WaitFor("Your account")
+
+	alice.Open(consentAuthorizeURL(h, claude, "https://claude.ai/api/mcp/auth_callback"))
+	alice.WaitFor("Where access goes")
+	a.check(alice, "branded consent, recognised")
+
+	alice.Open(consentAuthorizeURL(h, phish, attacker))
+	alice.WaitFor("Access goes to a website this organisation does not recognise")
+	a.check(alice, "branded consent, website, unticked")
+	// The warning panel keeps Latchkey's warning colours whatever the accent.
+	for scheme, want := range map[string]string{"light": "rgb(255, 245, 224)", "dark": "rgb(58, 46, 16)"} {
+		colorScheme(alice, scheme)
+		if got := testbrowser.Eval[string](alice, `getComputedStyle(document.querySelector(".dest-website")).backgroundColor`); got != want {
+			t.Errorf("%s mode: the warning panel is %s, want %s", scheme, got, want)
+		}
+	}
+	colorScheme(alice, "light")
+	alice.Do(chromedp.Click(chromedp.ID("confirm_destination")))
+	a.check(alice, "branded consent, website, ticked")
+	alice.Screenshot(consentShots, "consent-branded.png")
+	colorScheme(alice, "dark")
+	alice.Screenshot(consentShots, "consent-branded-dark.png")
+	colorScheme(alice, "light")
+
+	t.Logf("%d branded page states checked with axe-core %v, each in light and dark mode: %s", len(a.states), axeTags, strings.Join(a.states, "; "))
 }

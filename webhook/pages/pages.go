@@ -73,10 +73,14 @@ type Frame struct {
 	SignedInAs string
 
 	static string
+	brand  Brand
 }
 
 // Static is the stylesheet's path prefix (set by the render methods).
 func (f Frame) Static() string { return f.static }
+
+// Brand is the Project's own look, from the writer the page is rendered to (Branded).
+func (f Frame) Brand() Brand { return f.brand }
 
 // Field is a hidden form field.
 type Field struct{ Name, Value string }
@@ -233,7 +237,7 @@ func (p *Pages) Message(w http.ResponseWriter, status int, d MessageData) {
 
 func (p *Pages) render(w http.ResponseWriter, status int, name string, data any) {
 	var buf bytes.Buffer
-	if err := p.t[name].ExecuteTemplate(&buf, "layout", data); err != nil {
+	if err := p.t[name].ExecuteTemplate(&buf, "layout", framed(w, data)); err != nil {
 		// Only a programming error gets here; templates are checked by tests.
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
