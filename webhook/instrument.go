@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/metrics"
+	"latchkey.dev/latchkey/internal/tracing"
 	"latchkey.dev/latchkey/webhook/exchange"
 	"latchkey.dev/latchkey/webhook/oauth"
 )
@@ -48,10 +49,23 @@ func exchangeOutcome(err error) (outcome, reason string) {
 	return metrics.ExchangeInvalid, ""
 }
 
+// spanName names a request's server span: method and route pattern, never the path.
+func spanName(r *http.Request) string {
+	return metrics.Method(r.Method) + " " + metrics.Route(r.Pattern)
+}
+
+// done runs once a request is answered: its server span gets the route pattern, and the access
+// log its line.
+func (s *Server) done(r *http.Request, route string, status int, elapsed time.Duration) {
+	tracing.Route(r.Context(), metrics.Method(r.Method)+" "+route, route)
+	s.logRequest(r, route, status, elapsed)
+}
+
 // logRequest is the access log: route pattern, never the path (a connect link's code is in
-// it) or the query (codes, states); at V(1) so production logs stay quiet unless asked.
+// it) or the query (codes, states); at V(1) so production logs stay quiet unless asked. The
+// context logger adds the request's id.
 func (s *Server) logRequest(r *http.Request, route string, status int, elapsed time.Duration) {
-	log := s.env.Logger.V(1)
+	log := s.env.Log(r.Context()).V(1)
 	if !log.Enabled() {
 		return
 	}

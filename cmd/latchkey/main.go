@@ -42,6 +42,7 @@ import (
 	"latchkey.dev/latchkey/internal/metrics"
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
+	"latchkey.dev/latchkey/internal/tracing"
 	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/webhook"
 )
@@ -69,6 +70,8 @@ type options struct {
 	upstreamWait  time.Duration
 	logLevel      string
 	logFormat     string
+	// otlpEndpoint turns tracing on (docs/operations.md, "Tracing and request ids").
+	otlpEndpoint string
 	// trustedProxies and clientAddrHeader say where rate limits read the client's address.
 	trustedProxies   string
 	clientAddrHeader string
@@ -108,6 +111,9 @@ func main() {
 			"only from these peers is the client's address read from --client-address-header, for sign-in and registration rate limits (default: none, the peer is the client)")
 	fs.StringVar(&o.clientAddrHeader, "client-address-header", "X-Forwarded-For",
 		"the header the trusted proxies set to name the client: X-Forwarded-For or Forwarded (RFC 7239)")
+	fs.StringVar(&o.otlpEndpoint, "otlp-traces-endpoint", "",
+		"OTLP/HTTP URL to send traces to, used as written (https://collector:4318/v1/traces); tracing is off unless this or "+
+			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT is set")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or text")
 	printVersion := fs.Bool("version", false, "print the version and exit")
@@ -146,6 +152,19 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if err != nil {
 		return fmt.Errorf("--trusted-proxies: %w", err)
 	}
+	traceOpts := tracing.Options{Endpoint: o.otlpEndpoint, Version: version, Logger: log.WithName("tracing")}
+	stopTracing, err := tracing.Install(ctx, traceOpts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Spans still in the batch are sent, for as long as the shutdown grace allows.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.shutdownGrace)
+		defer cancel()
+		if err := stopTracing(sctx); err != nil {
+			log.Error(err, "sending the last traces failed")
+		}
+	}()
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -294,7 +313,8 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 
 	log.Info("starting", "publicURL", publicURL, "listen", ln.Addr().String(),
-		"metrics", o.metricsListen, "database", redactDSN(o.database), "leaderElect", o.leaderElect)
+		"metrics", o.metricsListen, "database", redactDSN(o.database), "leaderElect", o.leaderElect,
+		"tracing", tracing.Configured(traceOpts))
 	return mgr.Start(ctx)
 }
 

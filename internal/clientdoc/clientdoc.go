@@ -43,6 +43,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/netguard"
 	"latchkey.dev/latchkey/internal/redirect"
+	"latchkey.dev/latchkey/internal/tracing"
 )
 
 // Defaults of Options.
@@ -174,7 +175,7 @@ func New(o Options) *Fetcher {
 	return &Fetcher{
 		o: o,
 		client: &http.Client{
-			Transport: transport,
+			Transport: tracing.Transport("client metadata", transport),
 			Timeout:   o.Timeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error {
 				return errRedirect

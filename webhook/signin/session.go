@@ -47,7 +47,7 @@ func Lookup(env *site.Env, r *http.Request) (store.Session, store.Person, error)
 		return store.Session{}, store.Person{}, ErrNotSignedIn
 	}
 	if err != nil {
-		env.Logger.Error(err, "cannot read session", "project", p.Key)
+		env.Log(r.Context()).Error(err, "cannot read session", "project", p.Key)
 		return store.Session{}, store.Person{}, err
 	}
 	if s.Project != p.Key {
@@ -58,7 +58,7 @@ func Lookup(env *site.Env, r *http.Request) (store.Session, store.Person, error)
 		return store.Session{}, store.Person{}, ErrNotSignedIn
 	}
 	if err != nil {
-		env.Logger.Error(err, "cannot read person", "project", p.Key)
+		env.Log(r.Context()).Error(err, "cannot read person", "project", p.Key)
 		return store.Session{}, store.Person{}, err
 	}
 	if !site.PersonActive(p, person) {
@@ -206,7 +206,7 @@ func start(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Re
 		return err
 	}
 	SetCookie(w, env, p, sessionCookie, v, p.Lifetimes.Session)
-	env.Logger.V(1).Info("signed in", "project", p.Key, "subject", person.ID, "source", person.Source)
+	env.Log(ctx).V(1).Info("signed in", "project", p.Key, "subject", person.ID, "source", person.Source)
 	return nil
 }
 

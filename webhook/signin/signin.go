@@ -296,7 +296,7 @@ func (h *handler) signOut(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) internal(w http.ResponseWriter, p *config.Project, err error) {
-	h.env.Logger.Error(err, "sign-in failed", "project", p.Key)
+	h.env.ResponseLog(w).Error(err, "sign-in failed", "project", p.Key)
 	h.env.Pages.Error(w, http.StatusInternalServerError, pages.ErrorData{
 		Frame:   pages.Frame{Title: "Something went wrong", Project: projectName(p)},
 		Message: "Signing in failed on our side. Please try again in a moment.",

@@ -18,6 +18,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/clientaddr"
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/requestid"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/pages"
@@ -59,6 +60,19 @@ func (e *Env) ClientAddress(r *http.Request) string {
 	return clientaddr.Key(e.Addresses.Address(r))
 }
 
+// Log is the logger for a line about the request ctx belongs to: the request's context logger,
+// which carries its request_id (internal/requestid), or Logger outside a request.
+func (e *Env) Log(ctx context.Context) logr.Logger { return requestid.Logger(ctx, e.Logger) }
+
+// ResponseLog is Log for code that holds only the response writer: the request id is read from
+// the X-Request-Id header the server set on it before the handler ran.
+func (e *Env) ResponseLog(w http.ResponseWriter) logr.Logger {
+	if id := w.Header().Get(requestid.Header); id != "" {
+		return e.Logger.WithValues("request_id", id)
+	}
+	return e.Logger
+}
+
 // Now is the current time on the injected clock.
 func (e *Env) Now() time.Time { return e.Clock() }
 
@@ -73,9 +87,9 @@ func (e *Env) Record(ctx context.Context, r store.AuditRecord) {
 	if r.Time.IsZero() {
 		r.Time = e.Now()
 	}
-	e.Logger.Info("audit", "project", r.Project, "action", r.Action, "actor", r.Actor, "target", r.Target)
+	e.Log(ctx).Info("audit", "project", r.Project, "action", r.Action, "actor", r.Actor, "target", r.Target)
 	if err := e.Store.AppendAudit(ctx, r); err != nil {
-		e.Logger.Error(err, "cannot append audit record", "project", r.Project, "action", r.Action)
+		e.Log(ctx).Error(err, "cannot append audit record", "project", r.Project, "action", r.Action)
 	}
 	if e.Events != nil {
 		e.Events(ctx, r)
