@@ -21,13 +21,18 @@ type countedGrant struct {
 
 func (g countedGrant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.TokenResponse, error) {
 	resp, err := g.next.Grant(ctx, req)
+	var project string
+	if req.Project != nil {
+		project = req.Project.Key
+	}
 	if err == nil {
-		g.m.TokenIssued(g.grantType)
+		g.m.TokenIssued(project, g.grantType)
 	} else {
-		g.m.TokenError(g.grantType, oauth.AsError(err).Code)
+		g.m.TokenError(project, g.grantType, oauth.AsError(err).Code)
 	}
 	if g.grantType == exchange.GrantType {
-		g.m.Exchange(exchangeOutcome(err))
+		outcome, reason := exchangeOutcome(err)
+		g.m.Exchange(project, outcome, reason)
 	}
 	return resp, err
 }

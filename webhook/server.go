@@ -135,7 +135,10 @@ func New(o Options) (*Server, error) {
 		ClientDocument: register.ClientDocument(documents),
 		Events:         o.Events,
 		Addresses:      addresses,
+		Metrics:        o.Metrics,
 	}
+	// Metrics label by project only for Projects in the configuration (bounded series).
+	o.Metrics.Projects(o.Config)
 	s := &Server{
 		env:      env,
 		ping:     o.Store.Ping,

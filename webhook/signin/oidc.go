@@ -17,6 +17,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/metrics"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/tracing"
@@ -377,5 +378,6 @@ func (h *handler) upstreamFailed(w http.ResponseWriter, r *http.Request, p *conf
 		reason = "token endpoint answered " + re.ErrorCode
 	}
 	h.env.Log(r.Context()).Info("upstream sign-in failed", "project", p.Key, "reason", reason)
+	h.env.Metrics.SignIn(p.Key, metrics.SignInOIDC, metrics.SignInFailed)
 	h.form(w, r, p, http.StatusBadGateway, pages.SignInData{ReturnTo: st.ReturnTo, Error: msgUpstream, Again: st.Again, Recent: st.Recent})
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/metrics"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/pages"
@@ -207,6 +208,7 @@ func start(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Re
 	}
 	SetCookie(w, env, p, sessionCookie, v, p.Lifetimes.Session)
 	env.Log(ctx).V(1).Info("signed in", "project", p.Key, "subject", person.ID, "source", person.Source)
+	env.Metrics.SignIn(p.Key, person.Source, metrics.SignInOK)
 	return nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/metrics"
 	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
@@ -189,6 +190,7 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 			dummyVerify(p, form.Get("password"))
 		}
 		d.Error = msgWrong
+		h.env.Metrics.SignIn(p.Key, metrics.SignInPassword, metrics.SignInRefused)
 		h.form(w, r, p, http.StatusOK, d)
 		return
 	}
@@ -216,6 +218,7 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 
 // tooMany answers an attempt over the limit: the form again, 429, and how long to wait.
 func (h *handler) tooMany(w http.ResponseWriter, r *http.Request, p *config.Project, d pages.SignInData, wait time.Duration) {
+	h.env.Metrics.SignIn(p.Key, metrics.SignInPassword, metrics.SignInLimited)
 	secs := ratelimit.Seconds(wait)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	d.Error = "Too many sign-in attempts. Wait " + seconds(secs) + ", then try again."

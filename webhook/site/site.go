@@ -18,6 +18,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/clientaddr"
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/metrics"
 	"latchkey.dev/latchkey/internal/requestid"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
@@ -52,6 +53,8 @@ type Env struct {
 	Events func(ctx context.Context, r store.AuditRecord)
 	// Addresses finds the client address of a request for rate limits; nil trusts no proxy.
 	Addresses *clientaddr.Resolver
+	// Metrics counts what flows report themselves (sign-ins); nil counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // ClientAddress is the address rate limits count r's client by: the connection's peer, or
