@@ -72,7 +72,7 @@ func Middleware(next http.Handler, log logr.Logger, trusted func(*http.Request) 
 		id := choose(r, trusted)
 		w.Header().Set(Header, id)
 		ctx := context.WithValue(r.Context(), key{}, id)
-		ctx = logr.NewContext(ctx, log.WithValues("request_id", id))
+		ctx = logr.NewContext(ctx, WithID(log, id))
 		r2 := r.WithContext(ctx)
 		next.ServeHTTP(w, r2)
 		// The route pattern the server's mux found is on the copy; outer layers (the server
@@ -100,4 +100,43 @@ func Logger(ctx context.Context, fallback logr.Logger) logr.Logger {
 		return l
 	}
 	return fallback
+}
+
+// WithID is log with request_id added to each line it writes. It adds the pair when a line is
+// written rather than with WithValues, which makes the slog handler format it up front on every
+// request, most of which log nothing.
+func WithID(log logr.Logger, id string) logr.Logger {
+	if log.GetSink() == nil || id == "" {
+		return log
+	}
+	return log.WithSink(idSink{LogSink: log.GetSink(), id: id})
+}
+
+type idSink struct {
+	logr.LogSink
+	id string
+}
+
+func (s idSink) Info(level int, msg string, kv ...any) {
+	s.LogSink.Info(level, msg, append([]any{"request_id", s.id}, kv...)...)
+}
+
+func (s idSink) Error(err error, msg string, kv ...any) {
+	s.LogSink.Error(err, msg, append([]any{"request_id", s.id}, kv...)...)
+}
+
+func (s idSink) WithValues(kv ...any) logr.LogSink {
+	return idSink{LogSink: s.LogSink.WithValues(kv...), id: s.id}
+}
+
+func (s idSink) WithName(name string) logr.LogSink {
+	return idSink{LogSink: s.LogSink.WithName(name), id: s.id}
+}
+
+// WithCallDepth keeps the caller's line right for sinks that report it.
+func (s idSink) WithCallDepth(depth int) logr.LogSink {
+	if cd, ok := s.LogSink.(logr.CallDepthLogSink); ok {
+		return idSink{LogSink: cd.WithCallDepth(depth), id: s.id}
+	}
+	return s
 }

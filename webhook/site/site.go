@@ -68,12 +68,9 @@ func (e *Env) ClientAddress(r *http.Request) string {
 func (e *Env) Log(ctx context.Context) logr.Logger { return requestid.Logger(ctx, e.Logger) }
 
 // ResponseLog is Log for code that holds only the response writer: the request id is read from
-// the X-Request-Id header the server set on it before the handler ran.
+// the X-Request-Id header the server set on it before the handler ran (none outside a request).
 func (e *Env) ResponseLog(w http.ResponseWriter) logr.Logger {
-	if id := w.Header().Get(requestid.Header); id != "" {
-		return e.Logger.WithValues("request_id", id)
-	}
-	return e.Logger
+	return requestid.WithID(e.Logger, w.Header().Get(requestid.Header))
 }
 
 // Now is the current time on the injected clock.
