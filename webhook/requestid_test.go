@@ -103,7 +103,7 @@ func TestRequestIDOnHeaderLogsErrorsAndPages(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	id3 := resp.Header.Get(requestid.Header)
-	if resp.StatusCode != 404 || !strings.Contains(html.UnescapeString(string(body)), "quote this id: <code>"+id3+"</code>") {
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(html.UnescapeString(string(body)), "quote this id: <code>"+id3+"</code>") {
 		t.Errorf("404 page (%d, id %q) does not show the id:\n%s", resp.StatusCode, id3, body)
 	}
 	resp, err = http.Get(h.base + "/sign-in")
@@ -112,7 +112,7 @@ func TestRequestIDOnHeaderLogsErrorsAndPages(t *testing.T) {
 	}
 	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || strings.Contains(string(body), "quote this id") || resp.Header.Get(requestid.Header) == "" {
+	if resp.StatusCode != http.StatusOK || strings.Contains(string(body), "quote this id") || resp.Header.Get(requestid.Header) == "" {
 		t.Errorf("sign-in page: %d, id %q, shows an id: %v", resp.StatusCode, resp.Header.Get(requestid.Header), strings.Contains(string(body), "quote this id"))
 	}
 }

@@ -152,7 +152,7 @@ func New(o Options) (*Server, error) {
 	// Outermost the server span (tracing on), then the request id (the trace id when there is
 	// a span), then metrics and the access log, then routing.
 	s.handler = tracing.Handler(
-		requestid.Middleware(o.Metrics.Instrument(http.HandlerFunc(s.serve), s.done), o.Logger, addresses.FromTrustedProxy),
+		requestid.Middleware(o.Metrics.Instrument(http.HandlerFunc(s.serve), s.done), func() logr.Logger { return env.Logger }, addresses.FromTrustedProxy),
 		spanName)
 	s.router = newRouter(s, base)
 
@@ -260,7 +260,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	fail := func(reason string, err error) {
-		s.env.Log(r.Context()).V(1).Info("not ready", "reason", reason, "error", err)
+		s.env.Log(ctx).V(1).Info("not ready", "reason", reason, "error", err)
 		w.WriteHeader(http.StatusServiceUnavailable)
 		w.Write([]byte(reason + "\n"))
 	}

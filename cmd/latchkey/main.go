@@ -228,7 +228,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 
 	holder := &config.Holder{}
-	if err := controllers.Setup(mgr, controllers.Options{ //nolint:contextcheck // set-up before the manager starts; no context to pass yet
+	if err := controllers.Setup(mgr, controllers.Options{
 		PublicURL: publicURL,
 		Config:    holder,
 		Store:     st,

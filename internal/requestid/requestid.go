@@ -65,14 +65,15 @@ func FromContext(ctx context.Context) string {
 // Middleware gives each request an id (see the package comment), sets the response header
 // before next runs (so pages and errors can read it from the response), and puts the id in the
 // request's context, and a logger carrying it as request_id in the context logger
-// (logr.FromContext). trusted says whether r comes from a proxy whose X-Request-Id may be used;
-// nil trusts nobody.
-func Middleware(next http.Handler, log logr.Logger, trusted func(*http.Request) bool) http.Handler {
+// (logr.FromContext). log returns the logger to add the id to, read for each request (a test may
+// replace the server's logger after start). trusted says whether r comes from a proxy whose
+// X-Request-Id may be used; nil trusts nobody.
+func Middleware(next http.Handler, log func() logr.Logger, trusted func(*http.Request) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := choose(r, trusted)
 		w.Header().Set(Header, id)
 		ctx := context.WithValue(r.Context(), key{}, id)
-		ctx = logr.NewContext(ctx, WithID(log, id))
+		ctx = logr.NewContext(ctx, WithID(log(), id))
 		r2 := r.WithContext(ctx)
 		next.ServeHTTP(w, r2)
 		// The route pattern the server's mux found is on the copy; outer layers (the server

@@ -53,7 +53,7 @@ func TestMiddlewareChoosesTheID(t *testing.T) {
 				inContext = requestid.FromContext(r.Context())
 				_, err := logr.FromContext(r.Context())
 				logged = err == nil
-			}), logr.Discard(), trustProxy)
+			}), logr.Discard, trustProxy)
 			r := httptest.NewRequest(http.MethodGet, "/", nil)
 			r.RemoteAddr = tc.peer
 			if tc.header != "" {

@@ -45,7 +45,8 @@ func TestRedactsURLsInAttributesStatusAndEvents(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := tracing.NewProvider(exp, true)
 	defer tp.Shutdown(context.Background())
-	defer tracing.Use(tp)()
+	restore := tracing.Use(tp)
+	defer restore()
 
 	const secretURL = "https://hooks.example.com/services/T000/B000/s3cr3tpath?token=q5ecret"
 	_, span := tracing.Start(context.Background(), "event sink POST", trace.WithAttributes(
@@ -65,12 +66,12 @@ func TestRedactsURLsInAttributesStatusAndEvents(t *testing.T) {
 	s := spans[0]
 	var texts []string
 	for _, kv := range s.Attributes {
-		texts = append(texts, string(kv.Key)+"="+kv.Value.Emit())
+		texts = append(texts, string(kv.Key)+"="+kv.Value.String())
 	}
 	texts = append(texts, s.Status.Description)
 	for _, ev := range s.Events {
 		for _, kv := range ev.Attributes {
-			texts = append(texts, kv.Value.Emit())
+			texts = append(texts, kv.Value.String())
 		}
 	}
 	all := strings.Join(texts, "\n")

@@ -104,7 +104,7 @@ func TestTraceOfATokenExchange(t *testing.T) {
 	var answer map[string]any
 	_ = json.Unmarshal(raw, &answer)
 	issued, _ := answer["access_token"].(string)
-	if resp.StatusCode != 200 || issued == "" || h.GitHub.RefreshCalls() != 1 {
+	if resp.StatusCode != http.StatusOK || issued == "" || h.GitHub.RefreshCalls() != 1 {
 		t.Fatalf("exchange: %d %s (refreshes %d)", resp.StatusCode, raw, h.GitHub.RefreshCalls())
 	}
 	if got := resp.Header.Get(requestid.Header); got != callerTrace.String() {
@@ -230,7 +230,7 @@ func TestLinkCodeStaysOutOfTraces(t *testing.T) {
 	}
 	linkPage := get(link)
 	signIn := get(h.Latchkey.URL + linkPage.Header.Get("Location"))
-	if !strings.Contains(linkPage.Header.Get("Location"), code) || signIn.StatusCode != 200 {
+	if !strings.Contains(linkPage.Header.Get("Location"), code) || signIn.StatusCode != http.StatusOK {
 		t.Fatalf("link page: %d to %q, then %d", linkPage.StatusCode, linkPage.Header.Get("Location"), signIn.StatusCode)
 	}
 	for _, route := range []struct {
@@ -256,7 +256,7 @@ func TestLinkCodeStaysOutOfTraces(t *testing.T) {
 func attr(s tracetest.SpanStub, key string) string {
 	for _, kv := range s.Attributes {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -268,12 +268,12 @@ func noSecrets(t *testing.T, spans tracetest.SpanStubs, secrets ...string) {
 	for _, s := range spans {
 		texts := []string{s.Name, s.Status.Description}
 		for _, kv := range s.Attributes {
-			texts = append(texts, string(kv.Key)+"="+kv.Value.Emit())
+			texts = append(texts, string(kv.Key)+"="+kv.Value.String())
 		}
 		for _, ev := range s.Events {
 			texts = append(texts, ev.Name)
 			for _, kv := range ev.Attributes {
-				texts = append(texts, kv.Value.Emit())
+				texts = append(texts, kv.Value.String())
 			}
 		}
 		for _, text := range texts {

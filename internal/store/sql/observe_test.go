@@ -54,7 +54,8 @@ func TestEveryOperationIsObserved(t *testing.T) {
 	}
 }
 
-// observedName returns the operation name of the body's top-level defer s.observe(ctx, "…", …).
+// observedName returns the operation name of the body's top-level defer s.observe(ctx, "…", …)
+// (or s.observeWithoutContext("…", …), for a method that takes no context).
 func observedName(body *ast.BlockStmt) string {
 	for _, st := range body.List {
 		d, ok := st.(*ast.DeferStmt)
@@ -62,14 +63,20 @@ func observedName(body *ast.BlockStmt) string {
 			continue
 		}
 		sel, ok := d.Call.Fun.(*ast.SelectorExpr)
-		if !ok || sel.Sel.Name != "observe" || len(d.Call.Args) == 0 {
+		if !ok {
 			continue
 		}
-		// observe(ctx, "<name>", start, &err)
-		if len(d.Call.Args) < 2 {
+		at := -1
+		switch sel.Sel.Name {
+		case "observe":
+			at = 1
+		case "observeWithoutContext":
+			at = 0
+		}
+		if at < 0 || len(d.Call.Args) <= at {
 			continue
 		}
-		if lit, ok := d.Call.Args[1].(*ast.BasicLit); ok {
+		if lit, ok := d.Call.Args[at].(*ast.BasicLit); ok {
 			name, _ := strconv.Unquote(lit.Value)
 			return name
 		}

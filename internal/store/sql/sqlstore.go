@@ -94,14 +94,20 @@ func Observe(fn func(op string, took time.Duration, err error)) Option {
 // beside it, not under it. Nothing of the query's arguments or the error's text goes into it:
 // only the backend, the operation and its result class.
 func (s *Store) observe(ctx context.Context, op string, start time.Time, err *error) {
+	s.observeWithoutContext(op, start, err)
+	if tracing.Enabled() {
+		s.span(ctx, op, start, *err)
+	}
+}
+
+// observeWithoutContext is observe for an operation that takes no context (Close, which runs
+// outside any request): reported, but no span.
+func (s *Store) observeWithoutContext(op string, start time.Time, err *error) {
 	if *err != nil && s.postgres() {
 		*err = preparedHint(*err)
 	}
 	if s.observer != nil {
 		s.observer(op, time.Since(start), *err)
-	}
-	if tracing.Enabled() {
-		s.span(ctx, op, start, *err)
 	}
 }
 
@@ -329,7 +335,7 @@ func openPostgres(dsn string) (*Store, error) {
 
 // Close closes every connection.
 func (s *Store) Close() (err error) {
-	defer s.observe(context.Background(), "Close", time.Now(), &err)
+	defer s.observeWithoutContext("Close", time.Now(), &err)
 	s.stmts.Range(func(_, v any) bool {
 		v.(*sql.Stmt).Close()
 		return true
