@@ -85,6 +85,9 @@ func TestRequestIDOnHeaderLogsErrorsAndPages(t *testing.T) {
 	if bad.status != 400 || bad.str("error") != "unsupported_grant_type" || bad.str("request_id") != id2 || id2 == id {
 		t.Errorf("token error: %d %s, header id %q (the registration's was %q)", bad.status, bad.raw, id2, id)
 	}
+	if got := bad.header.Get("Access-Control-Expose-Headers"); got != requestid.Header {
+		t.Errorf("Access-Control-Expose-Headers %q: a browser-based client cannot read the id", got)
+	}
 
 	// The access log (V(1)) has a line for each, with its id.
 	seen := map[any]string{}

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/requestid"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 )
@@ -183,7 +184,7 @@ func (e *Emitter) Emit(ctx context.Context, p *config.Project, ev Event) error {
 	}
 	err := e.store.AppendAudit(ctx, r)
 	if err != nil {
-		e.log.Error(err, "cannot append the audit record of a security event", "project", p.Key, "type", ev.Type)
+		requestid.Logger(ctx, e.log).Error(err, "cannot append the audit record of a security event", "project", p.Key, "type", ev.Type)
 	}
 	return errors.Join(err, e.fanOut(ctx, p, typ, r))
 }
@@ -209,7 +210,7 @@ func (e *Emitter) Recorded(ctx context.Context, r store.AuditRecord) {
 		return
 	}
 	if err := e.fanOut(ctx, p, typ, r); err != nil {
-		e.log.Error(err, "cannot queue a security event", "project", r.Project, "type", r.Action)
+		requestid.Logger(ctx, e.log).Error(err, "cannot queue a security event", "project", r.Project, "type", r.Action)
 	}
 }
 
