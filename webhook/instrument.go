@@ -62,7 +62,9 @@ func spanName(r *http.Request) string {
 // done runs once a request is answered: its server span gets the route pattern, and the access
 // log its line.
 func (s *Server) done(r *http.Request, route string, status int, elapsed time.Duration) {
-	tracing.Route(r.Context(), metrics.Method(r.Method)+" "+route, route)
+	if tracing.Enabled() {
+		tracing.Route(r.Context(), metrics.Method(r.Method)+" "+route, route, s.env.Addresses.Address(r))
+	}
 	s.logRequest(r, route, status, elapsed)
 }
 

@@ -125,14 +125,17 @@ func Handler(next http.Handler, name func(*http.Request) string) http.Handler {
 
 // Route names the server span of ctx after the route pattern that served it and records the
 // pattern as http.route and url.path: the path itself never goes into a span (a connect link's
-// code is part of its path).
-func Route(ctx context.Context, name, route string) {
+// code is part of its path). client is the client's address as the server trusts it (the peer,
+// or what a trusted proxy says); it replaces the instrumentation's client.address, which
+// believes any X-Forwarded-For.
+func Route(ctx context.Context, name, route, client string) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
 	}
 	span.SetName(name)
-	span.SetAttributes(attribute.String("http.route", route), attribute.String("url.path", route))
+	span.SetAttributes(attribute.String("http.route", route), attribute.String("url.path", route),
+		attribute.String("client.address", client))
 }
 
 // Transport traces the calls made through base (http.DefaultTransport when nil) as client

@@ -142,6 +142,6 @@ func BenchmarkOff(b *testing.B) {
 			_, span := tracing.Start(ctx, "store GetToken")
 			span.End()
 		}
-		tracing.Route(ctx, "GET /", "/")
+		tracing.Route(ctx, "GET /", "/", "192.0.2.1")
 	}
 }

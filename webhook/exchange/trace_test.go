@@ -94,6 +94,7 @@ func TestTraceOfATokenExchange(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPost, h.Issuer+"/token?probe=query-secret-value", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Traceparent", fmt.Sprintf("00-%s-%s-01", callerTrace, callerSpan))
+	req.Header.Set("X-Forwarded-For", "203.0.113.66") // from no trusted proxy: not the client's address
 	req.SetBasicAuth(lt.Agent, lt.AgentSecret)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -156,6 +157,9 @@ func TestTraceOfATokenExchange(t *testing.T) {
 	}
 	if attr(server, "http.route") != "/{ns}/{project}/token" || attr(server, "url.path") != "/{ns}/{project}/token" {
 		t.Errorf("server span attributes %v: want the route, never the path", server.Attributes)
+	}
+	if got := attr(server, "client.address"); got != "127.0.0.1" {
+		t.Errorf("server span client.address %q, want the peer: X-Forwarded-For came from no trusted proxy", got)
 	}
 
 	noSecrets(t, spans, subject, lt.AgentSecret, issued, ct.AliceEmail, ct.AlicePassword, "query-secret-value",
