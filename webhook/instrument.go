@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/metrics"
+	"latchkey.dev/latchkey/internal/tracing"
 	"latchkey.dev/latchkey/webhook/exchange"
 	"latchkey.dev/latchkey/webhook/oauth"
 )
@@ -20,13 +21,18 @@ type countedGrant struct {
 
 func (g countedGrant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.TokenResponse, error) {
 	resp, err := g.next.Grant(ctx, req)
+	var project string
+	if req.Project != nil {
+		project = req.Project.Key
+	}
 	if err == nil {
-		g.m.TokenIssued(g.grantType)
+		g.m.TokenIssued(project, g.grantType)
 	} else {
-		g.m.TokenError(g.grantType, oauth.AsError(err).Code)
+		g.m.TokenError(project, g.grantType, oauth.AsError(err).Code)
 	}
 	if g.grantType == exchange.GrantType {
-		g.m.Exchange(exchangeOutcome(err))
+		outcome, reason := exchangeOutcome(err)
+		g.m.Exchange(project, outcome, reason)
 	}
 	return resp, err
 }
@@ -48,10 +54,25 @@ func exchangeOutcome(err error) (outcome, reason string) {
 	return metrics.ExchangeInvalid, ""
 }
 
+// spanName names a request's server span: method and route pattern, never the path.
+func spanName(r *http.Request) string {
+	return metrics.Method(r.Method) + " " + metrics.Route(r.Pattern)
+}
+
+// done runs once a request is answered: its server span gets the route pattern, and the access
+// log its line.
+func (s *Server) done(r *http.Request, route string, status int, elapsed time.Duration) {
+	if tracing.Enabled() {
+		tracing.Route(r.Context(), metrics.Method(r.Method)+" "+route, route, s.env.Addresses.Address(r))
+	}
+	s.logRequest(r, route, status, elapsed)
+}
+
 // logRequest is the access log: route pattern, never the path (a connect link's code is in
-// it) or the query (codes, states); at V(1) so production logs stay quiet unless asked.
+// it) or the query (codes, states); at V(1) so production logs stay quiet unless asked. The
+// context logger adds the request's id.
 func (s *Server) logRequest(r *http.Request, route string, status int, elapsed time.Duration) {
-	log := s.env.Logger.V(1)
+	log := s.env.Log(r.Context()).V(1)
 	if !log.Enabled() {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"latchkey.dev/latchkey/internal/requestid"
 	"latchkey.dev/latchkey/webhook/oauth"
 	"latchkey.dev/latchkey/webhook/pages"
 	"latchkey.dev/latchkey/webhook/site"
@@ -87,6 +88,8 @@ func (rt *router) api(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := w.Header()
 		hd.Set("Access-Control-Allow-Origin", "*")
+		// A browser-based client may read the id to quote it (internal/requestid).
+		hd.Set("Access-Control-Expose-Headers", requestid.Header)
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 			hd.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE")
 			hd.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, MCP-Protocol-Version")

@@ -25,8 +25,10 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/jwks"
 	"latchkey.dev/latchkey/internal/metrics"
+	"latchkey.dev/latchkey/internal/requestid"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/internal/tracing"
 	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/webhook/account"
 	"latchkey.dev/latchkey/webhook/callback"
@@ -143,7 +145,10 @@ func New(o Options) (*Server, error) {
 		Events:         o.Events,
 		Addresses:      addresses,
 		ClientKeys:     clientKeys,
+		Metrics:        o.Metrics,
 	}
+	// Metrics label by project only for Projects in the configuration (bounded series).
+	o.Metrics.Projects(o.Config)
 	s := &Server{
 		env:      env,
 		ping:     o.Store.Ping,
@@ -154,7 +159,11 @@ func New(o Options) (*Server, error) {
 		cop:      http.NewCrossOriginProtection(),
 		metrics:  o.Metrics,
 	}
-	s.handler = o.Metrics.Instrument(http.HandlerFunc(s.serve), s.logRequest)
+	// Outermost the server span (tracing on), then the request id (the trace id when there is
+	// a span), then metrics and the access log, then routing.
+	s.handler = tracing.Handler(
+		requestid.Middleware(o.Metrics.Instrument(http.HandlerFunc(s.serve), s.done), func() logr.Logger { return env.Logger }, addresses.FromTrustedProxy),
+		spanName)
 	s.router = newRouter(s, base)
 
 	s.sys.HandleFunc("GET "+base+"/-/healthz", s.healthz)
@@ -224,8 +233,8 @@ func (s *Server) recover(w http.ResponseWriter, r *http.Request) {
 		panic(v)
 	}
 	// The route pattern, not the path: a connect link's code is part of its path.
-	s.env.Logger.Error(fmt.Errorf("panic: %v", v), "handler panicked", "method", r.Method, "route", metrics.Route(r.Pattern))
-	http.Error(w, "internal error", http.StatusInternalServerError)
+	s.env.Log(r.Context()).Error(fmt.Errorf("panic: %v", v), "handler panicked", "method", r.Method, "route", metrics.Route(r.Pattern))
+	http.Error(w, "internal error; if you ask for help, quote this id: "+requestid.FromContext(r.Context()), http.StatusInternalServerError)
 }
 
 // project resolves {ns}/{project} against the current snapshot.
@@ -263,7 +272,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	fail := func(reason string, err error) {
-		s.env.Logger.V(1).Info("not ready", "reason", reason, "error", err)
+		s.env.Log(ctx).V(1).Info("not ready", "reason", reason, "error", err)
 		w.WriteHeader(http.StatusServiceUnavailable)
 		w.Write([]byte(reason + "\n"))
 	}

@@ -43,6 +43,7 @@ import (
 	"latchkey.dev/latchkey/internal/metrics"
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
+	"latchkey.dev/latchkey/internal/tracing"
 	"latchkey.dev/latchkey/internal/trust"
 	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/webhook"
@@ -79,6 +80,8 @@ type options struct {
 	logLevel        string
 	logFormat       string
 	caBundle        string
+	// otlpEndpoint turns tracing on (docs/operations.md, "Tracing and request ids").
+	otlpEndpoint string
 	// trustedProxies and clientAddrHeader say where rate limits read the client's address.
 	trustedProxies   string
 	clientAddrHeader string
@@ -145,6 +148,9 @@ func main() {
 		"CA of the kube-apiserver's front-proxy client certificate (its --requestheader-client-ca-file); default: read from kube-system/extension-apiserver-authentication at start")
 	fs.StringVar(&o.admin.allowedNames, "admin-requestheader-allowed-names", "",
 		"comma-separated common names the front-proxy certificate may carry (its --requestheader-allowed-names); default: the ConfigMap's, empty there allows any name the CA signed")
+	fs.StringVar(&o.otlpEndpoint, "otlp-traces-endpoint", "",
+		"OTLP/HTTP URL to send traces to, used as written (https://collector:4318/v1/traces); tracing is off unless this or "+
+			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT is set")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or text")
 	printVersion := fs.Bool("version", false, "print the version and exit")
@@ -206,6 +212,19 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if err != nil {
 		return fmt.Errorf("--trusted-proxies: %w", err)
 	}
+	traceOpts := tracing.Options{Endpoint: o.otlpEndpoint, Version: version, Logger: log.WithName("tracing")}
+	stopTracing, err := tracing.Install(ctx, traceOpts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Spans still in the batch are sent, for as long as the shutdown grace allows.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.shutdownGrace)
+		defer cancel()
+		if err := stopTracing(sctx); err != nil {
+			log.Error(err, "sending the last traces failed")
+		}
+	}()
 
 	var mgr host
 	if o.local.enabled() {
@@ -346,7 +365,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 
 	log.Info("starting", "publicURL", publicURL, "listen", ln.Addr().String(),
 		"metrics", o.metricsListen, "database", redactDSN(o.database), "leaderElect", o.leaderElect,
-		"configDir", o.local.configDir)
+		"configDir", o.local.configDir, "tracing", tracing.Configured(traceOpts))
 	return mgr.Start(ctx)
 }
 

@@ -13,7 +13,7 @@ import (
 func TestMetricsGathererServesLatchkeyMetrics(t *testing.T) {
 	m, err := metrics.New(prometheus.DefaultRegisterer)
 	must(t, err)
-	m.TokenIssued("client_credentials")
+	m.TokenIssued("team/demo", "client_credentials")
 	mfs, err := metricsGatherer().Gather()
 	must(t, err)
 	seen := map[string]int{}

@@ -94,6 +94,13 @@ func (c *Resolver) Address(r *http.Request) string {
 	return client.String()
 }
 
+// FromTrustedProxy reports whether r's peer is one of the trusted proxies, whose headers
+// about the client (its address, a request id) may be believed.
+func (c *Resolver) FromTrustedProxy(r *http.Request) bool {
+	peer, ok := parseHostPort(r.RemoteAddr)
+	return ok && c != nil && c.trusted(peer)
+}
+
 func (c *Resolver) trusted(a netip.Addr) bool {
 	for _, p := range c.Trusted {
 		if p.Contains(a) {

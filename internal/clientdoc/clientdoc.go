@@ -44,6 +44,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/netguard"
 	"latchkey.dev/latchkey/internal/redirect"
+	"latchkey.dev/latchkey/internal/tracing"
 	"latchkey.dev/latchkey/internal/trust"
 )
 
@@ -188,7 +189,7 @@ func New(o Options) *Fetcher {
 	return &Fetcher{
 		o: o,
 		client: &http.Client{
-			Transport: transport,
+			Transport: tracing.Transport("client metadata", transport),
 			Timeout:   o.Timeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error {
 				return errRedirect

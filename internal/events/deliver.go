@@ -19,10 +19,14 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/internal/tracing"
 )
 
 // Standard Webhooks (https://www.standardwebhooks.com) headers on every delivery. A receiver
@@ -200,7 +204,8 @@ func (d *Deliverer) init() {
 		}
 		if d.Client == nil {
 			d.Client = &http.Client{
-				Timeout: d.Timeout,
+				Timeout:   d.Timeout,
+				Transport: tracing.Transport("event sink", nil),
 				// A sink that redirects is misconfigured; following it would send signed
 				// events to an address nobody configured.
 				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -375,7 +380,7 @@ func (d *Deliverer) deliver(ctx context.Context, snap *config.Snapshot, e store.
 		// spec), so its events wait as for a sink that is down, never dropped.
 		return d.mark(ctx, d.Store.MarkFailed(ctx, e.ID, e.Sink, d.next(e)))
 	}
-	err := d.post(ctx, sink, e)
+	err := d.traced(ctx, sink, e)
 	if err != nil {
 		d.deliveries.WithLabelValues("failed").Inc()
 		d.Logger.V(1).Info("event sink refused or failed; will retry", "project", e.Project, "sink", e.Sink,
@@ -406,6 +411,22 @@ func findSink(p *config.Project, name string) *config.EventSink {
 	return nil
 }
 
+// traced posts e as a span of its own (a trace of its own: deliveries run in the background),
+// which names the project, the sink and the event, never the sink's URL.
+func (d *Deliverer) traced(ctx context.Context, sink *config.EventSink, e store.Event) error {
+	ctx, span := tracing.Start(ctx, "event delivery", trace.WithAttributes(
+		attribute.String("latchkey.project", e.Project), attribute.String("latchkey.sink", sink.Name),
+		attribute.String("latchkey.event.id", e.ID), attribute.String("latchkey.event.type", e.Type),
+		attribute.Int("latchkey.event.attempts", e.Attempts+1),
+	))
+	defer span.End()
+	err := d.post(ctx, sink, e)
+	if err != nil {
+		tracing.Fail(span, "not delivered")
+	}
+	return err
+}
+
 func (d *Deliverer) post(ctx context.Context, sink *config.EventSink, e store.Event) error {
 	ctx, cancel := context.WithTimeout(ctx, d.Timeout)
 	defer cancel()
@@ -421,6 +442,11 @@ func (d *Deliverer) post(ctx context.Context, sink *config.EventSink, e store.Ev
 	h.Set(TimestampHeader, strconv.FormatInt(now.Unix(), 10))
 	h.Set(SignaturesHeader, SignStandard(sink.SigningKeys(), e.ID, now, e.Data))
 	h.Set(SignatureHeader, Sign(sink.HMACKey, e.Data, now))
+	if tracing.Enabled() {
+		// A client of the caller's own may not be traced; the sink still gets the delivery's
+		// trace context (a traced client replaces it with its own span's).
+		tracing.Propagator.Inject(ctx, propagation.HeaderCarrier(h))
+	}
 	resp, err := d.Client.Do(req)
 	if err != nil {
 		return err

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/requestid"
 	"latchkey.dev/latchkey/internal/store"
 )
 
@@ -183,7 +184,7 @@ func (e *Emitter) Emit(ctx context.Context, p *config.Project, ev Event) error {
 	}
 	Normalize(&r)
 	if err := e.store.AppendAudit(ctx, r); err != nil {
-		e.log.Error(err, "cannot append the audit record of a security event", "project", p.Key, "type", ev.Type)
+		requestid.Logger(ctx, e.log).Error(err, "cannot append the audit record of a security event", "project", p.Key, "type", ev.Type)
 		return err
 	}
 	e.total.WithLabelValues(typ).Inc()

@@ -5,16 +5,44 @@
 //
 // Label values are always drawn from small, fixed sets: route patterns as registered (never a
 // request's path, which can carry a connect-link code), OAuth error codes, grant types the
-// token endpoint knows, connector keys an administrator declared. Anything else is folded into
+// token endpoint knows, connector keys an administrator declared, and project keys
+// ("namespace/name") of Projects in the compiled configuration. Anything else is folded into
 // "other", so a client cannot grow the number of series by sending odd values.
 package metrics
 
 import (
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"latchkey.dev/latchkey/internal/config"
 )
+
+// OtherProject is the project label of anything counted for a project that is not in the
+// compiled configuration (or when no configuration is known).
+const OtherProject = "other"
+
+// Sign-in methods and results (latchkey_sign_ins_total{method, result}).
+const (
+	SignInPassword = "password"
+	SignInOIDC     = "oidc"
+
+	// SignInOK: the person is signed in.
+	SignInOK = "ok"
+	// SignInRefused: a wrong password or an unknown person (the page does not say which).
+	SignInRefused = "refused"
+	// SignInLimited: too many attempts from the address or for the account.
+	SignInLimited = "limited"
+	// SignInFailed: the sign-in provider refused or failed.
+	SignInFailed = "failed"
+)
+
+var signInMethods = map[string]bool{SignInPassword: true, SignInOIDC: true}
+
+var signInResults = map[string]bool{SignInOK: true, SignInRefused: true, SignInLimited: true, SignInFailed: true}
 
 // Exchange outcomes (latchkey_token_exchanges_total{outcome}).
 const (
@@ -66,6 +94,12 @@ type Metrics struct {
 	refusals  *prometheus.CounterVec
 	refreshes *prometheus.CounterVec
 	storeOps  *prometheus.HistogramVec
+	signIns   *prometheus.CounterVec
+
+	// projects is the compiled configuration the project label is checked against.
+	projects atomic.Pointer[config.Holder]
+	// started holds the projects whose exchange series have been created at zero.
+	started sync.Map
 }
 
 // New creates the collectors and registers them with reg (prometheus.DefaultRegisterer when
@@ -108,13 +142,15 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	})).(prometheus.Gauge)
 	m.inflight = inflight
 	m.issued = counter("latchkey_tokens_issued_total",
-		"Successful token endpoint answers, by grant type.", "grant_type")
+		"Successful token endpoint answers, by grant type and project.", "grant_type", "project")
 	m.tokenErrs = counter("latchkey_token_errors_total",
-		"Token endpoint errors raised by a grant handler, by grant type and OAuth error code.", "grant_type", "error")
+		"Token endpoint errors raised by a grant handler, by grant type, OAuth error code and project.", "grant_type", "error", "project")
 	m.exchanges = counter("latchkey_token_exchanges_total",
-		"Token exchange (RFC 8693) answers by outcome: issued, refused (with a connect link), unavailable, invalid, error.", "outcome")
+		"Token exchange (RFC 8693) answers by outcome (issued, refused with a connect link, unavailable, invalid, error) and project.", "outcome", "project")
 	m.refusals = counter("latchkey_token_exchange_refusals_total",
-		"Token exchange refusals by reason: connect_required, allow_required, reconnect_required.", "reason")
+		"Token exchange refusals by reason (connect_required, allow_required, reconnect_required) and project.", "reason", "project")
+	m.signIns = counter("latchkey_sign_ins_total",
+		"Sign-ins to a project's own pages by method (password, oidc) and result (ok, refused, limited, failed).", "project", "method", "result")
 	m.refreshes = counter("latchkey_upstream_refreshes_total",
 		"Refreshes of people's tokens at connected services, by connector and result (ok, rejected, timeout, error).", "connector", "result")
 	m.storeOps = histogram("latchkey_store_operation_duration_seconds",
@@ -124,38 +160,69 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		return nil, err
 	}
 	if m.requests == nil || m.duration == nil || m.inflight == nil || m.issued == nil || m.tokenErrs == nil ||
-		m.exchanges == nil || m.refusals == nil || m.refreshes == nil || m.storeOps == nil {
+		m.exchanges == nil || m.refusals == nil || m.refreshes == nil || m.storeOps == nil || m.signIns == nil {
 		return nil, errors.New("metrics: a latchkey_* metric is already registered as another kind of collector")
 	}
-	// Series that alerts divide by exist from the start, so a rate() is 0 rather than absent.
-	for _, o := range exchangeOutcomes {
-		m.exchanges.WithLabelValues(o)
-	}
-	for r := range refusalReasons {
-		m.refusals.WithLabelValues(r)
-	}
+	// Sums over every project (what alerts divide by) exist from the start, so a rate() is 0
+	// rather than absent; each project's own series start with its first exchange.
+	m.startExchanges(OtherProject)
 	return m, nil
 }
 
-// TokenIssued counts a successful token endpoint answer for grantType.
-func (m *Metrics) TokenIssued(grantType string) {
+// startExchanges creates project's exchange series at zero, once.
+func (m *Metrics) startExchanges(project string) {
+	if _, seen := m.started.LoadOrStore(project, true); seen {
+		return
+	}
+	for _, o := range exchangeOutcomes {
+		m.exchanges.WithLabelValues(o, project)
+	}
+	for r := range refusalReasons {
+		m.refusals.WithLabelValues(r, project)
+	}
+}
+
+// Projects has the project label checked against the configuration h holds: a key of a Project
+// in the current snapshot is its own value, anything else is OtherProject. Until it is called
+// every project counts as OtherProject. The server calls it with its configuration.
+func (m *Metrics) Projects(h *config.Holder) {
 	if m == nil {
 		return
 	}
-	m.issued.WithLabelValues(grantType).Inc()
+	m.projects.Store(h)
+}
+
+// project is the project label for key.
+func (m *Metrics) project(key string) string {
+	h := m.projects.Load()
+	if h == nil {
+		return OtherProject
+	}
+	if snap := h.Load(); snap != nil && snap.Project(key) != nil {
+		return key
+	}
+	return OtherProject
+}
+
+// TokenIssued counts a successful token endpoint answer for grantType in project.
+func (m *Metrics) TokenIssued(project, grantType string) {
+	if m == nil {
+		return
+	}
+	m.issued.WithLabelValues(grantType, m.project(project)).Inc()
 }
 
 // TokenError counts an error a grant handler answered with.
-func (m *Metrics) TokenError(grantType, code string) {
+func (m *Metrics) TokenError(project, grantType, code string) {
 	if m == nil {
 		return
 	}
-	m.tokenErrs.WithLabelValues(grantType, errorCode(code)).Inc()
+	m.tokenErrs.WithLabelValues(grantType, errorCode(code), m.project(project)).Inc()
 }
 
-// Exchange counts one token exchange answer. reason is the refusal's reason when outcome is
-// ExchangeRefused, and ignored otherwise.
-func (m *Metrics) Exchange(outcome, reason string) {
+// Exchange counts one token exchange answer in project. reason is the refusal's reason when
+// outcome is ExchangeRefused, and ignored otherwise.
+func (m *Metrics) Exchange(project, outcome, reason string) {
 	if m == nil {
 		return
 	}
@@ -164,13 +231,30 @@ func (m *Metrics) Exchange(outcome, reason string) {
 	default:
 		outcome = ExchangeError
 	}
-	m.exchanges.WithLabelValues(outcome).Inc()
+	project = m.project(project)
+	m.startExchanges(project)
+	m.exchanges.WithLabelValues(outcome, project).Inc()
 	if outcome == ExchangeRefused {
 		if !refusalReasons[reason] {
 			reason = "other"
 		}
-		m.refusals.WithLabelValues(reason).Inc()
+		m.refusals.WithLabelValues(reason, project).Inc()
 	}
+}
+
+// SignIn counts one sign-in attempt at project's own pages: method is SignInPassword or
+// SignInOIDC, result one of the SignIn results.
+func (m *Metrics) SignIn(project, method, result string) {
+	if m == nil {
+		return
+	}
+	if !signInMethods[method] {
+		method = "other"
+	}
+	if !signInResults[result] {
+		result = SignInFailed
+	}
+	m.signIns.WithLabelValues(m.project(project), method, result).Inc()
 }
 
 // UpstreamRefresh counts one refresh at a connected service; it has the shape of

@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/metrics"
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
@@ -155,14 +157,14 @@ func value(t *testing.T, reg *prometheus.Registry, name string, want map[string]
 func TestTokenAndExchangeCounters(t *testing.T) {
 	m, reg := newMetrics(t)
 	const te = "urn:ietf:params:oauth:grant-type:token-exchange"
-	m.TokenIssued("refresh_token")
-	m.TokenError("refresh_token", "invalid_grant")
-	m.TokenError("refresh_token", "made_up_by_a_client\x00")
-	m.Exchange(metrics.ExchangeRefused, "connect_required")
-	m.Exchange(metrics.ExchangeRefused, "connect_required")
-	m.Exchange(metrics.ExchangeRefused, "nonsense")
-	m.Exchange(metrics.ExchangeIssued, "")
-	m.Exchange("weird", "")
+	m.TokenIssued("team/demo", "refresh_token")
+	m.TokenError("team/demo", "refresh_token", "invalid_grant")
+	m.TokenError("team/demo", "refresh_token", "made_up_by_a_client\x00")
+	m.Exchange("team/demo", metrics.ExchangeRefused, "connect_required")
+	m.Exchange("team/demo", metrics.ExchangeRefused, "connect_required")
+	m.Exchange("team/demo", metrics.ExchangeRefused, "nonsense")
+	m.Exchange("team/demo", metrics.ExchangeIssued, "")
+	m.Exchange("team/demo", "weird", "")
 	m.UpstreamRefresh("default/github", metrics.RefreshTimeout)
 	m.UpstreamRefresh("default/github", "???")
 
@@ -189,9 +191,61 @@ func TestTokenAndExchangeCounters(t *testing.T) {
 	}
 	// A nil *Metrics records nothing and does not panic.
 	var none *metrics.Metrics
-	none.TokenIssued(te)
-	none.Exchange(metrics.ExchangeIssued, "")
+	none.TokenIssued("team/demo", te)
+	none.Exchange("team/demo", metrics.ExchangeIssued, "")
+	none.SignIn("team/demo", metrics.SignInPassword, metrics.SignInOK)
 	none.UpstreamRefresh("x", "ok")
+}
+
+// The project label names only Projects in the compiled configuration: a key nobody declared
+// (a deleted Project, a value that came from a request) is counted under "other", so series
+// grow with the Projects an administrator declares and nothing else.
+func TestProjectLabelIsBounded(t *testing.T) {
+	m, reg := newMetrics(t)
+	m.TokenIssued("team/demo", "client_credentials") // no configuration known yet
+	holder := &config.Holder{}
+	holder.Store(&config.Snapshot{Projects: map[string]*config.Project{"team/demo": {Key: "team/demo"}}})
+	m.Projects(holder)
+	for i := range 50 {
+		m.TokenIssued(fmt.Sprintf("attacker/p%d", i), "client_credentials")
+		m.SignIn(fmt.Sprintf("attacker/p%d", i), "made-up", "made-up")
+	}
+	m.TokenIssued("team/demo", "client_credentials")
+	m.Exchange("team/demo", metrics.ExchangeIssued, "")
+	m.SignIn("team/demo", metrics.SignInPassword, metrics.SignInOK)
+	m.SignIn("team/demo", metrics.SignInPassword, metrics.SignInRefused)
+
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"latchkey_tokens_issued_total", map[string]string{"project": "team/demo"}, 1},
+		{"latchkey_tokens_issued_total", map[string]string{"project": metrics.OtherProject}, 51},
+		{"latchkey_token_exchanges_total", map[string]string{"project": "team/demo", "outcome": "issued"}, 1},
+		{"latchkey_sign_ins_total", map[string]string{"project": "team/demo", "method": "password", "result": "ok"}, 1},
+		{"latchkey_sign_ins_total", map[string]string{"project": "team/demo", "method": "password", "result": "refused"}, 1},
+		{"latchkey_sign_ins_total", map[string]string{"project": metrics.OtherProject, "method": "other", "result": "failed"}, 50},
+	} {
+		if got := value(t, reg, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	// Every exchange outcome and refusal reason of a project exists once it has exchanged.
+	if got := value(t, reg, "latchkey_token_exchanges_total", map[string]string{"project": "team/demo", "outcome": "error"}); got != 0 {
+		t.Errorf("error outcome = %v", got)
+	}
+	for _, l := range labels(t, reg) {
+		if strings.Contains(l, "attacker") || strings.Contains(l, "made-up") {
+			t.Errorf("label %s came from a request", l)
+		}
+	}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "latchkey_token_exchanges_total" && len(mf.GetMetric()) != 10 {
+			t.Errorf("%d exchange series, want 10 (team/demo and other × 5 outcomes)", len(mf.GetMetric()))
+		}
+	}
 }
 
 func TestNewTwiceSharesCollectors(t *testing.T) {
@@ -204,8 +258,8 @@ func TestNewTwiceSharesCollectors(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a second server in the same process: %v", err)
 	}
-	a.TokenIssued("client_credentials")
-	b.TokenIssued("client_credentials")
+	a.TokenIssued("team/demo", "client_credentials")
+	b.TokenIssued("team/demo", "client_credentials")
 	if got := value(t, reg, "latchkey_tokens_issued_total", map[string]string{"grant_type": "client_credentials"}); got != 2 {
 		t.Errorf("shared counter = %v, want 2", got)
 	}

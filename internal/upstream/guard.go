@@ -13,6 +13,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/netguard"
+	"latchkey.dev/latchkey/internal/tracing"
 )
 
 // A Connector's endpoints are written by the team that owns it, so every call the server makes
@@ -76,8 +77,21 @@ func client(hc *http.Client, c *config.Connector) (*http.Client, error) {
 		return nil, err
 	}
 	cp := *hc
-	cp.Transport = acceptJSON{t}
+	cp.Transport = traced(t)
 	return &cp, nil
+}
+
+// tracedTransports caches one traced transport per guarded transport (see guarded).
+var tracedTransports sync.Map // *http.Transport -> http.RoundTripper
+
+// traced is t asking for JSON, each call a client span with the W3C traceparent sent along
+// when tracing is on (internal/tracing).
+func traced(t *http.Transport) http.RoundTripper {
+	if v, ok := tracedTransports.Load(t); ok {
+		return v.(http.RoundTripper)
+	}
+	v, _ := tracedTransports.LoadOrStore(t, tracing.Transport("upstream", acceptJSON{t}))
+	return v.(http.RoundTripper)
 }
 
 type acceptJSON struct{ base http.RoundTripper }

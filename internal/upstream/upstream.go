@@ -22,9 +22,12 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/oauth2"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/tracing"
 )
 
 var (
@@ -134,7 +137,18 @@ func oauthConfig(c *config.Connector) *oauth2.Config {
 // not answer before ctx's deadline (DefaultTimeout when ctx has none); ErrService otherwise, with the service's *oauth2.RetrieveError in the
 // chain when it gave a reason (a spent or foreign code is "bad_verification_code" at GitHub,
 // "invalid_grant" elsewhere).
-func Exchange(ctx context.Context, hc *http.Client, c *config.Connector, code, verifier string) (Account, *oauth2.Token, error) {
+func Exchange(ctx context.Context, hc *http.Client, c *config.Connector, code, verifier string) (acct Account, tok *oauth2.Token, err error) {
+	ctx, span := tracing.Start(ctx, "upstream code exchange", trace.WithAttributes(attribute.String("latchkey.connector", c.Key)))
+	defer func() {
+		if err != nil {
+			tracing.Fail(span, "failed")
+		}
+		span.End()
+	}()
+	return exchange(ctx, hc, c, code, verifier)
+}
+
+func exchange(ctx context.Context, hc *http.Client, c *config.Connector, code, verifier string) (Account, *oauth2.Token, error) {
 	ctx, cancel := withDefaultTimeout(ctx)
 	defer cancel()
 	ctx, err := withClient(ctx, hc, c)

@@ -9,12 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/oauth2"
 	"golang.org/x/sync/singleflight"
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/internal/tracing"
 )
 
 // expirySkew treats a token as expired this long before the service would, so a token handed to
@@ -276,28 +279,40 @@ func (v *Vault) refreshed(c *config.Connector, err error) {
 	if v.OnRefresh == nil {
 		return
 	}
-	result := "ok"
+	v.OnRefresh(c.Key, refreshResult(err))
+}
+
+// refreshResult is what metrics and traces say of a refresh's outcome: ok, rejected (the
+// person must reconnect), timeout or error.
+func refreshResult(err error) string {
 	switch {
 	case err == nil:
+		return "ok"
 	case rejected(err):
-		result = "rejected"
+		return "rejected"
 	case errors.Is(err, ErrTimeout):
-		result = "timeout"
+		return "timeout"
 	default:
-		result = "error"
+		return "error"
 	}
-	v.OnRefresh(c.Key, result)
 }
 
 // refresh asks the service for new tokens, bounded by the vault's timeout.
-func (v *Vault) refresh(ctx context.Context, c *config.Connector, refreshToken string) (*oauth2.Token, error) {
+func (v *Vault) refresh(ctx context.Context, c *config.Connector, refreshToken string) (tok *oauth2.Token, err error) {
+	ctx, span := tracing.Start(ctx, "upstream refresh", trace.WithAttributes(attribute.String("latchkey.connector", c.Key)))
+	defer func() {
+		if err != nil {
+			tracing.Fail(span, refreshResult(err))
+		}
+		span.End()
+	}()
 	ctx, cancel := context.WithTimeout(ctx, v.timeout())
 	defer cancel()
-	ctx, err := withClient(ctx, v.HTTP, c)
+	ctx, err = withClient(ctx, v.HTTP, c)
 	if err != nil {
 		return nil, classify(ctx, "token endpoint", err)
 	}
-	tok, err := oauthConfig(c).TokenSource(ctx, &oauth2.Token{RefreshToken: refreshToken}).Token()
+	tok, err = oauthConfig(c).TokenSource(ctx, &oauth2.Token{RefreshToken: refreshToken}).Token()
 	if err != nil {
 		return nil, classify(ctx, "token endpoint", err)
 	}

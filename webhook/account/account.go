@@ -204,7 +204,7 @@ func (h *handler) disconnect(w http.ResponseWriter, r *http.Request) {
 		revoked = "yes"
 		if err := h.vault.Revoke(ctx, c, conn); err != nil {
 			revoked = "failed"
-			h.env.Logger.Info("upstream revocation failed", "project", p.Key, "connector", c.Key, "error", err.Error())
+			h.env.Log(r.Context()).Info("upstream revocation failed", "project", p.Key, "connector", c.Key, "error", err.Error())
 		}
 	}
 	if err := h.env.Store.DeleteConnection(ctx, p.Key, conn.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -315,7 +315,7 @@ func (h *handler) back(w http.ResponseWriter, r *http.Request, p *config.Project
 }
 
 func (h *handler) internal(w http.ResponseWriter, p *config.Project, err error) {
-	h.env.Logger.Error(err, "account page failed", "project", p.Key)
+	h.env.ResponseLog(w).Error(err, "account page failed", "project", p.Key)
 	h.env.Pages.Error(w, http.StatusInternalServerError, pages.ErrorData{
 		Frame:   pages.Frame{Title: "Something went wrong", Project: signin.ProjectName(p)},
 		Message: "This did not work because of a problem on our side. Please try again in a moment.",

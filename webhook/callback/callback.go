@@ -372,7 +372,7 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request, p *config.Proje
 		// The connector was removed while the person was away: end the attempt.
 		// The page below is the answer either way; a row left behind expires on its own.
 		if _, err := h.env.Store.ConsumeCallbackState(ctx, stateHash, h.env.Now(), nil); err != nil && !errors.Is(err, store.ErrNotFound) {
-			h.env.Logger.Error(err, "cannot end the attempt of a removed connector", "project", p.Key, "connector", st.Connector)
+			h.env.Log(r.Context()).Error(err, "cannot end the attempt of a removed connector", "project", p.Key, "connector", st.Connector)
 		}
 		h.page(w, p, http.StatusGone, "This service is no longer available",
 			"The service you were connecting has been removed from this project. Nothing was connected. You can close this window.")
@@ -452,7 +452,7 @@ func (h *handler) finish(w http.ResponseWriter, r *http.Request, p *config.Proje
 	for _, hook := range h.hooks {
 		if err := hook(ctx, p, st, saved); err != nil {
 			hookFailed = true
-			h.env.Logger.Error(err, "connection hook failed", "project", p.Key, "connection", saved.ID)
+			h.env.Log(r.Context()).Error(err, "connection hook failed", "project", p.Key, "connection", saved.ID)
 		}
 	}
 	if b := readBinding(r, h.env); b != "" && secret.HashEqual(b, st.BindingHash) {
@@ -479,7 +479,7 @@ func (h *handler) exchangeFailed(w http.ResponseWriter, r *http.Request, p *conf
 	// The service's status and OAuth error code only: its body and error_description can carry
 	// anything, a secret echoed back included.
 	upstreamStatus, upstreamCode := upstream.Status(err)
-	h.env.Logger.Info("upstream code exchange failed", "project", p.Key, "connector", c.Key, "reason", reason,
+	h.env.Log(r.Context()).Info("upstream code exchange failed", "project", p.Key, "connector", c.Key, "reason", reason,
 		"upstream_status", upstreamStatus, "upstream_error", upstreamCode)
 	h.record(r.Context(), p, st, "connection.failed", "connector:"+c.Key, map[string]string{"reason": reason})
 	name := serviceName(c)
@@ -567,7 +567,7 @@ func (h *handler) maskedOwner(ctx context.Context, p *config.Project, subject st
 	person, err := h.env.Store.GetPerson(ctx, p.Key, subject)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
-			h.env.Logger.Error(err, "cannot read person", "project", p.Key)
+			h.env.Log(ctx).Error(err, "cannot read person", "project", p.Key)
 		}
 		return "***"
 	}
@@ -642,7 +642,7 @@ func (h *handler) refused(w http.ResponseWriter, p *config.Project) {
 }
 
 func (h *handler) internal(w http.ResponseWriter, p *config.Project, err error) {
-	h.env.Logger.Error(err, "connector callback failed", "project", p.Key)
+	h.env.ResponseLog(w).Error(err, "connector callback failed", "project", p.Key)
 	h.page(w, p, http.StatusInternalServerError, "Something went wrong",
 		"The connection could not be finished because of a problem on our side. Nothing was connected. Please start again in a moment.")
 }

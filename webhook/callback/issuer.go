@@ -34,7 +34,7 @@ func (h *handler) checkIssuer(w http.ResponseWriter, r *http.Request, p *config.
 		reason = "issuer_unknown"
 	}
 	status, code := upstream.Status(err)
-	h.env.Logger.Info("upstream authorization response refused", "project", p.Key, "connector", c.Key, "reason", reason,
+	h.env.Log(r.Context()).Info("upstream authorization response refused", "project", p.Key, "connector", c.Key, "reason", reason,
 		"upstream_status", status, "upstream_error", code)
 	if reason == "wrong_issuer" {
 		h.page(w, p, http.StatusBadRequest, "This connection cannot be finished",
@@ -53,7 +53,7 @@ func (h *handler) checkIssuer(w http.ResponseWriter, r *http.Request, p *config.
 func (h *handler) legacy(w http.ResponseWriter, r *http.Request) {
 	headers(w)
 	p := site.Project(r)
-	h.env.Logger.Info("upstream callback at the old shared address; register each connector's status.callbackURL at its service", "project", p.Key)
+	h.env.Log(r.Context()).Info("upstream callback at the old shared address; register each connector's status.callbackURL at its service", "project", p.Key)
 	h.page(w, p, http.StatusBadRequest, "This connection cannot be finished",
 		"The service sent you back to an address this server no longer uses. Nothing was connected. Start again from your account page, or ask the agent for a new link. If it happens again, tell whoever runs this project that the service needs the connector's new callback address.")
 }

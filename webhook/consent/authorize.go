@@ -103,7 +103,7 @@ func (a *authorizer) needsConsent(r *http.Request, p *config.Project, req *reque
 	g, err := a.env.Store.GetGrant(r.Context(), p.Key, person.ID, req.Client.ID)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
-			a.env.Logger.Error(err, "cannot read grant", "project", p.Key)
+			a.env.Log(r.Context()).Error(err, "cannot read grant", "project", p.Key)
 		}
 		return true
 	}
@@ -224,7 +224,7 @@ func (a *authorizer) parse(w http.ResponseWriter, r *http.Request, p *config.Pro
 func (a *authorizer) fail(w http.ResponseWriter, r *http.Request, p *config.Project, req *request, err error) {
 	e := oauth.AsError(err)
 	if e.Status >= 500 {
-		a.env.Logger.Error(err, "authorization failed", "project", p.Key)
+		a.env.Log(r.Context()).Error(err, "authorization failed", "project", p.Key)
 	}
 	if req == nil || req.To == "" {
 		a.page(w, p, &pageError{Status: http.StatusInternalServerError, Heading: "Something went wrong", Message: "Please go back to the app and try again."})

@@ -183,11 +183,11 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 			}
 		case errors.Is(err, upstream.ErrTimeout):
 			g.record(ctx, req, subject.Subject, connector, "upstream_timeout", nil)
-			g.env.Logger.Info("connected service did not answer a refresh", "project", p.Key, "connector", connector.Key)
+			g.env.Log(ctx).Info("connected service did not answer a refresh", "project", p.Key, "connector", connector.Key)
 			return nil, oauth.ErrTemporarilyUnavailable.WithDescription(links.ServiceName(connector) + " did not answer in time; try again")
 		case errors.Is(err, upstream.ErrService):
 			g.record(ctx, req, subject.Subject, connector, "upstream_error", nil)
-			g.env.Logger.Error(err, "connected service refused a refresh", "project", p.Key, "connector", connector.Key)
+			g.env.Log(ctx).Error(err, "connected service refused a refresh", "project", p.Key, "connector", connector.Key)
 			return nil, oauth.ErrTemporarilyUnavailable.WithDescription(links.ServiceName(connector) + " refused Latchkey's request; try again later")
 		default:
 			return nil, oauth.Internal(err)

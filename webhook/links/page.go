@@ -350,7 +350,7 @@ func (h *handler) decline(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) internal(w http.ResponseWriter, p *config.Project, err error) {
-	h.env.Logger.Error(err, "connect link failed", "project", p.Key)
+	h.env.ResponseLog(w).Error(err, "connect link failed", "project", p.Key)
 	h.env.Pages.Error(w, http.StatusInternalServerError, pages.ErrorData{
 		Frame:   pages.Frame{Title: "Something went wrong", Project: signin.ProjectName(p)},
 		Message: "This link could not be handled on our side. Please try again in a moment.",

@@ -9,6 +9,8 @@ import (
 	"maps"
 	"net/http"
 	"strconv"
+
+	"latchkey.dev/latchkey/internal/requestid"
 )
 
 // Error is an OAuth error response (RFC 6749 §5.2 and the RFCs that add codes). Values are
@@ -116,6 +118,11 @@ func WriteError(w http.ResponseWriter, err error) {
 		body[k] = v
 	}
 	body["error"] = e.Code
+	// An extension member (RFC 6749 §5.2 clients ignore members they do not know): the id a
+	// developer quotes to the operator, the same as the X-Request-Id header.
+	if id := h.Get(requestid.Header); id != "" {
+		body["request_id"] = id
+	}
 	if e.Description != "" {
 		body["error_description"] = e.Description
 	}

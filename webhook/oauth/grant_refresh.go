@@ -118,7 +118,7 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 		replay, err := openResponse(env, hash, rot.Replay)
 		if err != nil {
 			// Cannot replay (for example the key rotated away): safer to refuse than to fork.
-			env.Logger.Error(err, "cannot open the sealed refresh response", "project", p.Key)
+			env.Log(ctx).Error(err, "cannot open the sealed refresh response", "project", p.Key)
 			return nil, invalid
 		}
 		return replay, nil

@@ -147,7 +147,7 @@ func policy(env *site.Env, p *config.Project, client *site.Client, grantType str
 func (t *TokenEndpoint) fail(w http.ResponseWriter, p *config.Project, err error) {
 	e := AsError(err)
 	if e.Status >= 500 {
-		t.env.Logger.Error(err, "token endpoint failed", "project", p.Key)
+		t.env.ResponseLog(w).Error(err, "token endpoint failed", "project", p.Key)
 	}
 	WriteError(w, e)
 }
@@ -156,7 +156,7 @@ func (t *TokenEndpoint) fail(w http.ResponseWriter, p *config.Project, err error
 func logFail(env *site.Env, w http.ResponseWriter, p *config.Project, what string, err error) {
 	e := AsError(err)
 	if e.Status >= 500 {
-		env.Logger.Error(err, what+" failed", "project", p.Key)
+		env.ResponseLog(w).Error(err, what+" failed", "project", p.Key)
 	}
 	WriteError(w, e)
 }

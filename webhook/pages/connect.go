@@ -38,7 +38,7 @@ func (p *Pages) ConnectConfirm(w http.ResponseWriter, status int, d ConnectConfi
 	if d.Title == "" {
 		d.Title = "Finish this connection?"
 	}
-	d.static = p.static
+	p.frame(w, status, &d.Frame)
 	p.render(w, status, "connect_confirm", d)
 }
 
@@ -87,6 +87,6 @@ func (p *Pages) Account(w http.ResponseWriter, status int, d AccountData) {
 	if d.Title == "" {
 		d.Title = "Your account"
 	}
-	d.static = p.static
+	p.frame(w, status, &d.Frame)
 	p.render(w, status, "account", d)
 }

@@ -44,6 +44,6 @@ func (p *Pages) Link(w http.ResponseWriter, status int, d LinkData) {
 	if d.Title == "" {
 		d.Title = d.Heading
 	}
-	d.static = p.static
+	p.frame(w, status, &d.Frame)
 	p.render(w, status, "link", d)
 }

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"latchkey.dev/latchkey/internal/requestid"
 )
 
 //go:embed templates/*.html
@@ -72,8 +74,9 @@ type Frame struct {
 	// SignedInAs names the signed-in person, if any.
 	SignedInAs string
 
-	static string
-	brand  Brand
+	static    string
+	brand     Brand
+	requestID string
 }
 
 // Static is the stylesheet's path prefix (set by the render methods).
@@ -81,6 +84,21 @@ func (f Frame) Static() string { return f.static }
 
 // Brand is the Project's own look, from the writer the page is rendered to (Branded).
 func (f Frame) Brand() Brand { return f.brand }
+
+// RequestID is the id a person quotes when asking for help, shown on pages that answer with an
+// error status (set by the render methods).
+func (f Frame) RequestID() string { return f.requestID }
+
+// frame fills in what every page gets from the server rather than from its handler: the
+// stylesheet's prefix and, on an error status, the request's id, read from the X-Request-Id
+// header the server set on w before the handler ran (internal/requestid), so that no handler
+// has to pass it along.
+func (p *Pages) frame(w http.ResponseWriter, status int, f *Frame) {
+	f.static = p.static
+	if status >= 400 {
+		f.requestID = w.Header().Get(requestid.Header)
+	}
+}
 
 // Field is a hidden form field.
 type Field struct{ Name, Value string }
@@ -122,7 +140,7 @@ func (p *Pages) SignIn(w http.ResponseWriter, status int, d SignInData) {
 	if d.Title == "" {
 		d.Title = "Sign in"
 	}
-	d.static = p.static
+	p.frame(w, status, &d.Frame)
 	p.render(w, status, "signin", d)
 }
 
@@ -182,7 +200,7 @@ func (p *Pages) Consent(w http.ResponseWriter, status int, d ConsentData) {
 	if d.Title == "" {
 		d.Title = "Allow access?"
 	}
-	d.static = p.static
+	p.frame(w, status, &d.Frame)
 	p.render(w, status, "consent", d)
 }
 
@@ -201,7 +219,7 @@ func (p *Pages) Error(w http.ResponseWriter, status int, d ErrorData) {
 	if d.Heading == "" {
 		d.Heading = d.Title
 	}
-	d.static = p.static
+	p.frame(w, status, &d.Frame)
 	p.render(w, status, "error", d)
 }
 
@@ -231,7 +249,7 @@ func (p *Pages) Message(w http.ResponseWriter, status int, d MessageData) {
 	if d.Heading == "" {
 		d.Heading = d.Title
 	}
-	d.static = p.static
+	p.frame(w, status, &d.Frame)
 	p.render(w, status, "message", d)
 }
 

@@ -248,7 +248,7 @@ func (h *registrar) info(p *config.Project, c store.Client, m Metadata) response
 }
 
 func (h *registrar) internal(w http.ResponseWriter, p *config.Project, err error) {
-	h.env.Logger.Error(err, "client registration failed", "project", p.Key)
+	h.env.ResponseLog(w).Error(err, "client registration failed", "project", p.Key)
 	oauth.WriteError(w, oauth.Internal(err))
 }
 

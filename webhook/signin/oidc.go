@@ -18,8 +18,10 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
+	"latchkey.dev/latchkey/internal/metrics"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/internal/tracing"
 	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/webhook/pages"
 	"latchkey.dev/latchkey/webhook/site"
@@ -68,7 +70,11 @@ type cachedProvider struct {
 }
 
 func newProviders() *providers {
-	return &providers{m: map[string]cachedProvider{}, client: &http.Client{Timeout: upstreamTimeout}}
+	// Calls to the provider are traced (discovery and key fetches as traces of their own,
+	// the code exchange under the request's span).
+	return &providers{m: map[string]cachedProvider{}, client: &http.Client{
+		Timeout: upstreamTimeout, Transport: tracing.Transport("sign-in provider", nil),
+	}}
 }
 
 func (ps *providers) get(issuer string, now time.Time) (*oidc.Provider, error) {
@@ -147,7 +153,7 @@ func (h *handler) oidcStart(w http.ResponseWriter, r *http.Request) {
 	now := h.env.Now()
 	prov, err := h.providers.get(p.SignIn.OIDC.Issuer, now) //nolint:contextcheck // discovery is cached for every request, not tied to this one
 	if err != nil {
-		h.env.Logger.Error(err, "cannot discover the sign-in provider", "project", p.Key, "issuer", p.SignIn.OIDC.Issuer)
+		h.env.Log(r.Context()).Error(err, "cannot discover the sign-in provider", "project", p.Key, "issuer", p.SignIn.OIDC.Issuer)
 		h.env.Pages.Error(w, http.StatusBadGateway, pages.ErrorData{
 			Frame:   pages.Frame{Title: "Sign-in unavailable", Project: projectName(p)},
 			Message: "Your organisation's sign-in service cannot be reached right now. Please try again in a moment.",
@@ -376,7 +382,7 @@ func sessionAuthTime(p *config.Project, st oidcState, claim *float64, now time.T
 // notRecent refuses a sign-in that was meant to be fresh when the provider's ID token does not
 // show a recent enough authentication: no session is started.
 func (h *handler) notRecent(w http.ResponseWriter, p *config.Project, st oidcState, hadAuthTime bool) {
-	h.env.Logger.Info("upstream sign-in not recent enough", "project", p.Key, "auth_time_present", hadAuthTime,
+	h.env.ResponseLog(w).Info("upstream sign-in not recent enough", "project", p.Key, "auth_time_present", hadAuthTime,
 		"again", st.Again)
 	need := "The page you were going to needs you to have signed in within the last " + minutes(p.Lifetimes.RecentSignIn)
 	if st.Again {
@@ -409,7 +415,8 @@ func (h *handler) upstreamFailed(w http.ResponseWriter, r *http.Request, p *conf
 	if errors.As(err, &re) {
 		reason = "token endpoint answered " + re.ErrorCode
 	}
-	h.env.Logger.Info("upstream sign-in failed", "project", p.Key, "reason", reason)
+	h.env.Log(r.Context()).Info("upstream sign-in failed", "project", p.Key, "reason", reason)
+	h.env.Metrics.SignIn(p.Key, metrics.SignInOIDC, metrics.SignInFailed)
 	h.env.Record(r.Context(), store.AuditRecord{
 		Project: p.Key, Actor: "anonymous", Action: events.SignInFailed, Outcome: store.OutcomeFailed, Reason: "upstream_error",
 		Details: map[string]string{"method": "oidc"},

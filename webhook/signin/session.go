@@ -14,6 +14,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
+	"latchkey.dev/latchkey/internal/metrics"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/pages"
@@ -48,7 +49,7 @@ func Lookup(env *site.Env, r *http.Request) (store.Session, store.Person, error)
 		return store.Session{}, store.Person{}, ErrNotSignedIn
 	}
 	if err != nil {
-		env.Logger.Error(err, "cannot read session", "project", p.Key)
+		env.Log(r.Context()).Error(err, "cannot read session", "project", p.Key)
 		return store.Session{}, store.Person{}, err
 	}
 	if s.Project != p.Key {
@@ -59,7 +60,7 @@ func Lookup(env *site.Env, r *http.Request) (store.Session, store.Person, error)
 		return store.Session{}, store.Person{}, ErrNotSignedIn
 	}
 	if err != nil {
-		env.Logger.Error(err, "cannot read person", "project", p.Key)
+		env.Log(r.Context()).Error(err, "cannot read person", "project", p.Key)
 		return store.Session{}, store.Person{}, err
 	}
 	if !site.PersonActive(p, person) {
@@ -215,6 +216,7 @@ func start(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Re
 		Project: p.Key, Time: now, Actor: person.ID, Action: events.SignInSucceeded, Target: person.ID,
 		Details: map[string]string{"method": person.Source},
 	})
+	env.Metrics.SignIn(p.Key, person.Source, metrics.SignInOK)
 	return nil
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
+	"latchkey.dev/latchkey/internal/metrics"
 	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
@@ -200,6 +201,7 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 		}
 		h.failed(r, p, "password", username, known)
 		d.Error = msgWrong
+		h.env.Metrics.SignIn(p.Key, metrics.SignInPassword, metrics.SignInRefused)
 		h.form(w, r, p, http.StatusOK, d)
 		return
 	}
@@ -245,6 +247,7 @@ func (h *handler) failed(r *http.Request, p *config.Project, method, username st
 
 // tooMany answers an attempt over the limit: the form again, 429, and how long to wait.
 func (h *handler) tooMany(w http.ResponseWriter, r *http.Request, p *config.Project, d pages.SignInData, wait time.Duration) {
+	h.env.Metrics.SignIn(p.Key, metrics.SignInPassword, metrics.SignInLimited)
 	secs := ratelimit.Seconds(wait)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	d.Error = "Too many sign-in attempts. Wait " + seconds(secs) + ", then try again."
@@ -328,7 +331,7 @@ func (h *handler) signOut(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) internal(w http.ResponseWriter, p *config.Project, err error) {
-	h.env.Logger.Error(err, "sign-in failed", "project", p.Key)
+	h.env.ResponseLog(w).Error(err, "sign-in failed", "project", p.Key)
 	h.env.Pages.Error(w, http.StatusInternalServerError, pages.ErrorData{
 		Frame:   pages.Frame{Title: "Something went wrong", Project: projectName(p)},
 		Message: "Signing in failed on our side. Please try again in a moment.",

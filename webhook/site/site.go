@@ -21,6 +21,8 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/jwks"
+	"latchkey.dev/latchkey/internal/metrics"
+	"latchkey.dev/latchkey/internal/requestid"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/pages"
@@ -61,6 +63,8 @@ type Env struct {
 	CheckPerson func(ctx context.Context, p *config.Project, person store.Person, now time.Time) error
 	// ClientKeys fetches the key sets private_key_jwt clients publish at a jwks_uri.
 	ClientKeys *jwks.Fetcher
+	// Metrics counts what flows report themselves (sign-ins); nil counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // What CheckPerson says when a person may not act now.
@@ -82,6 +86,16 @@ func (e *Env) ClientAddress(r *http.Request) string {
 	return clientaddr.Key(e.Addresses.Address(r))
 }
 
+// Log is the logger for a line about the request ctx belongs to: the request's context logger,
+// which carries its request_id (internal/requestid), or Logger outside a request.
+func (e *Env) Log(ctx context.Context) logr.Logger { return requestid.Logger(ctx, e.Logger) }
+
+// ResponseLog is Log for code that holds only the response writer: the request id is read from
+// the X-Request-Id header the server set on it before the handler ran (none outside a request).
+func (e *Env) ResponseLog(w http.ResponseWriter) logr.Logger {
+	return requestid.WithID(e.Logger, w.Header().Get(requestid.Header))
+}
+
 // Now is the current time on the injected clock.
 func (e *Env) Now() time.Time { return e.Clock() }
 
@@ -100,7 +114,7 @@ func (e *Env) Record(ctx context.Context, r store.AuditRecord) {
 		r.Time = e.Now()
 	}
 	events.Normalize(&r)
-	log := e.Logger
+	log := e.Log(ctx)
 	if r.Action == events.TokenIssued {
 		// One per token request, like the access log: at debug level too, not a line per
 		// request at the default level. The audit log and the sinks have every one.
@@ -109,7 +123,7 @@ func (e *Env) Record(ctx context.Context, r store.AuditRecord) {
 	log.Info("audit", "project", r.Project, "action", r.Action, "actor", r.Actor, "target", r.Target,
 		"outcome", r.Outcome, "reason", r.Reason)
 	if err := e.Store.AppendAudit(ctx, r); err != nil {
-		e.Logger.Error(err, "cannot append audit record", "project", r.Project, "action", r.Action)
+		e.Log(ctx).Error(err, "cannot append audit record", "project", r.Project, "action", r.Action)
 	}
 	if e.Events != nil {
 		e.Events(ctx, r)

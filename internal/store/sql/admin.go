@@ -101,7 +101,7 @@ func optional(cond string, v string, p *pageQuery) {
 
 // ListPeoplePage lists people with their last sign-in and their unexpired sessions.
 func (s *Store) ListPeoplePage(ctx context.Context, q store.AdminQuery, now time.Time) (_ []store.PersonSummary, _ []string, err error) {
-	defer s.observe("ListPeoplePage", time.Now(), &err)
+	defer s.observe(ctx, "ListPeoplePage", time.Now(), &err)
 	p := pageQuery{
 		sel: `SELECT p.project, p.id, p.source, p.source_subject, p.email, p.name, p.created_at, p.signed_in_at,
 p.access_ended_at, (SELECT COUNT(*) FROM sessions s WHERE s.project = p.project AND s.subject = p.id AND s.expires_at > ?)
@@ -126,7 +126,7 @@ FROM people p`,
 
 // ListGrantsPage lists consents with the live tokens each carries.
 func (s *Store) ListGrantsPage(ctx context.Context, q store.AdminQuery, now time.Time) (_ []store.GrantSummary, _ []string, err error) {
-	defer s.observe("ListGrantsPage", time.Now(), &err)
+	defer s.observe(ctx, "ListGrantsPage", time.Now(), &err)
 	p := pageQuery{
 		sel: `SELECT g.project, g.subject, g.client_id, g.scopes, g.created_at, g.updated_at,
 (SELECT COUNT(*) FROM tokens t WHERE t.project = g.project AND t.client_id = g.client_id AND t.subject = g.subject
@@ -154,7 +154,7 @@ FROM grants g`,
 // ListConnectionsPage lists connected accounts, sealed tokens included (callers show none of
 // them; they are what a disconnect revokes upstream).
 func (s *Store) ListConnectionsPage(ctx context.Context, q store.AdminQuery) (_ []store.Connection, _ []string, err error) {
-	defer s.observe("ListConnectionsPage", time.Now(), &err)
+	defer s.observe(ctx, "ListConnectionsPage", time.Now(), &err)
 	p := pageQuery{
 		sel:     `SELECT ` + connectionCols + `, version FROM connections`,
 		projCol: "project",
@@ -169,7 +169,7 @@ func (s *Store) ListConnectionsPage(ctx context.Context, q store.AdminQuery) (_ 
 
 // ListOpenLinksPage lists open, unexpired connect links.
 func (s *Store) ListOpenLinksPage(ctx context.Context, q store.AdminQuery, now time.Time) (_ []store.Link, _ []string, err error) {
-	defer s.observe("ListOpenLinksPage", time.Now(), &err)
+	defer s.observe(ctx, "ListOpenLinksPage", time.Now(), &err)
 	p := pageQuery{
 		sel:     `SELECT ` + linkCols + ` FROM links`,
 		projCol: "project",
@@ -183,7 +183,7 @@ func (s *Store) ListOpenLinksPage(ctx context.Context, q store.AdminQuery, now t
 
 // ListClientTokensPage counts live tokens per client, on the live-token index.
 func (s *Store) ListClientTokensPage(ctx context.Context, q store.AdminQuery, now time.Time) (_ []store.ClientTokenCount, _ []string, err error) {
-	defer s.observe("ListClientTokensPage", time.Now(), &err)
+	defer s.observe(ctx, "ListClientTokensPage", time.Now(), &err)
 	p := pageQuery{
 		sel:     `SELECT project, client_id, COUNT(*) FROM tokens`,
 		projCol: "project",
@@ -218,7 +218,7 @@ func (s *Store) ListClientTokensPage(ctx context.Context, q store.AdminQuery, no
 
 // ListAuditPage lists audit records of some projects, oldest first.
 func (s *Store) ListAuditPage(ctx context.Context, q store.AuditQuery) (_ []store.AuditRecord, err error) {
-	defer s.observe("ListAuditPage", time.Now(), &err)
+	defer s.observe(ctx, "ListAuditPage", time.Now(), &err)
 	if len(q.Projects) == 0 {
 		return nil, nil
 	}
@@ -257,7 +257,7 @@ var (
 // EndPersonAccess removes everything that lets the person, or an agent for them, act, in one
 // transaction: a failure part-way leaves it all in place.
 func (s *Store) EndPersonAccess(ctx context.Context, project, subject string, now time.Time) (_ store.AccessEnded, err error) {
-	defer s.observe("EndPersonAccess", time.Now(), &err)
+	defer s.observe(ctx, "EndPersonAccess", time.Now(), &err)
 	var out store.AccessEnded
 	err = s.tx(ctx, func(x q) error {
 		out = store.AccessEnded{}

@@ -14,7 +14,7 @@ var (
 
 // FindPerson reads the person by source identity without creating one.
 func (s *Store) FindPerson(ctx context.Context, project, source, sourceSubject string) (_ store.Person, err error) {
-	defer s.observe("FindPerson", time.Now(), &err)
+	defer s.observe(ctx, "FindPerson", time.Now(), &err)
 	var out store.Person
 	err = s.reader().row(ctx, scanPerson(&out), qFindPerson, project, source, sourceSubject)
 	return out, err
@@ -23,7 +23,7 @@ func (s *Store) FindPerson(ctx context.Context, project, source, sourceSubject s
 // UseAssertionID records a redeemed assertion; the primary key makes a second use of the same
 // (project, issuer, jti) ErrConflict, on every replica at once.
 func (s *Store) UseAssertionID(ctx context.Context, project, issuer, jti string, expiresAt time.Time) (err error) {
-	defer s.observe("UseAssertionID", time.Now(), &err)
+	defer s.observe(ctx, "UseAssertionID", time.Now(), &err)
 	_, err = s.wexec(ctx, qUseAssertionID, project, issuer, jti, ns(expiresAt))
 	return conflict(err)
 }

@@ -15,7 +15,7 @@ WHERE id > ? AND time >= ? ORDER BY id LIMIT ?`)
 // ListAuditAfter returns records of every project after afterID, oldest first; limit <= 0
 // means 100.
 func (s *Store) ListAuditAfter(ctx context.Context, afterID int64, since time.Time, limit int) (_ []store.AuditRecord, err error) {
-	defer s.observe("ListAuditAfter", time.Now(), &err)
+	defer s.observe(ctx, "ListAuditAfter", time.Now(), &err)
 	if limit <= 0 {
 		limit = 100
 	}

@@ -34,21 +34,21 @@ func scanCallback(c *store.CallbackState) func(scanner) error {
 }
 
 func (s *Store) CreateCallbackState(ctx context.Context, c store.CallbackState) (err error) {
-	defer s.observe("CreateCallbackState", time.Now(), &err)
+	defer s.observe(ctx, "CreateCallbackState", time.Now(), &err)
 	_, err = s.wexec(ctx, qCreateCallback, c.StateHash, c.Project, c.Subject, c.Connector, c.Purpose,
 		c.LinkID, blob(c.Verifier), c.KeyID, blob(c.BindingHash), blob(c.ConfirmHash), ns(c.ExpiresAt), ns(c.CreatedAt))
 	return conflict(err)
 }
 
 func (s *Store) GetCallbackState(ctx context.Context, stateHash []byte, now time.Time) (_ store.CallbackState, err error) {
-	defer s.observe("GetCallbackState", time.Now(), &err)
+	defer s.observe(ctx, "GetCallbackState", time.Now(), &err)
 	var c store.CallbackState
 	err = s.reader().row(ctx, scanCallback(&c), qGetCallback, stateHash, ns(now))
 	return c, err
 }
 
 func (s *Store) SetConfirmHash(ctx context.Context, stateHash, confirmHash []byte, now time.Time) (err error) {
-	defer s.observe("SetConfirmHash", time.Now(), &err)
+	defer s.observe(ctx, "SetConfirmHash", time.Now(), &err)
 	return s.wexecOne(ctx, qSetConfirm, blob(confirmHash), stateHash, ns(now))
 }
 
@@ -56,7 +56,7 @@ func (s *Store) SetConfirmHash(ctx context.Context, stateHash, confirmHash []byt
 // transaction and must not call the store; when it fails the row stays and is returned with
 // check's error, so the caller can still show the confirmation page.
 func (s *Store) ConsumeCallbackState(ctx context.Context, stateHash []byte, now time.Time, check func(store.CallbackState) error) (_ store.CallbackState, err error) {
-	defer s.observe("ConsumeCallbackState", time.Now(), &err)
+	defer s.observe(ctx, "ConsumeCallbackState", time.Now(), &err)
 	var c store.CallbackState
 	err = s.tx1(ctx, func(x q) error {
 		if err := x.row(ctx, scanCallback(&c), qConsumeCallback, stateHash, ns(now)); err != nil {
@@ -74,6 +74,6 @@ func (s *Store) ConsumeCallbackState(ctx context.Context, stateHash []byte, now 
 }
 
 func (s *Store) EndCallbackStates(ctx context.Context, project, subject string) (_ int64, err error) {
-	defer s.observe("EndCallbackStates", time.Now(), &err)
+	defer s.observe(ctx, "EndCallbackStates", time.Now(), &err)
 	return s.wexec(ctx, qEndCallbacks, project, subject)
 }

@@ -48,7 +48,7 @@ func scanClient(c *store.Client) func(scanner) error {
 }
 
 func (s *Store) CreateClient(ctx context.Context, c store.Client) (err error) {
-	defer s.observe("CreateClient", time.Now(), &err)
+	defer s.observe(ctx, "CreateClient", time.Now(), &err)
 	_, err = s.wexec(ctx, qCreateClient, c.Project, c.ID, blob(c.SecretHash), blob(c.RegistrationTokenHash),
 		c.Name, c.URI, c.LogoURI, list(c.RedirectURIs), list(c.GrantTypes), list(c.ResponseTypes),
 		c.TokenEndpointAuthMethod, c.Scope, blob(c.Metadata), ns(c.CreatedAt), ns(c.UpdatedAt))
@@ -56,7 +56,7 @@ func (s *Store) CreateClient(ctx context.Context, c store.Client) (err error) {
 }
 
 func (s *Store) GetClient(ctx context.Context, project, id string) (_ store.Client, err error) {
-	defer s.observe("GetClient", time.Now(), &err)
+	defer s.observe(ctx, "GetClient", time.Now(), &err)
 	var c store.Client
 	err = s.reader().row(ctx, scanClient(&c), qGetClient, project, id)
 	return c, err
@@ -65,7 +65,7 @@ func (s *Store) GetClient(ctx context.Context, project, id string) (_ store.Clie
 // UpdateClient runs fn inside the write transaction, so concurrent updates of one client apply
 // one after another. fn must not call the store. Project, ID and CreatedAt cannot be changed.
 func (s *Store) UpdateClient(ctx context.Context, project, id string, fn func(store.Client) (store.Client, error)) (_ store.Client, err error) {
-	defer s.observe("UpdateClient", time.Now(), &err)
+	defer s.observe(ctx, "UpdateClient", time.Now(), &err)
 	var out store.Client
 	err = s.tx(ctx, func(x q) error {
 		var cur store.Client
@@ -91,7 +91,7 @@ func (s *Store) UpdateClient(ctx context.Context, project, id string, fn func(st
 // DeleteClient removes the client with its grants and agent permissions, and revokes every
 // token it holds, in one transaction.
 func (s *Store) DeleteClient(ctx context.Context, project, id string, now time.Time) (err error) {
-	defer s.observe("DeleteClient", time.Now(), &err)
+	defer s.observe(ctx, "DeleteClient", time.Now(), &err)
 	return s.tx(ctx, func(x q) error {
 		n, err := x.execN(ctx, qDeleteClient, project, id)
 		if err != nil {
@@ -112,7 +112,7 @@ func (s *Store) DeleteClient(ctx context.Context, project, id string, now time.T
 }
 
 func (s *Store) ListClients(ctx context.Context, project string) (_ []store.Client, err error) {
-	defer s.observe("ListClients", time.Now(), &err)
+	defer s.observe(ctx, "ListClients", time.Now(), &err)
 	return all(ctx, s.reader(), scanClient, qListClients, project)
 }
 
@@ -148,7 +148,7 @@ func scanGrant(g *store.Grant) func(scanner) error {
 // UpsertGrant stores consent. Scopes become the union of the stored and the new ones (stored
 // order first); CreatedAt is kept from the first consent.
 func (s *Store) UpsertGrant(ctx context.Context, g store.Grant) (err error) {
-	defer s.observe("UpsertGrant", time.Now(), &err)
+	defer s.observe(ctx, "UpsertGrant", time.Now(), &err)
 	return s.tx(ctx, func(x q) error {
 		var cur store.Grant
 		err := x.row(ctx, scanGrant(&cur), qLockGrant, g.Project, g.Subject, g.ClientID)
@@ -185,21 +185,21 @@ func union(a, b []string) []string {
 }
 
 func (s *Store) GetGrant(ctx context.Context, project, subject, clientID string) (_ store.Grant, err error) {
-	defer s.observe("GetGrant", time.Now(), &err)
+	defer s.observe(ctx, "GetGrant", time.Now(), &err)
 	var g store.Grant
 	err = s.reader().row(ctx, scanGrant(&g), qGetGrant, project, subject, clientID)
 	return g, err
 }
 
 func (s *Store) ListGrants(ctx context.Context, project, subject string) (_ []store.Grant, err error) {
-	defer s.observe("ListGrants", time.Now(), &err)
+	defer s.observe(ctx, "ListGrants", time.Now(), &err)
 	return all(ctx, s.reader(), scanGrant, qListGrants, project, subject)
 }
 
 // DeleteGrant withdraws consent and revokes the client's tokens for the person in one
 // transaction. It reports ErrNotFound only when there was neither a grant nor a live token.
 func (s *Store) DeleteGrant(ctx context.Context, project, subject, clientID string, now time.Time) (err error) {
-	defer s.observe("DeleteGrant", time.Now(), &err)
+	defer s.observe(ctx, "DeleteGrant", time.Now(), &err)
 	return s.tx(ctx, func(x q) error {
 		n, err := x.execN(ctx, qDeleteGrant, project, subject, clientID)
 		if err != nil {

@@ -45,7 +45,7 @@ func scanCode(c *store.AuthCode, used *sql.NullInt64) func(scanner) error {
 }
 
 func (s *Store) CreateAuthCode(ctx context.Context, c store.AuthCode) (err error) {
-	defer s.observe("CreateAuthCode", time.Now(), &err)
+	defer s.observe(ctx, "CreateAuthCode", time.Now(), &err)
 	_, err = s.wexec(ctx, qCreateCode, c.Hash, c.Project, c.ClientID, c.Subject, c.RedirectURI,
 		list(c.Scopes), list(c.Resource), c.CodeChallenge, c.CodeChallengeMethod, c.Nonce,
 		ns(c.AuthTime), ns(c.ExpiresAt), ns(c.CreatedAt))
@@ -61,7 +61,7 @@ func (s *Store) RedeemAuthCode(ctx context.Context, hash []byte, now time.Time, 
 	// A code the caller's check refused (a wrong verifier) is the client's mistake, answered
 	// correctly: it is observed as a success, not as a store error.
 	var observed error
-	defer s.observe("RedeemAuthCode", time.Now(), &observed)
+	defer s.observe(ctx, "RedeemAuthCode", time.Now(), &observed)
 	c, refused, err := s.redeemAuthCode(ctx, hash, now, check)
 	if !refused {
 		observed = err

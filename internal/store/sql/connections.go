@@ -59,7 +59,7 @@ func accountKey(c store.Connection) string {
 // account in place (keeping its ID, CreatedAt and agent permissions). An empty Status is
 // stored as active.
 func (s *Store) SaveConnection(ctx context.Context, c store.Connection) (_ store.Connection, err error) {
-	defer s.observe("SaveConnection", time.Now(), &err)
+	defer s.observe(ctx, "SaveConnection", time.Now(), &err)
 	if c.Status == "" {
 		c.Status = store.ConnectionActive
 	}
@@ -79,7 +79,7 @@ func (s *Store) SaveConnection(ctx context.Context, c store.Connection) (_ store
 }
 
 func (s *Store) GetConnection(ctx context.Context, project, id string) (_ store.Connection, err error) {
-	defer s.observe("GetConnection", time.Now(), &err)
+	defer s.observe(ctx, "GetConnection", time.Now(), &err)
 	return s.getConnection(ctx, project, id)
 }
 
@@ -93,7 +93,7 @@ func (s *Store) getConnection(ctx context.Context, project, id string) (store.Co
 }
 
 func (s *Store) ListConnections(ctx context.Context, project, subject string) (_ []store.Connection, err error) {
-	defer s.observe("ListConnections", time.Now(), &err)
+	defer s.observe(ctx, "ListConnections", time.Now(), &err)
 	// The version guards UpdateConnection's write; a list has no use for it.
 	return all(ctx, s.reader(), func(c *store.Connection) func(scanner) error {
 		var version int64
@@ -115,7 +115,7 @@ func (s *Store) ListConnections(ctx context.Context, project, subject string) (_
 // DeleteConnection take it too), and the write that follows checks the row's version, so a
 // change made behind the process's back is reported as ErrConflict rather than overwritten.
 func (s *Store) UpdateConnection(ctx context.Context, project, id string, fn func(store.Connection) (store.Connection, error)) (_ store.Connection, err error) {
-	defer s.observe("UpdateConnection", time.Now(), &err)
+	defer s.observe(ctx, "UpdateConnection", time.Now(), &err)
 	if s.postgres() {
 		var out store.Connection
 		err := s.tx1(ctx, func(x q) error {
@@ -191,7 +191,7 @@ func storeConnection(ctx context.Context, x q, next store.Connection, version in
 
 // DeleteConnection removes the connection and every agent permission that names it.
 func (s *Store) DeleteConnection(ctx context.Context, project, id string) (err error) {
-	defer s.observe("DeleteConnection", time.Now(), &err)
+	defer s.observe(ctx, "DeleteConnection", time.Now(), &err)
 	if !s.postgres() {
 		cur, err := s.getConnection(ctx, project, id)
 		if err != nil {
@@ -253,7 +253,7 @@ func scanPermission(p *store.AgentPermission) func(scanner) error {
 // for that connector. The connection must belong to the same person and connector, else
 // ErrNotFound (a foreign key enforces it).
 func (s *Store) AllowAgent(ctx context.Context, p store.AgentPermission) (err error) {
-	defer s.observe("AllowAgent", time.Now(), &err)
+	defer s.observe(ctx, "AllowAgent", time.Now(), &err)
 	_, err = s.wexec(ctx, qAllowAgent, p.Project, p.Subject, p.Connector, p.ClientID, p.ConnectionID,
 		ns(p.CreatedAt))
 	if err != nil && isForeignKey(err) {
@@ -263,19 +263,19 @@ func (s *Store) AllowAgent(ctx context.Context, p store.AgentPermission) (err er
 }
 
 func (s *Store) FindPermission(ctx context.Context, project, subject, connector, clientID string) (_ store.AgentPermission, err error) {
-	defer s.observe("FindPermission", time.Now(), &err)
+	defer s.observe(ctx, "FindPermission", time.Now(), &err)
 	var p store.AgentPermission
 	err = s.reader().row(ctx, scanPermission(&p), qFindPermission, project, subject, connector, clientID)
 	return p, err
 }
 
 func (s *Store) ListPermissions(ctx context.Context, project, subject string) (_ []store.AgentPermission, err error) {
-	defer s.observe("ListPermissions", time.Now(), &err)
+	defer s.observe(ctx, "ListPermissions", time.Now(), &err)
 	return all(ctx, s.reader(), scanPermission, qListPermissions, project, subject)
 }
 
 func (s *Store) AgentAccess(ctx context.Context, project, subject, connector, clientID string) (_ store.AgentAccess, err error) {
-	defer s.observe("AgentAccess", time.Now(), &err)
+	defer s.observe(ctx, "AgentAccess", time.Now(), &err)
 	var out store.AgentAccess
 	err = s.reader().each(ctx, func(r scanner) error {
 		var c store.Connection
@@ -305,7 +305,7 @@ type withExtra struct {
 func (w withExtra) Scan(dest ...any) error { return w.scanner.Scan(append(dest, w.extra...)...) }
 
 func (s *Store) DeletePermission(ctx context.Context, project, subject, connector, clientID string) (err error) {
-	defer s.observe("DeletePermission", time.Now(), &err)
+	defer s.observe(ctx, "DeletePermission", time.Now(), &err)
 	return s.wexecOne(ctx, qDeletePermission, project, subject, connector, clientID)
 }
 

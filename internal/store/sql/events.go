@@ -27,7 +27,7 @@ WHERE project = ? ORDER BY id DESC LIMIT ?`)
 
 // AppendAudit stores a record; r.ID is ignored (the database numbers records in order).
 func (s *Store) AppendAudit(ctx context.Context, r store.AuditRecord) (err error) {
-	defer s.observe("AppendAudit", time.Now(), &err)
+	defer s.observe(ctx, "AppendAudit", time.Now(), &err)
 	details := "{}"
 	if len(r.Details) > 0 {
 		b, err := json.Marshal(r.Details)
@@ -45,7 +45,7 @@ func (s *Store) AppendAudit(ctx context.Context, r store.AuditRecord) (err error
 // transaction reads the pending records, stores fanOut's events and clears pending, so a crash
 // anywhere leaves the records pending and nothing queued.
 func (s *Store) RelayAudit(ctx context.Context, limit int, fanOut func([]store.AuditRecord) ([]store.Event, error)) (n int, err error) {
-	defer s.observe("RelayAudit", time.Now(), &err)
+	defer s.observe(ctx, "RelayAudit", time.Now(), &err)
 	if limit <= 0 {
 		return 0, nil
 	}
@@ -82,7 +82,7 @@ func (s *Store) RelayAudit(ctx context.Context, limit int, fanOut func([]store.A
 
 // ListAudit returns a project's newest records first; limit <= 0 means 100.
 func (s *Store) ListAudit(ctx context.Context, project string, limit int) (_ []store.AuditRecord, err error) {
-	defer s.observe("ListAudit", time.Now(), &err)
+	defer s.observe(ctx, "ListAudit", time.Now(), &err)
 	if limit <= 0 {
 		limit = 100
 	}
@@ -135,7 +135,7 @@ WHERE id = ? AND sink = ? AND delivered_at IS NULL`)
 // EnqueueEvents stores events in one transaction. A zero NextAttempt means due at CreatedAt.
 // An event id may repeat for different sinks; the same id and sink twice is ErrConflict.
 func (s *Store) EnqueueEvents(ctx context.Context, events ...store.Event) (err error) {
-	defer s.observe("EnqueueEvents", time.Now(), &err)
+	defer s.observe(ctx, "EnqueueEvents", time.Now(), &err)
 	return s.tx(ctx, func(x q) error {
 		for _, e := range events {
 			next := e.NextAttempt
@@ -155,7 +155,7 @@ func (s *Store) EnqueueEvents(ctx context.Context, events ...store.Event) (err e
 // returns them in the order they were enqueued. A leased event is due again when the lease
 // ends unless it was marked delivered or failed meanwhile.
 func (s *Store) ClaimEvents(ctx context.Context, now time.Time, lease time.Duration, limit int) (_ []store.Event, err error) {
-	defer s.observe("ClaimEvents", time.Now(), &err)
+	defer s.observe(ctx, "ClaimEvents", time.Now(), &err)
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -194,20 +194,20 @@ func (s *Store) ClaimEvents(ctx context.Context, now time.Time, lease time.Durat
 
 // MarkDelivered records delivery; marking a delivered event again changes nothing.
 func (s *Store) MarkDelivered(ctx context.Context, id, sink string, now time.Time) (err error) {
-	defer s.observe("MarkDelivered", time.Now(), &err)
+	defer s.observe(ctx, "MarkDelivered", time.Now(), &err)
 	return s.wexecOne(ctx, qDelivered, ns(now), id, sink)
 }
 
 // MarkFailed counts a failed attempt and makes the event due again at next. An event that was
 // delivered meanwhile is ErrNotFound.
 func (s *Store) MarkFailed(ctx context.Context, id, sink string, next time.Time) (err error) {
-	defer s.observe("MarkFailed", time.Now(), &err)
+	defer s.observe(ctx, "MarkFailed", time.Now(), &err)
 	return s.wexecOne(ctx, qFailed, ns(next), id, sink)
 }
 
 // OutboxDepth counts events not yet delivered.
 func (s *Store) OutboxDepth(ctx context.Context) (_ int64, err error) {
-	defer s.observe("OutboxDepth", time.Now(), &err)
+	defer s.observe(ctx, "OutboxDepth", time.Now(), &err)
 	var n int64
 	err = s.reader().row(ctx, func(r scanner) error { return r.Scan(&n) }, qDepth)
 	return n, err

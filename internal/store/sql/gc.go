@@ -61,7 +61,7 @@ func init() {
 // On PostgreSQL one replica collects at a time: a replica that finds the lock taken returns an
 // empty result at once.
 func (s *Store) GarbageCollect(ctx context.Context, now time.Time) (_ store.GCResult, err error) {
-	defer s.observe("GarbageCollect", time.Now(), &err)
+	defer s.observe(ctx, "GarbageCollect", time.Now(), &err)
 	res := store.GCResult{}
 	if s.postgres() {
 		// s.tx runs again after a deadlock with a bulk revocation; count afresh each time.

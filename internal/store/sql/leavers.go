@@ -55,7 +55,7 @@ func endSignIns(ctx context.Context, x q, project, subject string, now time.Time
 }
 
 func (s *Store) EndSignIns(ctx context.Context, project, subject string, now time.Time) (_ store.Ended, err error) {
-	defer s.observe("EndSignIns", time.Now(), &err)
+	defer s.observe(ctx, "EndSignIns", time.Now(), &err)
 	var out store.Ended
 	err = s.tx(ctx, func(x q) error {
 		out = store.Ended{}
@@ -70,7 +70,7 @@ func (s *Store) EndSignIns(ctx context.Context, project, subject string, now tim
 // Logout remembers the token id first: a replay fails on the primary key before anything is
 // ended, and the id is only kept if the sign-ins it names were ended too.
 func (s *Store) Logout(ctx context.Context, l store.Logout) (_ store.Ended, err error) {
-	defer s.observe("Logout", time.Now(), &err)
+	defer s.observe(ctx, "Logout", time.Now(), &err)
 	if l.JTI == "" || (l.SourceSubject == "" && l.SID == "") {
 		return store.Ended{}, errors.New("sqlstore: Logout needs a JTI and a SourceSubject or SID")
 	}
@@ -113,13 +113,13 @@ func (s *Store) Logout(ctx context.Context, l store.Logout) (_ store.Ended, err 
 }
 
 func (s *Store) SavePersonCheck(ctx context.Context, c store.PersonCheck) (err error) {
-	defer s.observe("SavePersonCheck", time.Now(), &err)
+	defer s.observe(ctx, "SavePersonCheck", time.Now(), &err)
 	_, err = s.wexec(ctx, qSavePersonCheck, c.Project, c.Subject, c.KeyID, c.RefreshToken, ns(c.CheckedAt), ns(c.TriedAt))
 	return err
 }
 
 func (s *Store) UpdatePersonCheck(ctx context.Context, project, subject string, fn func(store.PersonCheck) (store.PersonCheck, error)) (_ store.PersonCheck, err error) {
-	defer s.observe("UpdatePersonCheck", time.Now(), &err)
+	defer s.observe(ctx, "UpdatePersonCheck", time.Now(), &err)
 	var out store.PersonCheck
 	err = s.tx(ctx, func(x q) error {
 		out = store.PersonCheck{}

@@ -47,7 +47,7 @@ func scanLink(l *store.Link) func(scanner) error {
 // link and colliding on insert. The partial unique index on open links stays the guarantee; a
 // caller whose insert still collides runs again and finds the winner's link.
 func (s *Store) OpenLink(ctx context.Context, l store.Link, now time.Time) (_ store.Link, _ bool, err error) {
-	defer s.observe("OpenLink", time.Now(), &err)
+	defer s.observe(ctx, "OpenLink", time.Now(), &err)
 	// Most calls are an agent asking again while its link is open: a read answers them, without
 	// a turn at the writer. What the read finds is what the transaction would have found had it
 	// run at that moment.
@@ -102,7 +102,7 @@ func (s *Store) OpenLink(ctx context.Context, l store.Link, now time.Time) (_ st
 }
 
 func (s *Store) GetLinkByCode(ctx context.Context, codeHash []byte, now time.Time) (_ store.Link, err error) {
-	defer s.observe("GetLinkByCode", time.Now(), &err)
+	defer s.observe(ctx, "GetLinkByCode", time.Now(), &err)
 	var l store.Link
 	err = s.reader().row(ctx, scanLink(&l), qLinkByCode, codeHash, ns(now))
 	return l, err
@@ -111,7 +111,7 @@ func (s *Store) GetLinkByCode(ctx context.Context, codeHash []byte, now time.Tim
 // CloseLink moves an open link to done or declined. A link that expired while the person was
 // finishing can still be closed; one that was replaced or closed is ErrNotFound.
 func (s *Store) CloseLink(ctx context.Context, id string, state store.LinkState, now time.Time) (err error) {
-	defer s.observe("CloseLink", time.Now(), &err)
+	defer s.observe(ctx, "CloseLink", time.Now(), &err)
 	if state != store.LinkDone && state != store.LinkDeclined {
 		return fmt.Errorf("sqlstore: CloseLink: state must be done or declined, not %q", state)
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 // Every store.Store operation is observed once, under its own name: each method's body defers
-// s.observe("<its name>", …). A method added without it, or with a name copied from its
+// s.observe(ctx, "<its name>", …). A method added without it, or with a name copied from its
 // neighbour, would report nothing or the wrong operation; reading the source catches both
 // without a database.
 func TestEveryOperationIsObserved(t *testing.T) {
@@ -49,12 +49,13 @@ func TestEveryOperationIsObserved(t *testing.T) {
 		case !ok:
 			t.Errorf("store.Store.%s: no method on *Store", name)
 		case got != name:
-			t.Errorf("(*Store).%s observes itself as %q; want a first-level defer s.observe(%q, …)", name, got, name)
+			t.Errorf("(*Store).%s observes itself as %q; want a first-level defer s.observe(ctx, %q, …)", name, got, name)
 		}
 	}
 }
 
-// observedName returns the operation name of the body's top-level defer s.observe("…", …).
+// observedName returns the operation name of the body's top-level defer s.observe(ctx, "…", …)
+// (or s.observeWithoutContext("…", …), for a method that takes no context).
 func observedName(body *ast.BlockStmt) string {
 	for _, st := range body.List {
 		d, ok := st.(*ast.DeferStmt)
@@ -62,10 +63,20 @@ func observedName(body *ast.BlockStmt) string {
 			continue
 		}
 		sel, ok := d.Call.Fun.(*ast.SelectorExpr)
-		if !ok || sel.Sel.Name != "observe" || len(d.Call.Args) == 0 {
+		if !ok {
 			continue
 		}
-		if lit, ok := d.Call.Args[0].(*ast.BasicLit); ok {
+		at := -1
+		switch sel.Sel.Name {
+		case "observe":
+			at = 1
+		case "observeWithoutContext":
+			at = 0
+		}
+		if at < 0 || len(d.Call.Args) <= at {
+			continue
+		}
+		if lit, ok := d.Call.Args[at].(*ast.BasicLit); ok {
 			name, _ := strconv.Unquote(lit.Value)
 			return name
 		}

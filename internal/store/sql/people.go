@@ -32,7 +32,7 @@ func scanPerson(p *store.Person) func(scanner) error {
 // UpsertPerson finds the person by source identity or creates them. A new person whose ID is
 // already taken in the project is ErrConflict.
 func (s *Store) UpsertPerson(ctx context.Context, p store.Person) (_ store.Person, err error) {
-	defer s.observe("UpsertPerson", time.Now(), &err)
+	defer s.observe(ctx, "UpsertPerson", time.Now(), &err)
 	var out store.Person
 	err = s.wrow(ctx, scanPerson(&out), qUpsertPerson,
 		p.Project, p.ID, p.Source, p.SourceSubject, p.Email, p.Name, ns(p.CreatedAt), ns(p.CreatedAt))
@@ -40,7 +40,7 @@ func (s *Store) UpsertPerson(ctx context.Context, p store.Person) (_ store.Perso
 }
 
 func (s *Store) GetPerson(ctx context.Context, project, id string) (_ store.Person, err error) {
-	defer s.observe("GetPerson", time.Now(), &err)
+	defer s.observe(ctx, "GetPerson", time.Now(), &err)
 	var out store.Person
 	err = s.reader().row(ctx, scanPerson(&out), qGetPerson, project, id)
 	return out, err
@@ -58,14 +58,14 @@ var (
 )
 
 func (s *Store) CreateSession(ctx context.Context, x store.Session) (err error) {
-	defer s.observe("CreateSession", time.Now(), &err)
+	defer s.observe(ctx, "CreateSession", time.Now(), &err)
 	_, err = s.wexec(ctx, qCreateSession,
 		x.IDHash, x.Project, x.Subject, ns(x.AuthTime), ns(x.CreatedAt), ns(x.ExpiresAt), x.UpstreamSID)
 	return conflict(err)
 }
 
 func (s *Store) GetSession(ctx context.Context, idHash []byte, now time.Time) (_ store.Session, err error) {
-	defer s.observe("GetSession", time.Now(), &err)
+	defer s.observe(ctx, "GetSession", time.Now(), &err)
 	var out store.Session
 	err = s.reader().row(ctx, func(r scanner) error {
 		var auth, created, expires int64
@@ -80,6 +80,6 @@ func (s *Store) GetSession(ctx context.Context, idHash []byte, now time.Time) (_
 
 // DeleteSession removes the session; ErrNotFound if there was none.
 func (s *Store) DeleteSession(ctx context.Context, idHash []byte) (err error) {
-	defer s.observe("DeleteSession", time.Now(), &err)
+	defer s.observe(ctx, "DeleteSession", time.Now(), &err)
 	return s.wexecOne(ctx, qDeleteSession, idHash)
 }

@@ -27,7 +27,7 @@ func scanPushed(p *store.PushedRequest) func(scanner) error {
 }
 
 func (s *Store) CreatePushedRequest(ctx context.Context, p store.PushedRequest) (err error) {
-	defer s.observe("CreatePushedRequest", time.Now(), &err)
+	defer s.observe(ctx, "CreatePushedRequest", time.Now(), &err)
 	_, err = s.wexec(ctx, qCreatePushed, p.Hash, p.Project, p.ClientID, p.Params, ns(p.ExpiresAt), ns(p.CreatedAt))
 	return conflict(err)
 }
@@ -36,7 +36,7 @@ func (s *Store) CreatePushedRequest(ctx context.Context, p store.PushedRequest) 
 // when it refuses, the delete is rolled back and the row stays for its own client.
 func (s *Store) ConsumePushedRequest(ctx context.Context, hash []byte, now time.Time, check func(store.PushedRequest) error) (store.PushedRequest, error) {
 	var observed error
-	defer s.observe("ConsumePushedRequest", time.Now(), &observed)
+	defer s.observe(ctx, "ConsumePushedRequest", time.Now(), &observed)
 	var p store.PushedRequest
 	var refused error
 	err := s.tx1(ctx, func(x q) error {

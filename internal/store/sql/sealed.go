@@ -17,7 +17,7 @@ UNION ALL SELECT key_id, count(*) FROM callback_states WHERE verifier IS NOT NUL
 )
 
 func (s *Store) ConnectionsSealedWithout(ctx context.Context, keyID, afterID string, limit int) (_ []store.Connection, err error) {
-	defer s.observe("ConnectionsSealedWithout", time.Now(), &err)
+	defer s.observe(ctx, "ConnectionsSealedWithout", time.Now(), &err)
 	return all(ctx, s.reader(), func(c *store.Connection) func(scanner) error {
 		var version int64
 		return scanConnection(c, &version)
@@ -25,7 +25,7 @@ func (s *Store) ConnectionsSealedWithout(ctx context.Context, keyID, afterID str
 }
 
 func (s *Store) SealedValueCounts(ctx context.Context) (_ map[string]int64, err error) {
-	defer s.observe("SealedValueCounts", time.Now(), &err)
+	defer s.observe(ctx, "SealedValueCounts", time.Now(), &err)
 	out := map[string]int64{}
 	err = s.reader().each(ctx, func(r scanner) error {
 		var id string

@@ -25,10 +25,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/internal/tracing"
 )
 
 // Store is a store.Store backed by SQLite or PostgreSQL. Open it with Open.
@@ -83,13 +86,50 @@ func Observe(fn func(op string, took time.Duration, err error)) Option {
 //
 // It also adds the pooler advice to the errors of named prepared statements (preparedHint):
 // every operation's error passes here.
-func (s *Store) observe(op string, start time.Time, err *error) {
+//
+// When tracing is on it records the operation as a span, a child of ctx's span, named after the
+// operation ("store GetConnection") and dated from start: this is the one place every
+// operation passes, so the span exists for each. It is recorded as the operation returns, so
+// what an operation runs inside its transaction (UpdateConnection's upstream refresh) shows
+// beside it, not under it. Nothing of the query's arguments or the error's text goes into it:
+// only the backend, the operation and its result class.
+func (s *Store) observe(ctx context.Context, op string, start time.Time, err *error) {
+	s.observeWithoutContext(op, start, err)
+	if tracing.Enabled() {
+		s.span(ctx, op, start, *err)
+	}
+}
+
+// observeWithoutContext is observe for an operation that takes no context (Close, which runs
+// outside any request): reported, but no span.
+func (s *Store) observeWithoutContext(op string, start time.Time, err *error) {
 	if *err != nil && s.postgres() {
 		*err = preparedHint(*err)
 	}
 	if s.observer != nil {
 		s.observer(op, time.Since(start), *err)
 	}
+}
+
+func (s *Store) span(ctx context.Context, op string, start time.Time, err error) {
+	system := "sqlite"
+	if s.postgres() {
+		system = "postgresql"
+	}
+	_, span := tracing.Start(ctx, "store "+op, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("db.system.name", system), attribute.String("db.operation.name", op)))
+	switch {
+	case err == nil:
+	case errors.Is(err, store.ErrNotFound):
+		// An answer, not a failure: most lookups of an unknown value end here.
+		span.SetAttributes(attribute.String("latchkey.store.result", "not_found"))
+	case errors.Is(err, store.ErrConflict):
+		span.SetAttributes(attribute.String("latchkey.store.result", "conflict"))
+		tracing.Fail(span, "conflict")
+	default:
+		tracing.Fail(span, "error")
+	}
+	span.End()
 }
 
 var _ store.Store = (*Store)(nil)
@@ -295,7 +335,7 @@ func openPostgres(dsn string) (*Store, error) {
 
 // Close closes every connection.
 func (s *Store) Close() (err error) {
-	defer s.observe("Close", time.Now(), &err)
+	defer s.observeWithoutContext("Close", time.Now(), &err)
 	s.stmts.Range(func(_, v any) bool {
 		v.(*sql.Stmt).Close()
 		return true
@@ -317,7 +357,7 @@ func (s *Store) Close() (err error) {
 
 // Ping checks both pools answer.
 func (s *Store) Ping(ctx context.Context) (err error) {
-	defer s.observe("Ping", time.Now(), &err)
+	defer s.observe(ctx, "Ping", time.Now(), &err)
 	if err := s.w.PingContext(ctx); err != nil {
 		return err
 	}

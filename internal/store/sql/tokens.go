@@ -132,7 +132,7 @@ func sum(m map[string]int64) int64 {
 // CreateTokens stores the tokens of one issuance atomically (one statement for up to four
 // tokens, else one transaction); a duplicate hash is ErrConflict and stores none of them.
 func (s *Store) CreateTokens(ctx context.Context, tokens ...store.Token) (err error) {
-	defer s.observe("CreateTokens", time.Now(), &err)
+	defer s.observe(ctx, "CreateTokens", time.Now(), &err)
 	if len(tokens) == 0 {
 		return nil
 	}
@@ -143,7 +143,7 @@ func (s *Store) CreateTokens(ctx context.Context, tokens ...store.Token) (err er
 }
 
 func (s *Store) GetToken(ctx context.Context, hash []byte) (_ store.Token, err error) {
-	defer s.observe("GetToken", time.Now(), &err)
+	defer s.observe(ctx, "GetToken", time.Now(), &err)
 	var t store.Token
 	err = s.reader().row(ctx, scanToken(&t, nil), qGetToken, hash)
 	return t, err
@@ -156,7 +156,7 @@ func (s *Store) GetToken(ctx context.Context, hash []byte) (_ store.Token, err e
 // The new tokens inherit what the old one fixes: family, generation (old+1), project, client,
 // subject, code hash and auth time are filled in when unset and must agree when set.
 func (s *Store) RotateRefreshToken(ctx context.Context, r store.RotateRequest) (_ store.Rotation, err error) {
-	defer s.observe("RotateRefreshToken", time.Now(), &err)
+	defer s.observe(ctx, "RotateRefreshToken", time.Now(), &err)
 	var out store.Rotation
 	err = s.tx(ctx, func(x q) error {
 		out = store.Rotation{}
@@ -289,7 +289,7 @@ func successors(old store.Token, in []store.Token) ([]store.Token, error) {
 
 // RevokeToken revokes an access token, or a refresh token's whole family.
 func (s *Store) RevokeToken(ctx context.Context, hash []byte, now time.Time) (err error) {
-	defer s.observe("RevokeToken", time.Now(), &err)
+	defer s.observe(ctx, "RevokeToken", time.Now(), &err)
 	return s.tx(ctx, func(x q) error {
 		var t store.Token
 		if err := x.row(ctx, scanToken(&t, nil), qGetToken, hash); err != nil {
@@ -306,7 +306,7 @@ func (s *Store) RevokeToken(ctx context.Context, hash []byte, now time.Time) (er
 }
 
 func (s *Store) RevokeFamily(ctx context.Context, familyID string, now time.Time) (_ int64, err error) {
-	defer s.observe("RevokeFamily", time.Now(), &err)
+	defer s.observe(ctx, "RevokeFamily", time.Now(), &err)
 	var n int64
 	err = s.tx(ctx, func(x q) error {
 		live, err := revoke(ctx, x, qRevokeFamily, now, familyID)
@@ -317,7 +317,7 @@ func (s *Store) RevokeFamily(ctx context.Context, familyID string, now time.Time
 }
 
 func (s *Store) RevokeByCode(ctx context.Context, codeHash []byte, now time.Time) (_ int64, err error) {
-	defer s.observe("RevokeByCode", time.Now(), &err)
+	defer s.observe(ctx, "RevokeByCode", time.Now(), &err)
 	var n int64
 	err = s.tx(ctx, func(x q) error {
 		live, err := revoke(ctx, x, qRevokeByCode, now, codeHash)
@@ -330,7 +330,7 @@ func (s *Store) RevokeByCode(ctx context.Context, codeHash []byte, now time.Time
 // RevokeClientTokens revokes the live tokens of the given clients in one transaction; every
 // requested client appears in the result, with 0 if it held none.
 func (s *Store) RevokeClientTokens(ctx context.Context, project string, clientIDs []string, now time.Time) (_ map[string]int64, err error) {
-	defer s.observe("RevokeClientTokens", time.Now(), &err)
+	defer s.observe(ctx, "RevokeClientTokens", time.Now(), &err)
 	var out map[string]int64
 	err = s.tx(ctx, func(x q) error {
 		out = make(map[string]int64, len(clientIDs))
@@ -348,7 +348,7 @@ func (s *Store) RevokeClientTokens(ctx context.Context, project string, clientID
 
 // CountLiveTokens counts live tokens per client; clients with none are absent.
 func (s *Store) CountLiveTokens(ctx context.Context, project string, now time.Time) (_ map[string]int64, err error) {
-	defer s.observe("CountLiveTokens", time.Now(), &err)
+	defer s.observe(ctx, "CountLiveTokens", time.Now(), &err)
 	out := map[string]int64{}
 	err = s.reader().each(ctx, func(r scanner) error {
 		var id string

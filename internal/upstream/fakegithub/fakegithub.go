@@ -100,6 +100,8 @@ type Server struct {
 	refresh   map[string]*token          // by refresh token
 	delay     time.Duration
 	failRef   bool
+	// traceparents holds the last W3C traceparent header received at each path.
+	traceparents map[string]string
 
 	refreshCalls  atomic.Int64
 	exchangeCalls atomic.Int64
@@ -142,6 +144,8 @@ func New(o Options) *Server {
 		codes:     map[string]*code{},
 		access:    map[string]*token{},
 		refresh:   map[string]*token{},
+
+		traceparents: map[string]string{},
 	}
 	for i := range o.Accounts {
 		a := o.Accounts[i]
@@ -160,7 +164,22 @@ func New(o Options) *Server {
 	return s
 }
 
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if tp := r.Header.Get("Traceparent"); tp != "" {
+		s.mu.Lock()
+		s.traceparents[r.URL.Path] = tp
+		s.mu.Unlock()
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// Traceparent returns the last W3C traceparent header a request to path carried ("" when
+// none did), so tests can check that Latchkey propagates its trace context.
+func (s *Server) Traceparent(path string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.traceparents[path]
+}
 
 // Connector returns a compiled connector that talks to this server at baseURL, as the GitHub
 // preset would, with the given fixed callback.

@@ -282,6 +282,8 @@ type Received struct {
 	Signature string
 	// Valid says the signature verified with SinkKey.
 	Valid bool
+	// Traceparent is the W3C trace context header the delivery carried ("" when none).
+	Traceparent string
 }
 
 // Sink is an event sink: it answers 503 while Down is set and records what it accepts.
@@ -339,7 +341,9 @@ func (s *Sink) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sig := r.Header.Get(events.SignatureHeader)
-	s.received = append(s.received, Received{Event: ev, Signature: sig, Valid: Verify([]byte(SinkKey), body, sig)})
+	s.received = append(s.received, Received{
+		Event: ev, Signature: sig, Valid: Verify([]byte(SinkKey), body, sig), Traceparent: r.Header.Get("Traceparent"),
+	})
 	w.WriteHeader(http.StatusNoContent)
 }
 
