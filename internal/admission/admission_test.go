@@ -77,9 +77,9 @@ metadata: {name: c, namespace: ns}
 spec:
   projectRef: {name: p}
   redirectURIs: [https://app.example.com/cb]
-  tokenEndpointAuthMethod: private_key_jwt
+  tokenEndpointAuthMethod: tls_client_auth
 `,
-		want: []string{`OAuthClient.latchkey.dev "c" is invalid`, `spec.tokenEndpointAuthMethod: Unsupported value: "private_key_jwt"`, `"client_secret_basic"`},
+		want: []string{`OAuthClient.latchkey.dev "c" is invalid`, `spec.tokenEndpointAuthMethod: Unsupported value: "tls_client_auth"`, `"client_secret_basic"`},
 	},
 	{
 		name: "unknown field",
