@@ -108,7 +108,7 @@ func (h *handler) passkeyOptions(w http.ResponseWriter, r *http.Request) {
 		h.passkeyInternal(w, p, err)
 		return
 	}
-	if err := signin.BeginCeremony(ctx, h.env, w, p, "enrol", person.ID, data); err != nil {
+	if err := signin.BeginCeremony(ctx, h.env, w, r, p, "enrol", person.ID, data); err != nil {
 		h.passkeyInternal(w, p, err)
 		return
 	}
@@ -138,7 +138,12 @@ func (h *handler) passkeyAdd(w http.ResponseWriter, r *http.Request) {
 		signin.JSONError(w, http.StatusForbidden, "csrf", "This page has expired. Reload it and try again.")
 		return
 	}
-	data, err := signin.FinishCeremony(ctx, h.env, w, r, p, "enrol", person.ID)
+	parsed, err := protocol.ParseCredentialCreationResponseBytes(body)
+	if err != nil {
+		signin.JSONError(w, http.StatusBadRequest, "invalid_request", "Your browser's answer could not be read. Please try again.")
+		return
+	}
+	data, err := signin.FinishCeremony(ctx, h.env, r, p, "enrol", person.ID, parsed.Response.CollectedClientData.Challenge)
 	if signin.IsNoCeremony(err) {
 		signin.JSONError(w, http.StatusBadRequest, "expired", "Adding the passkey took too long or was already done. Please try again.")
 		return
@@ -154,11 +159,6 @@ func (h *handler) passkeyAdd(w http.ResponseWriter, r *http.Request) {
 	}
 	if ok, needPasskey := mayChangePasskeys(p, session, keys, h.env.Now()); !ok {
 		h.notRecent(w, p, needPasskey)
-		return
-	}
-	parsed, err := protocol.ParseCredentialCreationResponseBytes(body)
-	if err != nil {
-		signin.JSONError(w, http.StatusBadRequest, "invalid_request", "Your browser's answer could not be read. Please try again.")
 		return
 	}
 	rp, err := signin.RelyingParty(p)

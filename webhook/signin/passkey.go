@@ -130,17 +130,21 @@ func PasskeyMethod(k store.Passkey) string {
 	return MethodHardwareKey
 }
 
-// BeginCeremony stores a ceremony's session data and binds it to this browser with a cookie
-// that lives as long as the ceremony. A new ceremony in the same browser replaces the cookie,
-// so only the latest one can finish there.
-func BeginCeremony(ctx context.Context, env *site.Env, w http.ResponseWriter, p *config.Project, kind, subject string, data *webauthn.SessionData) error {
+// BeginCeremony stores a ceremony's session data, bound to this browser: its row is keyed by
+// the hash of a random cookie value and the challenge, so a browser may run several ceremonies
+// at once (the sign-in page's autofill request and its button), each finished once, and only
+// where the cookie is.
+func BeginCeremony(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, kind, subject string, data *webauthn.SessionData) error {
 	b, err := json.Marshal(data)
 	if err != nil {
 		return err
 	}
-	v := secret.New("")
+	v := ReadCookie(r, env, p, ceremonyCookie)
+	if len(v) != 43 {
+		v = secret.New("")
+	}
 	err = env.Store.CreatePasskeyCeremony(ctx, store.PasskeyCeremony{
-		IDHash: secret.Hash(v), Project: p.Key, Kind: kind, Subject: subject, Data: b,
+		IDHash: ceremonyID(v, data.Challenge), Project: p.Key, Kind: kind, Subject: subject, Data: b,
 		Expires: env.Now().Add(CeremonyLife),
 	})
 	if err != nil {
@@ -150,19 +154,21 @@ func BeginCeremony(ctx context.Context, env *site.Env, w http.ResponseWriter, p 
 	return nil
 }
 
+func ceremonyID(cookie, challenge string) []byte { return secret.Hash(cookie + "|" + challenge) }
+
 // errNoCeremony: the browser has no live ceremony of that kind in this project (none started
 // here, finished already, expired, or started for someone else).
 var errNoCeremony = errors.New("no passkey ceremony")
 
-// FinishCeremony takes this browser's ceremony, once, and clears its cookie. A ceremony of
-// another kind, project or person is errNoCeremony, and is used up all the same.
-func FinishCeremony(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, kind, subject string) (webauthn.SessionData, error) {
+// FinishCeremony takes this browser's ceremony for challenge (as the browser's answer
+// states it), once. A ceremony of another kind, project or person is errNoCeremony, and is
+// used up all the same.
+func FinishCeremony(ctx context.Context, env *site.Env, r *http.Request, p *config.Project, kind, subject, challenge string) (webauthn.SessionData, error) {
 	v := ReadCookie(r, env, p, ceremonyCookie)
-	SetCookie(w, env, p, ceremonyCookie, "", -1)
-	if v == "" || len(v) > 128 {
+	if v == "" || len(v) > 128 || challenge == "" {
 		return webauthn.SessionData{}, errNoCeremony
 	}
-	c, err := env.Store.TakePasskeyCeremony(ctx, secret.Hash(v), env.Now())
+	c, err := env.Store.TakePasskeyCeremony(ctx, ceremonyID(v, challenge), env.Now())
 	if errors.Is(err, store.ErrNotFound) {
 		return webauthn.SessionData{}, errNoCeremony
 	}

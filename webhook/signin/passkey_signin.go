@@ -77,7 +77,7 @@ func (h *handler) passkeyOptions(w http.ResponseWriter, r *http.Request) {
 		h.passkeyInternal(w, p, err)
 		return
 	}
-	if err := BeginCeremony(r.Context(), h.env, w, p, ceremonySignIn, "", data); err != nil {
+	if err := BeginCeremony(r.Context(), h.env, w, r, p, ceremonySignIn, "", data); err != nil {
 		h.passkeyInternal(w, p, err)
 		return
 	}
@@ -94,18 +94,18 @@ func (h *handler) passkeyFinish(w http.ResponseWriter, r *http.Request) {
 		JSONError(w, http.StatusBadRequest, "invalid_request", msgPasskeyBad)
 		return
 	}
-	data, err := FinishCeremony(ctx, h.env, w, r, p, ceremonySignIn, "")
+	parsed, err := protocol.ParseCredentialRequestResponseBytes(body)
+	if err != nil {
+		JSONError(w, http.StatusBadRequest, "invalid_request", msgPasskeyBad)
+		return
+	}
+	data, err := FinishCeremony(ctx, h.env, r, p, ceremonySignIn, "", parsed.Response.CollectedClientData.Challenge)
 	if IsNoCeremony(err) {
 		JSONError(w, http.StatusBadRequest, "expired", msgPasskeyExpired)
 		return
 	}
 	if err != nil {
 		h.passkeyInternal(w, p, err)
-		return
-	}
-	parsed, err := protocol.ParseCredentialRequestResponseBytes(body)
-	if err != nil {
-		JSONError(w, http.StatusBadRequest, "invalid_request", msgPasskeyBad)
 		return
 	}
 	rp, err := RelyingParty(p)

@@ -66,7 +66,7 @@
         if (mediation) req.mediation = mediation;
         return navigator.credentials.get(req);
       }).then(function (cred) {
-        if (!cred) return null;
+        if (!cred || ctrl.signal.aborted) return null;
         show(status, "");
         return post(signin.dataset.finish, credentialJSON(cred)).then(function (j) { location.assign(j["continue"]); });
       }).catch(function (e) {
