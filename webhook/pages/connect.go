@@ -57,8 +57,8 @@ type AccountData struct {
 	SignOut   string
 	// PasskeysOffered shows the passkeys section: the person's passkeys with a Remove form
 	// each, and an Add button the page's script runs (PasskeyOptions, then PasskeyAdd).
-	PasskeysOffered                            bool
-	Passkeys                                   []AccountPasskey
+	PasskeysOffered                           bool
+	Passkeys                                  []AccountPasskey
 	PasskeyOptions, PasskeyAdd, PasskeyRemove string
 }
 

@@ -82,9 +82,9 @@ type PasskeyUser struct {
 	Passkeys []store.Passkey
 }
 
-func (u PasskeyUser) WebAuthnID() []byte            { return []byte(u.Person.ID) }
-func (u PasskeyUser) WebAuthnName() string          { return displayName(u.Person) }
-func (u PasskeyUser) WebAuthnDisplayName() string   { return displayName(u.Person) }
+func (u PasskeyUser) WebAuthnID() []byte          { return []byte(u.Person.ID) }
+func (u PasskeyUser) WebAuthnName() string        { return displayName(u.Person) }
+func (u PasskeyUser) WebAuthnDisplayName() string { return displayName(u.Person) }
 func (u PasskeyUser) WebAuthnCredentials() []webauthn.Credential {
 	out := make([]webauthn.Credential, 0, len(u.Passkeys))
 	for _, k := range u.Passkeys {
