@@ -108,7 +108,7 @@ func (h *handler) passkeyOptions(w http.ResponseWriter, r *http.Request) {
 		h.passkeyInternal(w, p, err)
 		return
 	}
-	if err := signin.BeginCeremony(ctx, h.env, w, r, p, "enrol", person.ID, data); err != nil {
+	if err := signin.BeginCeremony(ctx, h.env, r, p, "enrol", person.ID, data); err != nil {
 		h.passkeyInternal(w, p, err)
 		return
 	}

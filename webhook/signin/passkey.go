@@ -43,7 +43,6 @@ func PhishingResistant(method string) bool {
 const CeremonyLife = 5 * time.Minute
 
 const (
-	ceremonyCookie  = "passkey"
 	maxPasskeyBody  = 64 << 10
 	ceremonyEnrol   = "enrol"
 	ceremonySignIn  = "sign-in"
@@ -131,41 +130,51 @@ func PasskeyMethod(k store.Passkey) string {
 }
 
 // BeginCeremony stores a ceremony's session data, bound to this browser: its row is keyed by
-// the hash of a random cookie value and the challenge, so a browser may run several ceremonies
-// at once (the sign-in page's autofill request and its button), each finished once, and only
-// where the cookie is.
-func BeginCeremony(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, kind, subject string, data *webauthn.SessionData) error {
+// the hash of a cookie the page already set and the challenge — the session cookie for an
+// enrolment, the sign-in form's anti-forgery cookie for a sign-in — so a browser may run
+// several ceremonies at once (the sign-in page's autofill request and its button), each
+// finished once, and only where that cookie is. The cookie is set when the page is rendered,
+// before any script runs, so concurrent first requests cannot each bind to a different value.
+func BeginCeremony(ctx context.Context, env *site.Env, r *http.Request, p *config.Project, kind, subject string, data *webauthn.SessionData) error {
+	v := ceremonyCookieValue(env, r, p, kind)
+	if v == "" {
+		return errNoCeremony
+	}
 	b, err := json.Marshal(data)
 	if err != nil {
 		return err
 	}
-	v := ReadCookie(r, env, p, ceremonyCookie)
-	if len(v) != 43 {
-		v = secret.New("")
-	}
-	err = env.Store.CreatePasskeyCeremony(ctx, store.PasskeyCeremony{
+	return env.Store.CreatePasskeyCeremony(ctx, store.PasskeyCeremony{
 		IDHash: ceremonyID(v, data.Challenge), Project: p.Key, Kind: kind, Subject: subject, Data: b,
 		Expires: env.Now().Add(CeremonyLife),
 	})
-	if err != nil {
-		return err
+}
+
+func ceremonyCookieValue(env *site.Env, r *http.Request, p *config.Project, kind string) string {
+	name := csrfCookie
+	if kind == ceremonyEnrol {
+		name = sessionCookie
 	}
-	SetCookie(w, env, p, ceremonyCookie, v, CeremonyLife)
-	return nil
+	v := ReadCookie(r, env, p, name)
+	if len(v) > 128 {
+		return ""
+	}
+	return v
 }
 
 func ceremonyID(cookie, challenge string) []byte { return secret.Hash(cookie + "|" + challenge) }
 
 // errNoCeremony: the browser has no live ceremony of that kind in this project (none started
-// here, finished already, expired, or started for someone else).
+// here, finished already, expired, or started for someone else), or lacks the cookie one is
+// bound to.
 var errNoCeremony = errors.New("no passkey ceremony")
 
 // FinishCeremony takes this browser's ceremony for challenge (as the browser's answer
 // states it), once. A ceremony of another kind, project or person is errNoCeremony, and is
 // used up all the same.
 func FinishCeremony(ctx context.Context, env *site.Env, r *http.Request, p *config.Project, kind, subject, challenge string) (webauthn.SessionData, error) {
-	v := ReadCookie(r, env, p, ceremonyCookie)
-	if v == "" || len(v) > 128 || challenge == "" {
+	v := ceremonyCookieValue(env, r, p, kind)
+	if v == "" || challenge == "" {
 		return webauthn.SessionData{}, errNoCeremony
 	}
 	c, err := env.Store.TakePasskeyCeremony(ctx, ceremonyID(v, challenge), env.Now())

@@ -77,7 +77,10 @@ func (h *handler) passkeyOptions(w http.ResponseWriter, r *http.Request) {
 		h.passkeyInternal(w, p, err)
 		return
 	}
-	if err := BeginCeremony(r.Context(), h.env, w, r, p, ceremonySignIn, "", data); err != nil {
+	if err := BeginCeremony(r.Context(), h.env, r, p, ceremonySignIn, "", data); IsNoCeremony(err) {
+		JSONError(w, http.StatusBadRequest, "expired", msgPasskeyExpired)
+		return
+	} else if err != nil {
 		h.passkeyInternal(w, p, err)
 		return
 	}

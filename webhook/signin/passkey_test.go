@@ -54,7 +54,11 @@ func TestPasskeySignInBadAnswers(t *testing.T) {
 	if st, out := post(t, b, "/sign-in/passkey", answer, ""); st != http.StatusBadRequest || out["error"] == "" {
 		t.Fatalf("no ceremony: %d %v", st, out)
 	}
-	// Options are JSON with a challenge, and bind the ceremony to this browser.
+	// Options need the cookie the sign-in page sets, which binds the ceremony to this browser.
+	if st, out := post(t, b, "/sign-in/passkey/options", "{}", ""); st != http.StatusBadRequest {
+		t.Fatalf("options without the sign-in page's cookie: %d %v", st, out)
+	}
+	b.Get(h.Issuer + "/sign-in")
 	st, _ := post(t, b, "/sign-in/passkey/options", "{}", "")
 	if st != http.StatusOK {
 		t.Fatalf("options: %d", st)
