@@ -150,7 +150,7 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	// Connect answers its form with a redirect to the service, which browsers check against
 	// this page's form-action.
 	pages.AllowFormTargets(w, targets...)
-	h.passkeyData(p, person, keys, &d)
+	h.passkeyData(p, keys, &d)
 	if d.PasskeysOffered {
 		pages.AllowScripts(w)
 	}

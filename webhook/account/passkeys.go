@@ -44,7 +44,7 @@ func mayChangePasskeys(p *config.Project, s store.Session, keys []store.Passkey,
 	return ok, needPasskey
 }
 
-func (h *handler) passkeyData(p *config.Project, person store.Person, keys []store.Passkey, d *pages.AccountData) {
+func (h *handler) passkeyData(p *config.Project, keys []store.Passkey, d *pages.AccountData) {
 	if !signin.PasskeysOffered(p) {
 		return
 	}

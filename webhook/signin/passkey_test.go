@@ -88,8 +88,7 @@ func TestPasskeyEnrolmentNeedsRecentSignIn(t *testing.T) {
 	if i < 0 {
 		t.Fatalf("no passkeys section on the account page: %s", page.Text())
 	}
-	csrf := page.Body[i+len(`data-csrf="`):]
-	csrf = csrf[:strings.Index(csrf, `"`)]
+	csrf, _, _ := strings.Cut(page.Body[i+len(`data-csrf="`):], `"`)
 	if st, out := post(t, b, "/account/passkeys/options", "{}", csrf); st != http.StatusOK {
 		t.Fatalf("recent sign-in: %d %v", st, out)
 	}
