@@ -244,6 +244,7 @@ func (r *resolver) projectFromObject(ctx context.Context, p *v1alpha1.Project) (
 // Project comes only with a cache read error.
 func (r *resolver) compileProject(ctx context.Context, p *v1alpha1.Project) (*config.Project, error) {
 	out := r.projectConfig(p)
+	out.SignIn.RequirePhishingResistant = p.Spec.SignIn.RequirePhishingResistant
 	var off degraded
 	for _, step := range []projectStep{
 		r.compilePasswords,

@@ -319,6 +319,15 @@ type SignIn struct {
 	// oidc signs people in with the organisation's OpenID Connect provider.
 	// +optional
 	OIDC *OIDCSignIn `json:"oidc,omitempty"`
+
+	// requirePhishingResistant makes the recent sign-in that connect links and the account
+	// page's actions ask for a sign-in with a passkey: a person who signed in with a password or
+	// with the OpenID provider is asked to sign in again with a passkey first. People who have
+	// no passkey yet may still enrol their first one after a recent sign-in of any kind, so the
+	// setting can be turned on before everyone has one (docs/passkeys.md). Default false: any
+	// recent sign-in will do.
+	// +optional
+	RequirePhishingResistant bool `json:"requirePhishingResistant,omitempty"`
 }
 
 // OIDCSignIn is an upstream OpenID Connect provider people sign in with.

@@ -107,6 +107,9 @@ type SignIn struct {
 	// not taken as removed: a typo in the Secret must not sign everybody out.
 	PasswordsUnavailable bool
 	OIDC                 *OIDCProvider
+	// RequirePhishingResistant: the recent sign-in of connect links and account actions must
+	// be with a passkey (docs/passkeys.md).
+	RequirePhishingResistant bool
 }
 
 // PasswordUser is one line of the password file Secret.

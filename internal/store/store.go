@@ -54,6 +54,7 @@ type Store interface {
 	Replays
 	PushedRequests
 	Assertions
+	Passkeys
 
 	// GarbageCollect deletes rows that expired before now (sessions, codes, tokens, callback
 	// states, links, delivered events) and reports how many of each it removed. On PostgreSQL
@@ -64,8 +65,8 @@ type Store interface {
 // GCResult counts rows removed by GarbageCollect, by table: "sessions", "auth_codes",
 // "tokens", "callback_states", "links", "events", "logout_tokens" (remembered back-channel
 // logout token ids), "pushed_requests", "used_once" (one-time identifiers past their window),
-// "assertion_ids", and "token_replays" (rotated refresh tokens whose stored grace-window
-// response was cleared).
+// "assertion_ids", "token_replays" (rotated refresh tokens whose stored grace-window response
+// was cleared) and "passkey_ceremonies" (passkey ceremonies nobody finished).
 type GCResult map[string]int64
 
 // ---------------------------------------------------------------------------------------------
@@ -114,6 +115,11 @@ type Session struct {
 	// whose ID token carried a sid claim, so a back-channel logout token that names only the
 	// provider's session finds it; "" otherwise.
 	UpstreamSID string
+	// Method is how the person signed in, as an RFC 8176 authentication method reference:
+	// "pwd" (password), "hwk" or "swk" (a passkey bound to one device, or one that can be
+	// synced), or "oidc" (the project's OpenID provider). "" for sessions started before
+	// sign-in methods were recorded.
+	Method string
 }
 
 type Sessions interface {
@@ -695,4 +701,64 @@ type Leavers interface {
 	// store. When fn returns an error the row is unchanged and comes back with that error.
 	// Project and Subject cannot be changed. ErrNotFound when the person has no check.
 	UpdatePersonCheck(ctx context.Context, project, subject string, fn func(PersonCheck) (PersonCheck, error)) (PersonCheck, error)
+}
+
+// Passkey is a WebAuthn credential a person enrolled in a project (docs/passkeys.md). Its
+// credential ID is unique in the project; the public key verifies its assertions.
+type Passkey struct {
+	Project      string
+	CredentialID []byte
+	Subject      string // Person.ID; also the WebAuthn user handle
+	Name         string // shown on the account page
+	PublicKey    []byte // COSE key
+	SignCount    uint32
+	Transports   []string
+	AAGUID       []byte
+	// AttestationFormat is the format of the attestation statement at enrolment ("none" in
+	// practice: Latchkey asks for no attestation).
+	AttestationFormat string
+	// UserVerified: the authenticator verified the person at enrolment. BackupEligible: the
+	// credential can be synced to other devices (it never changes); BackupState: it is backed
+	// up now.
+	UserVerified   bool
+	BackupEligible bool
+	BackupState    bool
+	CreatedAt      time.Time
+	LastUsedAt     time.Time // zero: never used to sign in
+}
+
+// PasskeyCeremony is one WebAuthn ceremony between its options and the browser's answer: the
+// challenge and what the answer is checked against. It belongs to the browser that holds the
+// cookie whose hash is IDHash, and is used once.
+type PasskeyCeremony struct {
+	IDHash  []byte
+	Project string
+	Kind    string // "enrol" or "sign-in"
+	Subject string // who enrols; "" for a sign-in
+	Data    []byte // the WebAuthn library's session data, JSON
+	Expires time.Time
+}
+
+// Passkeys stores people's passkeys and the ceremonies that enrol and use them.
+type Passkeys interface {
+	// AddPasskey stores a new passkey; a credential ID already in the project is ErrConflict.
+	AddPasskey(ctx context.Context, k Passkey) error
+	// GetPasskey returns the project's passkey with that credential ID, or ErrNotFound.
+	GetPasskey(ctx context.Context, project string, credentialID []byte) (Passkey, error)
+	// ListPasskeys returns the person's passkeys, oldest first.
+	ListPasskeys(ctx context.Context, project, subject string) ([]Passkey, error)
+	// DeletePasskey removes one of the person's passkeys; ErrNotFound when the person has no
+	// passkey with that ID.
+	DeletePasskey(ctx context.Context, project, subject string, credentialID []byte) error
+	// UsePasskey records a sign-in with the passkey, atomically: the stored sign count moves
+	// to signCount only if signCount is higher, or both are zero (an authenticator that keeps
+	// no counter). Otherwise nothing changes and the answer is ErrConflict: the same credential
+	// signed from two authenticators (a clone), or the same assertion twice. ErrNotFound when
+	// there is no such passkey.
+	UsePasskey(ctx context.Context, project string, credentialID []byte, signCount uint32, backupState bool, now time.Time) error
+	// CreatePasskeyCeremony stores a ceremony; an IDHash already in use is ErrConflict.
+	CreatePasskeyCeremony(ctx context.Context, c PasskeyCeremony) error
+	// TakePasskeyCeremony deletes the ceremony and returns it, once: a second take, or one
+	// after Expires, is ErrNotFound.
+	TakePasskeyCeremony(ctx context.Context, idHash []byte, now time.Time) (PasskeyCeremony, error)
 }

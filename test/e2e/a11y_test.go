@@ -654,3 +654,42 @@ func TestBrandedPagesInChromium(t *testing.T) {
 
 	t.Logf("%d branded page states checked with axe-core %v, each in light and dark mode: %s", len(a.states), axeTags, strings.Join(a.states, "; "))
 }
+
+// The passkey states, on a host where passkeys work (localhost): the sign-in page with its
+// passkey button, the account page with a passkey, and the connect link refusing a password
+// sign-in where the project requires a passkey.
+func TestPasskeyAccessibilityInChromium(t *testing.T) {
+	testbrowser.Chromium(t)
+	a := &auditor{t: t, source: axeSource(t)}
+	h := lt.New(t, lt.Options{LatchkeyHost: "127.0.0.1", GitHubHost: "127.0.0.2", PublicHost: "localhost"})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	alice := a.browser(ctx, "alice's browser")
+	auth := authenticator(t, alice)
+	presence(t, alice, auth, false)
+	alice.Open(h.Issuer + "/sign-in")
+	alice.WaitFor("Sign in with a passkey")
+	a.check(alice, "sign-in, with a passkey button")
+	presence(t, alice, auth, true)
+
+	signInWithPassword(alice, h.Issuer, ct.AliceEmail, ct.AlicePassword)
+	alice.WaitFor("Add a passkey")
+	a.check(alice, "account, no passkey")
+	alice.Press("Add a passkey")
+	alice.WaitFor("The passkey was added")
+	a.check(alice, "account, with a passkey")
+
+	h.Project.SignIn.RequirePhishingResistant = true
+	presence(t, alice, auth, false) // a password sign-in, not the autofill's passkey
+	alice.Open(h.Issuer + "/sign-in?prompt=login")
+	alice.Fill("username", ct.AliceEmail)
+	alice.Fill("password", ct.AlicePassword)
+	alice.Press("Sign in")
+	alice.WaitFor("Your account")
+	link := h.AgentExchange(h.AccessToken(ct.AliceEmail, lt.Agent)).String("connect_uri")
+	alice.Open(link)
+	alice.WaitFor("Sign in with a passkey to continue")
+	a.check(alice, "link, passkey required")
+	t.Logf("%d passkey page states checked", len(a.states))
+}

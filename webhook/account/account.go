@@ -41,9 +41,11 @@ const maxFormBytes = 16 << 10
 // notices are the only texts the page shows from its query string, so a crafted link cannot
 // put words on it.
 var notices = map[string]string{
-	"disconnected": "The account was disconnected. Agents can no longer use it.",
-	"removed":      "The agent can no longer use that account.",
-	"revoked":      "The app's access was revoked.",
+	"disconnected":    "The account was disconnected. Agents can no longer use it.",
+	"removed":         "The agent can no longer use that account.",
+	"revoked":         "The app's access was revoked.",
+	"passkey-added":   "The passkey was added. You can sign in with it from now on.",
+	"passkey-removed": "The passkey was removed. It can no longer sign you in.",
 }
 
 type handler struct {
@@ -59,6 +61,7 @@ func Register(rt site.Router, env *site.Env) {
 	rt.Page("POST "+DisconnectPath, http.HandlerFunc(h.disconnect))
 	rt.Page("POST "+RemoveAgent, http.HandlerFunc(h.removeAgent))
 	rt.Page("POST "+RevokeApp, http.HandlerFunc(h.revokeApp))
+	h.registerPasskeys(rt)
 }
 
 func (h *handler) page(w http.ResponseWriter, r *http.Request) {
@@ -85,6 +88,11 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	grants, err := h.env.Store.ListGrants(ctx, p.Key, person.ID)
+	if err != nil {
+		h.internal(w, p, err)
+		return
+	}
+	keys, err := h.env.Store.ListPasskeys(ctx, p.Key, person.ID)
 	if err != nil {
 		h.internal(w, p, err)
 		return
@@ -142,6 +150,10 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	// Connect answers its form with a redirect to the service, which browsers check against
 	// this page's form-action.
 	pages.AllowFormTargets(w, targets...)
+	h.passkeyData(p, keys, &d)
+	if d.PasskeysOffered {
+		pages.AllowScripts(w)
+	}
 	h.env.Pages.Account(w, http.StatusOK, d)
 }
 

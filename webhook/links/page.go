@@ -79,8 +79,12 @@ func (h *handler) check(w http.ResponseWriter, r *http.Request) (*opened, bool) 
 		h.wrongPerson(w, r, p, code, link, person)
 		return nil, false
 	}
-	// Check 4.
-	if !signin.Fresh(sess, p.Lifetimes.RecentSignIn, now) {
+	// Check 4, with the project's passkey policy (docs/passkeys.md).
+	if ok, needPasskey := signin.Recent(p, sess, now); !ok {
+		if needPasskey {
+			h.needPasskey(w, p, code, person)
+			return nil, false
+		}
 		signin.Redirect(h.env, w, r, Path(p, code), true)
 		return nil, false
 	}

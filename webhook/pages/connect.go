@@ -55,6 +55,18 @@ type AccountData struct {
 	Available []AccountConnector
 	Apps      []AccountApp
 	SignOut   string
+	// PasskeysOffered shows the passkeys section: the person's passkeys with a Remove form
+	// each, and an Add button the page's script runs (PasskeyOptions, then PasskeyAdd).
+	PasskeysOffered                           bool
+	Passkeys                                  []AccountPasskey
+	PasskeyOptions, PasskeyAdd, PasskeyRemove string
+}
+
+// AccountPasskey is one of the person's passkeys.
+type AccountPasskey struct {
+	ID              string // credential ID, base64url
+	Name            string
+	Added, LastUsed string
 }
 
 // AccountConnection is one connected account, named as the service names it.

@@ -44,3 +44,17 @@ func AllowFormTargets(w http.ResponseWriter, sources ...string) {
 	w.Header().Set("Content-Security-Policy",
 		strings.Replace(CSP, "form-action 'self'", "form-action 'self' "+extra, 1))
 }
+
+// AllowScripts lets this response's page run the same-origin scripts it links to and call
+// back to this server (passkey ceremonies). Inline scripts stay refused.
+func AllowScripts(w http.ResponseWriter) {
+	h := w.Header()
+	csp := h.Get("Content-Security-Policy")
+	if csp == "" {
+		csp = CSP
+	}
+	if strings.Contains(csp, "script-src") {
+		return
+	}
+	h.Set("Content-Security-Policy", strings.Replace(csp, "default-src 'none';", "default-src 'none'; script-src 'self'; connect-src 'self';", 1))
+}

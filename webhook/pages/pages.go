@@ -133,6 +133,13 @@ type SignInData struct {
 	// Recent says the page behind ReturnTo needs a recent sign-in: the upstream provider is
 	// asked for one (max_age) and its auth_time is checked.
 	Recent bool
+	// Passkeys offers signing in with a passkey (the page's script asks PasskeyOptions and
+	// posts the browser's answer to PasskeyFinish). PasskeyRequired says the page behind
+	// ReturnTo needs a passkey sign-in, so the other ways in are not offered.
+	Passkeys        bool
+	PasskeyOptions  string
+	PasskeyFinish   string
+	PasskeyRequired bool
 }
 
 // SignIn renders the sign-in page.

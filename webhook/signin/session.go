@@ -97,6 +97,28 @@ func Require(env *site.Env, w http.ResponseWriter, r *http.Request, returnTo str
 	return store.Session{}, store.Person{}, false
 }
 
+// Recent reports whether the session's sign-in counts as a recent sign-in in project p: within
+// the project's RecentSignIn of now, and with a passkey when the project requires a
+// phishing-resistant sign-in (needPasskey then says that is what is missing).
+func Recent(p *config.Project, s store.Session, now time.Time) (ok, needPasskey bool) {
+	maxAge := p.Lifetimes.RecentSignIn
+	if maxAge <= 0 {
+		maxAge = config.DefaultLifetimes().RecentSignIn
+	}
+	if !Fresh(s, maxAge, now) {
+		return false, false
+	}
+	if p.SignIn.RequirePhishingResistant && !PhishingResistant(s.Method) {
+		return false, true
+	}
+	return true, false
+}
+
+// PasskeyURL is the sign-in page asking for a passkey, which comes back to returnTo.
+func PasskeyURL(p *config.Project, returnTo string) string {
+	return URL(p, returnTo, true) + "&passkey=1"
+}
+
 // Fresh reports whether the session's sign-in happened within maxAge of now.
 func Fresh(s store.Session, maxAge time.Duration, now time.Time) bool {
 	return !s.AuthTime.IsZero() && now.Sub(s.AuthTime) <= maxAge
@@ -192,6 +214,15 @@ func CheckCSRF(env *site.Env, r *http.Request, submitted string) bool {
 // upstreamSID is "issuer|sid" of the provider's session for a sign-in with the project's OpenID
 // provider that named one, else "".
 func start(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, person store.Person, authTime time.Time, upstreamSID string) error {
+	method := MethodPassword
+	if person.Source == "oidc" {
+		method = MethodOIDC
+	}
+	return startWith(ctx, env, w, r, p, person, authTime, upstreamSID, method)
+}
+
+// startWith is start with the sign-in method to record (RFC 8176 amr: MethodPassword, …).
+func startWith(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, person store.Person, authTime time.Time, upstreamSID, method string) error {
 	now := env.Now()
 	if old := ReadCookie(r, env, p, sessionCookie); old != "" && len(old) <= 128 {
 		if err := env.Store.DeleteSession(ctx, secret.Hash(old)); err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -207,6 +238,7 @@ func start(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Re
 		CreatedAt:   now,
 		ExpiresAt:   now.Add(p.Lifetimes.Session),
 		UpstreamSID: upstreamSID,
+		Method:      method,
 	})
 	if err != nil {
 		return err
@@ -214,7 +246,7 @@ func start(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Re
 	SetCookie(w, env, p, sessionCookie, v, p.Lifetimes.Session)
 	env.Record(ctx, store.AuditRecord{
 		Project: p.Key, Time: now, Actor: person.ID, Action: events.SignInSucceeded, Target: person.ID,
-		Details: map[string]string{"method": person.Source},
+		Details: map[string]string{"method": person.Source, "amr": method},
 	})
 	env.Metrics.SignIn(p.Key, person.Source, metrics.SignInOK)
 	return nil

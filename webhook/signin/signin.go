@@ -99,6 +99,7 @@ func Register(rt site.Router, env *site.Env, onSignOut ...SignOutHook) func(ctx 
 	rt.Page("POST /sign-out", http.HandlerFunc(h.signOut))
 	// Called by the provider, server to server: no cookies, JSON errors.
 	rt.API(BackchannelLogoutPath, http.HandlerFunc(h.backchannelLogout))
+	h.registerPasskeys(rt)
 	return h.checkPerson
 }
 
@@ -146,6 +147,7 @@ func (h *handler) form(w http.ResponseWriter, r *http.Request, p *config.Project
 		d.OIDCURL = base + "/sign-in/oidc?" + q.Encode()
 		d.OIDCLabel = o.Label
 	}
+	h.passkeyForm(w, r, p, &d)
 	h.env.Pages.SignIn(w, status, d)
 }
 

@@ -38,6 +38,7 @@ type EnvStore interface {
 // sessions, and ending them when the person leaves. Every page that needs a person reads the
 // session through it.
 type SignInStore interface {
+	PasskeyStore
 	UpsertPerson(ctx context.Context, p store.Person) (store.Person, error)
 	GetPerson(ctx context.Context, project, id string) (store.Person, error)
 	CreateSession(ctx context.Context, s store.Session) error
@@ -89,6 +90,7 @@ type RegistrationStore interface {
 // agent permissions and consents with the clients they name, and the vault that revokes
 // upstream tokens on disconnect.
 type AccountStore interface {
+	PasskeyStore
 	upstream.ConnectionStore
 	GetClient(ctx context.Context, project, id string) (store.Client, error)
 	ListConnections(ctx context.Context, project, subject string) ([]store.Connection, error)
@@ -143,4 +145,18 @@ type IdentityAssertionStore interface {
 	GetPerson(ctx context.Context, project, id string) (store.Person, error)
 	CreateTokens(ctx context.Context, tokens ...store.Token) error
 	GetToken(ctx context.Context, hash []byte) (store.Token, error)
+}
+
+// PasskeyStore is what passkeys use (docs/passkeys.md): signing in with one (webhook/signin)
+// and enrolling and removing them on the account page (webhook/account), with the ceremonies
+// between a challenge and its answer.
+type PasskeyStore interface {
+	AddPasskey(ctx context.Context, k store.Passkey) error
+	GetPasskey(ctx context.Context, project string, credentialID []byte) (store.Passkey, error)
+	ListPasskeys(ctx context.Context, project, subject string) ([]store.Passkey, error)
+	DeletePasskey(ctx context.Context, project, subject string, credentialID []byte) error
+	UsePasskey(ctx context.Context, project string, credentialID []byte, signCount uint32, backupState bool, now time.Time) error
+	CreatePasskeyCeremony(ctx context.Context, c store.PasskeyCeremony) error
+	TakePasskeyCeremony(ctx context.Context, idHash []byte, now time.Time) (store.PasskeyCeremony, error)
+	GetPerson(ctx context.Context, project, id string) (store.Person, error)
 }

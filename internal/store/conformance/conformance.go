@@ -114,6 +114,16 @@ var tests = []test{
 	{"Leavers/SavePersonCheck", testSavePersonCheck},
 	{"Leavers/UpdatePersonCheck", testUpdatePersonCheck},
 
+	{"Passkey/Add", testPasskeyAdd},
+	{"Passkey/Get", testPasskeyGet},
+	{"Passkey/List", testPasskeyList},
+	{"Passkey/Delete", testPasskeyDelete},
+	{"Passkey/Use", testPasskeyUse},
+	{"Passkey/UseConcurrent", testPasskeyUseConcurrent},
+	{"Passkey/CreateCeremony", testPasskeyCreateCeremony},
+	{"Passkey/TakeCeremony", testPasskeyTakeCeremony},
+	{"Passkey/TakeCeremonyConcurrent", testPasskeyTakeCeremonyConcurrent},
+
 	{"GarbageCollect", testGarbageCollect},
 
 	{"Token/Binding", testTokenBinding},

@@ -175,6 +175,7 @@ func testGarbageCollect(t *testing.T, s store.Store) {
 	must(t, err)
 	must(t, s.EnqueueEvents(ctx, newEvent("done", "ops", base), newEvent("pending", "ops", base)))
 	must(t, s.MarkDelivered(ctx, "done", "ops", at(time.Minute)))
+	must(t, s.CreatePasskeyCeremony(ctx, newCeremony("old", at(time.Minute))))
 
 	// Still live at now.
 	must(t, s.CreateSession(ctx, store.Session{IDHash: hash("live"), Project: project, Subject: "alice",
@@ -185,11 +186,12 @@ func testGarbageCollect(t *testing.T, s store.Store) {
 	_, _, err = s.OpenLink(ctx, store.Link{ID: "live", CodeHash: hash("live"), Project: project, Subject: "bob",
 		ClientID: "c1", Connector: "github", Kind: store.LinkConnect, ExpiresAt: now.Add(time.Minute), CreatedAt: now}, now)
 	must(t, err)
+	must(t, s.CreatePasskeyCeremony(ctx, newCeremony("live", now.Add(time.Minute))))
 
 	res, err := s.GarbageCollect(ctx, now)
 	must(t, err)
 	for table, want := range map[string]int64{"sessions": 1, "auth_codes": 1, "tokens": 1, "callback_states": 1,
-		"links": 1, "events": 1} {
+		"links": 1, "events": 1, "passkey_ceremonies": 1} {
 		if res[table] != want {
 			t.Errorf("GarbageCollect removed %d from %s, want %d (result %v)", res[table], table, want, res)
 		}
@@ -198,6 +200,8 @@ func testGarbageCollect(t *testing.T, s store.Store) {
 	_, err = s.GetSession(ctx, hash("live"), now)
 	must(t, err)
 	_, err = s.GetCallbackState(ctx, live.StateHash, now)
+	must(t, err)
+	_, err = s.TakePasskeyCeremony(ctx, hash("ceremony-live"), now)
 	must(t, err)
 	_, err = s.GetLinkByCode(ctx, hash("live"), now)
 	must(t, err)

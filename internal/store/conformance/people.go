@@ -54,7 +54,7 @@ func testPersonIDTaken(t *testing.T, s store.Store) {
 func testSessionLifecycle(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	sess := store.Session{IDHash: hash("cookie"), Project: project, Subject: "p1", AuthTime: base,
-		CreatedAt: base, ExpiresAt: at(time.Hour)}
+		CreatedAt: base, ExpiresAt: at(time.Hour), Method: "hwk"}
 	must(t, s.CreateSession(ctx, sess))
 	wantErr(t, s.CreateSession(ctx, sess), store.ErrConflict)
 

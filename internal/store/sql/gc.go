@@ -36,6 +36,7 @@ var (
 		{name: "callback_states", table: "callback_states", where: "expires_at < ?"},
 		{name: "links", table: "links", where: "expires_at < ?"},
 		{name: "logout_tokens", table: "logout_tokens", where: "expires_at < ?"},
+		{name: "passkey_ceremonies", table: "passkey_ceremonies", where: "expires_at < ?"},
 		{name: "events", table: "events", where: "delivered_at IS NOT NULL AND delivered_at < ?"},
 		{name: "used_once", table: "used_once", where: "expires_at < ?"},
 		{name: "pushed_requests", table: "pushed_requests", where: "expires_at < ?"},

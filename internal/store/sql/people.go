@@ -49,10 +49,10 @@ func (s *Store) GetPerson(ctx context.Context, project, id string) (_ store.Pers
 // ---------------------------------------------------------------------------------------------
 // Sessions
 
-const sessionCols = `id_hash, project, subject, auth_time, created_at, expires_at, upstream_sid`
+const sessionCols = `id_hash, project, subject, auth_time, created_at, expires_at, upstream_sid, method`
 
 var (
-	qCreateSession = sqlText(`INSERT INTO sessions (` + sessionCols + `) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	qCreateSession = sqlText(`INSERT INTO sessions (` + sessionCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
 	qGetSession    = sqlText(`SELECT ` + sessionCols + ` FROM sessions WHERE id_hash = ? AND expires_at > ?`)
 	qDeleteSession = sqlText(`DELETE FROM sessions WHERE id_hash = ?`)
 )
@@ -60,7 +60,7 @@ var (
 func (s *Store) CreateSession(ctx context.Context, x store.Session) (err error) {
 	defer s.observe(ctx, "CreateSession", time.Now(), &err)
 	_, err = s.wexec(ctx, qCreateSession,
-		x.IDHash, x.Project, x.Subject, ns(x.AuthTime), ns(x.CreatedAt), ns(x.ExpiresAt), x.UpstreamSID)
+		x.IDHash, x.Project, x.Subject, ns(x.AuthTime), ns(x.CreatedAt), ns(x.ExpiresAt), x.UpstreamSID, x.Method)
 	return conflict(err)
 }
 
@@ -69,7 +69,7 @@ func (s *Store) GetSession(ctx context.Context, idHash []byte, now time.Time) (_
 	var out store.Session
 	err = s.reader().row(ctx, func(r scanner) error {
 		var auth, created, expires int64
-		if err := r.Scan(&out.IDHash, &out.Project, &out.Subject, &auth, &created, &expires, &out.UpstreamSID); err != nil {
+		if err := r.Scan(&out.IDHash, &out.Project, &out.Subject, &auth, &created, &expires, &out.UpstreamSID, &out.Method); err != nil {
 			return err
 		}
 		out.AuthTime, out.CreatedAt, out.ExpiresAt = fromNS(auth), fromNS(created), fromNS(expires)

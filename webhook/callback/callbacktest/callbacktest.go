@@ -66,6 +66,9 @@ type Options struct {
 	// A browser test puts them on different hosts (127.0.0.1 and 127.0.0.2), which makes them
 	// different sites: cookies are per host, not per port.
 	LatchkeyHost, GitHubHost string
+	// PublicHost, when set, is the host name in the issuer instead of LatchkeyHost's address
+	// (WebAuthn needs a domain name: "localhost").
+	PublicHost string
 	// AccessTokenTTL > 0 makes the fake GitHub issue expiring tokens with refresh tokens.
 	AccessTokenTTL time.Duration
 	// Hooks run after each saved connection.
@@ -152,6 +155,10 @@ func New(t testing.TB, o Options) *Harness {
 	h.Latchkey.Listener = listen(t, o.LatchkeyHost)
 	h.Latchkey.Start()
 	t.Cleanup(h.Latchkey.Close)
+	if o.PublicHost != "" {
+		_, port, _ := net.SplitHostPort(h.Latchkey.Listener.Addr().String())
+		h.Latchkey.URL = "http://" + net.JoinHostPort(o.PublicHost, port)
+	}
 	h.Issuer = h.Latchkey.URL + "/team/demo"
 	// The connector fakegithub.Connector describes is default/github.
 	h.CallbackURL = h.Issuer + config.CallbackPath("default", "github")

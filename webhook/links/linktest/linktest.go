@@ -67,6 +67,8 @@ const (
 type Options struct {
 	// LatchkeyHost and GitHubHost: see callbacktest.Options.
 	LatchkeyHost, GitHubHost string
+	// PublicHost: see callbacktest.Options.
+	PublicHost string
 	// AccessTokenTTL > 0 makes the fake GitHub issue expiring, refreshable tokens.
 	AccessTokenTTL time.Duration
 }
@@ -84,6 +86,7 @@ func New(t testing.TB, o Options) *Harness {
 	t.Helper()
 	ch := callbacktest.New(t, callbacktest.Options{
 		LatchkeyHost: o.LatchkeyHost, GitHubHost: o.GitHubHost, AccessTokenTTL: o.AccessTokenTTL,
+		PublicHost: o.PublicHost,
 	})
 	h := &Harness{Harness: ch, Registry: prometheus.NewRegistry(), Sink: NewSink(t)}
 	gh := ch.Connector.Key
