@@ -170,6 +170,8 @@ func userOf(ctx context.Context) user {
 func (s *Server) record(ctx context.Context, r store.AuditRecord) {
 	u := userOf(ctx)
 	r.Actor = "kubernetes:" + u.name
+	// Only what was done is recorded: a refused request (RBAC, a bad name) never reaches here.
+	r.Outcome = store.OutcomeSuccess
 	if r.Time.IsZero() {
 		r.Time = s.o.Now()
 	}
