@@ -223,7 +223,7 @@ func (s *Store) ListAuditPage(ctx context.Context, q store.AuditQuery) (_ []stor
 		return nil, nil
 	}
 	var b strings.Builder
-	b.WriteString(`SELECT id, project, time, actor, action, target, details FROM audit WHERE project IN (`)
+	b.WriteString(`SELECT ` + auditCols + ` FROM audit WHERE project IN (`)
 	args := make([]any, 0, len(q.Projects)+6)
 	for i, pr := range q.Projects {
 		if i > 0 {
