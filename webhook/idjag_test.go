@@ -17,9 +17,9 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events/audittest"
 	"latchkey.dev/latchkey/internal/netguard"
 	"latchkey.dev/latchkey/internal/secret"
-	"latchkey.dev/latchkey/internal/events/audittest"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/idjag"
 )
