@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
+	"latchkey.dev/latchkey/internal/store"
 )
 
 // People who leave lose access (docs/leavers.md): the organisation's provider tells Latchkey
@@ -101,6 +103,7 @@ func (h *harness) stillIn(who string, b *browser, agent tokenResult) tokenResult
 // file) keep theirs.
 func TestBackchannelLogout(t *testing.T) {
 	h, idp := oidcHarness(t, 0)
+	sink := h.withAuditSink()
 	alice := h.signInAt(idp, "alice-1", "alice@corp.example")
 	aliceAgent := h.agentFor(alice)
 	carol := h.signInAt(idp, "carol-123", "carol@corp.example")
@@ -115,9 +118,12 @@ func TestBackchannelLogout(t *testing.T) {
 	h.signedOut("alice", alice, aliceAgent)
 	h.stillIn("carol", carol, carolAgent)
 	h.stillIn("bob", bob, bobAgent)
-	if recs := h.audit("session.backchannel_logout"); len(recs) != 1 || recs[0].Details["by"] != "sub" || recs[0].Details["tokens"] != "2" {
+	if recs := h.audit(events.BackchannelLogout); len(recs) != 1 || recs[0].Details["by"] != "sub" || recs[0].Details["tokens"] != "2" {
 		t.Errorf("audit: %+v", recs)
 	}
+	rec := h.trail(sink, events.BackchannelLogout)[events.BackchannelLogout]
+	signIns := h.audit(events.SignInSucceeded) // newest first: alice signed in first
+	expect(t, rec, "system", signIns[len(signIns)-1].Target, "", store.OutcomeSuccess, "")
 
 	t.Run("a token that names only the provider's session", func(t *testing.T) {
 		alice := h.signInAt(idp, "alice-1", "alice@corp.example")
@@ -142,6 +148,7 @@ func TestBackchannelLogout(t *testing.T) {
 // invalid_request and alice keeps her session and her agent's tokens.
 func TestBackchannelLogoutAttacks(t *testing.T) {
 	h, idp := oidcHarness(t, 0)
+	sink := h.withAuditSink()
 	alice := h.signInAt(idp, "alice-1", "alice@corp.example")
 	agent := h.agentFor(alice)
 	otherKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -202,6 +209,18 @@ func TestBackchannelLogoutAttacks(t *testing.T) {
 		}
 		agent = h.stillIn("alice", alice, agent)
 	})
+
+	// Tokens that verified are refused on the record, each with its code; the unverified ones
+	// (another key, not a JWT) are nobody's word and only logged.
+	h.trail(sink, events.BackchannelLogoutRefused)
+	codes := map[string]int{}
+	for _, r := range h.audit(events.BackchannelLogoutRefused) {
+		expect(t, r, "system", idp.srv.URL, "", store.OutcomeRefused, r.Reason)
+		codes[r.Reason]++
+	}
+	if codes["logout_token_replayed"] != 1 || codes["invalid_logout_token"] < 6 || len(codes) != 2 {
+		t.Errorf("refusal codes: %v", codes)
+	}
 }
 
 // jtiOf reads the jti of a token the provider signed.
@@ -228,6 +247,7 @@ func jtiOf(t *testing.T, token string) string {
 func TestRecheckOnRefresh(t *testing.T) {
 	const n = 10 * time.Minute
 	h, idp := oidcHarness(t, n)
+	sink := h.withAuditSink()
 	alice := h.signInAt(idp, "alice-1", "alice@corp.example")
 	if !strings.Contains(idp.lastScope(), "offline_access") {
 		t.Fatalf("re-checks need offline_access at sign-in; asked for %q", idp.lastScope())
@@ -269,9 +289,11 @@ func TestRecheckOnRefresh(t *testing.T) {
 		t.Errorf("the provider was asked %d times, want 2", c)
 	}
 	h.signedOut("alice", alice, agent)
-	if recs := h.audit("person.recheck_failed"); len(recs) != 1 || recs[0].Details["reason"] != "invalid_grant" {
+	if recs := h.audit(events.RecheckFailed); len(recs) != 1 || recs[0].Details["reason"] != "invalid_grant" {
 		t.Errorf("audit: %+v", recs)
 	}
+	rec := h.trail(sink, events.RecheckFailed)[events.RecheckFailed]
+	expect(t, rec, "system", rec.Target, "", store.OutcomeRefused, "invalid_grant")
 	// Carol is still with the organisation: her agent refreshes (her own check is due too).
 	h.stillIn("carol", carol, carolAgent)
 }
@@ -282,6 +304,7 @@ func TestRecheckOnRefresh(t *testing.T) {
 func TestRecheckProviderDown(t *testing.T) {
 	const n = 10 * time.Minute
 	h, idp := oidcHarness(t, n)
+	sink := h.withAuditSink()
 	alice := h.signInAt(idp, "alice-1", "alice@corp.example")
 	agent := h.agentFor(alice)
 	idp.mu.Lock()
@@ -299,6 +322,11 @@ func TestRecheckProviderDown(t *testing.T) {
 	if r.status != http.StatusServiceUnavailable || r.str("error") != "temporarily_unavailable" {
 		t.Fatalf("refresh with the provider down for too long: %d %s", r.status, r.raw)
 	}
+	rec := h.trail(sink, events.RecheckUnavailable)[events.RecheckUnavailable]
+	expect(t, rec, "system", rec.Target, "", store.OutcomeFailed, "")
+	if rec.Target == "" || rec.Details["refresh"] != "refused" {
+		t.Errorf("the last recheck_unavailable record: %+v", rec)
+	}
 	// Nothing was ended: once the provider answers, the same token works.
 	idp.mu.Lock()
 	idp.down = false
@@ -314,6 +342,7 @@ func TestRecheckProviderDown(t *testing.T) {
 // check her with; her agent must have her sign in again rather than refresh unchecked.
 func TestRecheckWithoutProviderToken(t *testing.T) {
 	h, idp := oidcHarness(t, 0)
+	sink := h.withAuditSink()
 	alice := h.signInAt(idp, "alice-1", "alice@corp.example")
 	agent := h.agentFor(alice)
 	h.update(func(p *config.Project) {
@@ -326,6 +355,8 @@ func TestRecheckWithoutProviderToken(t *testing.T) {
 	if r.status != http.StatusBadRequest || r.str("error") != "invalid_grant" {
 		t.Fatalf("refresh without anything to re-check with: %d %s", r.status, r.raw)
 	}
+	rec := h.trail(sink, events.RecheckFailed)[events.RecheckFailed]
+	expect(t, rec, "system", rec.Target, "", store.OutcomeRefused, "no_provider_token")
 	// Signing in again stores the provider's token; a new authorization then refreshes.
 	alice = h.signInAt(idp, "alice-1", "alice@corp.example")
 	agent = h.agentFor(alice)

@@ -24,12 +24,36 @@ const (
 	// PolicyChanged is written by the controllers when a Project's or a RedirectPolicy's
 	// compiled policy changes (docs/audit.md).
 	PolicyChanged = "policy.changed"
+
+	// BackchannelLogout: the identity provider ended a person's sign-ins with an OpenID Connect
+	// back-channel logout token; actor "system", subject the person (one record per person).
+	BackchannelLogout = "session.backchannel_logout"
+	// BackchannelLogoutRefused: a logout token verified but broke a rule (or was replayed);
+	// actor "system", subject the provider's issuer.
+	BackchannelLogoutRefused = "session.backchannel_logout_refused"
+	// RecheckFailed: re-checking a person with the identity provider (at a refresh) refused
+	// them, or could not be done for lack of a provider token; their access ended or was held.
+	RecheckFailed = "person.recheck_failed"
+	// RecheckUnavailable: the identity provider could not be reached to re-check a person.
+	RecheckUnavailable = "person.recheck_unavailable"
+	// IDJAGRedeemed, IDJAGRefused, IDJAGIssued: an Identity Assertion JWT Authorization Grant
+	// was redeemed at /token, refused there, or issued by token exchange (docs/audit.md).
+	IDJAGRedeemed = "idjag.redeemed"
+	IDJAGRefused  = "idjag.refused"
+	IDJAGIssued   = "idjag.issued"
+	// Admin API actions (webhook/admin): actor "kubernetes:<username>", the user the
+	// Kubernetes API server authenticated; always a success (a refused request writes nothing).
+	AdminAccessEnded         = "admin.person.access_ended"
+	AdminGrantRevoked        = "admin.grant.revoked"
+	AdminConnectionEnded     = "admin.connection.disconnected"
+	AdminClientTokensRevoked = "admin.client_tokens.revoked"
 )
 
 // Families are action prefixes written by parts of Latchkey that name their own actions: the
-// admin API ("admin.revoke_person", actor "kube:<username>") and sessions ended from outside
-// a browser ("session.backchannel_logout"). Every action in a family reaches the sinks like any
-// other; in metrics an action not listed in AuditTypes counts as "<family>.other".
+// admin API ("admin.person.access_ended", actor "kubernetes:<username>") and sessions ended
+// from outside a browser ("session.backchannel_logout"). Every action in a family reaches the
+// sinks like any other; in metrics an action not listed in AuditTypes counts as
+// "<family>.other".
 var Families = []string{"admin", "session"}
 
 // auditTypes lists every action the audit log holds, with the outcome a record of it has when
@@ -73,6 +97,17 @@ var auditTypes = []struct {
 	{"client.updated", store.OutcomeSuccess},
 	{"client.deleted", store.OutcomeSuccess},
 	{PolicyChanged, store.OutcomeSuccess},
+	{BackchannelLogout, store.OutcomeSuccess},
+	{BackchannelLogoutRefused, store.OutcomeRefused},
+	{RecheckFailed, store.OutcomeRefused},
+	{RecheckUnavailable, store.OutcomeFailed},
+	{IDJAGRedeemed, store.OutcomeSuccess},
+	{IDJAGRefused, store.OutcomeRefused},
+	{IDJAGIssued, store.OutcomeSuccess},
+	{AdminAccessEnded, store.OutcomeSuccess},
+	{AdminGrantRevoked, store.OutcomeSuccess},
+	{AdminConnectionEnded, store.OutcomeSuccess},
+	{AdminClientTokensRevoked, store.OutcomeSuccess},
 }
 
 // AuditTypes lists every audit type in a stable order: the CloudEvents types sinks receive

@@ -214,7 +214,7 @@ func TestEveryRecordIsRelayedOnce(t *testing.T) {
 	appendRec(store.AuditRecord{Project: f.project.Key, Action: events.RefreshReuse, Actor: "client:c1", Target: "alice"})
 	// The callback's own audit action for its confirmation page reports callback.confirmation.
 	appendRec(store.AuditRecord{Project: f.project.Key, Action: "connection.confirmation_shown", Actor: "alice"})
-	appendRec(store.AuditRecord{Project: f.project.Key, Action: "admin.revoke_grant", Actor: "kube:jane", Target: "alice"})
+	appendRec(store.AuditRecord{Project: f.project.Key, Action: "admin.revoke_grant", Actor: "kubernetes:jane", Target: "alice"})
 	appendRec(store.AuditRecord{Project: "gone/project", Action: events.CallbackConfirmation})
 	if counter(t, f.emitter, events.RefreshReuse) != 1 || counter(t, f.emitter, events.CallbackConfirmation) != 2 {
 		t.Fatal("security events not counted")

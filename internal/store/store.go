@@ -562,7 +562,7 @@ type AuditRecord struct {
 	ID      int64
 	Project string
 	Time    time.Time
-	Actor   string // Person.ID, "client:<id>", "kube:<username>" or "system"
+	Actor   string // Person.ID, "client:<id>", "kubernetes:<username>" (the admin API) or "system"
 	Action  string // e.g. "connection.saved", "signin.failed"
 	// Target is the record's subject: whom or what the action concerns (a person's id, a
 	// client id, "connection:<id>").

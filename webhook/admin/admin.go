@@ -23,6 +23,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
 )
 
@@ -170,9 +171,14 @@ func userOf(ctx context.Context) user {
 func (s *Server) record(ctx context.Context, r store.AuditRecord) {
 	u := userOf(ctx)
 	r.Actor = "kubernetes:" + u.name
+	// Only what was done is recorded: a refused request (RBAC, a bad name) never reaches here.
+	r.Outcome = store.OutcomeSuccess
 	if r.Time.IsZero() {
 		r.Time = s.o.Now()
 	}
+	// As every other writer does (site.Env.Record): the client named by the subject or the
+	// details becomes the record's client, so the log and the sinks say the same.
+	events.Normalize(&r)
 	s.o.Logger.Info("audit", "project", r.Project, "action", r.Action, "actor", r.Actor, "target", r.Target)
 	if err := s.o.Store.AppendAudit(ctx, r); err != nil {
 		s.o.Logger.Error(err, "cannot append audit record", "project", r.Project, "action", r.Action)

@@ -13,12 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	adminv1 "latchkey.dev/latchkey/api/admin/v1alpha1"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/devcerts"
+	"latchkey.dev/latchkey/internal/events"
+	"latchkey.dev/latchkey/internal/events/audittest"
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
 	"latchkey.dev/latchkey/webhook/admin"
@@ -29,6 +31,7 @@ var now = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 type harness struct {
 	t      *testing.T
 	st     *sqlstore.Store
+	holder *config.Holder
 	url    string
 	proxy  *http.Client // presents the front-proxy certificate
 	server *httptest.Server
@@ -55,8 +58,30 @@ func newHarness(t *testing.T) *harness {
 		"team-a/demo": project("team-a", "demo"), "team-a/other": project("team-a", "other"), "team-b/demo": project("team-b", "demo"),
 	}})
 	h := startAdmin(t, st, holder, func() time.Time { return now }, nil)
-	h.st = st
+	h.st, h.holder = st, holder
 	return h
+}
+
+// withSink adds an event sink to every project, as an operator listing one would.
+func (h *harness) withSink() *audittest.Sink {
+	sink := audittest.NewSink(h.t, func() time.Time { return now })
+	for _, p := range h.holder.Load().Projects {
+		p.EventSinks = append(p.EventSinks, sink.Config())
+	}
+	return sink
+}
+
+// trail reads each action back from the project's audit log and the sink (internal/events/audittest),
+// and checks what every admin record says: the authenticated user as actor, and success.
+func (h *harness) trail(sink *audittest.Sink, project string, actions ...string) map[string]store.AuditRecord {
+	h.t.Helper()
+	recs := audittest.Trail(h.t, h.st, h.holder, func() time.Time { return now }, sink, project, actions...)
+	for a, r := range recs {
+		if r.Actor != "kubernetes:ada" || r.Outcome != store.OutcomeSuccess || r.Reason != "" {
+			h.t.Errorf("%s: actor %q outcome %q reason %q; want kubernetes:ada, success", a, r.Actor, r.Outcome, r.Reason)
+		}
+	}
+	return recs
 }
 
 // startAdmin serves the admin API over TLS on loopback for st and holder; proxy presents the
@@ -72,7 +97,7 @@ func startAdmin(t *testing.T, st admin.Store, holder *config.Holder, clock func(
 		t.Fatal(err)
 	}
 	srv, err := admin.New(admin.Options{
-		Config: holder, Store: st, Logger: logr.Discard(), Now: clock, Revoker: revoker,
+		Config: holder, Store: st, Logger: testr.New(t), Now: clock, Revoker: revoker,
 		Proxy: admin.FrontProxy{ClientCA: h.certs.proxyCA.Pool(), AllowedNames: []string{"front-proxy-client"}},
 	})
 	if err != nil {
@@ -379,6 +404,7 @@ func TestBadRequests(t *testing.T) {
 
 func TestEndAccess(t *testing.T) {
 	h := newHarness(t)
+	sink := h.withSink()
 	h.seed()
 	ctx := t.Context()
 	var before adminv1.Person
@@ -426,11 +452,15 @@ func TestEndAccess(t *testing.T) {
 		audit.Items[0].Target != "person:alice" {
 		t.Fatalf("audit: %+v", audit.Items)
 	}
+	if r := h.trail(sink, "team-a/demo", events.AdminAccessEnded)[events.AdminAccessEnded]; r.Target != "person:alice" || r.Details["tokens"] != "0" {
+		t.Errorf("the last admin.person.access_ended: %+v", r)
+	}
 }
 
 func TestRevokeGrantConnectionClientTokens(t *testing.T) {
 	h := newHarness(t)
 	h.seed()
+	sink := h.withSink()
 	ctx := t.Context()
 	var st metav1.Status
 	if code := h.do("DELETE", base+"/namespaces/team-a/grants/alice.repo-helper", "", &st); code != 200 {
@@ -464,13 +494,22 @@ func TestRevokeGrantConnectionClientTokens(t *testing.T) {
 		t.Fatalf("client tokens again: %d", code)
 	}
 	var audit adminv1.AuditRecordList
-	h.do("GET", base+"/auditrecords", "", &audit)
+	if code := h.do("GET", base+"/auditrecords", "", &audit); code != 200 {
+		t.Fatalf("audit records: %d", code)
+	}
 	var actions []string
 	for _, r := range audit.Items {
 		actions = append(actions, r.Action+"@"+r.Namespace)
 	}
 	if strings.Join(actions, " ") != "admin.grant.revoked@team-a admin.connection.disconnected@team-a admin.client_tokens.revoked@team-b" {
 		t.Fatalf("audit: %v", actions)
+	}
+	recs := h.trail(sink, "team-a/demo", events.AdminGrantRevoked, events.AdminConnectionEnded)
+	if recs[events.AdminGrantRevoked].Target != "person:alice" || recs[events.AdminConnectionEnded].Target != "person:alice" {
+		t.Errorf("admin records in team-a: %+v", recs)
+	}
+	if r := h.trail(sink, "team-b/demo", events.AdminClientTokensRevoked)[events.AdminClientTokensRevoked]; r.Target != "client:repo-helper" || r.ClientID != "repo-helper" {
+		t.Errorf("admin.client_tokens.revoked: %+v", r)
 	}
 }
 

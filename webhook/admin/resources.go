@@ -15,6 +15,7 @@ import (
 
 	adminv1 "latchkey.dev/latchkey/api/admin/v1alpha1"
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
 )
 
@@ -278,7 +279,7 @@ func (s *Server) endPerson(ctx context.Context, sc *scope, name string, dryRun b
 	for k, n := range upstream {
 		details["upstream_"+k] = strconv.Itoa(n)
 	}
-	s.record(ctx, store.AuditRecord{Project: v.Project, Action: "admin.person.access_ended", Target: "person:" + v.ID, Details: details})
+	s.record(ctx, store.AuditRecord{Project: v.Project, Action: events.AdminAccessEnded, Target: "person:" + v.ID, Details: details})
 	return before, fmt.Sprintf("ended the access of %s: %d sessions, %d tokens, %d grants, %d connections, %d open links",
 		orID(v.Email, v.ID), ended.Sessions, ended.Tokens, ended.Grants, len(ended.Connections), ended.Links), nil
 }
@@ -391,7 +392,7 @@ func (s *Server) revokeGrant(ctx context.Context, sc *scope, name string, dryRun
 			return "", "", err
 		}
 	}
-	s.record(ctx, store.AuditRecord{Project: g.Project, Action: "admin.grant.revoked", Target: "person:" + g.Subject,
+	s.record(ctx, store.AuditRecord{Project: g.Project, Action: events.AdminGrantRevoked, Target: "person:" + g.Subject,
 		Details: map[string]string{"client_id": g.ClientID, "tokens": strconv.FormatInt(g.LiveTokens, 10)}})
 	return u, fmt.Sprintf("revoked the grant and %d live tokens", g.LiveTokens), nil
 }
@@ -474,7 +475,7 @@ func (s *Server) disconnect(ctx context.Context, sc *scope, name string, dryRun 
 	} else if err != nil {
 		return "", "", err
 	}
-	s.record(ctx, store.AuditRecord{Project: c.Project, Action: "admin.connection.disconnected", Target: "person:" + c.Subject,
+	s.record(ctx, store.AuditRecord{Project: c.Project, Action: events.AdminConnectionEnded, Target: "person:" + c.Subject,
 		Details: map[string]string{"connection": c.ID, "connector": c.Connector, "account": c.AccountName, "revoked": revoked}})
 	return u, "disconnected; revoked at the service: " + revoked, nil
 }
@@ -605,7 +606,7 @@ func (s *Server) revokeClientTokens(ctx context.Context, sc *scope, name string,
 			return "", "", err
 		}
 		total += live[f.ClientID]
-		s.record(ctx, store.AuditRecord{Project: f.Project, Action: "admin.client_tokens.revoked", Target: "client:" + f.ClientID,
+		s.record(ctx, store.AuditRecord{Project: f.Project, Action: events.AdminClientTokensRevoked, Target: "client:" + f.ClientID,
 			Details: map[string]string{"tokens": strconv.FormatInt(live[f.ClientID], 10)}})
 	}
 	return u, fmt.Sprintf("revoked %d live tokens", total), nil

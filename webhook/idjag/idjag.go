@@ -15,6 +15,7 @@
 package idjag
 
 import (
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/webhook/oauth"
 	"latchkey.dev/latchkey/webhook/site"
 )
@@ -33,11 +34,11 @@ const (
 	Typ = "oauth-id-jag+jwt"
 )
 
-// Audit actions.
+// Audit actions, catalogued with the rest in internal/events (docs/audit.md).
 const (
-	ActionRedeemed = "idjag.redeemed"
-	ActionRefused  = "idjag.refused"
-	ActionIssued   = "idjag.issued"
+	ActionRedeemed = events.IDJAGRedeemed
+	ActionRefused  = events.IDJAGRefused
+	ActionIssued   = events.IDJAGIssued
 )
 
 // Register adds both directions to a token endpoint: handle is webhook.Server.Grant.

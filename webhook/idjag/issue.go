@@ -124,8 +124,10 @@ func (g *Issuer) issue(ctx context.Context, req *oauth.TokenRequest) (*oauth.Tok
 		return nil, oauth.Internal(err)
 	}
 	g.env.Record(ctx, store.AuditRecord{
-		Project: p.Key, Actor: "client:" + client.ID, Action: ActionIssued, Target: sub.person.ID,
-		Details: map[string]string{"audience": aud.Issuer, "client_id": ac.ResourceClientID, "jti": c.ID,
+		// ClientID is the client here; the id it has at the audience is a detail, not the
+		// record's client (details.client_id would be taken for it).
+		Project: p.Key, Actor: "client:" + client.ID, Action: ActionIssued, Target: sub.person.ID, ClientID: client.ID,
+		Details: map[string]string{"audience": aud.Issuer, "audience_client_id": ac.ResourceClientID, "jti": c.ID,
 			"scope": c.Scope, "resource": strings.Join(resources, " ")},
 	})
 	return &oauth.TokenResponse{

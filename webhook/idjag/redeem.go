@@ -75,7 +75,7 @@ func (g *Redeemer) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.T
 		if rec.issuer != "" {
 			d["issuer"] = rec.issuer
 		}
-		g.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: "client:" + client.ID, Action: ActionRefused, Details: d})
+		g.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: "client:" + client.ID, Action: ActionRefused, Reason: e.Code, Details: d})
 		return nil, err
 	}
 	return resp, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/oauth"
 	"latchkey.dev/latchkey/webhook/site"
@@ -81,12 +82,12 @@ func (h *handler) backchannelLogout(w http.ResponseWriter, r *http.Request) {
 	}
 	l, err := logoutClaims(p, tok, now)
 	if err != nil {
-		h.refuseLogout(r.Context(), w, p, err)
+		h.refuseLogout(r.Context(), w, p, "invalid_logout_token", err)
 		return
 	}
 	ended, err := h.env.Store.Logout(r.Context(), l)
 	if errors.Is(err, store.ErrConflict) {
-		h.refuseLogout(r.Context(), w, p, logoutRefusal("the logout token was already used"))
+		h.refuseLogout(r.Context(), w, p, "logout_token_replayed", logoutRefusal("the logout token was already used"))
 		return
 	}
 	if err != nil {
@@ -95,7 +96,7 @@ func (h *handler) backchannelLogout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, subject := range ended.Subjects {
-		h.env.Record(r.Context(), store.AuditRecord{Project: p.Key, Actor: "system", Action: "session.backchannel_logout", Target: subject,
+		h.env.Record(r.Context(), store.AuditRecord{Project: p.Key, Actor: "system", Action: events.BackchannelLogout, Target: subject,
 			Details: map[string]string{"issuer": o.Issuer, "by": logoutBy(l), "sessions": strconv.FormatInt(ended.Sessions, 10),
 				"tokens": strconv.FormatInt(ended.Tokens, 10)}})
 	}
@@ -107,9 +108,9 @@ func (h *handler) backchannelLogout(w http.ResponseWriter, r *http.Request) {
 
 // refuseLogout answers 400 to a logout token that verified but breaks a rule, and records it:
 // it was signed with the provider's key, so it is either a provider fault or a replay.
-func (h *handler) refuseLogout(ctx context.Context, w http.ResponseWriter, p *config.Project, err error) {
-	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: "system", Action: "session.backchannel_logout_refused",
-		Target: p.SignIn.OIDC.Issuer, Details: map[string]string{"reason": err.Error()}})
+func (h *handler) refuseLogout(ctx context.Context, w http.ResponseWriter, p *config.Project, code string, err error) {
+	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: "system", Action: events.BackchannelLogoutRefused,
+		Target: p.SignIn.OIDC.Issuer, Reason: code, Details: map[string]string{"reason": err.Error()}})
 	oauth.WriteError(w, oauth.ErrInvalidRequest.WithDescription(err.Error()))
 }
 

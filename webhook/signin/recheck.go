@@ -11,6 +11,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/site"
 )
@@ -104,7 +105,7 @@ func (h *handler) recheckPerson(ctx context.Context, p *config.Project, person s
 	case errors.Is(err, errLeased):
 		return h.unconfirmed(ctx, p, person, pc, now, "")
 	case errors.Is(err, store.ErrNotFound):
-		h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: "system", Action: "person.recheck_failed", Target: person.ID,
+		h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: "system", Action: events.RecheckFailed, Target: person.ID,
 			Details: map[string]string{"issuer": o.Issuer, "reason": "no_provider_token"}})
 		return site.ErrPersonUnchecked
 	case err != nil:
@@ -115,7 +116,7 @@ func (h *handler) recheckPerson(ctx context.Context, p *config.Project, person s
 	if err != nil {
 		// The sealing key was retired: like never having had a token.
 		h.env.Logger.Info("cannot open the provider's refresh token for a re-check", "project", p.Key, "subject", person.ID, "error", err.Error())
-		h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: "system", Action: "person.recheck_failed", Target: person.ID,
+		h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: "system", Action: events.RecheckFailed, Target: person.ID,
 			Details: map[string]string{"issuer": o.Issuer, "reason": "no_provider_token"}})
 		return site.ErrPersonUnchecked
 	}
@@ -136,7 +137,7 @@ func (h *handler) recheckPerson(ctx context.Context, p *config.Project, person s
 		if eerr != nil {
 			return eerr
 		}
-		h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: "system", Action: "person.recheck_failed", Target: person.ID,
+		h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: "system", Action: events.RecheckFailed, Target: person.ID,
 			Details: map[string]string{"issuer": o.Issuer, "reason": "invalid_grant",
 				"sessions": strconv.FormatInt(ended.Sessions, 10), "tokens": strconv.FormatInt(ended.Tokens, 10)}})
 		return site.ErrPersonEnded
@@ -205,7 +206,7 @@ func (h *handler) unconfirmed(ctx context.Context, p *config.Project, person sto
 	if why == "" {
 		why = "the provider did not answer recently"
 	}
-	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: "system", Action: "person.recheck_unavailable", Target: person.ID,
+	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: "system", Action: events.RecheckUnavailable, Target: person.ID,
 		Details: map[string]string{"issuer": p.SignIn.OIDC.Issuer, "reason": why, "refresh": outcome,
 			"last_confirmed": pc.CheckedAt.UTC().Format(time.RFC3339)}})
 	if open {
