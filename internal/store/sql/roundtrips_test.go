@@ -107,7 +107,7 @@ func TestPostgresRoundTrips(t *testing.T) {
 			a, r := token(store.AccessToken, fam, 0), token(store.RefreshToken, fam, 0)
 			return func() error { return s.CreateTokens(ctx, a, r) }
 		}},
-		{"RedeemAuthCode", 3, func() func() error {
+		{"RedeemAuthCode", 2, func() func() error {
 			code := store.AuthCode{Hash: hashOf(next("code")), Project: project, ClientID: client, Subject: subject,
 				RedirectURI: "https://app.example/cb", CodeChallengeMethod: "S256", CodeChallenge: "x",
 				AuthTime: now, ExpiresAt: now.Add(time.Minute), CreatedAt: now}
@@ -117,7 +117,7 @@ func TestPostgresRoundTrips(t *testing.T) {
 				return err
 			}
 		}},
-		{"RotateRefreshToken", 5, func() func() error {
+		{"RotateRefreshToken", 1, func() func() error {
 			fam := next("fam")
 			old := token(store.RefreshToken, fam, 0)
 			must(s.CreateTokens(ctx, token(store.AccessToken, fam, 0), old))
@@ -150,4 +150,3 @@ func TestPostgresRoundTrips(t *testing.T) {
 		}
 	}
 }
-
