@@ -55,8 +55,8 @@ func (s *Store) CreateAuthCode(ctx context.Context, c store.AuthCode) (err error
 // RedeemAuthCode marks the code used, exactly once. A code that was already redeemed comes
 // back with ErrConflict even after it expired (until garbage collection removes it), so a
 // replay always lets the caller revoke what the first redemption issued. With check, the code
-// is marked used only if check accepts it, in the same transaction: a failed check leaves the
-// code as it was and returns it with check's error.
+// is marked used only if check accepts it: a failed check leaves the code as it was and returns
+// it with check's error.
 func (s *Store) RedeemAuthCode(ctx context.Context, hash []byte, now time.Time, check func(store.AuthCode) error) (store.AuthCode, error) {
 	// A code the caller's check refused (a wrong verifier) is the client's mistake, answered
 	// correctly: it is observed as a success, not as a store error.
@@ -74,17 +74,25 @@ func (s *Store) redeemAuthCode(ctx context.Context, hash []byte, now time.Time, 
 	if check == nil {
 		err = s.wrow(ctx, scanCode(&c, nil), qRedeemCode, ns(now), hash, ns(now))
 	} else {
-		var checkErr error
-		err = s.tx1(ctx, func(x q) error {
-			if err := x.row(ctx, scanCode(&c, nil), qRedeemCode, ns(now), hash, ns(now)); err != nil {
-				return err
-			}
-			checkErr = check(c)
-			return checkErr
-		})
-		if checkErr != nil {
+		// Read, check, then spend: a code's fields never change once stored, so check judges
+		// exactly what the spend returns, and the conditional UPDATE alone settles a race
+		// (whoever sets used_at first). Two round trips to PostgreSQL instead of a
+		// transaction's three, and a refused check writes nothing (decision 0045).
+		var used sql.NullInt64
+		if err := s.reader().row(ctx, scanCode(&c, &used), qGetCode, hash); err != nil {
+			return store.AuthCode{}, false, err
+		}
+		switch {
+		case used.Valid:
+			return c, false, store.ErrConflict
+		case ns(c.ExpiresAt) <= ns(now):
+			return store.AuthCode{}, false, store.ErrNotFound
+		}
+		if checkErr := check(c); checkErr != nil {
 			return c, true, checkErr
 		}
+		c = store.AuthCode{}
+		err = s.wrow(ctx, scanCode(&c, nil), qRedeemCode, ns(now), hash, ns(now))
 	}
 	if !errors.Is(err, store.ErrNotFound) {
 		return c, false, err

@@ -63,6 +63,10 @@ type Store struct {
 
 	// searchPath is the search_path the PostgreSQL DSN sets, checked at Open (pooler.go).
 	searchPath string
+
+	// tracer, when an Option sets it, is handed every statement and batch the PostgreSQL
+	// connections send; the round-trip test counts them with it (roundtrips_test.go).
+	tracer pgx.QueryTracer
 }
 
 // Option configures Open.
@@ -152,11 +156,17 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		s   *Store
 		err error
 	)
+	// Options are applied to the opened store below; the few that shape the connections
+	// themselves are read from this copy first.
+	var pre Store
+	for _, o := range opts {
+		o(&pre)
+	}
 	switch {
 	case strings.HasPrefix(dsn, "sqlite:"):
 		s, err = openSQLite(strings.TrimPrefix(dsn, "sqlite:"), sqliteOptions{})
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		s, err = openPostgres(dsn)
+		s, err = openPostgres(dsn, pre.tracer)
 	default:
 		return nil, errors.New("sqlstore: dsn must start with sqlite: or postgres://")
 	}
@@ -310,10 +320,13 @@ func (s *Store) checkpoints() {
 	}
 }
 
-func openPostgres(dsn string) (*Store, error) {
+func openPostgres(dsn string, tracer pgx.QueryTracer) (*Store, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: postgres dsn: %w", err)
+	}
+	if tracer != nil {
+		cfg.Tracer = tracer
 	}
 	// Enough for the request load of one replica; UpdateConnection holds a connection while
 	// the upstream refresh runs, so leave headroom beyond the CPU count. pool_max_conns (as

@@ -1,0 +1,152 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/internal/store/sql/pgtest"
+)
+
+// roundTrips counts what the client sends to PostgreSQL and waits for: every statement
+// (BEGIN, COMMIT and ROLLBACK included) is one round trip, and so is a pipelined batch,
+// whatever it holds. Statement preparation on a connection's first use of a query is not
+// counted; the test warms every query up first.
+type roundTrips struct{ n atomic.Int64 }
+
+func (c *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+var _ pgx.BatchTracer = (*roundTrips)(nil)
+
+// countRoundTrips has the store's PostgreSQL connections report to c.
+func countRoundTrips(c *roundTrips) Option { return func(s *Store) { s.tracer = c } }
+
+// TestPostgresRoundTrips pins how many round trips to PostgreSQL each store operation on the
+// request hot paths costs (docs/performance.md, "Round trips per hot path"). A change that
+// adds one fails here; one that removes one updates the figure and the table.
+func TestPostgresRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	var c roundTrips
+	s, err := Open(ctx, pgtest.DSN(t), countRoundTrips(&c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	// One connection: every operation then runs on a connection that already prepared its
+	// statements in the warm-up round, and the count does not depend on which one it got.
+	s.w.SetMaxOpenConns(1)
+
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	const project, client, subject, connector = "ns/p", "agent", "alice", "ns/github"
+	seq := 0
+	next := func(prefix string) string { seq++; return fmt.Sprintf("%s-%d", prefix, seq) }
+	token := func(kind store.TokenKind, family string, gen int) store.Token {
+		return store.Token{
+			Hash: hashOf(next("tok")), Kind: kind, Project: project, ClientID: client, Subject: subject,
+			Scopes: []string{"openid"}, FamilyID: family, Generation: gen, CodeHash: hashOf("code-" + family),
+			AuthTime: now, IssuedAt: now, ExpiresAt: now.Add(time.Hour),
+		}
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, err := s.SaveConnection(ctx, store.Connection{
+		ID: "conn-1", Project: project, Subject: subject, Connector: connector, AccountID: "1", AccountName: "alice",
+		KeyID: "k", AccessToken: []byte("sealed"), TokenType: "bearer", CreatedAt: now, UpdatedAt: now,
+	})
+	must(err)
+	must(s.AllowAgent(ctx, store.AgentPermission{Project: project, Subject: subject, Connector: connector,
+		ClientID: client, ConnectionID: conn.ID, CreatedAt: now}))
+
+	// Each case prepares its own data (not counted) and returns the operation to count.
+	cases := []struct {
+		name string
+		want int64
+		prep func() func() error
+	}{
+		{"GetToken", 1, func() func() error {
+			tok := token(store.AccessToken, next("fam"), 0)
+			must(s.CreateTokens(ctx, tok))
+			return func() error { _, err := s.GetToken(ctx, tok.Hash); return err }
+		}},
+		{"AgentAccess", 1, func() func() error {
+			return func() error {
+				a, err := s.AgentAccess(ctx, project, subject, connector, client)
+				if err == nil && a.Allowed != conn.ID {
+					err = fmt.Errorf("allowed %q, want %q", a.Allowed, conn.ID)
+				}
+				return err
+			}
+		}},
+		{"AppendAudit", 1, func() func() error {
+			return func() error {
+				return s.AppendAudit(ctx, store.AuditRecord{Project: project, Time: now, Actor: "client:" + client,
+					Action: "token.exchanged", Target: subject, ClientID: client, Connector: connector, Outcome: store.OutcomeSuccess})
+			}
+		}},
+		{"CreateTokens", 1, func() func() error {
+			fam := next("fam")
+			a, r := token(store.AccessToken, fam, 0), token(store.RefreshToken, fam, 0)
+			return func() error { return s.CreateTokens(ctx, a, r) }
+		}},
+		{"RedeemAuthCode", 2, func() func() error {
+			code := store.AuthCode{Hash: hashOf(next("code")), Project: project, ClientID: client, Subject: subject,
+				RedirectURI: "https://app.example/cb", CodeChallengeMethod: "S256", CodeChallenge: "x",
+				AuthTime: now, ExpiresAt: now.Add(time.Minute), CreatedAt: now}
+			must(s.CreateAuthCode(ctx, code))
+			return func() error {
+				_, err := s.RedeemAuthCode(ctx, code.Hash, now, func(store.AuthCode) error { return nil })
+				return err
+			}
+		}},
+		{"RotateRefreshToken", 1, func() func() error {
+			fam := next("fam")
+			old := token(store.RefreshToken, fam, 0)
+			must(s.CreateTokens(ctx, token(store.AccessToken, fam, 0), old))
+			a, r := token(store.AccessToken, fam, 1), token(store.RefreshToken, fam, 1)
+			return func() error {
+				rot, err := s.RotateRefreshToken(ctx, store.RotateRequest{OldHash: old.Hash, New: []store.Token{a, r},
+					Sealed: []byte("sealed"), Now: now, Grace: time.Minute})
+				if err == nil && rot.Outcome != store.OutcomeRotated {
+					err = fmt.Errorf("outcome %v, want rotated", rot.Outcome)
+				}
+				return err
+			}
+		}},
+	}
+	for round := range 2 {
+		for _, tc := range cases {
+			op := tc.prep()
+			before := c.n.Load()
+			if err := op(); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			got := c.n.Load() - before
+			if round == 0 {
+				continue // warm-up: the connection prepares each statement once
+			}
+			t.Logf("%s: %d round trips", tc.name, got)
+			if got != tc.want {
+				t.Errorf("%s: %d round trips to PostgreSQL, want %d", tc.name, got, tc.want)
+			}
+		}
+	}
+}
