@@ -16,10 +16,13 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	adminv1 "latchkey.dev/latchkey/api/admin/v1alpha1"
+	"latchkey.dev/latchkey/internal/admincert"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
@@ -35,6 +38,9 @@ type adminOptions struct {
 	keyFile      string
 	clientCAFile string
 	allowedNames string
+	// tlsSecret and service: the operator keeps the serving certificate (internal/admincert).
+	tlsSecret string
+	service   string
 }
 
 // The kube-apiserver publishes its front-proxy (requestheader) settings here for aggregated
@@ -117,16 +123,9 @@ func splitList(s string) []string {
 	return out
 }
 
-// adminServer builds the admin API's TLS listener and server.
-func adminServer(o adminOptions, srv *admin.Server, log logr.Logger) (net.Listener, *http.Server, error) {
-	if o.certFile == "" || o.keyFile == "" {
-		return nil, nil, errors.New("--admin-bind-address needs --admin-tls-cert-file and --admin-tls-key-file (the certificate the APIService's caBundle verifies)")
-	}
-	cert, err := tls.LoadX509KeyPair(o.certFile, o.keyFile)
-	if err != nil {
-		return nil, nil, fmt.Errorf("admin API serving certificate: %w", err)
-	}
-	cfg := srv.TLSConfig(func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil })
+// adminServer builds the admin API's TLS listener and server, serving with cert.
+func adminServer(o adminOptions, srv *admin.Server, cert func(*tls.ClientHelloInfo) (*tls.Certificate, error), log logr.Logger) (net.Listener, *http.Server, error) {
+	cfg := srv.TLSConfig(cert)
 	ln, err := net.Listen("tcp", o.bind)
 	if err != nil {
 		return nil, nil, fmt.Errorf("admin API: %w", err)
@@ -134,6 +133,52 @@ func adminServer(o adminOptions, srv *admin.Server, log logr.Logger) (net.Listen
 	hs := newHTTPServer(srv, log)
 	hs.TLSConfig = cfg
 	return tls.NewListener(ln, cfg), hs, nil
+}
+
+// servingCert returns the admin API's certificate: from the files given, or, with
+// --admin-tls-secret, from the Secret the operator keeps (docs/decisions/0044): a Loader on
+// every replica serves what the Secret holds, and a Keeper on the elected replica creates it,
+// renews it and writes its CA bundle into the APIService.
+func servingCert(mgr manager.Manager, o adminOptions, log logr.Logger) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
+	if o.tlsSecret == "" {
+		if o.certFile == "" || o.keyFile == "" {
+			return nil, errors.New("--admin-bind-address needs --admin-tls-secret, or --admin-tls-cert-file and --admin-tls-key-file (the certificate the APIService's caBundle verifies)")
+		}
+		cert, err := tls.LoadX509KeyPair(o.certFile, o.keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("admin API serving certificate: %w", err)
+		}
+		return func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil }, nil
+	}
+	if o.certFile != "" || o.keyFile != "" {
+		return nil, errors.New("--admin-tls-secret excludes --admin-tls-cert-file and --admin-tls-key-file")
+	}
+	ns, name, ok := strings.Cut(o.tlsSecret, "/")
+	if !ok || ns == "" || name == "" {
+		return nil, fmt.Errorf("--admin-tls-secret %q: want namespace/name", o.tlsSecret)
+	}
+	if o.service == "" {
+		return nil, errors.New("--admin-tls-secret needs --admin-service, the Service the certificate is for")
+	}
+	// Read and written straight through the API server: the installation's namespace need not
+	// be one the cache watches.
+	c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return nil, err
+	}
+	key := types.NamespacedName{Namespace: ns, Name: name}
+	loader := &admincert.Loader{Reader: mgr.GetAPIReader(), Secret: key, Log: log.WithName("admin-cert")}
+	keeper := &admincert.Keeper{
+		Client: c, Secret: key, DNSNames: admincert.DNSNames(o.service, ns),
+		APIService: adminv1.Version + "." + adminv1.Group, Now: time.Now, Log: log.WithName("admin-cert"),
+	}
+	if err := mgr.Add(loader); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(keeper); err != nil {
+		return nil, err
+	}
+	return loader.GetCertificate, nil
 }
 
 // addAdminServer starts the admin API's listener with the manager (on every replica). A
@@ -156,7 +201,11 @@ func addAdminServer(ctx context.Context, mgr manager.Manager, o options, cfg *re
 	if err != nil {
 		return err
 	}
-	ln, hs, err := adminServer(o.admin, asrv, log)
+	cert, err := servingCert(mgr, o.admin, log)
+	if err != nil {
+		return err
+	}
+	ln, hs, err := adminServer(o.admin, asrv, cert, log)
 	if err != nil {
 		return err
 	}

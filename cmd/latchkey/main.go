@@ -144,6 +144,10 @@ func main() {
 		"address of the admin API (admin.latchkey.dev, served through the kube-apiserver as an aggregated API; docs/admin.md); empty: off")
 	fs.StringVar(&o.admin.certFile, "admin-tls-cert-file", "", "the admin API's serving certificate (PEM)")
 	fs.StringVar(&o.admin.keyFile, "admin-tls-key-file", "", "the admin API's serving key (PEM)")
+	fs.StringVar(&o.admin.tlsSecret, "admin-tls-secret", "",
+		"namespace/name of the Secret holding the admin API's serving certificate, which Latchkey creates, renews and writes into the APIService's caBundle (excludes --admin-tls-cert-file)")
+	fs.StringVar(&o.admin.service, "admin-service", "",
+		"name of the admin API's Service, in --admin-tls-secret's namespace: the certificate is for <service>.<namespace>.svc")
 	fs.StringVar(&o.admin.clientCAFile, "admin-requestheader-client-ca-file", "",
 		"CA of the kube-apiserver's front-proxy client certificate (its --requestheader-client-ca-file); default: read from kube-system/extension-apiserver-authentication at start")
 	fs.StringVar(&o.admin.allowedNames, "admin-requestheader-allowed-names", "",

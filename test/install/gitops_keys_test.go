@@ -3,6 +3,7 @@ package install_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"maps"
 	"net"
@@ -18,6 +19,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -71,6 +73,10 @@ func TestRenderedTwiceKeepsKeys(t *testing.T) {
 	as := "--as=system:serviceaccount:" + ns + ":" + release + "-latchkey"
 	for res, want := range map[string]string{
 		"secrets/" + release + "-latchkey-keys": "yes", "secrets/another": "no",
+		// The admin API's certificate and the one APIService whose caBundle it writes; no other.
+		"secrets/" + release + "-latchkey-admin-serving":                 "yes",
+		"apiservices.apiregistration.k8s.io/v1alpha1.admin.latchkey.dev": "yes",
+		"apiservices.apiregistration.k8s.io/v1.apps":                     "no",
 	} {
 		out, _ := kubectl(t, "", "auth", "can-i", "update", res, "-n", ns, as)
 		if strings.TrimSpace(out) != want {
@@ -90,6 +96,9 @@ func TestRenderedTwiceKeepsKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	kid, sealed := kr.Seal("test/gitops", []byte("gho_sealed_before_the_second_sync"))
+	// The admin API's serving certificate, kept the same way: created by the operator under
+	// the chart's RBAC, its CA written into the APIService the render left without one.
+	certBefore := readAdminCert(t, types.NamespacedName{Namespace: ns, Name: release + "-latchkey-admin-serving"})
 	stop()
 
 	// The next sync: render again, apply, and prune what the application tracks but the render
@@ -104,6 +113,10 @@ func TestRenderedTwiceKeepsKeys(t *testing.T) {
 	after := readKeys(t, keysSecret)
 	if after.uid != before.uid {
 		t.Fatal("the keys Secret was replaced")
+	}
+	if certAfter := readAdminCert(t, types.NamespacedName{Namespace: ns, Name: release + "-latchkey-admin-serving"}); certAfter.UID != certBefore.UID ||
+		!bytes.Equal(certAfter.Data["tls.crt"], certBefore.Data["tls.crt"]) {
+		t.Fatal("the admin API's serving certificate was replaced by the second sync")
 	}
 	if !maps.EqualFunc(before.set.Sealing, after.set.Sealing, bytes.Equal) {
 		t.Fatal("the sealing keys changed across the second sync")
@@ -138,6 +151,33 @@ func readKeys(t *testing.T, key types.NamespacedName) storedKeys {
 	return storedKeys{uid: sec.UID, set: set}
 }
 
+// readAdminCert waits until the operator has created the admin API's certificate Secret and
+// the APIService's caBundle is its CA bundle.
+func readAdminCert(t *testing.T, key types.NamespacedName) *corev1.Secret {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var sec corev1.Secret
+		err := k8s.Get(t.Context(), key, &sec)
+		if err == nil {
+			svc := &unstructured.Unstructured{}
+			svc.SetAPIVersion("apiregistration.k8s.io/v1")
+			svc.SetKind("APIService")
+			if err = k8s.Get(t.Context(), types.NamespacedName{Name: "v1alpha1.admin.latchkey.dev"}, svc); err == nil {
+				b, _, _ := unstructured.NestedString(svc.Object, "spec", "caBundle")
+				if b == base64.StdEncoding.EncodeToString(sec.Data["ca.crt"]) && b != "" {
+					return &sec
+				}
+				err = fmt.Errorf("APIService caBundle %q is not the Secret's ca.crt", b)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the operator did not keep the admin API's certificate: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // buildLatchkey builds the operator's binary once per test run.
 func buildLatchkey(t *testing.T) string {
 	t.Helper()
@@ -159,7 +199,7 @@ func operatorArgs(t *testing.T, rendered []string, db, kubeconfig string) []stri
 	for _, a := range rendered {
 		name, _, _ := strings.Cut(a, "=")
 		switch name {
-		case "--listen", "--metrics-listen", "--database":
+		case "--listen", "--metrics-listen", "--database", "--admin-bind-address":
 			continue
 		}
 		out = append(out, a)
@@ -167,7 +207,8 @@ func operatorArgs(t *testing.T, rendered []string, db, kubeconfig string) []stri
 	if !slices.ContainsFunc(out, func(a string) bool { return strings.HasPrefix(a, "--keys-secret=") }) {
 		t.Fatalf("the rendered Deployment names no keys Secret: %v", rendered)
 	}
-	return append(out, "--listen=127.0.0.1:"+freePort(t), "--metrics-listen=0", "--database=sqlite:"+db, "--kubeconfig="+kubeconfig)
+	return append(out, "--listen=127.0.0.1:"+freePort(t), "--metrics-listen=0", "--database=sqlite:"+db, "--kubeconfig="+kubeconfig,
+		"--admin-bind-address=127.0.0.1:"+freePort(t))
 }
 
 // serviceAccountKubeconfig talks to the API server as the chart's service account, so the

@@ -40,6 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	"latchkey.dev/latchkey/internal/devcerts"
 	"latchkey.dev/latchkey/internal/testenv"
 )
 
@@ -88,6 +89,18 @@ func runMain(m *testing.M) int {
 		CRDInstallOptions:     envtest.CRDInstallOptions{Paths: []string{gatewayCRD}},
 		ErrorIfCRDPathMissing: true,
 	}
+	// API aggregation configured as in real clusters, so the operator serves the admin API and
+	// keeps its serving certificate (TestRenderedTwiceKeepsKeys).
+	aggDir, err := os.MkdirTemp("", "latchkey-install-agg-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(aggDir)
+	agg, err := devcerts.NewAggregation(aggDir)
+	if err != nil {
+		panic(err)
+	}
+	agg.Configure(env)
 	cfg, err := env.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting envtest:", err)
@@ -352,10 +365,29 @@ func TestChart(t *testing.T) {
 				if v, _ := arg(c, "--keys-secret="); v != "latchkey/rel-latchkey-keys" {
 					t.Errorf("--keys-secret=%s", v)
 				}
+				// The admin API is on, its certificate kept by the operator: the APIService
+				// carries no caBundle (the operator writes it), and no certificate is rendered.
+				if v, _ := arg(c, "--admin-tls-secret="); v != "latchkey/rel-latchkey-admin-serving" {
+					t.Errorf("--admin-tls-secret=%s", v)
+				}
+				if v, _ := arg(c, "--admin-service="); v != "rel-latchkey-admin" {
+					t.Errorf("--admin-service=%s", v)
+				}
+				if volume(d, "admin-tls") != nil {
+					t.Error("a certificate volume is mounted though the operator keeps the certificate")
+				}
+				for _, o := range objs {
+					if o.GetKind() == "APIService" {
+						if b, ok, _ := unstructured.NestedString(o.Object, "spec", "caBundle"); ok {
+							t.Errorf("APIService rendered with caBundle %q: every render would fight the operator's", b)
+						}
+					}
+				}
 				for _, want := range []string{"CustomResourceDefinition/projects.latchkey.dev", "Role/rel-latchkey-keys",
 					"NetworkPolicy/rel-latchkey", "PodDisruptionBudget/rel-latchkey", "ClusterRole/rel-latchkey-admin",
 					"ClusterRole/rel-latchkey-tenant", "Service/rel-latchkey", "PersistentVolumeClaim/rel-latchkey-data",
-					"Pod/rel-latchkey-test-issuer"} {
+					"Pod/rel-latchkey-test-issuer", "APIService/v1alpha1.admin.latchkey.dev", "Service/rel-latchkey-admin",
+					"Role/rel-latchkey-admin-serving", "ClusterRole/rel-latchkey-admin-apiservice"} {
 					if !slices.Contains(kinds(objs), want) {
 						t.Errorf("%s not rendered (have %v)", want, kinds(objs))
 					}
@@ -484,6 +516,30 @@ func TestChart(t *testing.T) {
 			},
 		},
 		{
+			name: "admin API with a certificate you bring (cert-manager)",
+			values: []string{"publicURL=https://latchkey.example.com", "adminAPI.tls.existingSecret=admin-cert",
+				"adminAPI.tls.caBundle=company-ca-pem"},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				d := deployment(t, objs)
+				c := d.Spec.Template.Spec.Containers[0]
+				if v, _ := arg(c, "--admin-tls-cert-file="); v != "/etc/latchkey/admin-tls/tls.crt" {
+					t.Errorf("--admin-tls-cert-file=%s", v)
+				}
+				if _, ok := arg(c, "--admin-tls-secret="); ok {
+					t.Error("--admin-tls-secret with a certificate brought in")
+				}
+				if v := volume(d, "admin-tls"); v == nil || v.Secret == nil || v.Secret.SecretName != "admin-cert" {
+					t.Errorf("admin-tls volume %+v", v)
+				}
+				if b, _, _ := unstructured.NestedString(object(t, objs, "APIService").Object, "spec", "caBundle"); b != "Y29tcGFueS1jYS1wZW0=" {
+					t.Errorf("APIService caBundle %q, want adminAPI.tls.caBundle", b)
+				}
+				if slices.Contains(kinds(objs), "Role/rel-latchkey-admin-serving") || slices.Contains(kinds(objs), "ClusterRole/rel-latchkey-admin-apiservice") {
+					t.Error("the operator is granted to keep a certificate it does not keep")
+				}
+			},
+		},
+		{
 			name:  "SQLite on an emptyDir, CA bundle from a Secret",
 			files: []string{"ephemeral-values.yaml"},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
@@ -539,6 +595,7 @@ func TestChart(t *testing.T) {
 		{"replicas without leader election", []string{"publicURL=https://a.example", "replicaCount=2", "database.existingSecret=db", "leaderElection.enabled=false"}, "needs leaderElection.enabled"},
 		{"no key at all", []string{"publicURL=https://a.example", "keys.generate=false"}, "keys.existingSecret is required"},
 		{"an HTTPRoute attached to nothing", []string{"publicURL=https://a.example", "httpRoute.enabled=true"}, "httpRoute.parentRefs is required"},
+		{"admin certificate without its CA", []string{"publicURL=https://a.example", "adminAPI.tls.existingSecret=admin-cert"}, "adminAPI.tls.caBundle is required"},
 		{"two CA bundles", []string{"publicURL=https://a.example", "caBundle.existingSecret=a", "caBundle.existingConfigMap=b"}, "set only one of pem, existingConfigMap and existingSecret"},
 	} {
 		t.Run("refused: "+c.name, func(t *testing.T) {

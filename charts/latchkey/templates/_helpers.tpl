@@ -30,6 +30,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{- /* The Secret the operator keeps the admin API's serving certificate in (never rendered). */ -}}
+{{- define "latchkey.adminCertSecret" -}}
+{{- printf "%s-admin-serving" (include "latchkey.fullname" .) }}
+{{- end }}
+
 {{- define "latchkey.keysSecret" -}}
 {{- if .Values.keys.existingSecret }}
 {{- .Values.keys.existingSecret }}
