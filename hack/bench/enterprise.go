@@ -32,14 +32,14 @@ const (
 	// entAgent is the company's agent: it presents ID-JAGs with the JWT bearer grant.
 	entAgentID     = "ent-agent"
 	entAgentSecret = "lk_cs_bench-ent-agent-secret-0123456789abcdefghijklmno"
-	benchIdP       = "https://idp.bench.example"
-	benchIdPKid    = "idp-1"
+	benchIDP       = "https://idp.bench.example"
+	benchIDPKid    = "idp-1"
 )
 
-// trustIdP declares the agent and the identity provider whose ID-JAGs the project redeems, for
+// trustIDP declares the agent and the identity provider whose ID-JAGs the project redeems, for
 // the people of bench.example (the password people the fixture seeds); it returns the
 // provider's signing key.
-func trustIdP(p *config.Project) (*ecdsa.PrivateKey, error) {
+func trustIDP(p *config.Project) (*ecdsa.PrivateKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -47,9 +47,9 @@ func trustIdP(p *config.Project) (*ecdsa.PrivateKey, error) {
 	p.Clients[entAgentID] = &config.Client{ID: entAgentID, SecretHash: secret.Hash(entAgentSecret), Name: "Company agent",
 		RedirectURIs: []string{"http://127.0.0.1/cb"}, GrantTypes: []string{idjag.GrantJWTBearer},
 		Scopes: []string{"read"}, TokenEndpointAuthMethod: "client_secret_basic"}
-	p.IdentityAssertions.Issuers = map[string]*config.AssertionIssuer{benchIdP: {
-		Issuer: benchIdP, Clients: []string{entAgentID},
-		JWKS:    &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: benchIdPKid, Algorithm: "ES256", Use: "sig"}}},
+	p.IdentityAssertions.Issuers = map[string]*config.AssertionIssuer{benchIDP: {
+		Issuer: benchIDP, Clients: []string{entAgentID},
+		JWKS:    &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: benchIDPKid, Algorithm: "ES256", Use: "sig"}}},
 		Subject: config.AssertionSubjectEmail, EmailDomains: []string{"bench.example"},
 	}}
 	return key, nil
@@ -138,14 +138,14 @@ func prepareJWTBearer(_ context.Context, f *fixture, c *http.Client, _, hint int
 		return nil, errors.New("the project trusts no identity provider")
 	}
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: f.idpKey},
-		(&jose.SignerOptions{}).WithType(idjag.Typ).WithHeader("kid", benchIdPKid))
+		(&jose.SignerOptions{}).WithType(idjag.Typ).WithHeader("kid", benchIDPKid))
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
 	bodies, err := mint(hint, func(i int) (string, error) {
 		claims, _ := json.Marshal(map[string]any{
-			"iss": benchIdP, "sub": f.people[i%len(f.people)], "email": f.people[i%len(f.people)] + "@bench.example",
+			"iss": benchIDP, "sub": f.people[i%len(f.people)], "email": f.people[i%len(f.people)] + "@bench.example",
 			"aud": f.issuer, "client_id": entAgentID, "jti": secret.New(""), "scope": "read",
 			"iat": now.Unix(), "exp": now.Add(10 * time.Minute).Unix(),
 		})

@@ -182,7 +182,7 @@ func start(ctx context.Context, o options, dsn string) (*fixture, error) {
 	connector := gh.Connector(ghURL, f.issuer+config.CallbackPath("default", "github"))
 
 	f.project = benchProject(f.issuer, connector)
-	if f.idpKey, err = trustIdP(f.project); err != nil {
+	if f.idpKey, err = trustIDP(f.project); err != nil {
 		ln.Close()
 		return nil, err
 	}

@@ -45,13 +45,13 @@ const (
 	ssoSecret       = "lk_cs_chat-agent-secret-for-tests-0123456789abcdef"
 	entClient       = "enterprise-agent"
 	entClientSecret = "lk_cs_enterprise-agent-secret-for-tests-0123456789"
-	partnerIdP      = "https://idp.partner.example"
+	partnerIDP      = "https://idp.partner.example"
 )
 
-// withIdP adds corp/sso to the stack and declares the enterprise agent at team/demo; trusted
+// withIDP adds corp/sso to the stack and declares the enterprise agent at team/demo; trusted
 // says whether team/demo lists corp/sso among the issuers whose ID-JAGs it redeems. It returns
 // corp/sso's issuer.
-func (s *mcpStack) withIdP(t *testing.T, trusted bool) string {
+func (s *mcpStack) withIDP(t *testing.T, trusted bool) string {
 	t.Helper()
 	idp := s.Latchkey.URL + "/" + ssoKey
 	// ID tokens and ID-JAGs are signed with the Project's key, published at its jwks.json.
@@ -91,8 +91,8 @@ func (s *mcpStack) withIdP(t *testing.T, trusted bool) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.IdentityAssertions.Issuers = map[string]*config.AssertionIssuer{partnerIdP: {
-		Issuer: partnerIdP, Clients: []string{entClient}, Subject: config.AssertionSubjectSub,
+	p.IdentityAssertions.Issuers = map[string]*config.AssertionIssuer{partnerIDP: {
+		Issuer: partnerIDP, Clients: []string{entClient}, Subject: config.AssertionSubjectSub,
 		JWKS: &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &partnerKey.PublicKey, KeyID: "partner-1", Algorithm: "ES256", Use: "sig"}}},
 	}}
 	if trusted {
@@ -195,7 +195,7 @@ func (s *mcpStack) enterpriseClient(t *testing.T, pp *mcpPerson, idp string, eli
 // repositories.
 func TestMCPEnterpriseManagedAuthorization(t *testing.T) {
 	s := newMCPStack(t)
-	idp := s.withIdP(t, true)
+	idp := s.withIDP(t, true)
 	alice := s.alice()
 	seen := &visits{next: http.DefaultTransport}
 	alice.B.C.Transport = seen
@@ -245,7 +245,7 @@ func TestMCPEnterpriseManagedAuthorization(t *testing.T) {
 // has no token, and Repo Helper answers 401 to the MCP call.
 func TestAttackMCPEnterpriseUntrustedIdP(t *testing.T) {
 	s := newMCPStack(t)
-	idp := s.withIdP(t, false)
+	idp := s.withIDP(t, false)
 	alice := s.alice()
 
 	cs, err := s.enterpriseClient(t, alice, idp, nil)
