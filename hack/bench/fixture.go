@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -66,6 +67,8 @@ type fixture struct {
 	issuer  string
 	// floorURL is the bare handler's address.
 	floorURL string
+	// idpKey signs the ID-JAGs of the trusted identity provider (enterprise.go).
+	idpKey *ecdsa.PrivateKey
 
 	people []string // person ids
 	// connected people have a GitHub account the agent may use; their access tokens (issued to
@@ -179,6 +182,10 @@ func start(ctx context.Context, o options, dsn string) (*fixture, error) {
 	connector := gh.Connector(ghURL, f.issuer+config.CallbackPath("default", "github"))
 
 	f.project = benchProject(f.issuer, connector)
+	if f.idpKey, err = trustIDP(f.project); err != nil {
+		ln.Close()
+		return nil, err
+	}
 	// Sessions and refresh tokens last only while their person is in the project's sign-in
 	// sources; the bench people are password people whose hash never verifies (they never
 	// sign in through the form: the fixture stores their sessions).

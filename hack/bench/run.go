@@ -88,7 +88,7 @@ func runOnce(ctx context.Context, o options, chosen []scenario) ([]result, error
 			r.scenario, r.run, r.load, r.tokens = s.name, round, loadAvg(), tokens
 			hint[s.name] = max(hint[s.name], r.rps())
 			results = append(results, r)
-			logf(o, "%-18s run %d: %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  %5.0f µs CPU/req  errors %d %s", s.name, round, r.rps(),
+			logf(o, "%-23s run %d: %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  %5.0f µs CPU/req  errors %d %s", s.name, round, r.rps(),
 				ms(r.p50), ms(r.p99), r.cpuPerOp(), r.errs, r.firstErr)
 		}
 	}

@@ -41,6 +41,8 @@ var scenarios = []scenario{
 	{"link_page", "GET the connect link page as its person (session cookie, signed in recently): 200", prepareLinkPage},
 	{"link_404", "GET a connect link with an unknown code: the uniform 404 page", prepareLink404},
 	{"client_credentials", "client_credentials, client_secret_basic, one token stored", prepareClientCredentials},
+	{"client_credentials_dpop", "client_credentials with an ES256 DPoP proof (pre-signed): proof checked, jti recorded, token bound", prepareClientCredentialsDPoP},
+	{"jwt_bearer", "JWT bearer grant redeeming an ID-JAG (ES256, inline keys, pre-signed): jti recorded, person found, token stored", prepareJWTBearer},
 	{"authorization_code", "authorization_code redeem with PKCE (pre-minted codes): access + refresh token stored", prepareAuthCode},
 	{"refresh", "refresh_token rotation (one chain per client): retire old, store new pair", prepareRefresh},
 }

@@ -32,6 +32,7 @@ import (
 	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/webhook/callback/callbacktest"
 	"latchkey.dev/latchkey/webhook/exchange"
+	"latchkey.dev/latchkey/webhook/idjag"
 	"latchkey.dev/latchkey/webhook/links"
 )
 
@@ -125,7 +126,9 @@ func New(t testing.TB, o Options) *Harness {
 	h.Emitter = em
 	// The server's flows hold this Env, so they report to the emitter from now on.
 	env.Events = em.Recorded
-	exchange.Register(ch.Server.Grant, env, nil)
+	// Token exchange is registered again with this Env; ID-JAG requests still go to idjag, as
+	// in webhook.New.
+	idjag.Register(ch.Server.Grant, env, exchange.New(env, nil))
 	return h
 }
 
