@@ -11,6 +11,7 @@ import (
 	"github.com/go-webauthn/webauthn/webauthn"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/pages"
 	"latchkey.dev/latchkey/webhook/signin"
@@ -183,7 +184,7 @@ func (h *handler) passkeyAdd(w http.ResponseWriter, r *http.Request) {
 		h.passkeyInternal(w, p, err)
 		return
 	}
-	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: person.ID, Action: "passkey.added", Target: person.ID,
+	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: person.ID, Action: events.PasskeyAdded, Target: person.ID,
 		Details: map[string]string{"credential_id": base64.RawURLEncoding.EncodeToString(cred.ID)}})
 	signin.JSON(w, http.StatusOK, map[string]string{"continue": site.IssuerPath(p) + Path + "?done=passkey-added"})
 }
@@ -223,7 +224,7 @@ func (h *handler) passkeyRemove(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, p, err)
 		return
 	}
-	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: person.ID, Action: "passkey.removed", Target: person.ID,
+	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: person.ID, Action: events.PasskeyRemoved, Target: person.ID,
 		Details: map[string]string{"credential_id": form.Get("credential_id")}})
 	h.back(w, r, p, "passkey-removed")
 }
