@@ -23,12 +23,10 @@ package clientdoc
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net"
 	"net/http"
@@ -173,35 +171,14 @@ func New(o Options) *Fetcher {
 	if o.AllowLoopback {
 		allowed = netguard.Loopback
 	}
-	dialer := netguard.Dialer(o.Timeout, allowed)
-	transport := &http.Transport{
-		Proxy:                  nil, // a proxy would dial for us, past the address check
-		DialContext:            dialer.DialContext,
-		TLSClientConfig:        &tls.Config{RootCAs: cmp.Or(o.RootCAs, trust.Roots()), MinVersion: tls.VersionTLS12},
-		TLSHandshakeTimeout:    o.Timeout,
-		ResponseHeaderTimeout:  o.Timeout,
-		MaxIdleConns:           16,
-		MaxIdleConnsPerHost:    2,
-		IdleConnTimeout:        30 * time.Second,
-		MaxResponseHeaderBytes: 16 << 10,
-		ForceAttemptHTTP2:      true,
-	}
+	client := netguard.Client(o.Timeout, allowed, cmp.Or(o.RootCAs, trust.Roots()))
+	client.Transport = tracing.Transport("client metadata", client.Transport)
 	return &Fetcher{
-		o: o,
-		client: &http.Client{
-			Transport: tracing.Transport("client metadata", transport),
-			Timeout:   o.Timeout,
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return errRedirect
-			},
-		},
-		cache: map[string]entry{},
+		o:      o,
+		client: client,
+		cache:  map[string]entry{},
 	}
 }
-
-var (
-	errRedirect = errors.New("redirect refused")
-)
 
 // IsClientID reports whether id is meant as a client ID metadata document URL (it may still
 // be an invalid one).
@@ -296,7 +273,7 @@ func (f *Fetcher) fetch(ctx context.Context, id string) (*Document, time.Duratio
 		switch {
 		case errors.Is(err, netguard.ErrNotPublic):
 			return nil, 0, problem("the client id's host does not resolve to a public address")
-		case errors.Is(err, errRedirect):
+		case errors.Is(err, netguard.ErrRedirect):
 			return nil, 0, problem("the document must be served at the client id itself, without redirects")
 		case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 			return nil, 0, problem("the document did not arrive within %s", f.o.Timeout)
@@ -316,15 +293,14 @@ func (f *Fetcher) fetch(ctx context.Context, id string) (*Document, time.Duratio
 	if resp.ContentLength > f.o.MaxBytes {
 		return nil, 0, problem("the document is larger than %d bytes", f.o.MaxBytes)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, f.o.MaxBytes+1))
-	if err != nil {
-		if isTimeout(err) || errors.Is(err, context.DeadlineExceeded) {
-			return nil, 0, problem("the document did not arrive within %s", f.o.Timeout)
-		}
-		return nil, 0, problem("the document could not be read")
-	}
-	if int64(len(body)) > f.o.MaxBytes {
+	body, err := netguard.ReadAtMost(resp.Body, f.o.MaxBytes)
+	switch {
+	case errors.Is(err, netguard.ErrTooLarge):
 		return nil, 0, problem("the document is larger than %d bytes", f.o.MaxBytes)
+	case err != nil && (isTimeout(err) || errors.Is(err, context.DeadlineExceeded)):
+		return nil, 0, problem("the document did not arrive within %s", f.o.Timeout)
+	case err != nil:
+		return nil, 0, problem("the document could not be read")
 	}
 	doc, err := Parse(id, body)
 	if err != nil {

@@ -41,6 +41,10 @@ const (
 	IDJAGRedeemed = "idjag.redeemed"
 	IDJAGRefused  = "idjag.refused"
 	IDJAGIssued   = "idjag.issued"
+	// PasskeyAdded, PasskeyRemoved: a person enrolled or removed a passkey on the account page;
+	// actor and subject the person, details.credential_id the credential (docs/passkeys.md).
+	PasskeyAdded   = "passkey.added"
+	PasskeyRemoved = "passkey.removed"
 	// Admin API actions (webhook/admin): actor "kubernetes:<username>", the user the
 	// Kubernetes API server authenticated; always a success (a refused request writes nothing).
 	AdminAccessEnded         = "admin.person.access_ended"
@@ -104,6 +108,8 @@ var auditTypes = []struct {
 	{IDJAGRedeemed, store.OutcomeSuccess},
 	{IDJAGRefused, store.OutcomeRefused},
 	{IDJAGIssued, store.OutcomeSuccess},
+	{PasskeyAdded, store.OutcomeSuccess},
+	{PasskeyRemoved, store.OutcomeSuccess},
 	{AdminAccessEnded, store.OutcomeSuccess},
 	{AdminGrantRevoked, store.OutcomeSuccess},
 	{AdminConnectionEnded, store.OutcomeSuccess},

@@ -11,14 +11,13 @@
 package jwks
 
 import (
+	"cmp"
 	"context"
 	"crypto/rsa"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -28,6 +27,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"latchkey.dev/latchkey/internal/netguard"
+	"latchkey.dev/latchkey/internal/trust"
 )
 
 // Defaults of Options.
@@ -50,7 +50,8 @@ type Options struct {
 	MaxEntries int
 	// AllowLoopback lets tests serve sets on 127.0.0.1; never in production.
 	AllowLoopback bool
-	// RootCAs replaces the system roots (tests trust their own server).
+	// RootCAs, when set, replaces the trusted roots (tests trust their own server); otherwise
+	// they are trust.Roots: the system's, plus the operator's --ca-bundle.
 	RootCAs *x509.CertPool
 	Now     func() time.Time
 }
@@ -102,25 +103,12 @@ func New(o Options) *Fetcher {
 	if o.AllowLoopback {
 		allowed = netguard.Loopback
 	}
-	transport := &http.Transport{
-		Proxy:                  nil, // a proxy would dial for us, past the address check
-		DialContext:            netguard.Dialer(o.Timeout, allowed).DialContext,
-		TLSClientConfig:        &tls.Config{RootCAs: o.RootCAs, MinVersion: tls.VersionTLS12},
-		TLSHandshakeTimeout:    o.Timeout,
-		ResponseHeaderTimeout:  o.Timeout,
-		MaxIdleConns:           16,
-		MaxIdleConnsPerHost:    2,
-		IdleConnTimeout:        30 * time.Second,
-		MaxResponseHeaderBytes: 16 << 10,
-	}
+	// Key sets are fetched like client metadata documents: guarded, and trusting the
+	// operator's --ca-bundle besides the system's roots (internal/trust).
 	return &Fetcher{
-		o: o,
-		client: &http.Client{
-			Transport:     transport,
-			Timeout:       o.Timeout,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return errors.New("redirect refused") },
-		},
-		cache: map[string]entry{},
+		o:      o,
+		client: netguard.Client(o.Timeout, allowed, cmp.Or(o.RootCAs, trust.Roots())),
+		cache:  map[string]entry{},
 	}
 }
 
@@ -208,12 +196,12 @@ func (f *Fetcher) fetch(ctx context.Context, uri string) (*jose.JSONWebKeySet, e
 	if resp.StatusCode != http.StatusOK {
 		return nil, problem("fetching the key set answered HTTP %d, not 200", resp.StatusCode)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, f.o.MaxBytes+1))
+	body, err := netguard.ReadAtMost(resp.Body, f.o.MaxBytes)
+	if errors.Is(err, netguard.ErrTooLarge) {
+		return nil, problem("the key set is larger than %d bytes", f.o.MaxBytes)
+	}
 	if err != nil {
 		return nil, problem("the key set could not be read")
-	}
-	if int64(len(body)) > f.o.MaxBytes {
-		return nil, problem("the key set is larger than %d bytes", f.o.MaxBytes)
 	}
 	return Parse(body)
 }

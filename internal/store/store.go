@@ -53,7 +53,6 @@ type Store interface {
 	Admin
 	Replays
 	PushedRequests
-	Assertions
 	Passkeys
 
 	// GarbageCollect deletes rows that expired before now (sessions, codes, tokens, callback
@@ -64,8 +63,8 @@ type Store interface {
 
 // GCResult counts rows removed by GarbageCollect, by table: "sessions", "auth_codes",
 // "tokens", "callback_states", "links", "events", "logout_tokens" (remembered back-channel
-// logout token ids), "pushed_requests", "used_once" (one-time identifiers past their window),
-// "assertion_ids", "token_replays" (rotated refresh tokens whose stored grace-window response
+// logout token ids), "pushed_requests", "used_once" (one-time identifiers past their window:
+// DPoP proofs, client assertions, ID-JAGs), "token_replays" (rotated refresh tokens whose stored grace-window response
 // was cleared) and "passkey_ceremonies" (passkey ceremonies nobody finished).
 type GCResult map[string]int64
 
@@ -93,14 +92,6 @@ type People interface {
 	// FindPerson returns the person with that source identity in the project, or ErrNotFound;
 	// unlike UpsertPerson it never creates one.
 	FindPerson(ctx context.Context, project, source, sourceSubject string) (Person, error)
-}
-
-// Assertions remembers the JWT assertions (ID-JAGs, RFC 7523 §3 and
-// draft-ietf-oauth-identity-assertion-authz-grant) a project has redeemed.
-type Assertions interface {
-	// UseAssertionID records that the project redeemed the assertion issuer's jti, kept until
-	// expiresAt. ErrConflict when it was recorded before: the assertion is being replayed.
-	UseAssertionID(ctx context.Context, project, issuer, jti string, expiresAt time.Time) error
 }
 
 // Session is a signed-in browser. The cookie holds a random value; only its hash is stored.
@@ -524,7 +515,7 @@ type Links interface {
 type Replays interface {
 	// UseOnce records key as used until expiresAt. It returns ErrConflict when key is already
 	// recorded and its record has not expired at now, on every replica: a DPoP proof's or a
-	// client assertion's jti is accepted once. An expired record is taken over. Keys are
+	// client assertion's or an ID-JAG's jti is accepted once. An expired record is taken over. Keys are
 	// hashes the caller makes, naming what the identifier is for (the project, the key or
 	// client, the jti), so identifiers of different purposes never collide.
 	UseOnce(ctx context.Context, key []byte, expiresAt, now time.Time) error

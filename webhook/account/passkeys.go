@@ -11,6 +11,7 @@ import (
 	"github.com/go-webauthn/webauthn/webauthn"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/pages"
 	"latchkey.dev/latchkey/webhook/signin"
@@ -62,39 +63,60 @@ func (h *handler) passkeyData(p *config.Project, keys []store.Passkey, d *pages.
 	}
 }
 
+// enrolling finds the signed-in person of an enrolment step, which the page's script sends with
+// the session's anti-forgery token in a header; otherwise it answers in JSON and returns false.
+func (h *handler) enrolling(w http.ResponseWriter, r *http.Request) (store.Session, store.Person, bool) {
+	session, person, err := signin.Lookup(h.env, r)
+	if errors.Is(err, signin.ErrNotSignedIn) {
+		signin.JSONError(w, http.StatusUnauthorized, "not_signed_in", "You are not signed in any more. Sign in, then add the passkey.")
+		return store.Session{}, store.Person{}, false
+	}
+	if err != nil {
+		signin.JSONError(w, http.StatusServiceUnavailable, "unavailable", "This page cannot check who you are right now. Nothing was changed.")
+		return store.Session{}, store.Person{}, false
+	}
+	if !signin.CheckHeaderCSRF(h.env, r) {
+		signin.JSONError(w, http.StatusForbidden, "csrf", "This page has expired. Reload it and try again.")
+		return store.Session{}, store.Person{}, false
+	}
+	return session, person, true
+}
+
+// mayEnrol checks, at each enrolment step, that this session may add a passkey now
+// (mayChangePasskeys), and returns the person's passkeys and the relying party; otherwise it
+// answers in JSON and returns false.
+func (h *handler) mayEnrol(w http.ResponseWriter, r *http.Request, p *config.Project, session store.Session, person store.Person) ([]store.Passkey, *webauthn.WebAuthn, bool) {
+	keys, err := h.env.Store.ListPasskeys(r.Context(), p.Key, person.ID)
+	if err != nil {
+		h.passkeyInternal(w, p, err)
+		return nil, nil, false
+	}
+	if ok, needPasskey := mayChangePasskeys(p, session, keys, h.env.Now()); !ok {
+		h.notRecent(w, p, needPasskey)
+		return nil, nil, false
+	}
+	rp, err := signin.RelyingParty(p)
+	if err != nil {
+		h.passkeyInternal(w, p, err)
+		return nil, nil, false
+	}
+	return keys, rp, true
+}
+
 // passkeyOptions starts enrolling a passkey for the signed-in person.
 func (h *handler) passkeyOptions(w http.ResponseWriter, r *http.Request) {
 	p := site.Project(r)
 	ctx := r.Context()
-	session, person, err := signin.Lookup(h.env, r)
-	if errors.Is(err, signin.ErrNotSignedIn) {
-		signin.JSONError(w, http.StatusUnauthorized, "not_signed_in", "You are not signed in any more. Sign in, then add the passkey.")
-		return
-	}
-	if err != nil {
-		signin.JSONError(w, http.StatusServiceUnavailable, "unavailable", "This page cannot check who you are right now. Nothing was changed.")
-		return
-	}
-	if !signin.CheckHeaderCSRF(h.env, r) {
-		signin.JSONError(w, http.StatusForbidden, "csrf", "This page has expired. Reload it and try again.")
+	session, person, ok := h.enrolling(w, r)
+	if !ok {
 		return
 	}
 	if !signin.PasskeysOffered(p) {
 		signin.JSONError(w, http.StatusNotFound, "passkeys_off", "This project cannot use passkeys.")
 		return
 	}
-	keys, err := h.env.Store.ListPasskeys(ctx, p.Key, person.ID)
-	if err != nil {
-		h.passkeyInternal(w, p, err)
-		return
-	}
-	if ok, needPasskey := mayChangePasskeys(p, session, keys, h.env.Now()); !ok {
-		h.notRecent(w, p, needPasskey)
-		return
-	}
-	rp, err := signin.RelyingParty(p)
-	if err != nil {
-		h.passkeyInternal(w, p, err)
+	keys, rp, ok := h.mayEnrol(w, r, p, session, person)
+	if !ok {
 		return
 	}
 	user := signin.PasskeyUser{Person: person, Passkeys: keys}
@@ -125,17 +147,8 @@ func (h *handler) passkeyAdd(w http.ResponseWriter, r *http.Request) {
 		signin.JSONError(w, http.StatusBadRequest, "invalid_request", "Your browser's answer could not be read. Please try again.")
 		return
 	}
-	session, person, err := signin.Lookup(h.env, r)
-	if errors.Is(err, signin.ErrNotSignedIn) {
-		signin.JSONError(w, http.StatusUnauthorized, "not_signed_in", "You are not signed in any more. Sign in, then add the passkey.")
-		return
-	}
-	if err != nil {
-		signin.JSONError(w, http.StatusServiceUnavailable, "unavailable", "This page cannot check who you are right now. Nothing was changed.")
-		return
-	}
-	if !signin.CheckHeaderCSRF(h.env, r) {
-		signin.JSONError(w, http.StatusForbidden, "csrf", "This page has expired. Reload it and try again.")
+	session, person, ok := h.enrolling(w, r)
+	if !ok {
 		return
 	}
 	parsed, err := protocol.ParseCredentialCreationResponseBytes(body)
@@ -152,18 +165,8 @@ func (h *handler) passkeyAdd(w http.ResponseWriter, r *http.Request) {
 		h.passkeyInternal(w, p, err)
 		return
 	}
-	keys, err := h.env.Store.ListPasskeys(ctx, p.Key, person.ID)
-	if err != nil {
-		h.passkeyInternal(w, p, err)
-		return
-	}
-	if ok, needPasskey := mayChangePasskeys(p, session, keys, h.env.Now()); !ok {
-		h.notRecent(w, p, needPasskey)
-		return
-	}
-	rp, err := signin.RelyingParty(p)
-	if err != nil {
-		h.passkeyInternal(w, p, err)
+	keys, rp, ok := h.mayEnrol(w, r, p, session, person)
+	if !ok {
 		return
 	}
 	cred, err := rp.CreateCredential(signin.PasskeyUser{Person: person, Passkeys: keys}, data, parsed)
@@ -183,7 +186,7 @@ func (h *handler) passkeyAdd(w http.ResponseWriter, r *http.Request) {
 		h.passkeyInternal(w, p, err)
 		return
 	}
-	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: person.ID, Action: "passkey.added", Target: person.ID,
+	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: person.ID, Action: events.PasskeyAdded, Target: person.ID,
 		Details: map[string]string{"credential_id": base64.RawURLEncoding.EncodeToString(cred.ID)}})
 	signin.JSON(w, http.StatusOK, map[string]string{"continue": site.IssuerPath(p) + Path + "?done=passkey-added"})
 }
@@ -223,7 +226,7 @@ func (h *handler) passkeyRemove(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, p, err)
 		return
 	}
-	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: person.ID, Action: "passkey.removed", Target: person.ID,
+	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: person.ID, Action: events.PasskeyRemoved, Target: person.ID,
 		Details: map[string]string{"credential_id": form.Get("credential_id")}})
 	h.back(w, r, p, "passkey-removed")
 }

@@ -301,6 +301,19 @@ func (s *Server) revokeUpstream(ctx context.Context, p *config.Project, c store.
 // ---------------------------------------------------------------------------------------------
 // grants
 
+// page turns one page of store rows into items, naming people and clients from one directory.
+func page[T any](ctx context.Context, s *Server, sc *scope, rows []T, next []string, err error, toItem func(*scope, *directory, T) item) ([]item, []string, error) {
+	if err != nil {
+		return nil, nil, err
+	}
+	d := s.directory(ctx)
+	out := make([]item, len(rows))
+	for i, r := range rows {
+		out[i] = toItem(sc, d, r)
+	}
+	return out, next, nil
+}
+
 func (s *Server) grantItem(sc *scope, d *directory, g store.GrantSummary) item {
 	p := sc.project(g.Project)
 	name := adminv1.GrantName(g.Subject, g.ClientID)
@@ -320,15 +333,7 @@ func (s *Server) grantItem(sc *scope, d *directory, g store.GrantSummary) item {
 
 func (s *Server) listGrants(ctx context.Context, sc *scope) ([]item, []string, error) {
 	rows, next, err := s.o.Store.ListGrantsPage(ctx, sc.query(), s.o.Now())
-	if err != nil {
-		return nil, nil, err
-	}
-	d := s.directory(ctx)
-	out := make([]item, len(rows))
-	for i, g := range rows {
-		out[i] = s.grantItem(sc, d, g)
-	}
-	return out, next, nil
+	return page(ctx, s, sc, rows, next, err, s.grantItem)
 }
 
 func (s *Server) findGrant(ctx context.Context, sc *scope, name string) (store.GrantSummary, error) {
@@ -424,15 +429,7 @@ func (s *Server) connectionItem(sc *scope, d *directory, c store.Connection) ite
 
 func (s *Server) listConnections(ctx context.Context, sc *scope) ([]item, []string, error) {
 	rows, next, err := s.o.Store.ListConnectionsPage(ctx, sc.query())
-	if err != nil {
-		return nil, nil, err
-	}
-	d := s.directory(ctx)
-	out := make([]item, len(rows))
-	for i, c := range rows {
-		out[i] = s.connectionItem(sc, d, c)
-	}
-	return out, next, nil
+	return page(ctx, s, sc, rows, next, err, s.connectionItem)
 }
 
 func (s *Server) findConnection(ctx context.Context, sc *scope, name string) (store.Connection, error) {
@@ -500,15 +497,7 @@ func (s *Server) linkItem(sc *scope, d *directory, l store.Link) item {
 
 func (s *Server) listLinks(ctx context.Context, sc *scope) ([]item, []string, error) {
 	rows, next, err := s.o.Store.ListOpenLinksPage(ctx, sc.query(), s.o.Now())
-	if err != nil {
-		return nil, nil, err
-	}
-	d := s.directory(ctx)
-	out := make([]item, len(rows))
-	for i, l := range rows {
-		out[i] = s.linkItem(sc, d, l)
-	}
-	return out, next, nil
+	return page(ctx, s, sc, rows, next, err, s.linkItem)
 }
 
 func (s *Server) getLink(ctx context.Context, sc *scope, name string) (item, error) {
@@ -547,15 +536,7 @@ func (s *Server) clientTokensItem(sc *scope, d *directory, c store.ClientTokenCo
 
 func (s *Server) listClientTokens(ctx context.Context, sc *scope) ([]item, []string, error) {
 	rows, next, err := s.o.Store.ListClientTokensPage(ctx, sc.query(), s.o.Now())
-	if err != nil {
-		return nil, nil, err
-	}
-	d := s.directory(ctx)
-	out := make([]item, len(rows))
-	for i, c := range rows {
-		out[i] = s.clientTokensItem(sc, d, c)
-	}
-	return out, next, nil
+	return page(ctx, s, sc, rows, next, err, s.clientTokensItem)
 }
 
 // findClientTokens counts the client's live tokens in each Project of the namespace that has

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -119,12 +118,12 @@ func (k *Keys) fetch(ctx context.Context, iss *config.AssertionIssuer, e *keyEnt
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("fetching the keys of %s: %s answered %d", iss.Issuer, iss.JWKSURI, resp.StatusCode)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSBytes+1))
+	body, err := netguard.ReadAtMost(resp.Body, maxJWKSBytes)
+	if errors.Is(err, netguard.ErrTooLarge) {
+		return fmt.Errorf("the keys of %s exceed %d bytes", iss.Issuer, maxJWKSBytes)
+	}
 	if err != nil {
 		return fmt.Errorf("fetching the keys of %s: %w", iss.Issuer, err)
-	}
-	if len(body) > maxJWKSBytes {
-		return fmt.Errorf("the keys of %s exceed %d bytes", iss.Issuer, maxJWKSBytes)
 	}
 	var set jose.JSONWebKeySet
 	if err := json.Unmarshal(body, &set); err != nil {

@@ -2,6 +2,7 @@ package idjag
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"net/mail"
 	"slices"
@@ -145,9 +146,11 @@ func (g *Redeemer) redeem(ctx context.Context, req *oauth.TokenRequest) (*oauth.
 		return nil, rec, err
 	}
 	// Spent last, after every check: a request refused for another reason leaves the
-	// assertion to its rightful client. The row outlives the assertion by the skew, after
-	// which the assertion is refused as expired.
-	switch err := g.env.Store.UseAssertionID(ctx, p.Key, iss.Issuer, c.ID, c.Expiry.Time().Add(skew)); {
+	// assertion to its rightful client. The record lasts until the assertion is refused as
+	// expired (exp + skew, see window), so taking over an expired record never lets one through
+	// twice. The key names the purpose, project and issuer: a jti is unique per issuer only.
+	key := sha256.Sum256([]byte("idjag\x00" + p.Key + "\x00" + iss.Issuer + "\x00" + c.ID))
+	switch err := g.env.Store.UseOnce(ctx, key[:], c.Expiry.Time().Add(skew), now); {
 	case errors.Is(err, store.ErrConflict):
 		return invalid("the assertion has already been used")
 	case err != nil:

@@ -1,6 +1,12 @@
 package signin_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -8,6 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-webauthn/webauthn/protocol/webauthncbor"
+	"github.com/go-webauthn/webauthn/protocol/webauthncose"
+
+	"latchkey.dev/latchkey/internal/events"
+	"latchkey.dev/latchkey/internal/store"
 	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
 )
 
@@ -97,4 +108,84 @@ func TestPasskeyEnrolmentNeedsRecentSignIn(t *testing.T) {
 	if st != http.StatusForbidden || out["error"] != "not_recent" || !strings.Contains(out["continue"].(string), "prompt=login") {
 		t.Fatalf("stale sign-in: %d %v", st, out)
 	}
+}
+
+// Enrolling and removing a passkey on the account page are each one record, read back from the
+// audit log and from a sink. The browser's side is a software authenticator: a P-256 key and a
+// "none" attestation, which is what the relying party asks for.
+func TestPasskeyEnrolAndRemoveAreAudited(t *testing.T) {
+	h := localhost(t)
+	b := h.Browser()
+	b.SignIn(ct.AliceEmail, ct.AlicePassword)
+	page := b.Account()
+	i := strings.Index(page.Body, `data-csrf="`)
+	if i < 0 {
+		t.Fatalf("no passkeys section on the account page: %s", page.Text())
+	}
+	csrf, _, _ := strings.Cut(page.Body[i+len(`data-csrf="`):], `"`)
+	st, opts := post(t, b, "/account/passkeys/options", "{}", csrf)
+	if st != http.StatusOK {
+		t.Fatalf("options: %d %v", st, opts)
+	}
+	pk := opts["publicKey"].(map[string]any)
+	answer, credID := noneAttestation(t, h.Issuer, pk["rp"].(map[string]any)["id"].(string), pk["challenge"].(string))
+	if st, out := post(t, b, "/account/passkeys", answer, csrf); st != http.StatusOK {
+		t.Fatalf("enrolling: %d %v", st, out)
+	}
+	if res := b.Follow(b.Press("Remove")); res.Status != http.StatusOK || strings.Contains(res.Body, "Remove passkey") {
+		t.Fatalf("removing: %d %s", res.Status, res.Text())
+	}
+	alice := h.Person(ct.AliceEmail).ID
+	recs := h.Trail(events.PasskeyAdded, events.PasskeyRemoved)
+	for _, action := range []string{events.PasskeyAdded, events.PasskeyRemoved} {
+		r := recs[action]
+		if r.Actor != alice || r.Target != alice || r.Outcome != store.OutcomeSuccess || r.Details["credential_id"] != credID {
+			t.Errorf("%s record: %+v", action, r)
+		}
+	}
+}
+
+// noneAttestation is a software authenticator's answer to a registration: a new P-256
+// credential, user present and verified, with a "none" attestation. It returns the answer's
+// JSON and the credential id (base64url).
+func noneAttestation(t *testing.T, origin, rpID, challenge string) (string, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := key.PublicKey.Bytes() // 0x04 || X || Y
+	if err != nil {
+		t.Fatal(err)
+	}
+	cose, err := webauthncbor.Marshal(webauthncose.EC2PublicKeyData{
+		PublicKeyData: webauthncose.PublicKeyData{KeyType: int64(webauthncose.EllipticKey), Algorithm: int64(webauthncose.AlgES256)},
+		Curve:         int64(webauthncose.P256), XCoord: raw[1:33], YCoord: raw[33:],
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	credID := make([]byte, 16)
+	rand.Read(credID)
+	rpHash := sha256.Sum256([]byte(rpID))
+	authData := append(rpHash[:], 0x45, 0, 0, 0, 0)  // flags UP|UV|AT, sign count 0
+	authData = append(authData, make([]byte, 16)...) // AAGUID
+	authData = binary.BigEndian.AppendUint16(authData, uint16(len(credID)))
+	authData = append(append(authData, credID...), cose...)
+	att, err := webauthncbor.Marshal(struct {
+		Fmt      string         `cbor:"fmt"`
+		AttStmt  map[string]any `cbor:"attStmt"`
+		AuthData []byte         `cbor:"authData"`
+	}{"none", map[string]any{}, authData})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientData, _ := json.Marshal(map[string]any{"type": "webauthn.create", "challenge": challenge, "origin": origin, "crossOrigin": false})
+	b64 := base64.RawURLEncoding.EncodeToString
+	answer, _ := json.Marshal(map[string]any{
+		"id": b64(credID), "rawId": b64(credID), "type": "public-key", "authenticatorAttachment": "platform",
+		"clientExtensionResults": map[string]any{},
+		"response":               map[string]any{"clientDataJSON": b64(clientData), "attestationObject": b64(att), "transports": []string{"internal"}},
+	})
+	return string(answer), b64(credID)
 }

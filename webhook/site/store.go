@@ -139,7 +139,8 @@ type ExchangeStore interface {
 // finds or creates the person and issues tokens; issuing one reads the subject token and the
 // person.
 type IdentityAssertionStore interface {
-	UseAssertionID(ctx context.Context, project, issuer, jti string, expiresAt time.Time) error
+	// UseOnce spends an assertion's jti (store.Replays).
+	UseOnce(ctx context.Context, key []byte, expiresAt, now time.Time) error
 	FindPerson(ctx context.Context, project, source, sourceSubject string) (store.Person, error)
 	UpsertPerson(ctx context.Context, p store.Person) (store.Person, error)
 	GetPerson(ctx context.Context, project, id string) (store.Person, error)

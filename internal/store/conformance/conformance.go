@@ -37,9 +37,6 @@ var tests = []test{
 	{"Person/Upsert", testPersonUpsert},
 	{"Person/IDTaken", testPersonIDTaken},
 	{"Person/Find", testPersonFind},
-	{"Assertion/UsedOnce", testAssertionUsedOnce},
-	{"Assertion/UsedOnceConcurrent", testAssertionUsedOnceConcurrent},
-	{"Assertion/Collected", testAssertionCollected},
 	{"Session/Lifecycle", testSessionLifecycle},
 
 	{"Client/RoundTrip", testClientRoundTrip},

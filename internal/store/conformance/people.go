@@ -289,3 +289,21 @@ func testGrantDeleteRevokes(t *testing.T, s store.Store) {
 	must(t, err)
 	equal(t, "live", live, map[string]int64{"c1": 2})
 }
+
+func testPersonFind(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	_, err := s.FindPerson(ctx, project, "id-jag", "https://idp.example|u1")
+	wantErr(t, err, store.ErrNotFound)
+	p := store.Person{Project: project, ID: "p1", Source: "id-jag", SourceSubject: "https://idp.example|u1",
+		Email: "alice@example.com", Name: "Alice", CreatedAt: base}
+	_, err = s.UpsertPerson(ctx, p)
+	must(t, err)
+	got, err := s.FindPerson(ctx, project, "id-jag", "https://idp.example|u1")
+	must(t, err)
+	equal(t, "found", got, p)
+	// Another source, or another project, with the same subject is someone else.
+	_, err = s.FindPerson(ctx, project, "oidc", "https://idp.example|u1")
+	wantErr(t, err, store.ErrNotFound)
+	_, err = s.FindPerson(ctx, "team-b/main", "id-jag", "https://idp.example|u1")
+	wantErr(t, err, store.ErrNotFound)
+}

@@ -40,7 +40,6 @@ var (
 		{name: "events", table: "events", where: "delivered_at IS NOT NULL AND delivered_at < ?"},
 		{name: "used_once", table: "used_once", where: "expires_at < ?"},
 		{name: "pushed_requests", table: "pushed_requests", where: "expires_at < ?"},
-		{name: "assertion_ids", table: "assertion_ids", where: "expires_at < ?"},
 	}
 	sqliteGC, postgresGC []gcStep
 )

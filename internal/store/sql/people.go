@@ -15,7 +15,8 @@ var (
 ON CONFLICT (project, source, source_subject) DO UPDATE SET email = excluded.email, name = excluded.name,
 signed_in_at = excluded.signed_in_at
 RETURNING ` + personCols)
-	qGetPerson = sqlText(`SELECT ` + personCols + ` FROM people WHERE project = ? AND id = ?`)
+	qGetPerson  = sqlText(`SELECT ` + personCols + ` FROM people WHERE project = ? AND id = ?`)
+	qFindPerson = sqlText(`SELECT ` + personCols + ` FROM people WHERE project = ? AND source = ? AND source_subject = ?`)
 )
 
 func scanPerson(p *store.Person) func(scanner) error {
@@ -43,6 +44,14 @@ func (s *Store) GetPerson(ctx context.Context, project, id string) (_ store.Pers
 	defer s.observe(ctx, "GetPerson", time.Now(), &err)
 	var out store.Person
 	err = s.reader().row(ctx, scanPerson(&out), qGetPerson, project, id)
+	return out, err
+}
+
+// FindPerson reads the person by source identity without creating one.
+func (s *Store) FindPerson(ctx context.Context, project, source, sourceSubject string) (_ store.Person, err error) {
+	defer s.observe(ctx, "FindPerson", time.Now(), &err)
+	var out store.Person
+	err = s.reader().row(ctx, scanPerson(&out), qFindPerson, project, source, sourceSubject)
 	return out, err
 }
 
