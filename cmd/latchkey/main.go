@@ -204,13 +204,8 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if err := checkPublicURL(publicURL); err != nil {
 		return err
 	}
-	if o.caBundle != "" {
-		pool, err := trust.Load(o.caBundle)
-		if err != nil {
-			return fmt.Errorf("--ca-bundle: %w", err)
-		}
-		trust.Use(pool)
-		log.Info("trusting the CA bundle in addition to the system's roots", "file", o.caBundle)
+	if err := useCABundle(o.caBundle, log); err != nil {
+		return err
 	}
 	trustedProxies, err := clientaddr.ParsePrefixes(o.trustedProxies)
 	if err != nil {
@@ -262,18 +257,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		Store:     st,
 		Clock:     time.Now,
 	}
-	if kept != nil {
-		copts.SigningKeys, copts.WaitFor = kept.Signing, kept.WaitLoaded
-	}
-	if cm, ok := mgr.(ctrl.Manager); ok {
-		compiler, err := controllers.SetupWithCompiler(cm, copts) //nolint:contextcheck // set-up before the manager starts; no context to pass yet
-		if err != nil {
-			return fmt.Errorf("controllers: %w", err)
-		}
-		if kept != nil {
-			kept.Changed = compiler.Kick
-		}
-	} else if err := o.local.setup(mgr, copts, log); err != nil {
+	if err := setupControllers(mgr, o, copts, kept, log); err != nil { //nolint:contextcheck // set-up before the manager starts; no context to pass yet
 		return err
 	}
 
@@ -371,6 +355,42 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		"metrics", o.metricsListen, "database", redactDSN(o.database), "leaderElect", o.leaderElect,
 		"configDir", o.local.configDir, "tracing", tracing.Configured(traceOpts))
 	return mgr.Start(ctx)
+}
+
+// useCABundle adds the PEM file's CA certificates to the roots every outgoing HTTPS client
+// trusts (--ca-bundle); an empty name changes nothing.
+func useCABundle(file string, log logr.Logger) error {
+	if file == "" {
+		return nil
+	}
+	pool, err := trust.Load(file)
+	if err != nil {
+		return fmt.Errorf("--ca-bundle: %w", err)
+	}
+	trust.Use(pool)
+	log.Info("trusting the CA bundle in addition to the system's roots", "file", file)
+	return nil
+}
+
+// setupControllers runs the reconcilers and the compiler under the manager, or, without a
+// cluster, the configuration directory's reader (serve.go); the operator's keys, when it keeps
+// them, feed the compiler.
+func setupControllers(mgr host, o options, copts controllers.Options, kept *keys.Loader, log logr.Logger) error {
+	if kept != nil {
+		copts.SigningKeys, copts.WaitFor = kept.Signing, kept.WaitLoaded
+	}
+	cm, ok := mgr.(ctrl.Manager)
+	if !ok {
+		return o.local.setup(mgr, copts, log)
+	}
+	compiler, err := controllers.SetupWithCompiler(cm, copts)
+	if err != nil {
+		return fmt.Errorf("controllers: %w", err)
+	}
+	if kept != nil {
+		kept.Changed = compiler.Kick
+	}
+	return nil
 }
 
 // host runs the server's parts: a controller manager with a cluster, a plain group without one

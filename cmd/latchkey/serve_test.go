@@ -25,7 +25,8 @@ func parseLocal(t *testing.T, args ...string) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	return o, o.local.check(fs, &o)
+	err := o.local.check(fs, &o)
+	return o, err
 }
 
 func TestServeFlags(t *testing.T) {

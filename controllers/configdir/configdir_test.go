@@ -1,6 +1,7 @@
 package configdir
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -148,7 +149,7 @@ func TestValidDirectoryCompiles(t *testing.T) {
 	if g.holder.Load().Project("team/demo").Clients[id] == nil {
 		t.Error("the client id changed across a restart")
 	}
-	if after, _ := os.ReadFile(cred); string(after) != string(before) {
+	if after, _ := os.ReadFile(cred); !bytes.Equal(after, before) {
 		t.Error("the credentials Secret was replaced across a restart")
 	}
 }

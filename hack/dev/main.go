@@ -104,7 +104,6 @@ func say(format string, args ...any) {
 	fmt.Printf("==> "+format+"\n", args...)
 }
 
-//nolint:gocyclo // the development server's start-up, one step after another, each with its own message
 func run(ctx context.Context, o options) error {
 	if _, err := os.Stat("config/crd/bases"); err != nil {
 		return errors.New("run this from the repository root (config/crd/bases not found)")

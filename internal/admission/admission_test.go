@@ -1,6 +1,7 @@
 package admission_test
 
 import (
+	"bytes"
 	"context"
 	"io/fs"
 	"os"
@@ -218,7 +219,7 @@ spec:
 		}
 		o, _ := yaml.Marshal(ours.Object["spec"])
 		s, _ := yaml.Marshal(theirs.Object["spec"])
-		if string(o) != string(s) {
+		if !bytes.Equal(o, s) {
 			t.Errorf("spec after admission:\n%s\nafter the API server:\n%s", o, s)
 		}
 	})
