@@ -92,7 +92,7 @@ func parse(ctx context.Context, env *site.Env, p *config.Project, q url.Values, 
 		if errors.As(err, &doc) {
 			return nil, &pageError{Status: http.StatusBadRequest, Heading: "This app cannot be used",
 				Message: "The app identifies itself by a description published at %s, which cannot be used: %s. Nothing was allowed. The app's developer can fix this.",
-				Args: []any{q.Get("client_id"), doc.Reason}}, nil
+				Args:    []any{q.Get("client_id"), doc.Reason}}, nil
 		}
 		return nil, &pageError{Status: http.StatusBadRequest, Heading: "Unknown app",
 			Message: "The app that sent you here is not known to this project, so there is nothing to allow. If you followed a link, it may be wrong or out of date."}, nil

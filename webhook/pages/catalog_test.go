@@ -110,7 +110,7 @@ func usedKeys(t *testing.T) map[string]bool {
 						if strings.HasPrefix(name.Name, "msg") && i < len(n.Values) {
 							add(n.Values[i])
 						}
-						if name.Name == "notices" && i < len(n.Values) {
+						if (name.Name == "notices" || name.Name == "scopeWords") && i < len(n.Values) {
 							if cl, ok := n.Values[i].(*ast.CompositeLit); ok {
 								for _, e := range cl.Elts {
 									add(e.(*ast.KeyValueExpr).Value)

@@ -256,7 +256,6 @@ func (h *handler) tooMany(w http.ResponseWriter, r *http.Request, p *config.Proj
 	h.form(w, r, p, http.StatusTooManyRequests, d)
 }
 
-
 // continueTo ends a successful sign-in. The answer to the form POST is a page that moves on
 // at once, not a redirect: the next stop (an authorization response) may redirect to the
 // client's address, and browsers apply form-action 'self' to every redirect that follows a
