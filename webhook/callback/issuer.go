@@ -2,12 +2,12 @@ package callback
 
 import (
 	"errors"
-	"latchkey.dev/latchkey/webhook/pages"
 	"net/http"
 	"net/url"
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/upstream"
+	"latchkey.dev/latchkey/webhook/pages"
 	"latchkey.dev/latchkey/webhook/site"
 )
 

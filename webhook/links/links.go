@@ -28,13 +28,13 @@ package links
 
 import (
 	"context"
-	"latchkey.dev/latchkey/webhook/pages"
 	"net/http"
 	"strings"
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/callback"
+	"latchkey.dev/latchkey/webhook/pages"
 	"latchkey.dev/latchkey/webhook/site"
 )
 
