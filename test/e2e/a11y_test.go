@@ -517,7 +517,7 @@ func TestAccessibilityInChromium(t *testing.T) {
 	pressAndWait(alice, "Erlauben", "Setzen Sie das Häkchen")
 	a.check(alice, "consent, website, sent without the tick, German")
 	alice.Open(consentAuthorizeURL(h.Harness, claude, "https://claude.ai/api/mcp/auth_callback"))
-	alice.WaitFor("Wohin der Zugriff geht")
+	alice.WaitFor("Der Zugriff geht an Claude")
 	a.check(alice, "consent, recognised, German")
 	markPage(alice)
 	alice.Do(chromedp.Click(chromedp.CSS(`a[hreflang="en"]`)))
