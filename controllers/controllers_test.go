@@ -832,6 +832,9 @@ func TestValidation(t *testing.T) {
 		want []string
 	}{
 		{"redirect with a fragment", redirect("https://app.example.com/cb#x"), []string{"spec.redirectURIs[0]", "must not contain a fragment"}},
+		{"default language not shipped", project(func(s *v1alpha1.ProjectSpec) { s.DefaultLanguage = "nl" }), []string{"spec.defaultLanguage", "Unsupported value"}},
+		{"default language as a region", project(func(s *v1alpha1.ProjectSpec) { s.DefaultLanguage = "de-DE" }), []string{"spec.defaultLanguage", "Unsupported value"}},
+		{"default language German", project(func(s *v1alpha1.ProjectSpec) { s.DefaultLanguage = "de" }), nil},
 		{"relative redirect", redirect("/callback"), []string{"spec.redirectURIs[0]", "must be absolute"}},
 		{"http redirect to another host", redirect("http://app.example.com/cb"), []string{"spec.redirectURIs[0]", "http is allowed only to a loopback host"}},
 		{"http redirect in capitals", redirect("HTTP://app.example.com/cb"), []string{"spec.redirectURIs[0]", "must be absolute"}},

@@ -273,6 +273,7 @@ func (r *resolver) projectConfig(p *v1alpha1.Project) *config.Project {
 		Namespace:            p.Namespace,
 		Name:                 p.Name,
 		DisplayName:          cmp.Or(p.Spec.DisplayName, p.Name),
+		DefaultLanguage:      p.Spec.DefaultLanguage,
 		Issuer:               r.issuer(p.Namespace, p.Name),
 		Lifetimes:            lifetimes(p.Spec.Lifetimes),
 		Registration:         config.Registration{Mode: config.RegistrationClosed},

@@ -74,6 +74,9 @@ func (rt *router) page(h http.Handler) http.Handler {
 		}
 		// The Project's own look reaches every page rendered to w (docs/branding.md).
 		w = pages.Branded(w, site.IssuerPath(p), &p.Branding)
+		// And its language: the switcher's cookie, else Accept-Language, else the Project's
+		// default (docs/languages.md).
+		w = pages.Localized(w, r, site.IssuerPath(p), p.DefaultLanguage)
 		if err := rt.s.cop.Check(r); err != nil {
 			rt.s.env.Pages.Error(w, http.StatusForbidden, pagesForbidden())
 			return

@@ -172,6 +172,10 @@ func New(o Options) (*Server, error) {
 
 	s.router.Page("GET /{$}", http.HandlerFunc(s.projectHome))
 	s.router.Page("GET "+pages.BrandingPath+"{file}", http.HandlerFunc(pg.BrandingAsset))
+	// The language switcher: the cookie holds for every Project under this server's path.
+	s.router.Page("GET "+pages.SwitchPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		pages.SwitchLanguage(site.IssuerPath(site.Project(r)), base+"/", pub.Scheme == "https").ServeHTTP(w, r)
+	}))
 
 	s.oauth = oauth.Register(s.router, env)
 	// The core grants are counted here; those registered later through Grant are counted there.

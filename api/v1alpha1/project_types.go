@@ -157,6 +157,16 @@ type ProjectSpec struct {
 	// +optional
 	Branding *Branding `json:"branding,omitempty"`
 
+	// defaultLanguage is the BCP 47 tag of the language the Project speaks when no browser says
+	// which it prefers: the connect_message of the token-exchange refusal (which an agent relays
+	// to a person) and pages whose request carries no Accept-Language. One of the shipped
+	// languages: "en", "de" or "fr". Default "en". A person's Accept-Language, or their choice
+	// in the language switcher, wins on pages (docs/languages.md).
+	// +kubebuilder:validation:Enum=en;de;fr
+	// +kubebuilder:default=en
+	// +optional
+	DefaultLanguage string `json:"defaultLanguage,omitempty"`
+
 	// upstreamNetwork says which addresses outside the public internet the server may call for
 	// the Connectors attached to this Project. Unset, only public addresses are called: an
 	// endpoint on loopback, a private range, a cluster Service or the cloud metadata service is

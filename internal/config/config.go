@@ -68,6 +68,10 @@ type Project struct {
 	// Branding is the Project's own look on its pages; the zero value is Latchkey's default
 	// look. Only what passed validation is here (docs/branding.md).
 	Branding Branding
+	// DefaultLanguage is the BCP 47 tag ("en", "de", "fr") of the language the Project speaks
+	// when no browser says which it prefers: the token-exchange refusal's connect_message, and
+	// a page whose request has no Accept-Language. "" is English.
+	DefaultLanguage string
 }
 
 // Branding is what a Project changes on its pages. Colours are "#rrggbb" that reached WCAG 2.2 AA

@@ -500,6 +500,42 @@ func TestAccessibilityInChromium(t *testing.T) {
 	alice.WaitFor("vouches for it")
 	a.check(alice, "consent, client ID metadata document")
 
+	// The consent page in German, chosen with the switcher, which comes back to the same
+	// request (docs/languages.md): the warning about a website nobody recognises, in German.
+	// The German consent page is docs/screenshots/consent-de.png.
+	alice.Open(consentAuthorizeURL(h.Harness, phish, attacker))
+	alice.WaitFor("does not recognise")
+	markPage(alice)
+	alice.Do(chromedp.Click(chromedp.CSS(`a[hreflang="de"]`)))
+	waitNewPage(alice, "Der Zugriff geht an eine Website, die diese Organisation nicht kennt")
+	if lang := testbrowser.Eval[string](alice, `document.documentElement.lang`); lang != "de" {
+		t.Errorf("the German consent page says <html lang=%q>", lang)
+	}
+	a.check(alice, "consent, website, German")
+	alice.Screenshot(consentShots, "consent-de.png")
+	testbrowser.Eval[bool](alice, `(() => { const c = document.getElementById("confirm_destination"); c.checked = false; c.removeAttribute("required"); return true; })()`)
+	pressAndWait(alice, "Erlauben", "Setzen Sie das Häkchen")
+	a.check(alice, "consent, website, sent without the tick, German")
+	alice.Open(consentAuthorizeURL(h.Harness, claude, "https://claude.ai/api/mcp/auth_callback"))
+	alice.WaitFor("Der Zugriff geht an Claude")
+	a.check(alice, "consent, recognised, German")
+	markPage(alice)
+	alice.Do(chromedp.Click(chromedp.CSS(`a[hreflang="en"]`)))
+	waitNewPage(alice, "Where access goes")
+
+	// Sign-in in German: empty, then a wrong password.
+	german := a.browser(ctx, "a German browser")
+	german.Open(h.Issuer + "/sign-in")
+	german.WaitFor("Email")
+	markPage(german)
+	german.Do(chromedp.Click(chromedp.CSS(`a[hreflang="de"]`)))
+	waitNewPage(german, "E-Mail")
+	a.check(german, "sign-in, German")
+	german.Fill("username", "niemand@example.com")
+	german.Fill("password", "ein falsches Passwort")
+	pressAndWait(german, "Anmelden", "passen nicht zusammen")
+	a.check(german, "sign-in, wrong password, German")
+
 	p.Redirects = config.DefaultRedirectRules()
 	p.Redirects.OnlyRecognisedApps = true
 	h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 3})

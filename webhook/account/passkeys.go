@@ -235,10 +235,10 @@ func (h *handler) notRecent(w http.ResponseWriter, p *config.Project, needPasske
 	back := site.IssuerPath(p) + Path
 	if needPasskey {
 		signin.JSON(w, http.StatusForbidden, map[string]string{"error": "passkey_required",
-			"message": "This project asks for a sign-in with a passkey before passkeys are changed.", "continue": signin.PasskeyURL(p, back)})
+			"message": pages.Translate(w, "This project asks for a sign-in with a passkey before passkeys are changed."), "continue": signin.PasskeyURL(p, back)})
 		return
 	}
-	signin.JSON(w, http.StatusForbidden, map[string]string{"error": "not_recent", "message": msgEnrolNotRecent,
+	signin.JSON(w, http.StatusForbidden, map[string]string{"error": "not_recent", "message": pages.Translate(w, msgEnrolNotRecent),
 		"continue": signin.URL(p, back, true)})
 }
 

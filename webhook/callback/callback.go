@@ -315,8 +315,8 @@ func (h *handler) wrongPerson(w http.ResponseWriter, r *http.Request, p *config.
 		Frame:   pages.Frame{Title: "This connection is not yours", Project: signin.ProjectName(p), SignedInAs: signin.DisplayName(person)},
 		Heading: "This connection is not yours",
 		Paragraphs: []string{
-			"This " + serviceName(c) + " connection was started by the account " + h.maskedOwner(ctx, p, st.Subject) +
-				", not by the account you are signed in with. It is not yours to finish.",
+			pages.T(w, "This %s connection was started by the account %s, not by the account you are signed in with. It is not yours to finish.",
+				serviceName(c), h.maskedOwner(ctx, p, st.Subject)),
 			"Nothing was saved, and this connection attempt has ended. You can close this window.",
 		},
 	})
@@ -484,24 +484,24 @@ func (h *handler) exchangeFailed(w http.ResponseWriter, r *http.Request, p *conf
 	h.record(r.Context(), p, st, "connection.failed", "connector:"+c.Key, map[string]string{"reason": reason})
 	name := serviceName(c)
 	if reason == "address_not_allowed" {
-		h.page(w, p, status, name+" cannot be reached from here",
+		h.page(w, p, status, pages.T(w, "%s cannot be reached from here", name),
 			"This service's address is not one this server may call, so nothing was sent to it and nothing was connected. "+
 				"Tell whoever runs this project: the connector's endpoints must be public addresses, or the project must allow theirs.")
 		return
 	}
-	h.page(w, p, status, name+" did not complete the connection",
+	h.page(w, p, status, pages.T(w, "%s did not complete the connection", name),
 		"Nothing was connected. Start again from your account page, or ask the agent for a new link.")
 }
 
 func (h *handler) connected(w http.ResponseWriter, p *config.Project, c *config.Connector, st store.CallbackState, conn store.Connection, hookFailed bool) {
 	name := serviceName(c)
-	back := "Go back to the app — you can close this window."
+	back := pages.T(w, "Go back to the app — you can close this window.")
 	if st.LinkID != "" {
-		back = "Go back to your agent — you can close this window."
+		back = pages.T(w, "Go back to your agent — you can close this window.")
 	}
-	paras := []string{"Your " + name + " account " + conn.AccountName + " is now connected."}
+	paras := []string{pages.T(w, "Your %s account %s is now connected.", name, conn.AccountName)}
 	if hookFailed {
-		paras = append(paras, "The connection is saved, but letting the agent use it did not finish. Ask the agent to try again.")
+		paras = append(paras, pages.T(w, "The connection is saved, but letting the agent use it did not finish. Ask the agent to try again."))
 	}
 	paras = append(paras, back)
 	d := pages.MessageData{
@@ -520,7 +520,7 @@ func (h *handler) connected(w http.ResponseWriter, p *config.Project, c *config.
 // declined). Only known codes change the wording: error_description is the sender's text and
 // never shown.
 func (h *handler) upstreamError(w http.ResponseWriter, r *http.Request, p *config.Project, state, code string) {
-	name := "The service"
+	name := pages.T(w, "The service")
 	if param(state) {
 		stateHash := secret.Hash(state)
 		st, err := h.env.Store.ConsumeCallbackState(r.Context(), stateHash, h.env.Now(), func(s store.CallbackState) error {
@@ -538,11 +538,11 @@ func (h *handler) upstreamError(w http.ResponseWriter, r *http.Request, p *confi
 	}
 	if code == "access_denied" {
 		h.page(w, p, http.StatusOK, "Nothing was connected",
-			name+" says the connection was not allowed, so nothing was connected. You can close this window.")
+			pages.T(w, "%s says the connection was not allowed, so nothing was connected. You can close this window.", name))
 		return
 	}
 	h.page(w, p, http.StatusOK, "Nothing was connected",
-		name+" could not complete the connection, so nothing was connected. Start again from your account page, or ask the agent for a new link.")
+		pages.T(w, "%s could not complete the connection, so nothing was connected. Start again from your account page, or ask the agent for a new link.", name))
 }
 
 func (h *handler) record(ctx context.Context, p *config.Project, st store.CallbackState, action, target string, details map[string]string) {

@@ -7,6 +7,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/upstream"
+	"latchkey.dev/latchkey/webhook/pages"
 	"latchkey.dev/latchkey/webhook/site"
 )
 
@@ -38,10 +39,10 @@ func (h *handler) checkIssuer(w http.ResponseWriter, r *http.Request, p *config.
 		"upstream_status", status, "upstream_error", code)
 	if reason == "wrong_issuer" {
 		h.page(w, p, http.StatusBadRequest, "This connection cannot be finished",
-			"The answer did not come from the "+serviceName(c)+" this connection was started with. Nothing was connected. Start again from your account page, or ask the agent for a new link.")
+			pages.T(w, "The answer did not come from the %s this connection was started with. Nothing was connected. Start again from your account page, or ask the agent for a new link.", serviceName(c)))
 		return false
 	}
-	h.page(w, p, http.StatusBadGateway, serviceName(c)+" did not complete the connection",
+	h.page(w, p, http.StatusBadGateway, pages.T(w, "%s did not complete the connection", serviceName(c)),
 		"Nothing was connected. Start again from your account page, or ask the agent for a new link.")
 	return false
 }

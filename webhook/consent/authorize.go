@@ -261,12 +261,12 @@ func (a *authorizer) refuse(w http.ResponseWriter, r *http.Request, p *config.Pr
 	})
 	paras := []string{e.Refused.Error() + "."}
 	if pr != nil && len(pr.Refused) > 0 {
-		paras = append(paras, "This app can send access to "+strings.Join(pr.Refused, ", ")+
-			", which is not a recognised app or an app on your device. Nothing was allowed and nothing was sent there.")
+		paras = append(paras, pages.T(w, "This app can send access to %s, which is not a recognised app or an app on your device. Nothing was allowed and nothing was sent there.",
+			strings.Join(pr.Refused, ", ")))
 	} else {
-		paras = append(paras, "Nothing was allowed and nothing was sent to the app.")
+		paras = append(paras, pages.T(w, "Nothing was allowed and nothing was sent to the app."))
 	}
-	paras = append(paras, "If you need this app, ask an administrator of "+signin.ProjectName(p)+" to recognise it.")
+	paras = append(paras, pages.T(w, "If you need this app, ask an administrator of %s to recognise it.", signin.ProjectName(p)))
 	d := pages.MessageData{
 		Frame:      pages.Frame{Title: e.Heading, Project: signin.ProjectName(p)},
 		Heading:    e.Heading,
@@ -282,6 +282,6 @@ func (a *authorizer) page(w http.ResponseWriter, p *config.Project, e *pageError
 	a.env.Pages.Error(w, e.Status, pages.ErrorData{
 		Frame:   pages.Frame{Title: e.Heading, Project: signin.ProjectName(p)},
 		Heading: e.Heading,
-		Message: e.Message,
+		Message: pages.T(w, e.Message, e.Args...),
 	})
 }

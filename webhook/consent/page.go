@@ -44,7 +44,11 @@ func (a *authorizer) consentPage(w http.ResponseWriter, r *http.Request, p *conf
 		Error:       problem,
 	}
 	for _, s := range req.Scopes {
-		d.Scopes = append(d.Scopes, pages.Scope{Name: s, Description: scopeWords[s]})
+		words := scopeWords[s]
+		if words != "" {
+			words = pages.T(w, words)
+		}
+		d.Scopes = append(d.Scopes, pages.Scope{Name: s, Description: words})
 	}
 	if src := formSource(req.To); src != "" {
 		pages.AllowFormTargets(w, src)

@@ -56,6 +56,8 @@ type pageError struct {
 	Status  int
 	Heading string
 	Message string
+	// Args fill in Message, a catalog message (webhook/pages), when it has verbs.
+	Args []any
 	// Refused, when set, is the redirect policy's refusal of Client, whose request would have
 	// sent access to To: it is recorded as a security event before the page is shown.
 	Refused error
@@ -81,7 +83,7 @@ func parse(ctx context.Context, env *site.Env, p *config.Project, q url.Values, 
 	}
 	for _, k := range []string{"client_id", "redirect_uri"} {
 		if len(q[k]) > 1 {
-			return nil, &pageError{Status: http.StatusBadRequest, Heading: "This request is not valid", Message: "The request names more than one " + k + "."}, nil
+			return nil, &pageError{Status: http.StatusBadRequest, Heading: "This request is not valid", Message: "The request names more than one %s.", Args: []any{k}}, nil
 		}
 	}
 	client, err := env.Client(ctx, p, q.Get("client_id"))
@@ -89,8 +91,8 @@ func parse(ctx context.Context, env *site.Env, p *config.Project, q url.Values, 
 		var doc *clientdoc.Error
 		if errors.As(err, &doc) {
 			return nil, &pageError{Status: http.StatusBadRequest, Heading: "This app cannot be used",
-				Message: "The app identifies itself by a description published at " + q.Get("client_id") +
-					", which cannot be used: " + doc.Reason + ". Nothing was allowed. The app's developer can fix this."}, nil
+				Message: "The app identifies itself by a description published at %s, which cannot be used: %s. Nothing was allowed. The app's developer can fix this.",
+				Args:    []any{q.Get("client_id"), doc.Reason}}, nil
 		}
 		return nil, &pageError{Status: http.StatusBadRequest, Heading: "Unknown app",
 			Message: "The app that sent you here is not known to this project, so there is nothing to allow. If you followed a link, it may be wrong or out of date."}, nil

@@ -338,7 +338,7 @@ func (g *Grant) refuse(ctx context.Context, p *config.Project, subject string, a
 	if err != nil {
 		return oauth.Internal(err)
 	}
-	desc, msg := links.Texts(offer.Kind, links.ServiceName(c), links.AgentName(agent))
+	desc, msg := links.Texts(offer.Kind, links.ServiceName(c), links.AgentName(agent), p.DefaultLanguage)
 	return oauth.ErrInvalidGrant.WithDescription(desc).WithExtra(map[string]any{
 		"reason":             reason(offer.Kind),
 		"connect_uri":        offer.URI,

@@ -34,6 +34,7 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/callback"
+	"latchkey.dev/latchkey/webhook/pages"
 	"latchkey.dev/latchkey/webhook/site"
 )
 
@@ -80,24 +81,27 @@ func Mount(rt site.Router, env *site.Env, o Options) {
 
 // Texts says what a link is for, in the words of the token-exchange refusal: the
 // error_description (for developers, about the person) and the connect_message (for the person,
-// naming the service and the agent).
-func Texts(kind store.LinkKind, service, agent string) (description, message string) {
+// naming the service and the agent). The description stays English, being for machines and
+// developers; the message is in lang, the Project's default language (spec.defaultLanguage), since
+// the agent relays it to a person whose browser the server does not see.
+func Texts(kind store.LinkKind, service, agent, lang string) (description, message string) {
+	svc, ag := service, agent
 	if service == "" {
-		service = "the service"
+		service, svc = "the service", pages.Sprintf(lang, "the service")
 	}
 	if agent == "" {
-		agent = "this agent"
+		agent, ag = "this agent", pages.Sprintf(lang, "this agent")
 	}
 	switch kind {
 	case store.LinkAllow:
 		return "the person has not allowed " + agent + " to use their " + service + " account",
-			"Open this link to let " + agent + " use your " + service + " account."
+			pages.Sprintf(lang, "Open this link to let %s use your %s account.", ag, svc)
 	case store.LinkReconnect:
 		return "the person's " + service + " connection stopped working",
-			"Open this link to reconnect your " + service + " account so " + agent + " can use it again."
+			pages.Sprintf(lang, "Open this link to reconnect your %s account so %s can use it again.", svc, ag)
 	default:
 		return "the person has not connected " + article(service) + " " + service + " account",
-			"Open this link to connect your " + service + " account and let " + agent + " use it."
+			pages.Sprintf(lang, "Open this link to connect your %s account and let %s use it.", svc, ag)
 	}
 }
 

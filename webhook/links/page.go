@@ -106,7 +106,7 @@ func (h *handler) wrongPerson(w http.ResponseWriter, r *http.Request, p *config.
 		},
 		Heading: "This link was made for another account",
 		Paragraphs: []string{
-			"You are signed in as " + signin.DisplayName(person) + ", and this link was made for someone else. Nothing has been connected or changed.",
+			pages.T(w, "You are signed in as %s, and this link was made for someone else. Nothing has been connected or changed.", signin.DisplayName(person)),
 			"If someone sent you this link, do not use it with your own accounts: whoever asked for it would get access to them. You can close this window.",
 		},
 		Actions: []pages.Action{{Label: "Sign in with another account", URL: signin.URL(p, Path(p, code), true)}},
@@ -165,11 +165,11 @@ func (h *handler) offer(w http.ResponseWriter, r *http.Request, o *opened, statu
 	}
 	switch store.LinkKind(d.Kind) {
 	case store.LinkAllow:
-		d.Heading = "Let " + agent + " use your " + service + " account?"
+		d.Heading = pages.T(w, "Let %s use your %s account?", agent, service)
 	case store.LinkReconnect:
-		d.Heading = "Reconnect your " + service + " account"
+		d.Heading = pages.T(w, "Reconnect your %s account", service)
 	default:
-		d.Heading = "Connect your " + service + " account"
+		d.Heading = pages.T(w, "Connect your %s account", service)
 	}
 	// Connect answers its form with a redirect to the service; browsers hold that redirect to
 	// the form-action of this page.
@@ -281,7 +281,7 @@ func (h *handler) allow(w http.ResponseWriter, r *http.Request) {
 		return c.ID == chosen && c.Status == store.ConnectionActive
 	})
 	if i < 0 {
-		h.offer(w, r, o, http.StatusBadRequest, "Choose which "+ServiceName(o.connector)+" account "+AgentName(o.agent)+" may use.")
+		h.offer(w, r, o, http.StatusBadRequest, pages.T(w, "Choose which %s account %s may use.", ServiceName(o.connector), AgentName(o.agent)))
 		return
 	}
 	now := h.env.Now()
@@ -311,14 +311,14 @@ func (h *handler) allow(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) done(w http.ResponseWriter, o *opened, account string) {
 	service, agent := ServiceName(o.connector), AgentName(o.agent)
-	first := agent + " may now use your " + service + " account."
+	first := pages.T(w, "%s may now use your %s account.", agent, service)
 	if account != "" {
-		first = agent + " may now use your " + service + " account " + account + "."
+		first = pages.T(w, "%s may now use your %s account %s.", agent, service, account)
 	}
 	h.env.Pages.Message(w, http.StatusOK, pages.MessageData{
 		Frame:      pages.Frame{Title: "Done", Project: signin.ProjectName(o.p), SignedInAs: signin.DisplayName(o.person)},
-		Heading:    "Done: go back to " + agent,
-		Paragraphs: []string{first, "Go back to " + agent + " and ask it to try again. You can close this window."},
+		Heading:    pages.T(w, "Done: go back to %s", agent),
+		Paragraphs: []string{first, pages.T(w, "Go back to %s and ask it to try again. You can close this window.", agent)},
 		Actions:    []pages.Action{{Label: "See your connected accounts", URL: site.IssuerPath(o.p) + "/account"}},
 	})
 }
@@ -347,7 +347,7 @@ func (h *handler) decline(w http.ResponseWriter, r *http.Request) {
 		Frame:   pages.Frame{Title: "Declined", Project: signin.ProjectName(o.p), SignedInAs: signin.DisplayName(o.person)},
 		Heading: "Declined",
 		Paragraphs: []string{
-			"Nothing was connected, and " + agent + " cannot use your " + service + " account through this link.",
+			pages.T(w, "Nothing was connected, and %s cannot use your %s account through this link.", agent, service),
 			"You can close this window.",
 		},
 	})

@@ -38,7 +38,9 @@ func (p *Pages) ConnectConfirm(w http.ResponseWriter, status int, d ConnectConfi
 	if d.Title == "" {
 		d.Title = "Finish this connection?"
 	}
-	p.frame(w, status, &d.Frame)
+	// No switcher: coming back to the callback's address would not find the connection again.
+	// The page follows the browser's Accept-Language.
+	p.frame(w, status, &d.Frame, switchNone)
 	p.render(w, status, "connect_confirm", d)
 }
 
@@ -99,6 +101,7 @@ func (p *Pages) Account(w http.ResponseWriter, status int, d AccountData) {
 	if d.Title == "" {
 		d.Title = "Your account"
 	}
+	d.Notice = translate(Printer(LanguageOf(w)), d.Notice)
 	p.frame(w, status, &d.Frame)
 	p.render(w, status, "account", d)
 }

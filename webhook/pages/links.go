@@ -44,6 +44,9 @@ func (p *Pages) Link(w http.ResponseWriter, status int, d LinkData) {
 	if d.Title == "" {
 		d.Title = d.Heading
 	}
+	pr := Printer(LanguageOf(w))
+	d.Heading = translate(pr, d.Heading)
+	d.Error = translate(pr, d.Error)
 	p.frame(w, status, &d.Frame)
 	p.render(w, status, "link", d)
 }

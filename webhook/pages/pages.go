@@ -25,7 +25,8 @@ var staticFS embed.FS
 // Pages holds the parsed templates.
 type Pages struct {
 	static string
-	t      map[string]*template.Template
+	// t holds each page's template in each shipped language, by language tag then page name.
+	t map[string]map[string]*template.Template
 }
 
 var pageNames = []string{"signin", "consent", "error", "message"}
@@ -37,7 +38,7 @@ func New(staticPrefix string) (*Pages, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pages: layout: %w", err)
 	}
-	p := &Pages{static: staticPrefix, t: make(map[string]*template.Template, len(pageNames))}
+	p := &Pages{static: staticPrefix, t: map[string]map[string]*template.Template{}}
 	for _, name := range pageNames {
 		t, err := template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+name+".html")
 		if err != nil {
@@ -46,13 +47,26 @@ func New(staticPrefix string) (*Pages, error) {
 		if t.Lookup("content") == nil {
 			return nil, fmt.Errorf("pages: %s defines no content", name)
 		}
-		p.t[name] = t
+		// One copy per language, its T and TH bound to that language's catalog.
+		for _, l := range languages {
+			lt, err := t.Clone()
+			if err != nil {
+				return nil, fmt.Errorf("pages: %s: %w", name, err)
+			}
+			if p.t[l.Tag.String()] == nil {
+				p.t[l.Tag.String()] = map[string]*template.Template{}
+			}
+			p.t[l.Tag.String()][name] = lt.Funcs(langFuncs(l.Tag))
+		}
 	}
 	return p, nil
 }
 
 var funcs = template.FuncMap{
 	"join": strings.Join,
+	// Replaced in each language's copy (langFuncs); these let the templates parse.
+	"T":  func(key string, args ...any) string { return key },
+	"TH": func(key string, args ...any) template.HTML { return "" },
 }
 
 // Static serves the embedded stylesheet and images.
@@ -77,7 +91,20 @@ type Frame struct {
 	static    string
 	brand     Brand
 	requestID string
+	lang      string
+	languages []LanguageLink
 }
+
+// Lang is the page's language, a BCP 47 tag for <html lang>.
+func (f Frame) Lang() string {
+	if f.lang == "" {
+		return "en"
+	}
+	return f.lang
+}
+
+// Languages are the switcher's links, none on a page that answers a form POST.
+func (f Frame) Languages() []LanguageLink { return f.languages }
 
 // Static is the stylesheet's path prefix (set by the render methods).
 func (f Frame) Static() string { return f.static }
@@ -93,8 +120,17 @@ func (f Frame) RequestID() string { return f.requestID }
 // stylesheet's prefix and, on an error status, the request's id, read from the X-Request-Id
 // header the server set on w before the handler ran (internal/requestid), so that no handler
 // has to pass it along.
-func (p *Pages) frame(w http.ResponseWriter, status int, f *Frame) {
+func (p *Pages) frame(w http.ResponseWriter, status int, f *Frame, mode ...switchMode) {
 	f.static = p.static
+	lw := localOf(w)
+	tag := LanguageOf(w)
+	f.lang = tag.String()
+	m := switchPath
+	if len(mode) > 0 {
+		m = mode[0]
+	}
+	f.languages = switcher(lw, tag, m)
+	f.Title = translate(Printer(tag), f.Title)
 	if status >= 400 {
 		f.requestID = w.Header().Get(requestid.Header)
 	}
@@ -147,7 +183,10 @@ func (p *Pages) SignIn(w http.ResponseWriter, status int, d SignInData) {
 	if d.Title == "" {
 		d.Title = "Sign in"
 	}
-	p.frame(w, status, &d.Frame)
+	pr := Printer(LanguageOf(w))
+	d.Error = translate(pr, d.Error)
+	d.OIDCLabel = translate(pr, d.OIDCLabel)
+	p.frame(w, status, &d.Frame, switchFull)
 	p.render(w, status, "signin", d)
 }
 
@@ -207,7 +246,8 @@ func (p *Pages) Consent(w http.ResponseWriter, status int, d ConsentData) {
 	if d.Title == "" {
 		d.Title = "Allow access?"
 	}
-	p.frame(w, status, &d.Frame)
+	d.Error = translate(Printer(LanguageOf(w)), d.Error)
+	p.frame(w, status, &d.Frame, switchFull)
 	p.render(w, status, "consent", d)
 }
 
@@ -216,6 +256,8 @@ type ErrorData struct {
 	Frame
 	Heading string
 	Message string
+
+	noSwitch bool
 }
 
 // Error renders an error page.
@@ -226,7 +268,14 @@ func (p *Pages) Error(w http.ResponseWriter, status int, d ErrorData) {
 	if d.Heading == "" {
 		d.Heading = d.Title
 	}
-	p.frame(w, status, &d.Frame)
+	pr := Printer(LanguageOf(w))
+	d.Heading = translate(pr, d.Heading)
+	d.Message = translate(pr, d.Message)
+	mode := switchPath
+	if d.noSwitch {
+		mode = switchNone
+	}
+	p.frame(w, status, &d.Frame, mode)
 	p.render(w, status, "error", d)
 }
 
@@ -236,6 +285,8 @@ func (p *Pages) NotFound(w http.ResponseWriter) {
 	p.Error(w, http.StatusNotFound, ErrorData{
 		Frame:   Frame{Title: "Not found"},
 		Message: "There is nothing at this address. If someone gave you this link, it may have expired or been replaced.",
+		// The same page for every address: no switcher that would name it.
+		noSwitch: true,
 	})
 }
 
@@ -256,19 +307,34 @@ func (p *Pages) Message(w http.ResponseWriter, status int, d MessageData) {
 	if d.Heading == "" {
 		d.Heading = d.Title
 	}
+	pr := Printer(LanguageOf(w))
+	d.Heading = translate(pr, d.Heading)
+	paras := make([]string, len(d.Paragraphs))
+	for i, s := range d.Paragraphs {
+		paras[i] = translate(pr, s)
+	}
+	d.Paragraphs = paras
+	actions := make([]Action, len(d.Actions))
+	for i, a := range d.Actions {
+		a.Label = translate(pr, a.Label)
+		actions[i] = a
+	}
+	d.Actions = actions
 	p.frame(w, status, &d.Frame)
 	p.render(w, status, "message", d)
 }
 
 func (p *Pages) render(w http.ResponseWriter, status int, name string, data any) {
 	var buf bytes.Buffer
-	if err := p.t[name].ExecuteTemplate(&buf, "layout", framed(w, data)); err != nil {
+	lang := LanguageOf(w).String()
+	if err := p.t[lang][name].ExecuteTemplate(&buf, "layout", framed(w, data)); err != nil {
 		// Only a programming error gets here; templates are checked by tests.
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Language", lang)
 	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
 	w.Write(buf.Bytes())

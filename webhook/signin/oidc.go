@@ -384,15 +384,16 @@ func sessionAuthTime(p *config.Project, st oidcState, claim *float64, now time.T
 func (h *handler) notRecent(w http.ResponseWriter, p *config.Project, st oidcState, hadAuthTime bool) {
 	h.env.ResponseLog(w).Info("upstream sign-in not recent enough", "project", p.Key, "auth_time_present", hadAuthTime,
 		"again", st.Again)
-	need := "The page you were going to needs you to have signed in within the last " + minutes(p.Lifetimes.RecentSignIn)
+	first := pages.T(w, "The page you were going to needs you to have signed in within the last %d minutes, and your organisation's sign-in service did not say that you did. You are not signed in here, and nothing was changed.",
+		minutes(p.Lifetimes.RecentSignIn))
 	if st.Again {
-		need = "The page you were going to needs you to sign in again"
+		first = pages.T(w, "The page you were going to needs you to sign in again, and your organisation's sign-in service did not say that you did. You are not signed in here, and nothing was changed.")
 	}
 	h.env.Pages.Message(w, http.StatusForbidden, pages.MessageData{
 		Frame:   pages.Frame{Title: "Sign in again", Project: projectName(p)},
 		Heading: "Your organisation did not confirm a recent sign-in",
 		Paragraphs: []string{
-			need + ", and your organisation's sign-in service did not say that you did. You are not signed in here, and nothing was changed.",
+			first,
 			"Sign in again. If you see this page again, tell the project's administrator: the sign-in service must honour prompt=login and max_age, and report auth_time.",
 		},
 		Actions: []pages.Action{{Label: "Sign in again", URL: URL(p, st.ReturnTo, true), Primary: true}},
@@ -400,12 +401,8 @@ func (h *handler) notRecent(w http.ResponseWriter, p *config.Project, st oidcSta
 }
 
 // minutes says a duration in whole minutes, for people.
-func minutes(d time.Duration) string {
-	n := int64((d + time.Minute - 1) / time.Minute)
-	if n == 1 {
-		return "minute"
-	}
-	return strconv.FormatInt(n, 10) + " minutes"
+func minutes(d time.Duration) int {
+	return int((d + time.Minute - 1) / time.Minute)
 }
 
 func (h *handler) upstreamFailed(w http.ResponseWriter, r *http.Request, p *config.Project, st oidcState, err error) {

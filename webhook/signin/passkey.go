@@ -15,6 +15,7 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/webhook/pages"
 	"latchkey.dev/latchkey/webhook/site"
 )
 
@@ -223,7 +224,7 @@ func JSON(w http.ResponseWriter, status int, v any) {
 
 // JSONError answers a ceremony endpoint with an error.
 func JSONError(w http.ResponseWriter, status int, code, message string) {
-	JSON(w, status, map[string]string{"error": code, "message": message})
+	JSON(w, status, map[string]string{"error": code, "message": pages.Translate(w, message)})
 }
 
 // CheckHeaderCSRF compares the X-CSRF-Token header of a script's request with the session's.

@@ -252,15 +252,8 @@ func (h *handler) tooMany(w http.ResponseWriter, r *http.Request, p *config.Proj
 	h.env.Metrics.SignIn(p.Key, metrics.SignInPassword, metrics.SignInLimited)
 	secs := ratelimit.Seconds(wait)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	d.Error = "Too many sign-in attempts. Wait " + seconds(secs) + ", then try again."
+	d.Error = pages.T(w, "Too many sign-in attempts. Wait %d seconds, then try again.", secs)
 	h.form(w, r, p, http.StatusTooManyRequests, d)
-}
-
-func seconds(n int) string {
-	if n == 1 {
-		return "a second"
-	}
-	return strconv.Itoa(n) + " seconds"
 }
 
 // continueTo ends a successful sign-in. The answer to the form POST is a page that moves on
@@ -289,7 +282,7 @@ func (h *handler) signOutPage(w http.ResponseWriter, r *http.Request) {
 	}
 	h.env.Pages.Message(w, http.StatusOK, pages.MessageData{
 		Frame:      pages.Frame{Title: "Sign out", Project: projectName(p), SignedInAs: displayName(person)},
-		Heading:    "Sign out of " + projectName(p) + "?",
+		Heading:    pages.T(w, "Sign out of %s?", projectName(p)),
 		Paragraphs: []string{"Apps you have allowed keep their access. You can withdraw it on your account page."},
 		Actions: []pages.Action{{
 			Label: "Sign out", URL: site.IssuerPath(p) + "/sign-out", Post: true, Primary: true,

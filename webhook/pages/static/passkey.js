@@ -15,13 +15,16 @@
     for (var i = 0; i < bytes.length; i++) bin += String.fromCharCode(bytes[i]);
     return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
   }
+  // The page gives its sentences in its own language (data-msg-*); English when it does not.
+  function msg(el, name, english) { return (el && el.dataset["msg" + name]) || english; }
+  var box = document.querySelector("[data-passkey-signin], [data-passkey-enrol]");
   function post(url, body, csrf) {
     var headers = { "Content-Type": "application/json" };
     if (csrf) headers["X-CSRF-Token"] = csrf;
     return fetch(url, { method: "POST", credentials: "same-origin", headers: headers,
       body: JSON.stringify(body || {}) }).then(function (r) {
       return r.json().then(function (j) {
-        if (!r.ok) { var e = new Error(j.message || "Something went wrong."); e.next = j["continue"]; throw e; }
+        if (!r.ok) { var e = new Error(j.message || msg(box, "Error", "Something went wrong.")); e.next = j["continue"]; throw e; }
         return j;
       });
     });
@@ -71,8 +74,8 @@
         return post(signin.dataset.finish, credentialJSON(cred)).then(function (j) { location.assign(j["continue"]); });
       }).catch(function (e) {
         if (ctrl.signal.aborted || (e && e.name === "AbortError")) return;
-        if (e && e.name === "NotAllowedError") { show(status, "Signing in with a passkey was cancelled."); return; }
-        show(status, e && e.message ? e.message : "Signing in with a passkey did not work.");
+        if (e && e.name === "NotAllowedError") { show(status, msg(signin, "Cancelled", "Signing in with a passkey was cancelled.")); return; }
+        show(status, e && e.message ? e.message : msg(signin, "Failed", "Signing in with a passkey did not work."));
       });
     };
     button.addEventListener("click", function () { run(""); });
@@ -101,9 +104,9 @@
         return post(enrol.dataset.finish, credentialJSON(cred), csrf);
       }).then(function (j) { location.assign(j["continue"]); }).catch(function (e) {
         if (e && e.next) { location.assign(e.next); return; }
-        if (e && e.name === "NotAllowedError") { show(estatus, "Adding the passkey was cancelled."); return; }
-        if (e && e.name === "InvalidStateError") { show(estatus, "This device already holds one of your passkeys."); return; }
-        show(estatus, e && e.message ? e.message : "Adding the passkey did not work.");
+        if (e && e.name === "NotAllowedError") { show(estatus, msg(enrol, "Cancelled", "Adding the passkey was cancelled.")); return; }
+        if (e && e.name === "InvalidStateError") { show(estatus, msg(enrol, "Duplicate", "This device already holds one of your passkeys.")); return; }
+        show(estatus, e && e.message ? e.message : msg(enrol, "Failed", "Adding the passkey did not work."));
       });
     });
   }
