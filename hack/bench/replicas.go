@@ -131,6 +131,164 @@ type replicaResult struct {
 	cpu                time.Duration
 }
 
+// replicaLoad drives the replicas: 16 (-concurrency) clients, each request to the next replica.
+type replicaLoad struct {
+	o     options
+	c     *http.Client
+	reps  []*replica
+	heads []string // heads[w] is the refresh token client w holds
+	// Every answer and error, warm-ups included, for the checks afterwards.
+	ccOK, refreshOK, allErrs atomic.Int64
+}
+
+// one makes one request of scenario to iss as client w.
+func (l *replicaLoad) one(ctx context.Context, iss, scenario string, w int) error {
+	if scenario == "client_credentials" {
+		_, err := send(l.c, post(ctx, iss+"/token", "grant_type=client_credentials&scope=read", svcID, svcSecret), http.StatusOK)
+		if err == nil {
+			l.ccOK.Add(1)
+		}
+		return err
+	}
+	body, err := send(l.c, post(ctx, iss+"/token", "grant_type=refresh_token&refresh_token="+url.QueryEscape(l.heads[w]), webID, webSecret), http.StatusOK)
+	if err != nil {
+		return err
+	}
+	var resp struct {
+		RefreshToken string `json:"refresh_token"`
+	}
+	if err := json.Unmarshal(body, &resp); err != nil || resp.RefreshToken == "" {
+		return fmt.Errorf("no refresh token in %s", body)
+	}
+	l.heads[w] = resp.RefreshToken
+	l.refreshOK.Add(1)
+	return nil
+}
+
+func (l *replicaLoad) serverCPU() time.Duration {
+	var t time.Duration
+	for _, r := range l.reps {
+		t += r.cpu()
+	}
+	return t
+}
+
+// drive runs scenario against issuers round-robin: unmeasured warm-up, then the measured run.
+func (l *replicaLoad) drive(ctx context.Context, label string, issuers []string, scenario string) replicaResult {
+	l.loop(ctx, label, issuers, scenario, l.o.warmup) // its tokens are counted in the checks all the same
+	return l.loop(ctx, label, issuers, scenario, l.o.duration)
+}
+
+func (l *replicaLoad) loop(ctx context.Context, label string, issuers []string, scenario string, d time.Duration) replicaResult {
+	res := replicaResult{replicas: label, scenario: scenario}
+	var (
+		next     atomic.Uint64
+		mu       sync.Mutex
+		lat      []time.Duration
+		ok, errs atomic.Int64
+		wg       sync.WaitGroup
+	)
+	cpu0 := l.serverCPU()
+	t0 := time.Now()
+	deadline := t0.Add(d)
+	for w := range l.o.concurrency {
+		wg.Go(func() {
+			var mine []time.Duration
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				s := time.Now()
+				if err := l.one(ctx, issuers[(next.Add(1)-1)%uint64(len(issuers))], scenario, w); err != nil {
+					l.allErrs.Add(1)
+					if errs.Add(1) == 1 {
+						mu.Lock()
+						res.firstErr = err.Error()
+						mu.Unlock()
+					}
+					continue
+				}
+				ok.Add(1)
+				mine = append(mine, time.Since(s))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	res.elapsed = time.Since(t0)
+	res.cpu = l.serverCPU() - cpu0
+	res.ok, res.errs = ok.Load(), errs.Load()
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		res.p50, res.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
+	}
+	return res
+}
+
+// startReplicas starts o.replicas server processes on dsn, sharing one sealing key. The
+// replicas started are returned even with an error, to be stopped.
+func startReplicas(ctx context.Context, o options, dsn string) ([]*replica, error) {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	var reps []*replica
+	for range o.replicas {
+		cmd := exec.CommandContext(ctx, os.Args[0], "-replica-serve", dsn, "-people", strconv.Itoa(o.people))
+		cmd.Env = append(os.Environ(), replicaKeyEnv+"="+hex.EncodeToString(key))
+		cmd.Stderr = os.Stderr
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			return reps, err
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return reps, err
+		}
+		if err := cmd.Start(); err != nil {
+			return reps, err
+		}
+		r := &replica{cmd: cmd, stdin: in}
+		reps = append(reps, r)
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil {
+			return reps, fmt.Errorf("replica did not start: %w", err)
+		}
+		r.issuer = strings.TrimSpace(line)
+	}
+	return reps, nil
+}
+
+func stopReplicas(reps []*replica) {
+	for _, r := range reps {
+		r.stdin.Close()
+		_ = r.cmd.Wait()
+	}
+}
+
+// printReplicaTable prints each run beside the one-process run before it.
+func printReplicaTable(results []replicaResult) {
+	fmt.Println("| scenario | replicas | req/s | p50 ms | p99 ms | errors | server CPU s | server CPU µs/req | req/s vs 1 replica | CPU/req vs 1 replica |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	var one replicaResult
+	for _, r := range results {
+		rps := float64(r.ok) / r.elapsed.Seconds()
+		per := 0.0
+		if r.ok > 0 {
+			per = float64(r.cpu.Microseconds()) / float64(r.ok)
+		}
+		vs, vsCPU := "1.00×", "1.00×"
+		if r.replicas == "1" {
+			one = r
+		} else if one.ok > 0 {
+			vs = fmt.Sprintf("%.2f×", rps/(float64(one.ok)/one.elapsed.Seconds()))
+			vsCPU = fmt.Sprintf("%.2f×", per/(float64(one.cpu.Microseconds())/float64(one.ok)))
+		}
+		fmt.Printf("| %s | %s | %.0f | %.2f | %.2f | %d | %.1f | %.0f | %s | %s |\n",
+			r.scenario, r.replicas, rps, ms(r.p50), ms(r.p99), r.errs, r.cpu.Seconds(), per, vs, vsCPU)
+		if r.firstErr != "" {
+			fmt.Printf("\nfirst error (%s, %s replicas): %s\n\n", r.scenario, r.replicas, r.firstErr)
+		}
+	}
+}
+
 func runReplicas(ctx context.Context, o options) error {
 	if !strings.HasPrefix(o.database, "postgres") || o.pooler == "" {
 		return errors.New("-replicas needs -database postgres://… (direct, to create the database) and -pooler host:port (PgBouncer in front of it)")
@@ -174,37 +332,10 @@ func runReplicas(ctx context.Context, o options) error {
 		return err
 	}
 
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	var reps []*replica
-	defer func() {
-		for _, r := range reps {
-			r.stdin.Close()
-			_ = r.cmd.Wait()
-		}
-	}()
-	for range o.replicas {
-		cmd := exec.CommandContext(ctx, os.Args[0], "-replica-serve", pooled.String(), "-people", strconv.Itoa(o.people))
-		cmd.Env = append(os.Environ(), replicaKeyEnv+"="+hex.EncodeToString(key))
-		cmd.Stderr = os.Stderr
-		in, err := cmd.StdinPipe()
-		if err != nil {
-			return err
-		}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			return err
-		}
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		r := &replica{cmd: cmd, stdin: in}
-		reps = append(reps, r)
-		line, err := bufio.NewReader(out).ReadString('\n')
-		if err != nil {
-			return fmt.Errorf("replica did not start: %w", err)
-		}
-		r.issuer = strings.TrimSpace(line)
+	reps, err := startReplicas(ctx, o, pooled.String())
+	defer stopReplicas(reps)
+	if err != nil {
+		return err
 	}
 
 	before, err := f.st.CountLiveTokens(ctx, projectKey, time.Now())
@@ -225,84 +356,8 @@ func runReplicas(ctx context.Context, o options) error {
 		}
 	}
 
-	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.concurrency, MaxConnsPerHost: o.concurrency}, Timeout: 30 * time.Second}
-	var ccOK, refreshOK, allErrs atomic.Int64
-	drive := func(label string, issuers []string, scenario string) replicaResult {
-		var next atomic.Uint64
-		one := func(ctx context.Context, w int) error {
-			iss := issuers[(next.Add(1)-1)%uint64(len(issuers))]
-			if scenario == "client_credentials" {
-				_, err := send(c, post(ctx, iss+"/token", "grant_type=client_credentials&scope=read", svcID, svcSecret), http.StatusOK)
-				if err == nil {
-					ccOK.Add(1)
-				}
-				return err
-			}
-			body, err := send(c, post(ctx, iss+"/token", "grant_type=refresh_token&refresh_token="+url.QueryEscape(heads[w]), webID, webSecret), http.StatusOK)
-			if err != nil {
-				return err
-			}
-			var resp struct {
-				RefreshToken string `json:"refresh_token"`
-			}
-			if err := json.Unmarshal(body, &resp); err != nil || resp.RefreshToken == "" {
-				return fmt.Errorf("no refresh token in %s", body)
-			}
-			heads[w] = resp.RefreshToken
-			refreshOK.Add(1)
-			return nil
-		}
-		loop := func(d time.Duration) replicaResult {
-			res := replicaResult{replicas: label, scenario: scenario}
-			var mu sync.Mutex
-			var lat []time.Duration
-			var ok, errs atomic.Int64
-			cpu0 := time.Duration(0)
-			for _, r := range reps {
-				cpu0 += r.cpu()
-			}
-			deadline := time.Now().Add(d)
-			t0 := time.Now()
-			var wg sync.WaitGroup
-			for w := range o.concurrency {
-				wg.Go(func() {
-					var mine []time.Duration
-					for time.Now().Before(deadline) && ctx.Err() == nil {
-						s := time.Now()
-						if err := one(ctx, w); err != nil {
-							allErrs.Add(1)
-							if errs.Add(1) == 1 {
-								mu.Lock()
-								res.firstErr = err.Error()
-								mu.Unlock()
-							}
-							continue
-						}
-						ok.Add(1)
-						mine = append(mine, time.Since(s))
-					}
-					mu.Lock()
-					lat = append(lat, mine...)
-					mu.Unlock()
-				})
-			}
-			wg.Wait()
-			res.elapsed = time.Since(t0)
-			for _, r := range reps {
-				res.cpu += r.cpu()
-			}
-			res.cpu -= cpu0
-			res.ok, res.errs = ok.Load(), errs.Load()
-			if len(lat) > 0 {
-				slices.Sort(lat)
-				res.p50, res.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
-			}
-			return res
-		}
-		loop(o.warmup) // unmeasured; its tokens are counted in the checks all the same
-		return loop(o.duration)
-	}
-
+	l := &replicaLoad{o: o, reps: reps, heads: heads,
+		c: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.concurrency, MaxConnsPerHost: o.concurrency}, Timeout: 30 * time.Second}}
 	var results []replicaResult
 	all := make([]string, len(reps))
 	for i, r := range reps {
@@ -311,9 +366,9 @@ func runReplicas(ctx context.Context, o options) error {
 	for run := range o.runs {
 		for _, sc := range []string{"client_credentials", "refresh"} {
 			logf(o, "run %d: %s on 1 replica", run+1, sc)
-			results = append(results, drive("1", all[:1], sc))
+			results = append(results, l.drive(ctx, "1", all[:1], sc))
 			logf(o, "run %d: %s on %d replicas", run+1, sc, len(all))
-			results = append(results, drive(strconv.Itoa(len(all)), all, sc))
+			results = append(results, l.drive(ctx, strconv.Itoa(len(all)), all, sc))
 		}
 	}
 
@@ -331,33 +386,12 @@ func runReplicas(ctx context.Context, o options) error {
 	}
 	ccDelta := after[svcID] - before[svcID]
 	webDelta := after[webID] - before[webID]
-	wantWeb := int64(len(heads)) + refreshOK.Load()
+	wantWeb := int64(len(heads)) + l.refreshOK.Load()
 
 	fmt.Printf("## Latchkey replicas on one PostgreSQL\n\n")
 	fmt.Printf("- %d server processes, each through PgBouncer at %s to %s (database %s); %d clients, %s per run after %s warm-up, %d runs; load average %s\n\n",
 		len(reps), o.pooler, direct.Host, name, o.concurrency, o.duration, o.warmup, o.runs, loadAvg())
-	fmt.Println("| scenario | replicas | req/s | p50 ms | p99 ms | errors | server CPU s | server CPU µs/req | req/s vs 1 replica | CPU/req vs 1 replica |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-	var one replicaResult
-	for _, r := range results {
-		rps := float64(r.ok) / r.elapsed.Seconds()
-		per := 0.0
-		if r.ok > 0 {
-			per = float64(r.cpu.Microseconds()) / float64(r.ok)
-		}
-		vs, vsCPU := "1.00×", "1.00×"
-		if r.replicas == "1" {
-			one = r
-		} else if one.ok > 0 {
-			vs = fmt.Sprintf("%.2f×", rps/(float64(one.ok)/one.elapsed.Seconds()))
-			vsCPU = fmt.Sprintf("%.2f×", per/(float64(one.cpu.Microseconds())/float64(one.ok)))
-		}
-		fmt.Printf("| %s | %s | %.0f | %.2f | %.2f | %d | %.1f | %.0f | %s | %s |\n",
-			r.scenario, r.replicas, rps, ms(r.p50), ms(r.p99), r.errs, r.cpu.Seconds(), per, vs, vsCPU)
-		if r.firstErr != "" {
-			fmt.Printf("\nfirst error (%s, %s replicas): %s\n\n", r.scenario, r.replicas, r.firstErr)
-		}
-	}
+	printReplicaTable(results)
 	fmt.Printf("\n### Correctness after the load\n\n")
 	check := func(ok bool, format string, args ...any) {
 		mark := "ok"
@@ -366,11 +400,11 @@ func runReplicas(ctx context.Context, o options) error {
 		}
 		fmt.Printf("- %s: %s\n", mark, fmt.Sprintf(format, args...))
 	}
-	check(allErrs.Load() == 0, "requests that failed: %d", allErrs.Load())
-	check(ccDelta == ccOK.Load(), "client_credentials: %d answered with a token, %d new live tokens stored", ccOK.Load(), ccDelta)
+	check(l.allErrs.Load() == 0, "requests that failed: %d", l.allErrs.Load())
+	check(ccDelta == l.ccOK.Load(), "client_credentials: %d answered with a token, %d new live tokens stored", l.ccOK.Load(), ccDelta)
 	check(liveHeads == len(heads), "refresh chains: %d of %d end in a live refresh token, the one their client holds", liveHeads, len(heads))
-	check(webDelta == wantWeb, "refresh: %d rotations answered; live tokens of the client grew by %d (want %d: one access token per rotation plus one refresh token per chain)", refreshOK.Load(), webDelta, wantWeb)
-	if allErrs.Load() != 0 || ccDelta != ccOK.Load() || liveHeads != len(heads) || webDelta != wantWeb {
+	check(webDelta == wantWeb, "refresh: %d rotations answered; live tokens of the client grew by %d (want %d: one access token per rotation plus one refresh token per chain)", l.refreshOK.Load(), webDelta, wantWeb)
+	if l.allErrs.Load() != 0 || ccDelta != l.ccOK.Load() || liveHeads != len(heads) || webDelta != wantWeb {
 		return errors.New("correctness checks failed")
 	}
 	return nil
