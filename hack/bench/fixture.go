@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/ecdsa"
+	"crypto/subtle"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -67,6 +68,8 @@ type fixture struct {
 	issuer  string
 	// floorURL is the bare handler's address.
 	floorURL string
+	// floorInsertURL is the one-insert floor's address (floorInsertHandler).
+	floorInsertURL string
 	// idpKey signs the ID-JAGs of the trusted identity provider (enterprise.go).
 	idpKey *ecdsa.PrivateKey
 
@@ -229,7 +232,11 @@ func start(ctx context.Context, o options, dsn string) (*fixture, error) {
 		return nil, err
 	}
 	f.floorURL = floorURL + "/floor"
-	f.floor = &http.Server{Handler: floorHandler(st), ReadHeaderTimeout: 10 * time.Second}
+	floorMux := http.NewServeMux()
+	floorMux.Handle("/floor", floorHandler(st))
+	floorMux.Handle("/floor_insert", floorInsertHandler(st))
+	f.floorInsertURL = floorURL + "/floor_insert"
+	f.floor = &http.Server{Handler: floorMux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = f.floor.Serve(floorLn) }() // returns http.ErrServerClosed after Close
 	f.cleanup = append(f.cleanup, func() { f.floor.Close() })
 	ok = true
@@ -277,6 +284,39 @@ func floorHandler(st store.Store) http.Handler {
 			return
 		}
 		oauth.WriteJSON(w, http.StatusOK, map[string]any{"active": true, "sub": t.Subject})
+	})
+}
+
+// floorInsertHandler is the one-insert floor, the one client_credentials is held against: parse
+// the form, read Basic credentials, check the secret (SHA-256, constant-time comparison, as
+// Latchkey checks its clients' 256-bit secrets), mint a random token and store it with one
+// CreateTokens call, answer the token as JSON. It writes through the same store as the server
+// (same table, same indexes, and on SQLite the same group commit), so it is the stricter floor:
+// a handler that committed each insert alone would be slower than this one.
+func floorInsertHandler(st store.Store) http.Handler {
+	want := secret.Hash(svcSecret)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		form, err := oauth.ReadForm(w, r)
+		if err != nil {
+			oauth.WriteError(w, err)
+			return
+		}
+		id, pass, ok := r.BasicAuth()
+		if !ok || id != svcID || subtle.ConstantTimeCompare(secret.Hash(pass), want) != 1 {
+			oauth.WriteError(w, oauth.ErrInvalidClient)
+			return
+		}
+		tok := secret.New("lk_at_")
+		now := time.Now()
+		err = st.CreateTokens(r.Context(), store.Token{
+			Hash: secret.Hash(tok), Kind: store.AccessToken, Project: projectKey, ClientID: svcID, Subject: svcID,
+			Scopes: []string{form.Get("scope")}, FamilyID: secret.New("")[:22], AuthTime: now, IssuedAt: now, ExpiresAt: now.Add(time.Hour),
+		})
+		if err != nil {
+			oauth.WriteError(w, err)
+			return
+		}
+		oauth.WriteJSON(w, http.StatusOK, map[string]any{"access_token": tok, "token_type": "Bearer", "expires_in": 3600})
 	})
 }
 

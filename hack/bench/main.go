@@ -45,6 +45,11 @@ type options struct {
 	// operatorMemLimit is GOMEMLIMIT for the operator process of -controllers.
 	operatorMemLimit string
 	verbose          bool
+	// replicas, with pooler, runs the multi-replica benchmark instead (replicas.go);
+	// replicaServe is set in the replica processes it starts.
+	replicas     int
+	pooler       string
+	replicaServe string
 }
 
 func main() {
@@ -64,6 +69,9 @@ func main() {
 		"instead of the HTTP scenarios: reconcile this many OAuthClients on envtest (comma-separated counts, e.g. 1000,10000); needs KUBEBUILDER_ASSETS")
 	flag.StringVar(&o.operatorMemLimit, "operator-memlimit", "", "with -controllers: GOMEMLIMIT for the operator process (e.g. 140MiB)")
 	flag.BoolVar(&o.verbose, "v", false, "log progress")
+	flag.IntVar(&o.replicas, "replicas", 0, "instead of the scenarios: start this many server processes on one PostgreSQL through -pooler and compare them with one (client_credentials, refresh), then check the store")
+	flag.StringVar(&o.pooler, "pooler", "", "with -replicas: host:port of a PgBouncer (transaction mode) in front of -database's server")
+	flag.StringVar(&o.replicaServe, "replica-serve", "", "internal: serve as one replica on this DSN (started by -replicas)")
 	flag.Parse()
 	for f := range strings.SplitSeq(*tokens, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -77,9 +85,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	if o.controllers != "" {
+	switch {
+	case o.replicaServe != "":
+		err = serveReplica(ctx, o, o.replicaServe)
+	case o.replicas > 0:
+		err = runReplicas(ctx, o)
+	case o.controllers != "":
 		err = runControllers(ctx, o)
-	} else {
+	default:
 		err = run(ctx, o)
 	}
 	if err != nil {

@@ -35,6 +35,7 @@ type scenario struct {
 // not change the size of the table the reads see (the scaling check compares reads too).
 var scenarios = []scenario{
 	{"floor", "bare net/http: ReadForm + Basic + hash + one indexed read (GetToken)", prepareFloor},
+	{"floor_insert", "bare net/http: ReadForm + Basic + secret hash check + one token stored (CreateTokens)", prepareFloorInsert},
 	{"introspection", "RFC 7662, confidential client, active access token from the seeded set", prepareIntrospection},
 	{"exchange_ok", "RFC 8693 token exchange answered from the vault (sealed GitHub token, not expired)", prepareExchange(true)},
 	{"exchange_refused", "RFC 8693 token exchange refused with the person's open connect link", prepareExchange(false)},
@@ -88,6 +89,16 @@ func prepareFloor(_ context.Context, f *fixture, c *http.Client, _, _ int) (func
 	return func(int) op {
 		return func(ctx context.Context) error {
 			_, err := send(c, post(ctx, f.floorURL, next(), agentID, agentSecret), http.StatusOK)
+			return err
+		}
+	}, nil
+}
+
+func prepareFloorInsert(_ context.Context, f *fixture, c *http.Client, _, _ int) (func(int) op, error) {
+	body := "grant_type=client_credentials&scope=read"
+	return func(int) op {
+		return func(ctx context.Context) error {
+			_, err := send(c, post(ctx, f.floorInsertURL, body, svcID, svcSecret), http.StatusOK)
 			return err
 		}
 	}, nil
