@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"latchkey.dev/latchkey/internal/keptsecret"
 )
 
 // DNSNames are the names the kube-apiserver may dial the admin Service by; it checks the
@@ -50,22 +52,8 @@ type Keeper struct {
 func (k *Keeper) NeedLeaderElection() bool { return true }
 
 func (k *Keeper) Start(ctx context.Context) error {
-	tick := k.Tick
-	if tick <= 0 {
-		tick = time.Minute
-	}
-	for {
-		wait := tick
-		if err := k.Step(ctx); err != nil && ctx.Err() == nil {
-			k.Log.Error(err, "keeping the admin API's serving certificate failed; trying again", "secret", k.Secret.String())
-			wait = min(tick, 10*time.Second)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-	}
+	keptsecret.Keep(ctx, k.Tick, k.Step, k.Log.WithValues("secret", k.Secret.String()), "the admin API's serving certificate")
+	return nil
 }
 
 func (k *Keeper) validity() time.Duration { return cmpOr(k.Validity, DefaultValidity) }
@@ -135,12 +123,13 @@ func (k *Keeper) ensure(ctx context.Context) (*corev1.Secret, error) {
 	}
 	// No owner reference: a Deployment deleted and made again must not take a new CA with it
 	// while the APIService still trusts the old one.
-	if err := k.Client.Create(ctx, &sec); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			k.Log.Info("the admin API's certificate Secret was created meanwhile by someone else; using it", "secret", k.Secret.String())
-			return nil, nil
-		}
+	created, err := keptsecret.Create(ctx, k.Client, &sec)
+	if err != nil {
 		return nil, fmt.Errorf("creating the admin API's certificate Secret: %w", err)
+	}
+	if !created {
+		k.Log.Info("the admin API's certificate Secret was created meanwhile by someone else; using it", "secret", k.Secret.String())
+		return nil, nil
 	}
 	k.Log.Info("created the admin API's serving certificate", "secret", k.Secret.String(), "dnsName", k.DNSNames[0],
 		"notAfter", is.ca.NotAfter)
@@ -285,30 +274,10 @@ func (l *Loader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) 
 }
 
 func (l *Loader) Start(ctx context.Context) error {
-	poll := cmpOr(l.Poll, 10*time.Second)
-	waiting := false
-	for {
-		err := l.Load(ctx)
-		switch {
-		case apierrors.IsNotFound(err):
-			if !waiting {
-				l.Log.Info("waiting for the admin API's certificate Secret: the elected replica creates it", "secret", l.Secret.String())
-				waiting = true
-			}
-		case err != nil && ctx.Err() == nil:
-			l.Log.Error(err, "reading the admin API's certificate Secret failed; serving with the certificate already loaded",
-				"secret", l.Secret.String())
-		}
-		wait := poll
-		if l.cert.Load() == nil {
-			wait = min(poll, time.Second)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-	}
+	keptsecret.Follow(ctx, l.Poll, l.Load, func() bool { return l.cert.Load() != nil },
+		l.Log.WithValues("secret", l.Secret.String()), "the admin API's certificate Secret",
+		"waiting for the admin API's certificate Secret: the elected replica creates it")
+	return nil
 }
 
 // Load reads the Secret once; tests call it directly.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"latchkey.dev/latchkey/internal/keptsecret"
 	"latchkey.dev/latchkey/internal/secret"
 )
 
@@ -80,29 +81,10 @@ func (l *Loader) Start(ctx context.Context) error {
 	if poll <= 0 {
 		poll = defaultPoll
 	}
-	waiting := false
-	for {
-		err := l.load(ctx)
-		switch {
-		case apierrors.IsNotFound(err):
-			if !waiting {
-				l.Log.Info("waiting for the keys Secret: the elected replica creates it, or create it yourself",
-					"secret", l.Secret.String())
-				waiting = true
-			}
-		case err != nil && ctx.Err() == nil:
-			l.Log.Error(err, "reading the keys Secret failed; keeping the keys already loaded", "secret", l.Secret.String())
-		}
-		wait := poll
-		if l.Ready(ctx) != nil {
-			wait = min(poll, time.Second) // a replica waiting to serve checks often
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-	}
+	keptsecret.Follow(ctx, poll, l.load, func() bool { return l.Ready(ctx) == nil },
+		l.Log.WithValues("secret", l.Secret.String()), "the keys Secret",
+		"waiting for the keys Secret: the elected replica creates it, or create it yourself")
+	return nil
 }
 
 func (l *Loader) load(ctx context.Context) error {
@@ -186,22 +168,8 @@ type Keeper struct {
 func (k *Keeper) NeedLeaderElection() bool { return true }
 
 func (k *Keeper) Start(ctx context.Context) error {
-	tick := k.Tick
-	if tick <= 0 {
-		tick = time.Minute
-	}
-	for {
-		wait := tick
-		if err := k.Step(ctx); err != nil && ctx.Err() == nil {
-			k.Log.Error(err, "keeping the keys Secret failed; trying again", "secret", k.Secret.String())
-			wait = min(tick, 10*time.Second)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-	}
+	keptsecret.Keep(ctx, k.Tick, k.Step, k.Log.WithValues("secret", k.Secret.String()), "the keys Secret")
+	return nil
 }
 
 // Step does one round of the Keeper's work; tests call it directly.
@@ -266,12 +234,13 @@ func (k *Keeper) ensure(ctx context.Context) (*corev1.Secret, bool, error) {
 		Data: data,
 	}
 	// No owner reference: the Secret must outlive the Deployment and the release.
-	if err := k.Client.Create(ctx, &sec); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			k.Log.Info("the keys Secret was created meanwhile by someone else; using it", "secret", k.Secret.String())
-			return nil, false, nil // the next Step reads it
-		}
+	created, err := keptsecret.Create(ctx, k.Client, &sec)
+	if err != nil {
 		return nil, false, fmt.Errorf("creating the keys Secret: %w", err)
+	}
+	if !created {
+		k.Log.Info("the keys Secret was created meanwhile by someone else; using it", "secret", k.Secret.String())
+		return nil, false, nil // the next Step reads it
 	}
 	k.Log.Info("created the keys Secret", "secret", k.Secret.String())
 	return &sec, true, nil
