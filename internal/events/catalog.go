@@ -53,6 +53,19 @@ const (
 	AdminClientTokensRevoked = "admin.client_tokens.revoked"
 )
 
+// WrittenBehind reports whether records of action are queued (store.Audit.QueueAudit) rather
+// than written before the request is answered: the records every token request writes, where a
+// write in the request would cost more than the request itself (docs/decisions/0047). The token
+// an issuance record describes is stored before the answer all the same; an exchange stores
+// nothing else. Security events and every other action are written before the answer.
+func WrittenBehind(action string) bool {
+	switch action {
+	case TokenIssued, TokenExchanged, TokenExchangeRefused:
+		return true
+	}
+	return false
+}
+
 // Families are action prefixes written by parts of Latchkey that name their own actions: the
 // admin API ("admin.person.access_ended", actor "kubernetes:<username>") and sessions ended
 // from outside a browser ("session.backchannel_logout"). Every action in a family reaches the

@@ -419,6 +419,11 @@ type Connections interface {
 	// one query: token exchange asks on every request, and a permission and the connection it
 	// names are then never seen from two different moments.
 	AgentAccess(ctx context.Context, project, subject, connector, clientID string) (AgentAccess, error)
+	// SubjectAccess is a token exchange's reads in one query: the token with hash and, for the
+	// person it was issued for and the client it was issued to, AgentAccess for connector (in
+	// the token's project). ErrNotFound when there is no such token. The caller checks the
+	// token (project, kind, expiry) before it uses the access.
+	SubjectAccess(ctx context.Context, hash []byte, connector string) (Token, AgentAccess, error)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -580,7 +585,13 @@ const (
 )
 
 type Audit interface {
+	// AppendAudit stores r before it returns.
 	AppendAudit(ctx context.Context, r AuditRecord) error
+	// QueueAudit stores r a few milliseconds after it returns, batched with other queued
+	// records, for records written on every token request (docs/decisions/0047). Reads of the
+	// audit log through the same store see the records it queued; Close stores what is still
+	// queued. A process killed without closing loses what it had queued.
+	QueueAudit(ctx context.Context, r AuditRecord) error
 	ListAudit(ctx context.Context, project string, limit int) ([]AuditRecord, error)
 	// ListAuditAfter returns up to limit records of every project whose ID is greater than
 	// afterID and whose Time is not before since (zero: any time), in ID order. Security events

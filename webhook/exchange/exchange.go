@@ -125,7 +125,7 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 		return nil, err
 	}
 
-	subject, err := g.subject(ctx, p, subjectToken, now)
+	subject, access, err := g.subject(ctx, p, subjectToken, connector, now)
 	if err != nil {
 		g.record(ctx, req, "", connector, "subject_token_invalid", nil)
 		return nil, err
@@ -149,10 +149,8 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 		return nil, oauth.ErrInvalidGrant.WithDescription(err.Error())
 	}
 
-	conn, kind, err := g.decide(ctx, p, subject.Subject, agent.ID, connector)
-	if err != nil {
-		return nil, oauth.Internal(err)
-	}
+	// agent is the client the subject token was issued to, whose access subject read with it.
+	conn, kind := decide(access)
 	if kind == "" {
 		tok, err := g.token(ctx, connector, conn)
 		switch {
@@ -175,10 +173,11 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 			kind = store.LinkReconnect
 		case errors.Is(err, store.ErrNotFound):
 			// Disconnected between the two reads: decide again from what is there now.
-			if _, kind, err = g.decide(ctx, p, subject.Subject, agent.ID, connector); err != nil {
+			access, err := g.env.Store.AgentAccess(ctx, p.Key, subject.Subject, connector.Key, agent.ID)
+			if err != nil {
 				return nil, oauth.Internal(err)
 			}
-			if kind == "" {
+			if _, kind = decide(access); kind == "" {
 				return nil, oauth.ErrTemporarilyUnavailable.WithDescription("the connection changed while it was read; try again")
 			}
 		case errors.Is(err, upstream.ErrTimeout):
@@ -246,27 +245,28 @@ func target(p *config.Project, audience, resource []string) (*config.Connector, 
 	return found, nil
 }
 
-// subject finds the person's live access token. Anything wrong with it is invalid_grant
-// (RFC 8693 §2.2.2).
-func (g *Grant) subject(ctx context.Context, p *config.Project, raw string, now time.Time) (store.Token, error) {
+// subject finds the person's live access token, and with it (in the same query) the person's
+// connections to c and the one the token's client may use. Anything wrong with the token is
+// invalid_grant (RFC 8693 §2.2.2), and then the access read with it is not looked at.
+func (g *Grant) subject(ctx context.Context, p *config.Project, raw string, c *config.Connector, now time.Time) (store.Token, store.AgentAccess, error) {
 	dead := oauth.ErrInvalidGrant.WithDescription("the subject token is invalid, expired or revoked")
 	if len(raw) > oauth.MaxFormBytes {
-		return store.Token{}, dead
+		return store.Token{}, store.AgentAccess{}, dead
 	}
-	t, err := g.env.Store.GetToken(ctx, secret.Hash(raw))
+	t, access, err := g.env.Store.SubjectAccess(ctx, secret.Hash(raw), c.Key)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Token{}, dead
+		return store.Token{}, store.AgentAccess{}, dead
 	}
 	if err != nil {
-		return store.Token{}, oauth.Internal(err)
+		return store.Token{}, store.AgentAccess{}, oauth.Internal(err)
 	}
 	if t.Kind != store.AccessToken || t.Project != p.Key || !t.Active(now) || p.ClientGone(t.ClientID) {
-		return store.Token{}, dead
+		return store.Token{}, store.AgentAccess{}, dead
 	}
 	if t.Subject == "" {
-		return store.Token{}, oauth.ErrInvalidGrant.WithDescription("the subject token was not issued for a person")
+		return store.Token{}, store.AgentAccess{}, oauth.ErrInvalidGrant.WithDescription("the subject token was not issued for a person")
 	}
-	return t, nil
+	return t, access, nil
 }
 
 // audienceOf reports whether the requesting client is an audience the token was issued for.
@@ -308,26 +308,22 @@ func (g *Grant) agent(ctx context.Context, p *config.Project, t store.Token, req
 // decide returns the connection to hand out, or the kind of link the person needs:
 // no connection to the service → connect; connections but none this agent may use → allow (or
 // reconnect, when every one of them is broken); the permitted connection broken → reconnect.
-// One query answers it, on every request: a permission withdrawn or a connection marked
-// broken a moment ago decides the very next exchange.
-func (g *Grant) decide(ctx context.Context, p *config.Project, subject, agent string, c *config.Connector) (store.Connection, store.LinkKind, error) {
-	access, err := g.env.Store.AgentAccess(ctx, p.Key, subject, c.Key, agent)
-	if err != nil {
-		return store.Connection{}, "", err
-	}
+// The access is read on every request (with the subject token, see subject): a permission
+// withdrawn or a connection marked broken a moment ago decides the very next exchange.
+func decide(access store.AgentAccess) (store.Connection, store.LinkKind) {
 	if conn, ok := access.Permitted(); ok {
 		if conn.Status == store.ConnectionBroken {
-			return conn, store.LinkReconnect, nil
+			return conn, store.LinkReconnect
 		}
-		return conn, "", nil
+		return conn, ""
 	}
 	switch {
 	case len(access.Connections) == 0:
-		return store.Connection{}, store.LinkConnect, nil
+		return store.Connection{}, store.LinkConnect
 	case slices.ContainsFunc(access.Connections, func(x store.Connection) bool { return x.Status == store.ConnectionActive }):
-		return store.Connection{}, store.LinkAllow, nil
+		return store.Connection{}, store.LinkAllow
 	default:
-		return store.Connection{}, store.LinkReconnect, nil
+		return store.Connection{}, store.LinkReconnect
 	}
 }
 

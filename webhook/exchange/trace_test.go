@@ -134,7 +134,7 @@ func TestTraceOfATokenExchange(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"GetToken", "UpdateConnection"} {
+	for _, want := range []string{"SubjectAccess", "UpdateConnection"} {
 		if !strings.Contains(strings.Join(stores, " "), want) {
 			t.Errorf("store spans %q: no %s", stores, want)
 		}

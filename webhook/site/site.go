@@ -108,7 +108,9 @@ func (e *Env) Secure() bool { return e.PublicURL.Scheme == "https" }
 // Failure to record is logged, not returned: the action it describes has already happened.
 //
 // Every record reaches the project's event sinks: the store keeps it pending until a
-// deliverer relays it to the outbox (internal/events), so nothing here can lose it.
+// deliverer relays it to the outbox (internal/events), so nothing here can lose it. The records
+// every token request writes are queued and stored a few milliseconds after the answer
+// (events.WrittenBehind, docs/decisions/0047); the rest are stored before it.
 func (e *Env) Record(ctx context.Context, r store.AuditRecord) {
 	if r.Time.IsZero() {
 		r.Time = e.Now()
@@ -122,7 +124,11 @@ func (e *Env) Record(ctx context.Context, r store.AuditRecord) {
 	}
 	log.Info("audit", "project", r.Project, "action", r.Action, "actor", r.Actor, "target", r.Target,
 		"outcome", r.Outcome, "reason", r.Reason)
-	if err := e.Store.AppendAudit(ctx, r); err != nil {
+	write := e.Store.AppendAudit
+	if events.WrittenBehind(r.Action) {
+		write = e.Store.QueueAudit
+	}
+	if err := write(ctx, r); err != nil {
 		e.Log(ctx).Error(err, "cannot append audit record", "project", r.Project, "action", r.Action)
 	}
 	if e.Events != nil {

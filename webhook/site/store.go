@@ -28,10 +28,11 @@ type Store interface {
 }
 
 // EnvStore is what Env's own methods use: Client reads registered clients, Record appends
-// audit records.
+// audit records (or queues the ones every token request writes).
 type EnvStore interface {
 	GetClient(ctx context.Context, project, id string) (store.Client, error)
 	AppendAudit(ctx context.Context, r store.AuditRecord) error
+	QueueAudit(ctx context.Context, r store.AuditRecord) error
 }
 
 // SignInStore is what signing in and out uses (webhook/signin): people and their browser
@@ -131,7 +132,7 @@ type CallbackStore interface {
 // use, and the vault that hands out their upstream tokens.
 type ExchangeStore interface {
 	upstream.ConnectionStore
-	GetToken(ctx context.Context, hash []byte) (store.Token, error)
+	SubjectAccess(ctx context.Context, hash []byte, connector string) (store.Token, store.AgentAccess, error)
 	AgentAccess(ctx context.Context, project, subject, connector, clientID string) (store.AgentAccess, error)
 }
 

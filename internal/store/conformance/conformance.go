@@ -101,6 +101,7 @@ var tests = []test{
 	{"Audit/AppendList", testAudit},
 	{"Audit/Relay", testAuditRelay},
 	{"Audit/RelayConcurrent", testAuditRelayConcurrent},
+	{"Audit/Queued", testAuditQueued},
 
 	{"Outbox/Lifecycle", testOutboxLifecycle},
 	{"Outbox/Duplicate", testOutboxDuplicate},

@@ -237,11 +237,29 @@ func testPermissionOtherPerson(t *testing.T, s store.Store) {
 // or gone with a deleted connection, and a connection marked broken.
 func testAgentAccess(t *testing.T, s store.Store) {
 	ctx := t.Context()
+	// Every answer is also read the way token exchange reads it, with a token issued for
+	// subject to clientID (SubjectAccess), and must be the same.
+	tokens := 0
+	accessIn := func(proj, subject, connector, clientID string) store.AgentAccess {
+		t.Helper()
+		a, err := s.AgentAccess(ctx, proj, subject, connector, clientID)
+		must(t, err)
+		tokens++
+		tok := store.Token{Hash: hash(id("subject-token", tokens)), Kind: store.AccessToken, Project: proj,
+			ClientID: clientID, Subject: subject, IssuedAt: base, ExpiresAt: at(time.Hour), FamilyID: id("fam", tokens)}
+		must(t, s.CreateTokens(ctx, tok))
+		gotTok, b, err := s.SubjectAccess(ctx, tok.Hash, connector)
+		must(t, err)
+		equal(t, "the token read with its access", gotTok.ClientID+" "+gotTok.Subject+" "+gotTok.Project, clientID+" "+subject+" "+proj)
+		equal(t, "SubjectAccess as AgentAccess", b, a)
+		return a
+	}
 	access := func(subject, connector, clientID string) store.AgentAccess {
 		t.Helper()
-		a, err := s.AgentAccess(ctx, project, subject, connector, clientID)
-		must(t, err)
-		return a
+		return accessIn(project, subject, connector, clientID)
+	}
+	if _, _, err := s.SubjectAccess(ctx, []byte("no such token"), "github"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("SubjectAccess of an unknown token: %v, want ErrNotFound", err)
 	}
 	ids := func(a store.AgentAccess) []string {
 		var out []string
@@ -292,6 +310,7 @@ func testAgentAccess(t *testing.T, s store.Store) {
 	equal(t, "the other connector", access("alice", "gitlab", "repo-helper"), store.AgentAccess{Connections: []store.Connection{gitlab}, Allowed: gitlab.ID})
 	equal(t, "bob", ids(access("bob", "github", "repo-helper")), []string{bobs.ID})
 	equal(t, "mallory", access("mallory", "github", "repo-helper"), store.AgentAccess{})
+	equal(t, "alice in the other project", ids(accessIn("team-b/main", "alice", "github", "repo-helper")), []string{elsewhere.ID})
 
 	// Re-pointed, then broken: each shows on the next read.
 	allow("repo-helper", older)

@@ -330,3 +330,71 @@ func testAuditRelayConcurrent(t *testing.T, s store.Store) {
 		}
 	}
 }
+
+// Queued records: every one stored, each caller's in the order it queued them, and seen at
+// once by reads through the same store (the audit log, the relay to the sinks).
+func testAuditQueued(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	// More than one batch's worth (500), from several callers at once, beside records
+	// written before the answer.
+	const callers, each = 8, 90
+	parallel(callers, func(w int) {
+		for i := range each {
+			r := store.AuditRecord{Project: project, Time: at(time.Duration(i)), Actor: id("client:c", w), Action: "token.issued",
+				Target: id("seq", i), ClientID: id("c", w), Outcome: store.OutcomeSuccess,
+				Details: map[string]string{"grant_type": "client_credentials", "n": id("", i)}}
+			if i%30 == 0 {
+				if err := s.AppendAudit(ctx, r); err != nil {
+					t.Errorf("AppendAudit: %v", err)
+				}
+				continue
+			}
+			if err := s.QueueAudit(ctx, r); err != nil {
+				t.Errorf("QueueAudit: %v", err)
+			}
+		}
+	})
+	got, err := s.ListAudit(ctx, project, callers*each+10)
+	must(t, err)
+	equal(t, "every record, queued or written, read back at once", len(got), callers*each)
+	// Per caller, oldest first, the queued records keep their order (a record written before
+	// the answer may be stored ahead of records its caller queued earlier).
+	next := map[string]int{}
+	for i := len(got) - 1; i >= 0; i-- {
+		r := got[i]
+		if r.Details["n"] == id("", 0) || r.Details["n"] == id("", 30) || r.Details["n"] == id("", 60) {
+			continue // written, not queued
+		}
+		for next[r.Actor]%30 == 0 {
+			next[r.Actor]++
+		}
+		want := id("seq", next[r.Actor])
+		if r.Target != want {
+			t.Fatalf("%s's records out of order: %s where %s was expected", r.Actor, r.Target, want)
+		}
+		if r.Details["grant_type"] != "client_credentials" || r.Outcome != store.OutcomeSuccess {
+			t.Fatalf("record did not round-trip: %+v", r)
+		}
+		next[r.Actor]++
+	}
+
+	// Queued just now, relayed to the sinks by the next relay.
+	must(t, s.QueueAudit(ctx, store.AuditRecord{Project: project, Time: at(time.Hour), Actor: "client:c9", Action: "token.exchanged", Target: "late"}))
+	relayed := 0
+	var last store.AuditRecord
+	for {
+		n, err := s.RelayAudit(ctx, 1000, func(recs []store.AuditRecord) ([]store.Event, error) {
+			if len(recs) > 0 {
+				last = recs[len(recs)-1]
+			}
+			return nil, nil
+		})
+		must(t, err)
+		if n == 0 {
+			break
+		}
+		relayed += n
+	}
+	equal(t, "relayed", relayed, callers*each+1)
+	equal(t, "the last queued record relayed last", last.Target, "late")
+}

@@ -238,6 +238,21 @@ AND p.connector = c.connector AND p.client_id = ? AND p.connection_id = c.id
 WHERE c.project = ? AND c.subject = ? AND c.connector = ? ORDER BY c.created_at, c.id`)
 )
 
+// qSubjectAccess is qGetToken and qAgentAccess in one: one row per connection of the token's
+// person to the connector (one row with empty connection columns when there is none). The
+// connection columns are coalesced so the scan of a token without connections needs no NULLs.
+var qSubjectAccess = sqlText(`SELECT t.hash, t.kind, t.project, t.client_id, t.subject, t.scopes, t.audience,
+t.family_id, t.generation, t.code_hash, t.auth_time, t.issued_at, t.expires_at, t.revoked_at, t.rotated_at, t.jkt,
+COALESCE(c.id, ''), COALESCE(c.project, ''), COALESCE(c.subject, ''), COALESCE(c.connector, ''),
+COALESCE(c.account_id, ''), COALESCE(c.account_name, ''), COALESCE(c.key_id, ''), c.access_token, c.refresh_token,
+COALESCE(c.token_type, ''), c.expiry, COALESCE(c.scopes, ''), COALESCE(c.status, ''), COALESCE(c.created_at, 0),
+COALESCE(c.updated_at, 0), COALESCE(c.version, 0), p.client_id IS NOT NULL
+FROM tokens t
+LEFT JOIN connections c ON c.project = t.project AND c.subject = t.subject AND c.connector = ?
+LEFT JOIN agent_permissions p ON p.project = c.project AND p.subject = c.subject
+AND p.connector = c.connector AND p.client_id = t.client_id AND p.connection_id = c.id
+WHERE t.hash = ? ORDER BY c.created_at, c.id`)
+
 func scanPermission(p *store.AgentPermission) func(scanner) error {
 	return func(r scanner) error {
 		var created int64
@@ -295,6 +310,51 @@ func (s *Store) AgentAccess(ctx context.Context, project, subject, connector, cl
 	}
 	return out, nil
 }
+
+func (s *Store) SubjectAccess(ctx context.Context, hash []byte, connector string) (_ store.Token, _ store.AgentAccess, err error) {
+	defer s.observe(ctx, "SubjectAccess", time.Now(), &err)
+	var (
+		t     store.Token
+		out   store.AgentAccess
+		found bool
+	)
+	err = s.reader().each(ctx, func(r scanner) error {
+		var c store.Connection
+		var version int64
+		var allowed bool
+		// The token's columns come first, then the connection's, then the permission: each
+		// scan function hands its destinations to the next, and the innermost scans the row.
+		err := scanToken(&t, nil)(scanFunc(func(tok ...any) error {
+			return scanConnection(&c, &version)(scanFunc(func(cn ...any) error {
+				return r.Scan(append(append(tok, cn...), &allowed)...)
+			}))
+		}))
+		if err != nil {
+			return err
+		}
+		found = true
+		if c.ID == "" {
+			return nil
+		}
+		if allowed {
+			out.Allowed = c.ID
+		}
+		out.Connections = append(out.Connections, c)
+		return nil
+	}, qSubjectAccess, connector, hash)
+	if err == nil && !found {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.Token{}, store.AgentAccess{}, err
+	}
+	return t, out, nil
+}
+
+// scanFunc is a scanner made of a function.
+type scanFunc func(dest ...any) error
+
+func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
 
 // withExtra scans the columns a scan function knows, then the extra ones after them.
 type withExtra struct {

@@ -28,17 +28,11 @@ WHERE project = ? ORDER BY id DESC LIMIT ?`)
 // AppendAudit stores a record; r.ID is ignored (the database numbers records in order).
 func (s *Store) AppendAudit(ctx context.Context, r store.AuditRecord) (err error) {
 	defer s.observe(ctx, "AppendAudit", time.Now(), &err)
-	details := "{}"
-	if len(r.Details) > 0 {
-		b, err := json.Marshal(r.Details)
-		if err != nil {
-			return err
-		}
-		details = string(b)
+	row, err := encodeAudit(r)
+	if err != nil {
+		return err
 	}
-	_, err = s.wexec(ctx, qAppendAudit, r.Project, ns(r.Time), r.Actor, r.Action, r.Target, details,
-		r.ClientID, r.Connector, r.Outcome, r.Reason)
-	return err
+	return s.writeAudit(ctx, []auditRow{row})
 }
 
 // RelayAudit hands pending records to fanOut and queues what it returns (store.Audit). One
@@ -48,6 +42,9 @@ func (s *Store) RelayAudit(ctx context.Context, limit int, fanOut func([]store.A
 	defer s.observe(ctx, "RelayAudit", time.Now(), &err)
 	if limit <= 0 {
 		return 0, nil
+	}
+	if err := s.flushQueuedAudit(ctx); err != nil {
+		return 0, err
 	}
 	err = s.tx(ctx, func(x q) error {
 		n = 0
@@ -89,8 +86,12 @@ func (s *Store) ListAudit(ctx context.Context, project string, limit int) (_ []s
 	return s.listAudit(ctx, qListAudit, project, int64(limit))
 }
 
-// listAudit runs a query over the audit table's columns and reads every record it returns.
+// listAudit runs a query over the audit table's columns and reads every record it returns,
+// after writing this store's queued records (auditqueue.go), so they are among them.
 func (s *Store) listAudit(ctx context.Context, query string, args ...any) ([]store.AuditRecord, error) {
+	if err := s.flushQueuedAudit(ctx); err != nil {
+		return nil, err
+	}
 	return all(ctx, s.reader(), scanAudit, query, args...)
 }
 

@@ -96,6 +96,38 @@ func TestPostgresRoundTrips(t *testing.T) {
 				return err
 			}
 		}},
+		{"SubjectAccess", 1, func() func() error {
+			tok := token(store.AccessToken, next("fam"), 0)
+			must(s.CreateTokens(ctx, tok))
+			return func() error {
+				_, a, err := s.SubjectAccess(ctx, tok.Hash, connector)
+				if err == nil && a.Allowed != conn.ID {
+					err = fmt.Errorf("allowed %q, want %q", a.Allowed, conn.ID)
+				}
+				return err
+			}
+		}},
+		// What QueueAudit's writer does with the records of 300 requests: one statement. The
+		// queue is filled directly, so the writer's own timing cannot split the batch here.
+		{"AppendAudits (300 queued records)", 1, func() func() error {
+			var rows []auditRow
+			for range 300 {
+				row, err := encodeAudit(store.AuditRecord{Project: project, Time: now, Actor: "client:" + client,
+					Action: "token.exchanged", Target: subject, ClientID: client, Connector: connector, Outcome: store.OutcomeSuccess})
+				must(err)
+				rows = append(rows, row)
+			}
+			s.audit.mu.Lock()
+			s.audit.queued = append(s.audit.queued, rows...)
+			s.audit.mu.Unlock()
+			return func() error {
+				n, err := s.flushAudit(ctx, 0)
+				if err == nil && n != 300 {
+					err = fmt.Errorf("wrote %d records, want 300", n)
+				}
+				return err
+			}
+		}},
 		{"AppendAudit", 1, func() func() error {
 			return func() error {
 				return s.AppendAudit(ctx, store.AuditRecord{Project: project, Time: now, Actor: "client:" + client,

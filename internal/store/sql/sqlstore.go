@@ -54,6 +54,9 @@ type Store struct {
 	// group commits concurrent writers together on SQLite (see group.go); nil otherwise.
 	group *group
 
+	// audit holds the records QueueAudit has not written yet (auditqueue.go).
+	audit auditQueue
+
 	// rows serialises changes to one connected account on SQLite, where the only lock is the
 	// database-wide write lock (see UpdateConnection).
 	rows keyedLock
@@ -349,6 +352,7 @@ func openPostgres(dsn string, tracer pgx.QueryTracer) (*Store, error) {
 // Close closes every connection.
 func (s *Store) Close() (err error) {
 	defer s.observeWithoutContext("Close", time.Now(), &err)
+	err = s.closeAudit()
 	s.stmts.Range(func(_, v any) bool {
 		v.(*sql.Stmt).Close()
 		return true
@@ -358,7 +362,7 @@ func (s *Store) Close() (err error) {
 		<-s.ckDone
 		s.ckStop = nil
 	}
-	err = s.w.Close()
+	err = errors.Join(err, s.w.Close())
 	if s.r != s.w {
 		err = errors.Join(err, s.r.Close())
 	}

@@ -592,3 +592,38 @@ WHERE c.relnamespace = current_schema()::regnamespace
 		b.Fatal(err)
 	}
 }
+
+// Close stores what was queued: a replica shut down cleanly loses no audit record.
+func TestQueuedAuditStoredOnClose(t *testing.T) {
+	dsns := map[string]string{"sqlite": sqliteDSN(t)}
+	if os.Getenv("LATCHKEY_TEST_POSTGRES_DSN") != "" {
+		dsns["postgres"] = postgresDSN(t)
+	}
+	for name, dsn := range dsns {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			s, err := Open(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 1234
+			for i := range n {
+				if err := s.QueueAudit(ctx, store.AuditRecord{Project: "team-a/main", Time: time.Unix(int64(i), 0), Actor: "client:c",
+					Action: "token.issued", Target: fmt.Sprint(i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s = openTest(t, dsn)
+			got, err := s.ListAudit(ctx, "team-a/main", n+1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != n || got[0].Target != fmt.Sprint(n-1) || got[n-1].Target != "0" {
+				t.Fatalf("after Close and Open: %d records (want %d), newest %q", len(got), n, got[0].Target)
+			}
+		})
+	}
+}

@@ -1,0 +1,248 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+
+	"latchkey.dev/latchkey/internal/store"
+)
+
+// Audit records written behind the request (docs/decisions/0047-audit-records-written-behind.md).
+//
+// The token endpoint answers thousands of requests a second, and each writes an audit record.
+// Written in the request, that record made a successful token exchange — otherwise two reads —
+// a write that waits for a commit, and it made client_credentials two writes: a fifth of the
+// CPU of each went to the record, and on SQLite every commit also made the readers' page
+// caches stale. QueueAudit instead hands the record to one goroutine per store, which writes
+// whatever has queued in one multi-row INSERT, one transaction: a few commits a second under
+// load instead of one per request.
+//
+// What a caller may rely on:
+//   - A queued record is stored within auditLinger plus one write, in the order it was queued.
+//   - Every read of the audit log through this store (ListAudit, ListAuditAfter,
+//     ListAuditPage, RelayAudit) first stores what this store has queued, so a process reads
+//     its own records at once; another replica's appear after its next write.
+//   - A failed write keeps the records and tries again (backing off to auditRetryMax); when
+//     auditQueueMax records are waiting, QueueAudit writes its record itself, so a database
+//     that is down slows callers rather than growing memory or dropping records.
+//   - Close stores what is queued. A process that dies without closing its store (SIGKILL,
+//     out of memory, the node lost) loses what was queued: at most the records of its last
+//     auditLinger and one write. The tokens those records describe are in the tokens table
+//     themselves; only their audit records are lost.
+
+const (
+	// auditLinger is how long the writer waits after the first queued record for others to
+	// join it: the longest a record waits in memory before its write starts.
+	auditLinger = 5 * time.Millisecond
+	// auditBatchMax bounds one INSERT (10 parameters a row: well under both databases' limits).
+	auditBatchMax = 500
+	// auditQueueMax bounds the records waiting in memory; beyond it callers write their own.
+	auditQueueMax = 20_000
+	// auditRetryMax is the longest pause between attempts while the database refuses writes.
+	auditRetryMax = 5 * time.Second
+)
+
+type auditQueue struct {
+	// writing is held by whoever writes a batch, so a reader that flushes has every record
+	// queued before it stored, not merely taken by the writer.
+	writing sync.Mutex
+
+	mu      sync.Mutex
+	queued  []auditRow
+	wake    chan struct{} // cap 1: something was queued
+	stop    chan struct{}
+	done    chan struct{}
+	started bool
+	closed  bool
+}
+
+// auditRow is a record with its details already encoded, so encoding errors reach the caller.
+type auditRow struct {
+	r       store.AuditRecord
+	details string
+}
+
+func encodeAudit(r store.AuditRecord) (auditRow, error) {
+	details := "{}"
+	if len(r.Details) > 0 {
+		b, err := json.Marshal(r.Details)
+		if err != nil {
+			return auditRow{}, err
+		}
+		details = string(b)
+	}
+	return auditRow{r: r, details: details}, nil
+}
+
+// QueueAudit stores r shortly after it returns, with the records queued beside it; see above
+// for what is promised. An error means r was not queued and could not be written either.
+func (s *Store) QueueAudit(ctx context.Context, r store.AuditRecord) (err error) {
+	defer s.observe(ctx, "QueueAudit", time.Now(), &err)
+	row, err := encodeAudit(r)
+	if err != nil {
+		return err
+	}
+	a := &s.audit
+	a.mu.Lock()
+	if a.closed || len(a.queued) >= auditQueueMax {
+		a.mu.Unlock()
+		return s.writeAudit(ctx, []auditRow{row})
+	}
+	if !a.started {
+		a.started = true
+		a.wake, a.stop, a.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+		go s.auditWriter()
+	}
+	a.queued = append(a.queued, row)
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// auditWriter writes queued records until Close.
+func (s *Store) auditWriter() {
+	a := &s.audit
+	defer close(a.done)
+	retry := 50 * time.Millisecond
+	for {
+		select {
+		case <-a.stop:
+			return
+		case <-a.wake:
+		}
+		select {
+		case <-a.stop:
+			return
+		case <-time.After(auditLinger):
+		}
+		for {
+			n, err := s.flushAudit(context.Background(), auditBatchMax)
+			if err != nil {
+				// The records stay queued; the next attempt, or a reader's flush, writes them.
+				select {
+				case <-a.stop:
+					return
+				case <-time.After(retry):
+				}
+				retry = min(2*retry, auditRetryMax)
+				continue
+			}
+			retry = 50 * time.Millisecond
+			if n < auditBatchMax {
+				break
+			}
+		}
+	}
+}
+
+// flushAudit writes up to limit queued records (every one when limit <= 0) and reports how
+// many it wrote. On failure they are queued again, in front, in their order.
+func (s *Store) flushAudit(ctx context.Context, limit int) (int, error) {
+	a := &s.audit
+	a.writing.Lock()
+	defer a.writing.Unlock()
+	for written := 0; ; {
+		a.mu.Lock()
+		n := len(a.queued)
+		if limit > 0 {
+			n = min(n, limit-written)
+		}
+		n = min(n, auditBatchMax)
+		batch := a.queued[:n:n]
+		a.queued = a.queued[n:]
+		a.mu.Unlock()
+		if n == 0 {
+			return written, nil
+		}
+		if err := s.writeQueued(ctx, batch); err != nil {
+			a.mu.Lock()
+			a.queued = append(batch, a.queued...)
+			a.mu.Unlock()
+			return written, err
+		}
+		written += n
+	}
+}
+
+// flushQueuedAudit is what every audit read does first: this store's queued records are
+// written, so the read sees them.
+func (s *Store) flushQueuedAudit(ctx context.Context) error {
+	a := &s.audit
+	a.mu.Lock()
+	idle := !a.started
+	a.mu.Unlock()
+	if idle {
+		return nil
+	}
+	_, err := s.flushAudit(ctx, 0)
+	return err
+}
+
+// closeAudit stops the writer and stores what is queued (on Close).
+func (s *Store) closeAudit() error {
+	a := &s.audit
+	a.mu.Lock()
+	started := a.started && !a.closed
+	a.closed = true
+	a.mu.Unlock()
+	if !started {
+		return nil
+	}
+	close(a.stop)
+	<-a.done
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := s.flushAudit(ctx, 0)
+	return err
+}
+
+// writeQueued writes a batch taken from the queue; the store's observer sees it as
+// AppendAudits, beside the QueueAudit calls that queued it.
+func (s *Store) writeQueued(ctx context.Context, rows []auditRow) (err error) {
+	defer s.observe(ctx, "AppendAudits", time.Now(), &err)
+	return s.writeAudit(ctx, rows)
+}
+
+// auditInsert caches the INSERT of n rows, one text per batch size.
+var auditInsert sync.Map // int -> string
+
+func auditInsertText(n int) string {
+	if v, ok := auditInsert.Load(n); ok {
+		return v.(string)
+	}
+	var b strings.Builder
+	b.WriteString(`INSERT INTO audit (project, time, actor, action, target, details, client_id, connector, outcome, reason, pending) VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)")
+	}
+	v, _ := auditInsert.LoadOrStore(n, b.String())
+	return v.(string)
+}
+
+// writeAudit stores rows with one statement, in their order (ids ascend within a statement on
+// both databases: SQLite assigns rowids in VALUES order, PostgreSQL's sequence in row order).
+func (s *Store) writeAudit(ctx context.Context, rows []auditRow) (err error) {
+	if len(rows) == 1 {
+		r := rows[0].r
+		_, err = s.wexec(ctx, qAppendAudit, r.Project, ns(r.Time), r.Actor, r.Action, r.Target, rows[0].details,
+			r.ClientID, r.Connector, r.Outcome, r.Reason)
+		return err
+	}
+	args := make([]any, 0, 10*len(rows))
+	for _, row := range rows {
+		r := row.r
+		args = append(args, r.Project, ns(r.Time), r.Actor, r.Action, r.Target, row.details,
+			r.ClientID, r.Connector, r.Outcome, r.Reason)
+	}
+	_, err = s.wexec(ctx, auditInsertText(len(rows)), args...)
+	return err
+}
