@@ -70,6 +70,8 @@ type fixture struct {
 	floorURL string
 	// floorInsertURL is the one-insert floor's address (floorInsertHandler).
 	floorInsertURL string
+	// floorInsertAloneURL is the same handler on a store that commits each insert alone.
+	floorInsertAloneURL string
 	// idpKey signs the ID-JAGs of the trusted identity provider (enterprise.go).
 	idpKey *ecdsa.PrivateKey
 
@@ -236,6 +238,25 @@ func start(ctx context.Context, o options, dsn string) (*fixture, error) {
 	floorMux.Handle("/floor", floorHandler(st))
 	floorMux.Handle("/floor_insert", floorInsertHandler(st))
 	f.floorInsertURL = floorURL + "/floor_insert"
+	// The floor that commits each insert alone has a SQLite file of its own, with the same
+	// schema, so its commits neither join nor wait for the server's. On PostgreSQL every
+	// insert commits alone already: it is floor_insert.
+	alone := st
+	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
+		if alone, err = sqlstore.Open(ctx, "sqlite:"+path+".floor-alone", sqlstore.WithoutGroupCommit()); err != nil {
+			return nil, err
+		}
+		f.cleanup = append(f.cleanup, func() {
+			alone.Close()
+			if !o.keep {
+				for _, suffix := range []string{"", "-wal", "-shm"} {
+					os.Remove(path + ".floor-alone" + suffix)
+				}
+			}
+		})
+	}
+	floorMux.Handle("/floor_insert_alone", floorInsertHandler(alone))
+	f.floorInsertAloneURL = floorURL + "/floor_insert_alone"
 	f.floor = &http.Server{Handler: floorMux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = f.floor.Serve(floorLn) }() // returns http.ErrServerClosed after Close
 	f.cleanup = append(f.cleanup, func() { f.floor.Close() })

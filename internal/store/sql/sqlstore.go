@@ -75,6 +75,13 @@ type Store struct {
 // Option configures Open.
 type Option func(*Store)
 
+// WithoutGroupCommit makes a SQLite store commit every writer on its own, as a handler that
+// opened SQLite itself would (see group.go). Only for measuring against such a handler
+// (hack/bench's floor_insert_alone); it changes nothing on PostgreSQL.
+func WithoutGroupCommit() Option {
+	return func(s *Store) { s.group = nil }
+}
+
 // Observe has every store.Store operation reported to fn when it returns: op is the method's
 // name, took its duration, err what it returned. An operation counts once, however many
 // statements and transaction attempts it ran. Operations that run a caller's function inside
