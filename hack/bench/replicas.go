@@ -31,6 +31,7 @@ import (
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
+	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/internal/upstream/fakegithub"
 	"latchkey.dev/latchkey/webhook"
 )
@@ -46,7 +47,10 @@ import (
 // /proc/<pid>/stat. Afterwards it checks what the store holds against what the clients were
 // answered: every client_credentials answer stored exactly one live token, every refresh
 // chain ends in exactly one live refresh token (the one its client holds), and every
-// rotation left exactly one new live access token — nothing lost, nothing doubled.
+// rotation left exactly one new live access token — nothing lost, nothing doubled. Then come
+// bursts of concurrent requests across all replicas (replicachecks.go): one connect link per
+// person × agent × service, one upstream refresh per expired connection, and one rotation per
+// refresh token, with reuse of an older one ending the grant everywhere.
 
 // replicaKeyEnv carries the shared sealing key (hex) to the replica processes.
 const replicaKeyEnv = "LATCHKEY_BENCH_REPLICA_KEY"
@@ -73,9 +77,10 @@ func serveReplica(ctx context.Context, o options, dsn string) error {
 	}
 	base := "http://" + ln.Addr().String()
 	issuer := base + "/" + projectKey
-	// The connector is configured but never called: the replica scenarios do not exchange.
-	gh := fakegithub.New(fakegithub.Options{ClientID: githubClientID, ClientSecret: "bench-github-secret"})
-	project := benchProject(issuer, gh.Connector("http://127.0.0.1:9", issuer+config.CallbackPath("default", "github")))
+	// The connector talks to the fake GitHub the parent runs (replicachecks.go); this one only
+	// builds the connector, with the same client id and secret.
+	gh := fakegithub.New(fakegithub.Options{ClientID: githubClientID, ClientSecret: replicaGitHubSecret})
+	project := benchProject(issuer, gh.Connector(os.Getenv(replicaGitHubEnv), issuer+config.CallbackPath("default", "github")))
 	project.SignIn.Passwords = make(map[string]config.PasswordUser, o.people)
 	for i := range o.people {
 		email := fmt.Sprintf("p-%07d@bench.example", i)
@@ -139,6 +144,13 @@ type replicaLoad struct {
 	heads []string // heads[w] is the refresh token client w holds
 	// Every answer and error, warm-ups included, for the checks afterwards.
 	ccOK, refreshOK, allErrs atomic.Int64
+	firstErr                 atomic.Value // string: the first of allErrs
+}
+
+func (l *replicaLoad) noteErr(err error) {
+	if l.allErrs.Add(1) == 1 {
+		l.firstErr.Store(err.Error())
+	}
 }
 
 // one makes one request of scenario to iss as client w.
@@ -197,7 +209,7 @@ func (l *replicaLoad) loop(ctx context.Context, label string, issuers []string, 
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				s := time.Now()
 				if err := l.one(ctx, issuers[(next.Add(1)-1)%uint64(len(issuers))], scenario, w); err != nil {
-					l.allErrs.Add(1)
+					l.noteErr(err)
 					if errs.Add(1) == 1 {
 						mu.Lock()
 						res.firstErr = err.Error()
@@ -224,15 +236,14 @@ func (l *replicaLoad) loop(ctx context.Context, label string, issuers []string, 
 	return res
 }
 
-// startReplicas starts o.replicas server processes on dsn, sharing one sealing key. The
-// replicas started are returned even with an error, to be stopped.
-func startReplicas(ctx context.Context, o options, dsn string) ([]*replica, error) {
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
+// startReplicas starts o.replicas server processes on dsn, sharing one sealing key, their
+// GitHub connector pointed at githubURL. The replicas started are returned even with an error,
+// to be stopped.
+func startReplicas(ctx context.Context, o options, dsn string, key []byte, githubURL string) ([]*replica, error) {
 	var reps []*replica
 	for range o.replicas {
 		cmd := exec.CommandContext(ctx, os.Args[0], "-replica-serve", dsn, "-people", strconv.Itoa(o.people))
-		cmd.Env = append(os.Environ(), replicaKeyEnv+"="+hex.EncodeToString(key))
+		cmd.Env = append(os.Environ(), replicaKeyEnv+"="+hex.EncodeToString(key), replicaGitHubEnv+"="+githubURL)
 		cmd.Stderr = os.Stderr
 		in, err := cmd.StdinPipe()
 		if err != nil {
@@ -332,7 +343,26 @@ func runReplicas(ctx context.Context, o options) error {
 		return err
 	}
 
-	reps, err := startReplicas(ctx, o, pooled.String())
+	// The replicas' sealing key, which the harness also seals the connections of the checks
+	// with, and the fake GitHub their connector calls.
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	keyring, err := secret.NewKeyring(map[string][]byte{"bench": key}, "bench")
+	if err != nil {
+		return err
+	}
+	gh, err := startReplicaGitHub()
+	if err != nil {
+		return err
+	}
+	defer gh.close()
+	checkDB, err := sql.Open("pgx", direct.String())
+	if err != nil {
+		return err
+	}
+	defer checkDB.Close()
+
+	reps, err := startReplicas(ctx, o, pooled.String(), key, gh.url)
 	defer stopReplicas(reps)
 	if err != nil {
 		return err
@@ -372,6 +402,14 @@ func runReplicas(ctx context.Context, o options) error {
 		}
 	}
 
+	// Links and upstream refresh, in bursts across the replicas.
+	burstStart := time.Now()
+	bursts, ended, err := l.burstChecks(ctx, f, checkDB, &upstream.Vault{Store: f.st, Keyring: keyring, Now: time.Now}, gh, all)
+	if err != nil {
+		return fmt.Errorf("checks under load: %w", err)
+	}
+	logf(o, "checks under load took %s", time.Since(burstStart).Round(time.Millisecond))
+
 	// What the store holds against what the clients were told.
 	after, err := f.st.CountLiveTokens(ctx, projectKey, time.Now())
 	if err != nil {
@@ -380,32 +418,41 @@ func runReplicas(ctx context.Context, o options) error {
 	liveHeads := 0
 	for _, h := range heads {
 		t, err := f.st.GetToken(ctx, secret.Hash(h))
-		if err == nil && t.Active(time.Now()) && t.Kind == store.RefreshToken {
+		if err == nil && t.Active(time.Now()) && t.RotatedAt == nil && t.Kind == store.RefreshToken {
 			liveHeads++
 		}
 	}
 	ccDelta := after[svcID] - before[svcID]
 	webDelta := after[webID] - before[webID]
-	wantWeb := int64(len(heads)) + l.refreshOK.Load()
+	// The reuse check ends the live tokens of the web app of one person, besides its own.
+	wantWeb := int64(len(heads)) + l.refreshOK.Load() - ended
 
 	fmt.Printf("## Latchkey replicas on one PostgreSQL\n\n")
 	fmt.Printf("- %d server processes, each through PgBouncer at %s to %s (database %s); %d clients, %s per run after %s warm-up, %d runs; load average %s\n\n",
 		len(reps), o.pooler, direct.Host, name, o.concurrency, o.duration, o.warmup, o.runs, loadAvg())
 	printReplicaTable(results)
 	fmt.Printf("\n### Correctness after the load\n\n")
-	check := func(ok bool, format string, args ...any) {
-		mark := "ok"
-		if !ok {
-			mark = "FAILED"
-		}
-		fmt.Printf("- %s: %s\n", mark, fmt.Sprintf(format, args...))
+	firstErr, _ := l.firstErr.Load().(string)
+	if firstErr != "" {
+		firstErr = "; first: " + firstErr
 	}
-	check(l.allErrs.Load() == 0, "requests that failed: %d", l.allErrs.Load())
-	check(ccDelta == l.ccOK.Load(), "client_credentials: %d answered with a token, %d new live tokens stored", l.ccOK.Load(), ccDelta)
-	check(liveHeads == len(heads), "refresh chains: %d of %d end in a live refresh token, the one their client holds", liveHeads, len(heads))
-	check(webDelta == wantWeb, "refresh: %d rotations answered; live tokens of the client grew by %d (want %d: one access token per rotation plus one refresh token per chain)", l.refreshOK.Load(), webDelta, wantWeb)
-	if l.allErrs.Load() != 0 || ccDelta != l.ccOK.Load() || liveHeads != len(heads) || webDelta != wantWeb {
-		return errors.New("correctness checks failed")
+	checks := append([]check{
+		checkf(l.allErrs.Load() == 0, "requests that failed: %d%s", l.allErrs.Load(), firstErr),
+		checkf(ccDelta == l.ccOK.Load(), "client_credentials: %d answered with a token, %d new live tokens stored", l.ccOK.Load(), ccDelta),
+		checkf(liveHeads == len(heads), "refresh chains: %d of %d end in a live refresh token, the one their client holds", liveHeads, len(heads)),
+		checkf(webDelta == wantWeb, "refresh: %d rotations answered; live tokens of the client grew by %d (want %d: one access token per rotation plus one refresh token per chain, less the %d older ones the reuse check ended)", l.refreshOK.Load(), webDelta, wantWeb, ended),
+	}, bursts...)
+	failed := 0
+	for _, c := range checks {
+		mark := "ok"
+		if !c.ok {
+			mark = "FAILED"
+			failed++
+		}
+		fmt.Printf("- %s: %s\n", mark, c.text)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d correctness checks failed", failed)
 	}
 	return nil
 }
