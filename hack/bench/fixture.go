@@ -70,6 +70,8 @@ type fixture struct {
 	floorURL string
 	// floorInsertURL is the one-insert floor's address (floorInsertHandler).
 	floorInsertURL string
+	// dsn is the store's.
+	dsn string
 	// floorInsertAloneURL is the same handler on a store that commits each insert alone.
 	floorInsertAloneURL string
 	// idpKey signs the ID-JAGs of the trusted identity provider (enterprise.go).
@@ -140,7 +142,7 @@ func database(ctx context.Context, o options) (dsn, label string, cleanup func()
 
 // start opens the store, starts the fake GitHub, the server and the floor, all on loopback.
 func start(ctx context.Context, o options, dsn string) (*fixture, error) {
-	f := &fixture{o: o}
+	f := &fixture{o: o, dsn: dsn}
 	ok := false
 	defer func() {
 		if !ok {
@@ -404,7 +406,26 @@ func (f *fixture) seed(ctx context.Context) error {
 		}
 		mine = mine[n:]
 	}
-	return f.seedTokens(ctx, now)
+	if err := f.seedTokens(ctx, now); err != nil {
+		return err
+	}
+	return f.analyze(ctx)
+}
+
+// analyze gives PostgreSQL's planner statistics of the seeded tables, as autovacuum keeps them
+// on a database in use. Without them it guesses one row per table and may walk a whole
+// Project's connections for a token exchange (0.3 ms instead of 0.1 ms in EXPLAIN ANALYZE).
+func (f *fixture) analyze(ctx context.Context) error {
+	if !strings.HasPrefix(f.dsn, "postgres") {
+		return nil
+	}
+	db, err := sql.Open("pgx", f.dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.ExecContext(ctx, `ANALYZE`)
+	return err
 }
 
 // seedTokens stores o.tokens tokens: access and refresh pairs in families, over the three

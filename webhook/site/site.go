@@ -117,7 +117,7 @@ func (e *Env) Record(ctx context.Context, r store.AuditRecord) {
 	}
 	events.Normalize(&r)
 	log := e.Log(ctx)
-	if r.Action == events.TokenIssued {
+	if events.WrittenBehind(r.Action) {
 		// One per token request, like the access log: at debug level too, not a line per
 		// request at the default level. The audit log and the sinks have every one.
 		log = log.V(1)

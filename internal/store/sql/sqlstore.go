@@ -794,18 +794,68 @@ func fromNullNS(n sql.NullInt64) *time.Time {
 }
 
 // list stores a string list as JSON; nil and empty are both "[]" and read back as nil.
+// List columns (scopes, audiences) hold a JSON array of strings. Nearly every value is plain
+// (scope names, client ids, URLs), and these run on every token read and write, so plain values
+// skip encoding/json: the text is the one encoding/json writes and reads (TestListColumns).
+
 func list(v []string) string {
 	if len(v) == 0 {
 		return "[]"
 	}
-	b, _ := json.Marshal(v)
-	return string(b)
+	n := 2
+	for _, e := range v {
+		if !plain(e) {
+			b, _ := json.Marshal(v)
+			return string(b)
+		}
+		n += len(e) + 3
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteByte('[')
+	for i, e := range v {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		b.WriteString(e)
+		b.WriteByte('"')
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// plain reports whether encoding/json writes e unchanged between quotes: printable ASCII other
+// than the characters it escapes (the quote, the backslash, and <, >, & for HTML safety).
+func plain(e string) bool {
+	for i := 0; i < len(e); i++ {
+		c := e[i]
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 func fromList(s string) ([]string, error) {
 	if s == "" || s == "[]" {
 		return nil, nil
 	}
+	// `["a","b"]` without a backslash: no element holds a quote, so the separators are exact.
+	if inner, ok := strings.CutPrefix(s, `["`); ok && strings.HasSuffix(inner, `"]`) && !strings.ContainsAny(inner, "\\") {
+		inner = inner[:len(inner)-2]
+		v := strings.Split(inner, `","`)
+		for _, e := range v {
+			if strings.ContainsRune(e, '"') { // spaces after the commas, or not an array of strings
+				return fromJSONList(s)
+			}
+		}
+		return v, nil
+	}
+	return fromJSONList(s)
+}
+
+func fromJSONList(s string) ([]string, error) {
 	var v []string
 	if err := json.Unmarshal([]byte(s), &v); err != nil {
 		return nil, fmt.Errorf("sqlstore: bad list column: %w", err)
