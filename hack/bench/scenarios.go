@@ -35,8 +35,8 @@ type scenario struct {
 // not change the size of the table the reads see (the scaling check compares reads too).
 var scenarios = []scenario{
 	{"floor", "bare net/http: ReadForm + Basic + hash + one indexed read (GetToken)", prepareFloor},
-	{"floor_insert", "bare net/http: ReadForm + Basic + secret hash check + one token stored (CreateTokens)", prepareFloorInsert},
-	{"floor_insert_alone", "floor_insert on a SQLite file of its own whose store commits each insert alone (no group commit); on PostgreSQL the same as floor_insert", prepareFloorInsertAlone},
+	{"floor_insert", "bare net/http: ReadForm + Basic + secret hash check + one token stored (CreateTokens)", prepareFloorInsert(func(f *fixture) string { return f.floorInsertURL })},
+	{"floor_insert_alone", "floor_insert on a SQLite file of its own whose store commits each insert alone (no group commit); on PostgreSQL the same as floor_insert", prepareFloorInsert(func(f *fixture) string { return f.floorInsertAloneURL })},
 	{"introspection", "RFC 7662, confidential client, active access token from the seeded set", prepareIntrospection},
 	{"exchange_ok", "RFC 8693 token exchange answered from the vault (sealed GitHub token, not expired)", prepareExchange(true)},
 	{"exchange_refused", "RFC 8693 token exchange refused with the person's open connect link", prepareExchange(false)},
@@ -95,24 +95,17 @@ func prepareFloor(_ context.Context, f *fixture, c *http.Client, _, _ int) (func
 	}, nil
 }
 
-func prepareFloorInsert(_ context.Context, f *fixture, c *http.Client, _, _ int) (func(int) op, error) {
-	body := "grant_type=client_credentials&scope=read"
-	return func(int) op {
-		return func(ctx context.Context) error {
-			_, err := send(c, post(ctx, f.floorInsertURL, body, svcID, svcSecret), http.StatusOK)
-			return err
-		}
-	}, nil
-}
-
-func prepareFloorInsertAlone(_ context.Context, f *fixture, c *http.Client, _, _ int) (func(int) op, error) {
-	body := "grant_type=client_credentials&scope=read"
-	return func(int) op {
-		return func(ctx context.Context) error {
-			_, err := send(c, post(ctx, f.floorInsertAloneURL, body, svcID, svcSecret), http.StatusOK)
-			return err
-		}
-	}, nil
+// prepareFloorInsert posts client_credentials to the one-insert floor at where(f).
+func prepareFloorInsert(where func(*fixture) string) func(context.Context, *fixture, *http.Client, int, int) (func(int) op, error) {
+	return func(_ context.Context, f *fixture, c *http.Client, _, _ int) (func(int) op, error) {
+		body := "grant_type=client_credentials&scope=read"
+		return func(int) op {
+			return func(ctx context.Context) error {
+				_, err := send(c, post(ctx, where(f), body, svcID, svcSecret), http.StatusOK)
+				return err
+			}
+		}, nil
+	}
 }
 
 func prepareClientCredentials(_ context.Context, f *fixture, c *http.Client, _, _ int) (func(int) op, error) {
