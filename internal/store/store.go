@@ -302,6 +302,10 @@ type Tokens interface {
 	CreateTokens(ctx context.Context, tokens ...Token) error
 	// GetToken returns a token by hash whether or not it is active; callers check Active.
 	GetToken(ctx context.Context, hash []byte) (Token, error)
+	// TokenHolder is GetToken and, in the same query, the person the token was issued for
+	// (GetPerson in the token's project): found reports whether the token names a person who
+	// is still stored. Refresh rotation asks both on every request.
+	TokenHolder(ctx context.Context, hash []byte) (t Token, holder Person, found bool, err error)
 	// RotateRefreshToken implements rotation with reuse detection (decision 0008); it is atomic and
 	// correct under any number of concurrent calls for the same token, on every replica.
 	RotateRefreshToken(ctx context.Context, r RotateRequest) (Rotation, error)

@@ -26,7 +26,8 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 	}
 	invalid := ErrInvalidGrant.WithDescription("the refresh token is invalid, expired or revoked")
 	hash := secret.Hash(presented)
-	old, err := env.Store.GetToken(ctx, hash)
+	// The token and the person it was issued for, in one read.
+	old, person, found, err := env.Store.TokenHolder(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, invalid
 	}
@@ -54,11 +55,7 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 		return nil, ErrInvalidGrant.WithDescription(err.Error())
 	}
 	if old.Subject != "" {
-		person, err := env.Store.GetPerson(ctx, p.Key, old.Subject)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return nil, Internal(err)
-		}
-		if err != nil || !site.PersonActive(p, person) {
+		if !found || !site.PersonActive(p, person) {
 			// The person was removed from the project's sign-in: the grant ends with them.
 			if _, rerr := env.Store.RevokeFamily(ctx, old.FamilyID, req.Now); rerr != nil {
 				return nil, Internal(rerr)

@@ -59,6 +59,7 @@ type TokenStore interface {
 	RedeemAuthCode(ctx context.Context, hash []byte, now time.Time, check func(store.AuthCode) error) (store.AuthCode, error)
 	CreateTokens(ctx context.Context, tokens ...store.Token) error
 	GetToken(ctx context.Context, hash []byte) (store.Token, error)
+	TokenHolder(ctx context.Context, hash []byte) (store.Token, store.Person, bool, error)
 	RotateRefreshToken(ctx context.Context, r store.RotateRequest) (store.Rotation, error)
 	RevokeToken(ctx context.Context, hash []byte, now time.Time) error
 	RevokeFamily(ctx context.Context, familyID string, now time.Time) (int64, error)

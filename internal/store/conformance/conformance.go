@@ -56,6 +56,7 @@ var tests = []test{
 	{"AuthCode/RedeemCheckedConcurrent", testCodeRedeemCheckedConcurrent},
 
 	{"Token/RoundTrip", testTokenRoundTrip},
+	{"Token/Holder", testTokenHolder},
 	{"Token/BatchAtomic", testTokenBatchAtomic},
 	{"Token/Revoke", testTokenRevoke},
 	{"Token/RevokeFamily", testTokenRevokeFamily},

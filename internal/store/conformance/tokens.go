@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -442,4 +443,47 @@ func testRotateReplayForgotten(t *testing.T, s store.Store) {
 	must(t, err)
 	equal(t, "replay kept inside its window", r.Outcome, store.OutcomeGraceReplay)
 	equal(t, "replay", string(r.Replay), "response of h1")
+}
+
+// TokenHolder reads a token with the person it was issued for: only that person, in the
+// token's own project.
+func testTokenHolder(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	alice, err := s.UpsertPerson(ctx, store.Person{Project: project, ID: "alice", Source: "password", SourceSubject: "alice@x",
+		Email: "alice@x", Name: "Alice", CreatedAt: base})
+	must(t, err)
+	// A person with the same id in another project must not be taken for alice's holder there.
+	_, err = s.UpsertPerson(ctx, store.Person{Project: "team-b/main", ID: "bob", Source: "password", SourceSubject: "bob@x", CreatedAt: base})
+	must(t, err)
+	tok := func(name, subject string) store.Token {
+		t.Helper()
+		x := store.Token{Hash: hash("holder/" + name), Kind: store.RefreshToken, Project: project, ClientID: "web", Subject: subject,
+			Scopes: []string{"openid"}, FamilyID: "fam-" + name, AuthTime: base, IssuedAt: base, ExpiresAt: at(time.Hour)}
+		must(t, s.CreateTokens(ctx, x))
+		return x
+	}
+	cases := []struct {
+		name      string
+		token     store.Token
+		wantFound bool
+	}{
+		{"alice's", tok("alice", "alice"), true},
+		{"a removed person's", tok("gone", "gone"), false},
+		{"bob's id in a project he is not in", tok("bob-here", "bob"), false},
+		{"a machine's (no person)", tok("machine", ""), false},
+	}
+	for _, tc := range cases {
+		got, holder, found, err := s.TokenHolder(ctx, tc.token.Hash)
+		must(t, err)
+		equal(t, tc.name+": token", got.FamilyID+" "+got.Subject+" "+got.Project, tc.token.FamilyID+" "+tc.token.Subject+" "+tc.token.Project)
+		equal(t, tc.name+": found", found, tc.wantFound)
+		if tc.wantFound {
+			equal(t, tc.name+": holder", holder, alice)
+		} else {
+			equal(t, tc.name+": no holder", holder, store.Person{})
+		}
+	}
+	if _, _, _, err := s.TokenHolder(ctx, hash("holder/none")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("TokenHolder of an unknown token: %v, want ErrNotFound", err)
+	}
 }

@@ -57,6 +57,8 @@ type auditQueue struct {
 	done    chan struct{}
 	started bool
 	closed  bool
+	// closeErr is the writer's last write, at Close (read after done is closed).
+	closeErr error
 }
 
 // auditRow is a record with its details already encoded, so encoding errors reach the caller.
@@ -94,7 +96,7 @@ func (s *Store) QueueAudit(ctx context.Context, r store.AuditRecord) (err error)
 	if !a.started {
 		a.started = true
 		a.wake, a.stop, a.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
-		go s.auditWriter()
+		go s.auditWriter() //nolint:contextcheck // the writer outlives the caller that starts it; it runs in the store's own context
 	}
 	a.queued = append(a.queued, row)
 	a.mu.Unlock()
@@ -105,7 +107,7 @@ func (s *Store) QueueAudit(ctx context.Context, r store.AuditRecord) (err error)
 	return nil
 }
 
-// auditWriter writes queued records until Close.
+// auditWriter writes queued records until Close, and at Close what is left.
 func (s *Store) auditWriter() {
 	a := &s.audit
 	defer close(a.done)
@@ -113,20 +115,23 @@ func (s *Store) auditWriter() {
 	for {
 		select {
 		case <-a.stop:
+			a.closeErr = s.drainAudit()
 			return
 		case <-a.wake:
 		}
 		select {
 		case <-a.stop:
+			a.closeErr = s.drainAudit()
 			return
 		case <-time.After(auditLinger):
 		}
 		for {
-			n, err := s.flushAudit(context.Background(), auditBatchMax)
+			n, err := s.flushAudit(s.background, auditBatchMax)
 			if err != nil {
 				// The records stay queued; the next attempt, or a reader's flush, writes them.
 				select {
 				case <-a.stop:
+					a.closeErr = s.drainAudit()
 					return
 				case <-time.After(retry):
 				}
@@ -139,6 +144,14 @@ func (s *Store) auditWriter() {
 			}
 		}
 	}
+}
+
+// drainAudit writes every queued record, giving the database 10 s.
+func (s *Store) drainAudit() error {
+	ctx, cancel := context.WithTimeout(s.background, 10*time.Second)
+	defer cancel()
+	_, err := s.flushAudit(ctx, 0)
+	return err
 }
 
 // flushAudit writes up to limit queued records (every one when limit <= 0) and reports how
@@ -184,7 +197,7 @@ func (s *Store) flushQueuedAudit(ctx context.Context) error {
 	return err
 }
 
-// closeAudit stops the writer and stores what is queued (on Close).
+// closeAudit stops the writer, which writes what is queued first (on Close).
 func (s *Store) closeAudit() error {
 	a := &s.audit
 	a.mu.Lock()
@@ -196,10 +209,7 @@ func (s *Store) closeAudit() error {
 	}
 	close(a.stop)
 	<-a.done
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err := s.flushAudit(ctx, 0)
-	return err
+	return a.closeErr
 }
 
 // writeQueued writes a batch taken from the queue; the store's observer sees it as

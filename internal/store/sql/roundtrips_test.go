@@ -96,6 +96,11 @@ func TestPostgresRoundTrips(t *testing.T) {
 				return err
 			}
 		}},
+		{"TokenHolder", 1, func() func() error {
+			tok := token(store.RefreshToken, next("fam"), 0)
+			must(s.CreateTokens(ctx, tok))
+			return func() error { _, _, _, err := s.TokenHolder(ctx, tok.Hash); return err }
+		}},
 		{"SubjectAccess", 1, func() func() error {
 			tok := token(store.AccessToken, next("fam"), 0)
 			must(s.CreateTokens(ctx, tok))

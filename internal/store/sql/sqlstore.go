@@ -56,6 +56,9 @@ type Store struct {
 
 	// audit holds the records QueueAudit has not written yet (auditqueue.go).
 	audit auditQueue
+	// background is Open's context without its cancellation: the store's own work that
+	// outlives any one caller (writing queued audit records, also at Close) runs in it.
+	background context.Context
 
 	// rows serialises changes to one connected account on SQLite, where the only lock is the
 	// database-wide write lock (see UpdateConnection).
@@ -183,6 +186,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.background = context.WithoutCancel(ctx)
 	// Two processes creating the same SQLite file at once can meet SQLITE_BUSY while the
 	// first switches it to WAL (SQLite does not call the busy handler there); the file is
 	// settled a moment later.

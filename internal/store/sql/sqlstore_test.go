@@ -331,7 +331,7 @@ func TestSQLiteQueryPlans(t *testing.T) {
 		qListConnections, qFindPermission, qListPermissions, qGetGrant, qListGrants, qDeleteClientGrant,
 		qDeleteClientPerm, qClaim, qDepth, qListAudit, qGetClient, qListClients, qAuditAfter, qLinkByID,
 		qAgentAccess, qEndCallbacks, qEndSessions, qRevokePerson, qEndPersonCheck, qPersonBySource, qPeopleBySID,
-		qLockPersonCheck, qUpdatePersonCheck, qSubjectAccess,
+		qLockPersonCheck, qUpdatePersonCheck, qSubjectAccess, qTokenHolder,
 	}
 	for _, g := range sqliteGC {
 		queries = append(queries, g.query)

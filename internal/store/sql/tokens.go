@@ -150,6 +150,35 @@ func (s *Store) GetToken(ctx context.Context, hash []byte) (_ store.Token, err e
 	return t, err
 }
 
+// qTokenHolder is qGetToken joined with qGetPerson; the person's columns are coalesced, so a
+// token without a (stored) person scans without NULLs.
+var qTokenHolder = sqlText(`SELECT t.hash, t.kind, t.project, t.client_id, t.subject, t.scopes, t.audience,
+t.family_id, t.generation, t.code_hash, t.auth_time, t.issued_at, t.expires_at, t.revoked_at, t.rotated_at, t.jkt,
+COALESCE(p.project, ''), COALESCE(p.id, ''), COALESCE(p.source, ''), COALESCE(p.source_subject, ''),
+COALESCE(p.email, ''), COALESCE(p.name, ''), COALESCE(p.created_at, 0)
+FROM tokens t LEFT JOIN people p ON p.project = t.project AND p.id = t.subject AND t.subject <> ''
+WHERE t.hash = ?`)
+
+func (s *Store) TokenHolder(ctx context.Context, hash []byte) (_ store.Token, _ store.Person, _ bool, err error) {
+	defer s.observe(ctx, "TokenHolder", time.Now(), &err)
+	var (
+		t store.Token
+		p store.Person
+	)
+	err = s.reader().row(ctx, func(r scanner) error {
+		return scanToken(&t, nil)(scanFunc(func(tok ...any) error {
+			return scanPerson(&p)(scanFunc(func(pe ...any) error { return r.Scan(append(tok, pe...)...) }))
+		}))
+	}, qTokenHolder, hash)
+	if err != nil {
+		return store.Token{}, store.Person{}, false, err
+	}
+	if p.ID == "" {
+		return t, store.Person{}, false, nil
+	}
+	return t, p, true, nil
+}
+
 // RotateRefreshToken implements refresh-token rotation with reuse detection (decision 0008) in one
 // transaction that holds the old token's row lock (PostgreSQL) or the write lock (SQLite), so
 // any number of concurrent presentations of one token end with exactly one successor.
