@@ -75,6 +75,7 @@ type options struct {
 	leaderNS        string
 	watchNS         string
 	gcInterval      time.Duration
+	auditRetention  time.Duration
 	shutdownGrace   time.Duration
 	upstreamWait    time.Duration
 	logLevel        string
@@ -128,6 +129,8 @@ func main() {
 			"the service account needs the controllers' permissions in each (the chart's watchNamespaces)")
 	fs.DurationVar(&o.gcInterval, "gc-interval", 5*time.Minute,
 		"how often expired sessions, codes, tokens and links are deleted (0 disables)")
+	fs.DurationVar(&o.auditRetention, "audit-retention", 0,
+		"how long audit records are kept: older ones the event relay has handed on are deleted at garbage collection (0 keeps every record; docs/audit.md)")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 20*time.Second,
 		"how long in-flight requests may take to finish after a stop signal")
 	fs.DurationVar(&o.upstreamWait, "upstream-timeout", upstream.DefaultTimeout,
@@ -237,7 +240,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 	// The store times every operation itself, so store latency covers the controllers, the
 	// event deliverer and the HTTP server alike.
-	st, err := openStore(ctx, o.database, sqlstore.Observe(m.StoreOperation))
+	st, err := openStore(ctx, o.database, sqlstore.Observe(m.StoreOperation), sqlstore.AuditRetention(o.auditRetention))
 	if err != nil {
 		return err
 	}

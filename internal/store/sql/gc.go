@@ -14,6 +14,9 @@ const gcBatch = 500
 type gcStep struct {
 	name  string
 	query string // arguments: now (and on SQLite the batch size)
+	// retained: the step removes audit records, and its argument is now minus the store's
+	// audit retention; it runs only when a retention is set (AuditRetention).
+	retained bool
 }
 
 // The SQLite forms delete by rowid in batches; PostgreSQL deletes each table in one statement
@@ -22,10 +25,11 @@ var (
 	qGCLock = `SELECT pg_try_advisory_xact_lock(hashtext(coalesce(current_schema(), '') || ':latchkey:gc'))`
 
 	gcSteps = []struct {
-		name  string
-		table string
-		where string
-		set   string // non-empty: an UPDATE that clears columns instead of a DELETE
+		name     string
+		table    string
+		where    string
+		set      string // non-empty: an UPDATE that clears columns instead of a DELETE
+		retained bool
 	}{
 		{name: "sessions", table: "sessions", where: "expires_at < ?"},
 		{name: "auth_codes", table: "auth_codes", where: "expires_at < ?"},
@@ -40,6 +44,8 @@ var (
 		{name: "events", table: "events", where: "delivered_at IS NOT NULL AND delivered_at < ?"},
 		{name: "used_once", table: "used_once", where: "expires_at < ?"},
 		{name: "pushed_requests", table: "pushed_requests", where: "expires_at < ?"},
+		// Records still waiting for the relay to the event sinks stay, however old.
+		{name: "audit", table: "audit", where: "time < ? AND pending = 0", retained: true},
 	}
 	sqliteGC, postgresGC []gcStep
 )
@@ -48,16 +54,29 @@ func init() {
 	for _, g := range gcSteps {
 		pick := `rowid IN (SELECT rowid FROM ` + g.table + ` WHERE ` + g.where + ` LIMIT ?)`
 		if g.set != "" {
-			sqliteGC = append(sqliteGC, gcStep{g.name, sqlText(`UPDATE ` + g.table + ` SET ` + g.set + ` WHERE ` + pick)})
-			postgresGC = append(postgresGC, gcStep{g.name, `UPDATE ` + g.table + ` SET ` + g.set + ` WHERE ` + g.where})
+			sqliteGC = append(sqliteGC, gcStep{g.name, sqlText(`UPDATE ` + g.table + ` SET ` + g.set + ` WHERE ` + pick), g.retained})
+			postgresGC = append(postgresGC, gcStep{g.name, `UPDATE ` + g.table + ` SET ` + g.set + ` WHERE ` + g.where, g.retained})
 			continue
 		}
-		sqliteGC = append(sqliteGC, gcStep{g.name, sqlText(`DELETE FROM ` + g.table + ` WHERE ` + pick)})
-		postgresGC = append(postgresGC, gcStep{g.name, `DELETE FROM ` + g.table + ` WHERE ` + g.where})
+		sqliteGC = append(sqliteGC, gcStep{g.name, sqlText(`DELETE FROM ` + g.table + ` WHERE ` + pick), g.retained})
+		postgresGC = append(postgresGC, gcStep{g.name, `DELETE FROM ` + g.table + ` WHERE ` + g.where, g.retained})
 	}
 }
 
-// GarbageCollect removes what expired before now; the result names every table it looked at.
+// cutoff is the argument of step g at now: now itself, or for audit records now minus the
+// retention; ok is false for a step that does not run (no retention set).
+func (s *Store) cutoff(g gcStep, now time.Time) (int64, bool) {
+	if !g.retained {
+		return ns(now), true
+	}
+	if s.auditRetention <= 0 {
+		return 0, false
+	}
+	return ns(now.Add(-s.auditRetention)), true
+}
+
+// GarbageCollect removes what expired before now, and audit records older than the retention
+// (AuditRetention) that reached the event relay; the result names every table it looked at.
 // On PostgreSQL one replica collects at a time: a replica that finds the lock taken returns an
 // empty result at once.
 func (s *Store) GarbageCollect(ctx context.Context, now time.Time) (_ store.GCResult, err error) {
@@ -75,7 +94,11 @@ func (s *Store) GarbageCollect(ctx context.Context, now time.Time) (_ store.GCRe
 				return nil
 			}
 			for _, g := range postgresGC {
-				n, err := x.execN(ctx, g.query, ns(now))
+				arg, ok := s.cutoff(g, now)
+				if !ok {
+					continue
+				}
+				n, err := x.execN(ctx, g.query, arg)
 				if err != nil {
 					return err
 				}
@@ -89,9 +112,13 @@ func (s *Store) GarbageCollect(ctx context.Context, now time.Time) (_ store.GCRe
 		return res, nil
 	}
 	for _, g := range sqliteGC {
+		arg, ok := s.cutoff(g, now)
+		if !ok {
+			continue
+		}
 		res[g.name] += 0
 		for {
-			n, err := s.wexec(ctx, g.query, ns(now), int64(gcBatch))
+			n, err := s.wexec(ctx, g.query, arg, int64(gcBatch))
 			if err != nil {
 				return res, err
 			}

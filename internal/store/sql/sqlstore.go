@@ -56,6 +56,9 @@ type Store struct {
 
 	// audit holds the records QueueAudit has not written yet (auditqueue.go).
 	audit auditQueue
+	// auditRetention is how long GarbageCollect keeps audit records; 0 keeps them all.
+	auditRetention time.Duration
+
 	// background is Open's context without its cancellation: the store's own work that
 	// outlives any one caller (writing queued audit records, also at Close) runs in it.
 	background context.Context
@@ -77,6 +80,12 @@ type Store struct {
 
 // Option configures Open.
 type Option func(*Store)
+
+// AuditRetention has GarbageCollect delete audit records older than d that the event relay has
+// handed on (docs/audit.md, "Retention"); d <= 0, the default, keeps every record.
+func AuditRetention(d time.Duration) Option {
+	return func(s *Store) { s.auditRetention = d }
+}
 
 // WithoutGroupCommit makes a SQLite store commit every writer on its own, as a handler that
 // opened SQLite itself would (see group.go). Only for measuring against such a handler

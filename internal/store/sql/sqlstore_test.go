@@ -627,3 +627,62 @@ func TestQueuedAuditStoredOnClose(t *testing.T) {
 		})
 	}
 }
+
+// Audit retention deletes old records the relay has handed on, never one still pending, and
+// nothing at all when no retention is set.
+func TestAuditRetention(t *testing.T) {
+	dsns := map[string]func(testing.TB) string{"sqlite": sqliteDSN}
+	if os.Getenv("LATCHKEY_TEST_POSTGRES_DSN") != "" {
+		dsns["postgres"] = postgresDSN
+	}
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for name, dsn := range dsns {
+		for _, keep := range []time.Duration{0, 30 * 24 * time.Hour} {
+			t.Run(fmt.Sprintf("%s/retention=%s", name, keep), func(t *testing.T) {
+				ctx := t.Context()
+				s, err := Open(ctx, dsn(t), AuditRetention(keep))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close() })
+				rec := func(target string, age time.Duration) {
+					if err := s.AppendAudit(ctx, store.AuditRecord{Project: "team-a/main", Time: now.Add(-age), Actor: "alice",
+						Action: "signin.succeeded", Target: target}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				rec("old-relayed", 40*24*time.Hour)
+				rec("recent-relayed", 20*24*time.Hour)
+				if _, err := s.RelayAudit(ctx, 100, func([]store.AuditRecord) ([]store.Event, error) { return nil, nil }); err != nil {
+					t.Fatal(err)
+				}
+				rec("old-pending", 50*24*time.Hour) // the relay has not seen it: its sinks have not
+				res, err := s.GarbageCollect(ctx, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := s.ListAudit(ctx, "team-a/main", 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var left []string
+				for _, r := range got {
+					left = append(left, r.Target)
+				}
+				slices.Sort(left)
+				want := []string{"old-pending", "old-relayed", "recent-relayed"}
+				if keep > 0 {
+					want = []string{"old-pending", "recent-relayed"}
+					if res["audit"] != 1 {
+						t.Errorf("GarbageCollect reports %d audit records removed, want 1 (%v)", res["audit"], res)
+					}
+				} else if _, ok := res["audit"]; ok {
+					t.Errorf("GarbageCollect without a retention looked at the audit log: %v", res)
+				}
+				if !slices.Equal(left, want) {
+					t.Errorf("records left %v, want %v", left, want)
+				}
+			})
+		}
+	}
+}
