@@ -25,6 +25,7 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/jwks"
 	"latchkey.dev/latchkey/internal/metrics"
+	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/requestid"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
@@ -69,6 +70,10 @@ type Options struct {
 	// Events receives every audit record after it is stored, so security events are counted
 	// (internal/events.Emitter.Recorded); may be nil. Sinks get every record from the store.
 	Events func(context.Context, store.AuditRecord)
+	// RateBuckets keeps the sign-in, registration and pushed-request rate limits where every
+	// replica sees them (the store, on PostgreSQL); nil keeps them in this process, which is
+	// right for one replica (SQLite) and gives each of several replicas a limit of its own.
+	RateBuckets ratelimit.Shared
 	// Vault hands out people's upstream tokens for token exchange; nil means an
 	// upstream.Vault over Store and Keyring that reports its refreshes to Metrics.
 	Vault exchange.Vault
@@ -146,6 +151,7 @@ func New(o Options) (*Server, error) {
 		Addresses:      addresses,
 		ClientKeys:     clientKeys,
 		Metrics:        o.Metrics,
+		RateBuckets:    o.RateBuckets,
 	}
 	// Metrics label by project only for Projects in the configuration (bounded series).
 	o.Metrics.Projects(o.Config)

@@ -10,24 +10,24 @@ func TestLimiter(t *testing.T) {
 	l := New(3, time.Minute)
 	now := time.Unix(0, 0)
 	for i := range 3 {
-		if ok, _ := l.Take("k", now); !ok {
+		if ok, _ := l.Take(t.Context(), "k", now); !ok {
 			t.Fatalf("attempt %d refused", i)
 		}
 	}
-	if ok, wait := l.Take("k", now); ok || wait != time.Minute {
+	if ok, wait := l.Take(t.Context(), "k", now); ok || wait != time.Minute {
 		t.Fatalf("fourth attempt: %v, wait %v", ok, wait)
 	}
-	if ok, _ := l.Take("other", now); !ok {
+	if ok, _ := l.Take(t.Context(), "other", now); !ok {
 		t.Fatal("keys are separate")
 	}
-	if ok, wait := l.Take("k", now.Add(45*time.Second)); ok || wait != 15*time.Second {
+	if ok, wait := l.Take(t.Context(), "k", now.Add(45*time.Second)); ok || wait != 15*time.Second {
 		t.Fatalf("refilled too early, or the wait is wrong: %v %v", ok, wait)
 	}
-	if ok, _ := l.Take("k", now.Add(61*time.Second)); !ok {
+	if ok, _ := l.Take(t.Context(), "k", now.Add(61*time.Second)); !ok {
 		t.Fatal("not refilled")
 	}
-	l.Refund("k", now.Add(61*time.Second))
-	if ok, _ := l.Take("k", now.Add(61*time.Second)); !ok {
+	l.Refund(t.Context(), "k", now.Add(61*time.Second))
+	if ok, _ := l.Take(t.Context(), "k", now.Add(61*time.Second)); !ok {
 		t.Fatal("refund lost")
 	}
 	l.sweep(now.Add(time.Hour))
@@ -46,16 +46,16 @@ func TestLimiterForgetsOnlyFullBuckets(t *testing.T) {
 	l := New(2, time.Minute)
 	now := time.Unix(0, 0)
 	for i := range maxBuckets - 1 {
-		l.Take(strconv.Itoa(i), now)
+		l.Take(t.Context(), strconv.Itoa(i), now)
 	}
 	later := now.Add(2 * time.Minute)
-	l.Take("victim", later.Add(-30*time.Second))
-	l.Take("victim", later.Add(-30*time.Second))
-	l.Take("new", later)
+	l.Take(t.Context(), "victim", later.Add(-30*time.Second))
+	l.Take(t.Context(), "victim", later.Add(-30*time.Second))
+	l.Take(t.Context(), "new", later)
 	if n := len(l.buckets); n != 2 {
 		t.Errorf("%d buckets after the sweep, want 2 (the drained one and the new one)", n)
 	}
-	if ok, _ := l.Take("victim", later); ok {
+	if ok, _ := l.Take(t.Context(), "victim", later); ok {
 		t.Error("the drained bucket was forgotten by the sweep")
 	}
 }

@@ -65,7 +65,8 @@ type Store interface {
 // "tokens", "callback_states", "links", "events", "logout_tokens" (remembered back-channel
 // logout token ids), "pushed_requests", "used_once" (one-time identifiers past their window:
 // DPoP proofs, client assertions, ID-JAGs), "token_replays" (rotated refresh tokens whose stored grace-window response
-// was cleared), "passkey_ceremonies" (passkey ceremonies nobody finished) and, when the store
+// was cleared), "passkey_ceremonies" (passkey ceremonies nobody finished), "rate_buckets"
+// (shared rate-limit buckets full again) and, when the store
 // keeps audit records for a set time, "audit" (relayed records older than that).
 type GCResult map[string]int64
 

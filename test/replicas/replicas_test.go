@@ -24,6 +24,7 @@ import (
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/test/stack"
+	"latchkey.dev/latchkey/webhook/signin"
 )
 
 const replicas = 3
@@ -292,4 +293,47 @@ func rawDB(t *testing.T, s *stack.Stack) *sql.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// Sign-in rate limits hold across replicas (docs/security.md): someone guessing alice's
+// password gets signin.AccountBurst attempts from an address, however the front spreads them
+// over the replicas — not that many per replica.
+func TestSignInLimitAcrossReplicas(t *testing.T) { eachPath(t, testSignInLimitAcrossReplicas) }
+
+func testSignInLimitAcrossReplicas(t *testing.T, dsn func(testing.TB) string) {
+	s := newStack(t, dsn, stack.Options{})
+	b := s.Browser()
+	form, err := b.Get(b.Issuer + "/sign-in?prompt=login")
+	if err != nil || form.Status != http.StatusOK {
+		t.Fatalf("sign-in page: %v %d", err, form.Status)
+	}
+	f := form.Hidden()
+	f.Set("username", stack.AliceEmail)
+	for i := range replicas * signin.AccountBurst {
+		f.Set("password", "guess "+strconv.Itoa(i))
+		p, err := b.Post(b.Issuer+"/sign-in", f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case i < signin.AccountBurst && p.Status != http.StatusOK:
+			t.Fatalf("guess %d: %d, want the form again (200)", i+1, p.Status)
+		case i >= signin.AccountBurst && p.Status != http.StatusTooManyRequests:
+			t.Fatalf("guess %d of alice's password, spread over %d replicas: %d, want 429 after %d guesses in all",
+				i+1, replicas, p.Status, signin.AccountBurst)
+		}
+	}
+	everyReplicaServed(t, s)
+	// The right password is refused too while the bucket is empty, on every replica; the
+	// limit slows the guesser down, and alice waits with them.
+	f.Set("password", stack.AlicePassword)
+	for range replicas {
+		if p, err := b.Post(b.Issuer+"/sign-in", f); err != nil || p.Status != http.StatusTooManyRequests {
+			t.Fatalf("alice's own password while the bucket is empty: %v %d, want 429", err, p.Status)
+		}
+	}
+	s.Clock.Advance(signin.AccountEvery)
+	if err := b.SignIn(stack.AliceEmail, stack.AlicePassword); err != nil {
+		t.Fatalf("after one refill, alice's password: %v", err)
+	}
 }

@@ -34,7 +34,7 @@ type authorizer struct {
 // Register mounts /authorize (GET is the authorization request, POST the consent decision) and
 // /par, the pushed authorization request endpoint (RFC 9126).
 func Register(rt site.Router, env *site.Env) {
-	a := &authorizer{env: env, pushes: ratelimit.New(PushBurst, PushEvery)}
+	a := &authorizer{env: env, pushes: ratelimit.New(PushBurst, PushEvery).Share(env.RateBuckets, "par.address")}
 	rt.Page("GET /authorize", http.HandlerFunc(a.authorize))
 	rt.Page("POST /authorize", http.HandlerFunc(a.decide))
 	rt.API("/par", http.HandlerFunc(a.par))

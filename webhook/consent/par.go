@@ -72,17 +72,17 @@ func (a *authorizer) par(w http.ResponseWriter, r *http.Request) {
 
 func (a *authorizer) push(w http.ResponseWriter, r *http.Request, p *config.Project) (_ *pushedResponse, err error) {
 	addr := a.env.ClientAddress(r)
-	if ok, wait := a.pushes.Take(addr, a.env.Now()); !ok {
+	if ok, wait := a.pushes.Take(r.Context(), addr, a.env.Now()); !ok {
 		secs := ratelimit.Seconds(wait)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		return nil, oauth.ErrTemporarilyUnavailable.WithStatus(http.StatusTooManyRequests).
 			WithDescription("too many pushed authorization requests from this address; try again in " + strconv.Itoa(secs) + " s")
 	}
-	defer func() {
+	defer func(ctx context.Context) {
 		if err != nil {
-			a.pushes.Refund(addr, a.env.Now())
+			a.pushes.Refund(ctx, addr, a.env.Now())
 		}
-	}()
+	}(r.Context())
 	form, err := oauth.ReadForm(w, r)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ package register
 
 import (
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -42,7 +43,7 @@ type registrar struct {
 
 // Register mounts /register and /register/{client_id}.
 func Register(rt site.Router, env *site.Env) {
-	h := &registrar{env: env, limit: ratelimit.New(AddressBurst, AddressEvery)}
+	h := &registrar{env: env, limit: ratelimit.New(AddressBurst, AddressEvery).Share(env.RateBuckets, "register.address")}
 	rt.API("/register", http.HandlerFunc(h.register))
 	rt.API("/register/{client_id}", http.HandlerFunc(h.manage))
 }
@@ -68,7 +69,7 @@ func (h *registrar) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	addr := h.env.ClientAddress(r)
-	if ok, wait := h.limit.Take(addr, h.env.Now()); !ok {
+	if ok, wait := h.limit.Take(r.Context(), addr, h.env.Now()); !ok {
 		secs := ratelimit.Seconds(wait)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		oauth.WriteError(w, oauth.ErrTemporarilyUnavailable.WithStatus(http.StatusTooManyRequests).
@@ -76,11 +77,11 @@ func (h *registrar) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	created := false
-	defer func() {
+	defer func(ctx context.Context) {
 		if !created {
-			h.limit.Refund(addr, h.env.Now())
+			h.limit.Refund(ctx, addr, h.env.Now())
 		}
-	}()
+	}(r.Context())
 	switch p.Registration.Mode {
 	case config.RegistrationOpen:
 	case config.RegistrationInitialAccessToken:

@@ -86,8 +86,8 @@ type SignOutHook func(ctx context.Context, w http.ResponseWriter, p *config.Proj
 func Register(rt site.Router, env *site.Env, onSignOut ...SignOutHook) func(ctx context.Context, p *config.Project, person store.Person, now time.Time) error {
 	h := &handler{
 		env:        env,
-		perAccount: ratelimit.New(AccountBurst, AccountEvery),
-		perAddress: ratelimit.New(AddressBurst, AddressEvery),
+		perAccount: ratelimit.New(AccountBurst, AccountEvery).Share(env.RateBuckets, "signin.account"),
+		perAddress: ratelimit.New(AddressBurst, AddressEvery).Share(env.RateBuckets, "signin.address"),
 		providers:  newProviders(),
 		onSignOut:  onSignOut,
 	}
@@ -186,12 +186,12 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 	// Emails are at most 254 characters; a longer name shares its bucket with its prefix
 	// rather than growing the limiter's memory with the form's size.
 	acct := addr + "|" + username[:min(len(username), 320)]
-	if ok, wait := h.perAddress.Take(addr, now); !ok {
+	if ok, wait := h.perAddress.Take(r.Context(), addr, now); !ok {
 		h.tooMany(w, r, p, d, wait)
 		return
 	}
-	if ok, wait := h.perAccount.Take(acct, now); !ok {
-		h.perAddress.Refund(addr, now)
+	if ok, wait := h.perAccount.Take(r.Context(), acct, now); !ok {
+		h.perAddress.Refund(r.Context(), addr, now)
 		h.tooMany(w, r, p, d, wait)
 		return
 	}
@@ -207,8 +207,8 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 		h.form(w, r, p, http.StatusOK, d)
 		return
 	}
-	h.perAccount.Refund(acct, now)
-	h.perAddress.Refund(addr, now)
+	h.perAccount.Refund(r.Context(), acct, now)
+	h.perAddress.Refund(r.Context(), addr, now)
 	person, err := h.env.Store.UpsertPerson(r.Context(), store.Person{
 		Project:       p.Key,
 		ID:            secret.NewID(),

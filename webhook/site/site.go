@@ -22,6 +22,7 @@ import (
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/jwks"
 	"latchkey.dev/latchkey/internal/metrics"
+	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/requestid"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
@@ -39,6 +40,9 @@ type Env struct {
 	Clock func() time.Time
 	// PublicURL is the installation's public address; issuers are {PublicURL}/{ns}/{name}.
 	PublicURL *url.URL
+	// RateBuckets, when set, keeps every flow's rate limits where all replicas see them
+	// (ratelimit.Limiter.Share); nil keeps them in this process.
+	RateBuckets ratelimit.Shared
 
 	// Destination says where an authorization code for redirectURI would go, for the consent
 	// page. The default calls every address a website; the server uses consent.Destination, which

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/store/conformance"
 	"latchkey.dev/latchkey/internal/store/sql/pgtest"
@@ -331,7 +332,7 @@ func TestSQLiteQueryPlans(t *testing.T) {
 		qListConnections, qFindPermission, qListPermissions, qGetGrant, qListGrants, qDeleteClientGrant,
 		qDeleteClientPerm, qClaim, qDepth, qListAudit, qGetClient, qListClients, qAuditAfter, qLinkByID,
 		qAgentAccess, qEndCallbacks, qEndSessions, qRevokePerson, qEndPersonCheck, qPersonBySource, qPeopleBySID,
-		qLockPersonCheck, qUpdatePersonCheck, qSubjectAccess, qTokenHolder,
+		qLockPersonCheck, qUpdatePersonCheck, qSubjectAccess, qTokenHolder, qRateLock,
 	}
 	for _, g := range sqliteGC {
 		queries = append(queries, g.query)
@@ -684,5 +685,74 @@ func TestAuditRetention(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// Two replicas (two stores on one database) limiting through the store spend from one bucket:
+// an attacker who spreads attempts over the replicas gets the limit once, not once per replica.
+func TestSharedRateLimit(t *testing.T) {
+	dsns := map[string]func(testing.TB) string{"sqlite": sqliteDSN}
+	if os.Getenv("LATCHKEY_TEST_POSTGRES_DSN") != "" {
+		dsns["postgres"] = postgresDSN
+	}
+	for name, dsn := range dsns {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			d := dsn(t)
+			a, b := openTest(t, d), openTest(t, d)
+			const burst = 5
+			replicas := []*ratelimit.Limiter{
+				ratelimit.New(burst, time.Minute).Share(a, "signin.account"),
+				ratelimit.New(burst, time.Minute).Share(b, "signin.account"),
+			}
+			now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+			// Forty guesses at once, half on each replica: exactly the burst gets through.
+			var granted atomic.Int64
+			var wg sync.WaitGroup
+			for i := range 40 {
+				wg.Go(func() {
+					if ok, _ := replicas[i%2].Take(ctx, "10.0.0.1|alice", now); ok {
+						granted.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			if n := granted.Load(); n != burst {
+				t.Fatalf("%d of 40 attempts across two replicas granted, want %d", n, burst)
+			}
+			ok, wait := replicas[1].Take(ctx, "10.0.0.1|alice", now.Add(30*time.Second))
+			if ok || wait != 30*time.Second {
+				t.Fatalf("after the burst, half a refill later: %v, wait %v; want refused, 30s", ok, wait)
+			}
+			// A replica whose clock is behind neither refills the bucket nor rewinds it.
+			if ok, _ := replicas[0].Take(ctx, "10.0.0.1|alice", now.Add(-time.Hour)); ok {
+				t.Fatal("a replica with a slow clock was granted an attempt")
+			}
+			// A refund on one replica is seen by the other; other keys are untouched.
+			replicas[0].Refund(ctx, "10.0.0.1|alice", now.Add(30*time.Second))
+			if ok, _ := replicas[1].Take(ctx, "10.0.0.1|alice", now.Add(30*time.Second)); !ok {
+				t.Fatal("the refund on the other replica was not seen")
+			}
+			if ok, _ := replicas[1].Take(ctx, "10.0.0.2|alice", now); !ok {
+				t.Fatal("another key shares the bucket")
+			}
+			// Another limiter's name is another bucket, though the key is the same.
+			other := ratelimit.New(1, time.Minute).Share(a, "register.address")
+			if ok, _ := other.Take(ctx, "10.0.0.1|alice", now); !ok {
+				t.Fatal("another limiter shares the bucket")
+			}
+			// Buckets full again are forgotten by the garbage collector, the others kept.
+			res, err := a.GarbageCollect(ctx, now.Add(2*time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res["rate_buckets"] != 2 {
+				t.Errorf("collected %d buckets two minutes on, want 2 (the one-attempt ones; alice's is full at 5 min): %v", res["rate_buckets"], res)
+			}
+			if ok, _ := replicas[0].Take(ctx, "10.0.0.1|alice", now.Add(2*time.Minute)); !ok {
+				t.Fatal("alice's bucket did not refill after two minutes")
+			}
+		})
 	}
 }
