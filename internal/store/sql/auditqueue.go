@@ -183,17 +183,18 @@ func (s *Store) flushAudit(ctx context.Context, limit int) (int, error) {
 	}
 }
 
-// flushQueuedAudit is what every audit read does first: this store's queued records are
-// written, so the read sees them.
+// flushQueuedAudit is what every audit read does first: the records this store has queued
+// are written, so the read sees them. Only as many as were queued when it was called: under
+// load more keep arriving, and a read must not wait for those.
 func (s *Store) flushQueuedAudit(ctx context.Context) error {
 	a := &s.audit
 	a.mu.Lock()
-	idle := !a.started
+	n := len(a.queued)
 	a.mu.Unlock()
-	if idle {
+	if n == 0 {
 		return nil
 	}
-	_, err := s.flushAudit(ctx, 0)
+	_, err := s.flushAudit(ctx, n)
 	return err
 }
 
