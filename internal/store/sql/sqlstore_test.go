@@ -571,12 +571,18 @@ FROM generate_series($1::bigint, $2::bigint) g,
 		}
 	}
 	b.StopTimer()
-	if _, err := s.w.ExecContext(ctx, `VACUUM ANALYZE tokens`); err != nil {
+	reportSizes(b, s, "tokens")
+}
+
+// reportSizes reports the size of table and of each of its indexes, after VACUUM ANALYZE.
+func reportSizes(b *testing.B, s *Store, table string) {
+	ctx := b.Context()
+	if _, err := s.w.ExecContext(ctx, `VACUUM ANALYZE `+table); err != nil {
 		b.Fatal(err)
 	}
 	rows, err := s.w.QueryContext(ctx, `SELECT c.relname, pg_relation_size(c.oid) FROM pg_class c
 WHERE c.relnamespace = current_schema()::regnamespace
-	AND (c.relname = 'tokens' OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'tokens'::regclass))`)
+	AND (c.relname = $1 OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = $1::regclass))`, table)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -592,6 +598,32 @@ WHERE c.relnamespace = current_schema()::regnamespace
 	if err := rows.Err(); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// BenchmarkPostgresAuditSizes measures the audit log on PostgreSQL: b.N records shaped as the
+// token endpoint writes them (token.issued of the code flow, one a second apart, relayed), for
+// docs/operations.md. Run with -benchtime 1000000x.
+func BenchmarkPostgresAuditSizes(b *testing.B) {
+	s := openTest(b, postgresDSN(b))
+	ctx := b.Context()
+	start := time.Now().Add(-time.Duration(b.N) * time.Second).UnixNano()
+	const batch = 200000
+	b.ResetTimer()
+	for first := int64(0); first < int64(b.N); first += batch {
+		last := min(first+batch, int64(b.N)) - 1
+		_, err := s.w.ExecContext(ctx, `INSERT INTO audit (project, time, actor, action, target, details,
+	client_id, connector, outcome, reason, pending)
+SELECT 'team-a/default', $3::bigint + g * 1000000000, 'client:' || md5('client' || g % 50), 'token.issued',
+	md5('person' || g % 10000),
+	'{"family_id":"' || left(md5('family' || g), 22) || '","grant_type":"authorization_code","refresh_token":"issued","scope":"read write"}',
+	md5('client' || g % 50), '', 'success', '', 0
+FROM generate_series($1::bigint, $2::bigint) g`, first, last, start)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	reportSizes(b, s, "audit")
 }
 
 // Close stores what was queued: a replica shut down cleanly loses no audit record.
