@@ -1,11 +1,18 @@
 package webhook_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
@@ -218,5 +225,89 @@ func TestAuditTrailOfUpstreamSignIn(t *testing.T) {
 	expect(t, recs[events.SignInSucceeded], carol, carol, "", store.OutcomeSuccess, "")
 	if recs[events.SignInSucceeded].Details["method"] != "oidc" || recs[events.SignInFailed].Details["method"] != "oidc" {
 		t.Errorf("method: %v / %v", recs[events.SignInSucceeded].Details, recs[events.SignInFailed].Details)
+	}
+}
+
+// Failed client authentication at the token endpoint: each way of failing is recorded with its
+// reason, the claimed client id and the method, while every one of them answers the same
+// invalid_client (no oracle for which client ids exist). A malformed request is not recorded.
+func TestAuditTrailOfClientAuthentication(t *testing.T) {
+	h := newHarness(t)
+	sink := h.withAuditSink()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key}, (&jose.SignerOptions{}).WithType("JWT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Someone else's key, in the name of "web", which authenticates with a secret.
+	forged, err := jwt.Signed(signer).Claims(jwt.Claims{Issuer: "web", Subject: "web", Audience: jwt.Audience{h.base},
+		Expiry: jwt.NewNumericDate(h.clock.Now().Add(time.Minute)), ID: "j1"}).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	form := func(kv ...string) url.Values {
+		f := url.Values{"grant_type": {"client_credentials"}}
+		for i := 0; i < len(kv); i += 2 {
+			f.Set(kv[i], kv[i+1])
+		}
+		return f
+	}
+	attempts := []struct {
+		name                    string
+		form                    url.Values
+		user, pass              string
+		reason, method, claimed string
+	}{
+		{"a wrong secret", form(), "web", "not-the-secret", "wrong_secret", "client_secret_basic", "web"},
+		{"an unknown client", form(), "nobody", "x", "unknown_client", "client_secret_basic", "nobody"},
+		{"a wrong secret in the form", form("client_id", "web", "client_secret", "nope"), "", "", "wrong_secret", "client_secret_post", "web"},
+		{"no credentials from a confidential client", form("client_id", "web"), "", "", "credentials_required", "none", "web"},
+		{"an assertion signed by another key", form("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+			"client_assertion", forged), "", "", "method_not_allowed", "client_assertion", "web"},
+	}
+	var answer string
+	for _, a := range attempts {
+		r := h.token(a.form, a.user, a.pass)
+		if r.status != http.StatusUnauthorized || r.str("error") != "invalid_client" {
+			t.Fatalf("%s: %d %s, want 401 invalid_client", a.name, r.status, r.raw)
+		}
+		if a.method != "client_assertion" && a.method != "none" {
+			if answer == "" {
+				answer = r.str("error_description")
+			} else if d := r.str("error_description"); d != answer {
+				t.Errorf("%s is answered %q, another failure %q: the answer tells them apart", a.name, d, answer)
+			}
+		}
+	}
+	// Two methods at once is a malformed request, not a failed authentication.
+	if r := h.token(form("client_secret", "x"), "web", webSecret); r.status != http.StatusBadRequest {
+		t.Fatalf("two methods: %d %s", r.status, r.raw)
+	}
+
+	h.trail(sink, events.ClientAuthFailed) // reaches the sink, like every record
+	recs, err := h.store.ListAudit(t.Context(), projectKey, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		if r.Action == events.ClientAuthFailed {
+			if r.Outcome != store.OutcomeRefused || r.Details["endpoint"] != "/"+projectKey+"/token" {
+				t.Errorf("record %+v", r)
+			}
+			got = append(got, r.Reason+" "+r.Details["method"]+" "+r.Target+" "+r.Actor)
+		}
+	}
+	var want []string
+	for _, a := range attempts {
+		want = append(want, a.reason+" "+a.method+" "+a.claimed+" client:"+a.claimed)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("client.authentication_failed records:\n got %q\nwant %q", got, want)
 	}
 }

@@ -20,7 +20,11 @@ const (
 	TokenExchanged       = "token.exchanged"
 	TokenExchangeRefused = "token.exchange_refused"
 	TokenRevoked         = "token.revoked"
-	LinkOpened           = "link.opened"
+	// ClientAuthFailed: a request to the token, revocation, introspection or pushed
+	// authorization request endpoint whose client could not be authenticated (invalid_client);
+	// actor and subject the client id it claimed, unverified.
+	ClientAuthFailed = "client.authentication_failed"
+	LinkOpened       = "link.opened"
 	// PolicyChanged is written by the controllers when a Project's or a RedirectPolicy's
 	// compiled policy changes (docs/audit.md).
 	PolicyChanged = "policy.changed"
@@ -55,12 +59,13 @@ const (
 
 // WrittenBehind reports whether records of action are queued (store.Audit.QueueAudit) rather
 // than written before the request is answered: the records every token request writes, where a
-// write in the request would cost more than the request itself (docs/decisions/0047). The token
+// write in the request would cost more than the request itself, and failed client
+// authentications, which someone guessing secrets can send as fast (docs/decisions/0047). The token
 // an issuance record describes is stored before the answer all the same; an exchange stores
 // nothing else. Security events and every other action are written before the answer.
 func WrittenBehind(action string) bool {
 	switch action {
-	case TokenIssued, TokenExchanged, TokenExchangeRefused:
+	case TokenIssued, TokenExchanged, TokenExchangeRefused, ClientAuthFailed:
 		return true
 	}
 	return false
@@ -93,6 +98,7 @@ var auditTypes = []struct {
 	{TokenExchanged, store.OutcomeSuccess},
 	{TokenExchangeRefused, store.OutcomeRefused},
 	{TokenRevoked, store.OutcomeSuccess},
+	{ClientAuthFailed, store.OutcomeRefused},
 	{"grant.revoked", store.OutcomeSuccess},
 	{"permission.removed", store.OutcomeSuccess},
 	{"connection.disconnected", store.OutcomeSuccess},

@@ -45,7 +45,24 @@ const (
 	assertionMaxTTL = 10 * time.Minute
 )
 
-func assertionError(desc string) error { return ErrInvalidClient.WithDescription(desc) }
+func assertionError(desc string) Error { return ErrInvalidClient.WithDescription(desc) }
+
+// assertionSubject is the sub of a client assertion, unverified: for the record of a failed
+// authentication only, which names the client the caller claimed to be.
+func assertionSubject(raw string) (string, bool) {
+	if raw == "" || len(raw) > 16<<10 {
+		return "", false
+	}
+	tok, err := jwt.ParseSigned(raw, append(slices.Clone(privateKeyAlgs), secretAlgs...))
+	if err != nil {
+		return "", false
+	}
+	var c jwt.Claims
+	if err := tok.UnsafeClaimsWithoutVerification(&c); err != nil {
+		return "", false
+	}
+	return c.Subject, c.Subject != ""
+}
 
 // authenticateAssertion authenticates a client by a JWT assertion (RFC 7523 §2.2, RFC 7521
 // §4.2, OpenID Connect Core §9): private_key_jwt, signed with a key the client publishes
@@ -86,7 +103,7 @@ func authenticateAssertion(ctx context.Context, env *site.Env, p *config.Project
 	}
 	c, err := env.Client(ctx, p, id)
 	if errors.Is(err, site.ErrUnknownClient) {
-		return nil, errAuthFailed
+		return nil, failed("unknown_client")
 	}
 	if err != nil {
 		return nil, Internal(err)
@@ -96,22 +113,22 @@ func authenticateAssertion(ctx context.Context, env *site.Env, p *config.Project
 	switch c.AuthMethod {
 	case site.AuthPrivateKeyJWT:
 		if !slices.Contains(privateKeyAlgs, alg) {
-			return nil, errAuthFailed
+			return nil, failed("assertion_refused")
 		}
 		if claims, err = verifyWithClientKeys(ctx, env, c, tok); err != nil {
 			return nil, err
 		}
 	case site.AuthClientSecretJWT:
 		if alg != jose.HS256 || len(c.SecretJWTKey) == 0 {
-			return nil, errAuthFailed
+			return nil, failed("assertion_refused")
 		}
 		if err := tok.Claims(c.SecretJWTKey, &claims); err != nil {
-			return nil, errAuthFailed
+			return nil, failed("assertion_refused")
 		}
 	default:
 		// A client that authenticates with a secret, or not at all, has no keys to sign with:
 		// an assertion in its name is someone else's.
-		return nil, errAuthFailed
+		return nil, failed("method_not_allowed")
 	}
 	now := env.Now()
 	if err := checkAssertionClaims(p, r, claims, id, now); err != nil {
@@ -120,7 +137,7 @@ func authenticateAssertion(ctx context.Context, env *site.Env, p *config.Project
 	key := sha256.Sum256([]byte("assertion\x00" + p.Key + "\x00" + id + "\x00" + claims.ID))
 	err = env.Store.UseOnce(ctx, key[:], claims.Expiry.Time().Add(assertionSkew), now)
 	if errors.Is(err, store.ErrConflict) {
-		return nil, assertionError("this client assertion was already used; make a new one (with a new jti) for every request")
+		return nil, assertionError("this client assertion was already used; make a new one (with a new jti) for every request").because("assertion_replayed")
 	}
 	if err != nil {
 		return nil, Internal(err)
@@ -140,7 +157,7 @@ func verifyWithClientKeys(ctx context.Context, env *site.Env, c *site.Client, to
 	case c.JWKSURI != "" && env.ClientKeys != nil:
 		set, err = env.ClientKeys.Get(ctx, c.JWKSURI)
 	default:
-		return jwt.Claims{}, errAuthFailed
+		return jwt.Claims{}, failed("assertion_refused")
 	}
 	var bad *keyset.Error
 	if errors.As(err, &bad) {
@@ -162,7 +179,7 @@ func verifyWithClientKeys(ctx context.Context, env *site.Env, c *site.Client, to
 			return claims, nil
 		}
 	}
-	return jwt.Claims{}, errAuthFailed
+	return jwt.Claims{}, failed("assertion_refused")
 }
 
 func keysFor(set *jose.JSONWebKeySet, kid string) []jose.JSONWebKey {

@@ -9,11 +9,76 @@ import (
 	"strings"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/site"
 )
 
 var errAuthFailed = ErrInvalidClient.WithDescription("client authentication failed")
+
+// authReason says why a client's authentication failed, for the audit record only: every
+// failure looks the same to the client (errAuthFailed), so that nobody learns which client
+// ids exist or which part of a credential was wrong.
+type authReason string
+
+func (r authReason) Error() string { return "client authentication failed: " + string(r) }
+
+// failed is errAuthFailed carrying why, for recordAuthFailure.
+func failed(reason string) Error {
+	e := errAuthFailed
+	e.cause = authReason(reason)
+	return e
+}
+
+// because is e carrying why, for recordAuthFailure.
+func (e Error) because(reason string) Error {
+	e.cause = authReason(reason)
+	return e
+}
+
+// maxClaimedID bounds the client id a failed authentication's record repeats: the id is
+// whatever the caller sent.
+const maxClaimedID = 256
+
+// recordAuthFailure writes client.authentication_failed for a request whose client could not
+// be authenticated (invalid_client): the client id it claimed, the method it tried and why it
+// failed. Malformed requests (invalid_request) are not recorded; their answer says what is
+// wrong. The record is queued like the token endpoint's others (events.WrittenBehind): someone
+// guessing secrets must not turn each guess into a write the answer waits for.
+func recordAuthFailure(ctx context.Context, env *site.Env, p *config.Project, r *http.Request, form url.Values, err error) {
+	if AsError(err).Code != ErrInvalidClient.Code {
+		return
+	}
+	reason := "malformed_credentials"
+	method, claimed := string(site.AuthNone), form.Get("client_id")
+	switch {
+	case form.Get("client_assertion") != "" || form.Get("client_assertion_type") != "":
+		method, reason = "client_assertion", "assertion_refused"
+		if id, ok := assertionSubject(form.Get("client_assertion")); ok && claimed == "" {
+			claimed = id
+		}
+	case strings.HasPrefix(strings.ToLower(r.Header.Get("Authorization")), "basic "):
+		method = string(site.AuthClientSecretBasic)
+		if id, _, ok, _ := basicAuth(r); ok {
+			claimed = id
+		}
+	case form.Get("client_secret") != "":
+		method = string(site.AuthClientSecretPost)
+	}
+	var why authReason
+	if errors.As(err, &why) {
+		reason = string(why)
+	}
+	if len(claimed) > maxClaimedID {
+		claimed = claimed[:maxClaimedID]
+	}
+	env.Record(ctx, store.AuditRecord{
+		Project: p.Key, Actor: "client:" + claimed, Action: events.ClientAuthFailed, Target: claimed,
+		Outcome: store.OutcomeRefused, Reason: reason,
+		Details: map[string]string{"method": method, "endpoint": r.URL.Path},
+	})
+}
 
 // readClientForm reads the form of a request to the token, revocation or introspection
 // endpoint and authenticates the client that sent it.
@@ -36,7 +101,16 @@ func readClientForm(env *site.Env, p *config.Project, w http.ResponseWriter, r *
 //
 // Client secrets are 256-bit random values stored as SHA-256, so a single hash and a
 // constant-time compare are the whole cost of authentication.
-func Authenticate(ctx context.Context, env *site.Env, p *config.Project, r *http.Request, form url.Values) (*site.Client, error) {
+func Authenticate(ctx context.Context, env *site.Env, p *config.Project, r *http.Request, form url.Values) (c *site.Client, err error) {
+	defer func() {
+		if err != nil {
+			recordAuthFailure(ctx, env, p, r, form, err)
+		}
+	}()
+	return authenticate(ctx, env, p, r, form)
+}
+
+func authenticate(ctx context.Context, env *site.Env, p *config.Project, r *http.Request, form url.Values) (*site.Client, error) {
 	if form.Get("client_assertion") != "" || form.Get("client_assertion_type") != "" {
 		return authenticateAssertion(ctx, env, p, r, form)
 	}
@@ -65,24 +139,24 @@ func Authenticate(ctx context.Context, env *site.Env, p *config.Project, r *http
 	}
 	c, err := env.Client(ctx, p, id)
 	if errors.Is(err, site.ErrUnknownClient) {
-		return nil, errAuthFailed
+		return nil, failed("unknown_client")
 	}
 	if err != nil {
 		return nil, Internal(err)
 	}
 	if method == site.AuthNone {
 		if !c.Public() {
-			return nil, errAuthFailed
+			return nil, failed("credentials_required")
 		}
 		return c, nil
 	}
 	// A client that chose a JWT method never sends its secret (client_secret_jwt) or has none
 	// (private_key_jwt): the secret methods are not for it (docs/decisions/0038).
-	if c.AuthMethod == site.AuthClientSecretJWT || c.AuthMethod == site.AuthPrivateKeyJWT {
-		return nil, errAuthFailed
+	if c.AuthMethod == site.AuthClientSecretJWT || c.AuthMethod == site.AuthPrivateKeyJWT || c.Public() {
+		return nil, failed("method_not_allowed")
 	}
-	if c.Public() || !secret.HashEqual(sec, c.SecretHash) {
-		return nil, errAuthFailed
+	if !secret.HashEqual(sec, c.SecretHash) {
+		return nil, failed("wrong_secret")
 	}
 	return c, nil
 }
