@@ -380,7 +380,7 @@ func (c *client) audit(ctx context.Context, out io.Writer) error {
 	tw := tabwriter.NewWriter(out, 0, 8, 3, ' ', 0)
 	table := c.o.output == "table" || c.o.output == "wide"
 	if table {
-		head := "TIME\tACTOR\tACTION\tTARGET\tDETAILS"
+		head := "TIME\tACTOR\tACTION\tTARGET\tOUTCOME\tREASON\tDETAILS"
 		if c.o.allNamespaces {
 			head = "NAMESPACE\t" + head
 		}
@@ -443,7 +443,8 @@ func (c *client) printAudit(out io.Writer, tw io.Writer, r adminv1.AuditRecord, 
 		details = append(details, k+"="+v)
 	}
 	slices.Sort(details)
-	line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s", r.Time.UTC().Format(time.RFC3339), r.Actor, r.Action, r.Target, strings.Join(details, " "))
+	line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", r.Time.UTC().Format(time.RFC3339), r.Actor, r.Action, r.Target,
+		r.Outcome, r.Reason, strings.Join(details, " "))
 	if c.o.allNamespaces {
 		line = r.Namespace + "\t" + line
 	}

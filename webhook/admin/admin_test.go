@@ -575,3 +575,33 @@ func TestDisconnectRevokesUpstream(t *testing.T) {
 		t.Fatalf("left: %+v", rest)
 	}
 }
+
+// An audit record's outcome, reason, client and Connector reach the admin API's objects and
+// its table: `kubectl get auditrecords` says why something was refused.
+func TestAuditRecordsShowOutcomeAndReason(t *testing.T) {
+	h := newHarness(t)
+	h.seed()
+	must(t, h.st.AppendAudit(t.Context(), store.AuditRecord{Project: "team-a/demo", Time: now, Actor: "client:web",
+		Action: events.ClientAuthFailed, Target: "web", ClientID: "web", Connector: "team-a/github",
+		Outcome: store.OutcomeRefused, Reason: "wrong_secret", Details: map[string]string{"method": "client_secret_basic"}}))
+	var list adminv1.AuditRecordList
+	if code := h.do("GET", base+"/namespaces/team-a/auditrecords?fieldSelector=action%3Dclient.authentication_failed", "", &list); code != 200 || len(list.Items) != 1 {
+		t.Fatalf("list: %d %+v", code, list.Items)
+	}
+	if r := list.Items[0]; r.Outcome != store.OutcomeRefused || r.Reason != "wrong_secret" || r.ClientID != "web" || r.Connector != "team-a/github" {
+		t.Fatalf("record: %+v", r)
+	}
+	var table metav1.Table
+	code := h.do("GET", base+"/namespaces/team-a/auditrecords?fieldSelector=action%3Dclient.authentication_failed",
+		"application/json;as=Table;v=v1;g=meta.k8s.io,application/json", &table)
+	if code != 200 || len(table.Rows) != 1 {
+		t.Fatalf("table: %d %+v", code, table)
+	}
+	cells := map[string]any{}
+	for i, c := range table.ColumnDefinitions {
+		cells[c.Name] = table.Rows[0].Cells[i]
+	}
+	if cells["Outcome"] != "refused" || cells["Reason"] != "wrong_secret" || cells["Client"] != "web" {
+		t.Fatalf("cells: %v", cells)
+	}
+}

@@ -105,6 +105,9 @@ func (s *Server) resources() []resource {
 				col("Actor", "string", "", 0),
 				col("Action", "string", "", 0),
 				col("Target", "string", "", 0),
+				col("Outcome", "string", "success, refused or failed", 0),
+				col("Reason", "string", "why it was refused or failed (docs/audit.md)", 0),
+				col("Client", "string", "", 1),
 				col("Project", "string", "", 1),
 			},
 			fields: []string{"action", "actor", "target"},
@@ -643,10 +646,11 @@ func (s *Server) listAudit(ctx context.Context, sc *scope) ([]item, []string, er
 		obj := &adminv1.AuditRecord{
 			TypeMeta:   metav1.TypeMeta{Kind: "AuditRecord", APIVersion: adminv1.GroupVersion},
 			ObjectMeta: *m,
-			Project:    p.Name, ID: r.ID, Time: mtime(r.Time), Actor: r.Actor, Action: r.Action, Target: r.Target, Details: r.Details,
+			Project:    p.Name, ID: r.ID, Time: mtime(r.Time), Actor: r.Actor, Action: r.Action, Target: r.Target,
+			ClientID: r.ClientID, Connector: r.Connector, Outcome: r.Outcome, Reason: r.Reason, Details: r.Details,
 		}
 		out[i] = item{obj: obj, meta: m,
-			cells: []any{name, r.Time.UTC().Format(time.RFC3339), r.Actor, r.Action, r.Target, p.Name},
+			cells: []any{name, r.Time.UTC().Format(time.RFC3339), r.Actor, r.Action, r.Target, r.Outcome, r.Reason, r.ClientID, p.Name},
 			fields: fields.Set{"metadata.name": name, "metadata.namespace": p.Namespace, "action": r.Action, "actor": r.Actor,
 				"target": r.Target}}
 	}

@@ -127,13 +127,20 @@ type ClientTokens struct {
 type AuditRecord struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Project           string            `json:"project"`
-	ID                int64             `json:"id"`
-	Time              metav1.Time       `json:"time"`
-	Actor             string            `json:"actor"`
-	Action            string            `json:"action"`
-	Target            string            `json:"target,omitempty"`
-	Details           map[string]string `json:"details,omitempty"`
+	Project           string      `json:"project"`
+	ID                int64       `json:"id"`
+	Time              metav1.Time `json:"time"`
+	Actor             string      `json:"actor"`
+	Action            string      `json:"action"`
+	Target            string      `json:"target,omitempty"`
+	// ClientID and Connector are the client and the Connector the record concerns, if any.
+	ClientID  string `json:"clientID,omitempty"`
+	Connector string `json:"connector,omitempty"`
+	// Outcome is success, refused or failed; Reason a code saying why for the last two
+	// (docs/audit.md lists them per type).
+	Outcome string            `json:"outcome,omitempty"`
+	Reason  string            `json:"reason,omitempty"`
+	Details map[string]string `json:"details,omitempty"`
 }
 
 // The lists.
