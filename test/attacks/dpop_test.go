@@ -114,6 +114,20 @@ func TestDPoPAtTheTokenEndpoint(t *testing.T) {
 		if r := e.tokenWithProof(c.ID, "", refresh, e.proof(thief, "POST", e.Issuer+"/token", dpop.Claims{})); r.Status != http.StatusBadRequest || r.String("error") != "invalid_grant" {
 			t.Fatalf("refresh with the thief's key: %d %s", r.Status, r.Raw)
 		}
+		// Both attempts are in the audit log, for whoever watches for copied tokens.
+		recs, err := e.Store.ListAudit(t.Context(), ct.ProjectKey, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var proofs []string
+		for _, r := range recs {
+			if r.Action == "refresh.refused" && r.Reason == "dpop_key_mismatch" && r.ClientID == c.ID {
+				proofs = append(proofs, r.Details["proof"])
+			}
+		}
+		if strings.Join(proofs, ",") != "another_key,none" {
+			t.Errorf("refresh.refused dpop_key_mismatch records: %q, want the thief's key and no proof", proofs)
+		}
 	})
 	t.Run("proofs refused", func(t *testing.T) {
 		for name, proof := range map[string]string{

@@ -42,6 +42,12 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 	// signed by that key: whoever copied the token without the key gets nothing, and the
 	// token stays the holder's.
 	if old.JKT != "" && old.JKT != req.JKT {
+		// Most likely a copied token: recorded (the family is not ended, so a client that lost
+		// its proof by a bug can still refresh once it sends one).
+		env.Record(ctx, store.AuditRecord{
+			Project: p.Key, Actor: "client:" + client.ID, Action: "refresh.refused", Target: old.Subject, ClientID: client.ID,
+			Reason: "dpop_key_mismatch", Details: map[string]string{"family_id": old.FamilyID, "proof": proofState(req.JKT)},
+		})
 		return nil, ErrInvalidGrant.WithDescription("the refresh token is bound to a DPoP key; send a DPoP proof signed with that key")
 	}
 	if err := env.RedirectPolicy(p, client.RedirectURIs); err != nil {
@@ -197,3 +203,11 @@ func openResponse(env *site.Env, oldHash []byte, blob []byte) (*TokenResponse, e
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// proofState says what a refresh of a bound token came with, for its refusal's record.
+func proofState(jkt string) string {
+	if jkt == "" {
+		return "none"
+	}
+	return "another_key"
+}
