@@ -24,6 +24,9 @@ const (
 	// authorization request endpoint whose client could not be authenticated (invalid_client);
 	// actor and subject the client id it claimed, unverified.
 	ClientAuthFailed = "client.authentication_failed"
+	// DPoPProofRefused: a token request whose DPoP proof was refused (invalid_dpop_proof):
+	// replayed, malformed or missing where required; actor and subject the client.
+	DPoPProofRefused = "dpop.proof_refused"
 	LinkOpened       = "link.opened"
 	// PolicyChanged is written by the controllers when a Project's or a RedirectPolicy's
 	// compiled policy changes (docs/audit.md).
@@ -65,7 +68,7 @@ const (
 // nothing else. Security events and every other action are written before the answer.
 func WrittenBehind(action string) bool {
 	switch action {
-	case TokenIssued, TokenExchanged, TokenExchangeRefused, ClientAuthFailed:
+	case TokenIssued, TokenExchanged, TokenExchangeRefused, ClientAuthFailed, DPoPProofRefused:
 		return true
 	}
 	return false
@@ -99,6 +102,7 @@ var auditTypes = []struct {
 	{TokenExchangeRefused, store.OutcomeRefused},
 	{TokenRevoked, store.OutcomeSuccess},
 	{ClientAuthFailed, store.OutcomeRefused},
+	{DPoPProofRefused, store.OutcomeRefused},
 	{"grant.revoked", store.OutcomeSuccess},
 	{"permission.removed", store.OutcomeSuccess},
 	{"connection.disconnected", store.OutcomeSuccess},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
 	latchkey "latchkey.dev/latchkey/mcp"
 	"latchkey.dev/latchkey/mcp/dpop"
@@ -152,6 +153,20 @@ func TestDPoPAtTheTokenEndpoint(t *testing.T) {
 	again := e.tokenWithProof(c.ID, "", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {r.String("refresh_token")}}, proof)
 	if again.Status != http.StatusBadRequest || again.String("error") != "invalid_dpop_proof" {
 		t.Fatalf("replayed proof: %d %s", again.Status, again.Raw)
+	}
+	// Every refused proof is in the audit log; the replay stands out by its reason.
+	recs, err := e.Store.ListAudit(t.Context(), ct.ProjectKey, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]int{}
+	for _, rec := range recs {
+		if rec.Action == events.DPoPProofRefused && rec.ClientID == c.ID {
+			reasons[rec.Reason]++
+		}
+	}
+	if reasons["malformed"] != 5 || reasons["replayed"] != 1 {
+		t.Errorf("dpop.proof_refused records by reason: %v, want 5 malformed (the refused proofs) and 1 replayed", reasons)
 	}
 
 	t.Run("stolen access token at userinfo", func(t *testing.T) {

@@ -17,9 +17,9 @@ import (
 
 var errAuthFailed = ErrInvalidClient.WithDescription("client authentication failed")
 
-// authReason says why a client's authentication failed, for the audit record only: every
-// failure looks the same to the client (errAuthFailed), so that nobody learns which client
-// ids exist or which part of a credential was wrong.
+// authReason says why a client's authentication (or its DPoP proof) failed, for the audit
+// record only: every failed authentication looks the same to the client (errAuthFailed), so
+// that nobody learns which client ids exist or which part of a credential was wrong.
 type authReason string
 
 func (r authReason) Error() string { return "client authentication failed: " + string(r) }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/mcp/dpop"
 	"latchkey.dev/latchkey/webhook/site"
@@ -41,20 +42,25 @@ func DPoPRequired(p *config.Project, c *site.Client) bool {
 // required. A proof is checked whole (RFC 9449 §4.3): form, signature, htm, htu, iat, nonce
 // when the Project requires nonces, and its jti once, in the store, so no replica accepts it
 // twice. When the Project requires nonces, a fresh one is set on w with every answer.
-func tokenProof(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, c *site.Client, htu string, now time.Time) (string, error) {
+func tokenProof(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, c *site.Client, htu string, now time.Time) (jkt string, err error) {
+	defer func() {
+		if e := AsError(err); err != nil && e.Code == ErrInvalidDPoPProof.Code {
+			recordProofRefused(ctx, env, p, c, e)
+		}
+	}()
 	values := r.Header.Values("DPoP")
 	if len(values) == 0 {
 		if DPoPRequired(p, c) {
-			return "", ErrInvalidDPoPProof.WithDescription("this client must send a DPoP proof (RFC 9449) with every token request")
+			return "", ErrInvalidDPoPProof.WithDescription("this client must send a DPoP proof (RFC 9449) with every token request").because("proof_required")
 		}
 		return "", nil
 	}
 	if len(values) > 1 {
-		return "", ErrInvalidDPoPProof.WithDescription("send exactly one DPoP header")
+		return "", ErrInvalidDPoPProof.WithDescription("send exactly one DPoP header").because("malformed")
 	}
 	proof, err := dpop.Verify(values[0], dpop.Check{Method: r.Method, URL: htu, Now: now})
 	if err != nil {
-		return "", ErrInvalidDPoPProof.WithDescription(strings.TrimPrefix(err.Error(), dpop.ErrInvalidProof.Error()+": "))
+		return "", ErrInvalidDPoPProof.WithDescription(strings.TrimPrefix(err.Error(), dpop.ErrInvalidProof.Error()+": ")).because("malformed")
 	}
 	if p.RequireDPoPNonce {
 		w.Header().Set("DPoP-Nonce", NewDPoPNonce(env, p, now))
@@ -74,12 +80,28 @@ func useProof(ctx context.Context, env *site.Env, p *config.Project, where strin
 	key := sha256.Sum256([]byte("dpop\x00" + where + "\x00" + p.Key + "\x00" + proof.JKT + "\x00" + proof.JTI))
 	err := env.Store.UseOnce(ctx, key[:], proof.ReplayUntil, now)
 	if errors.Is(err, store.ErrConflict) {
-		return ErrInvalidDPoPProof.WithDescription("this DPoP proof was already used; make a new one for every request")
+		return ErrInvalidDPoPProof.WithDescription("this DPoP proof was already used; make a new one for every request").because("replayed")
 	}
 	if err != nil {
 		return Internal(err)
 	}
 	return nil
+}
+
+// recordProofRefused writes dpop.proof_refused for a token request whose proof was refused
+// (invalid_dpop_proof; a request for a nonce is the protocol, not a refusal). A replayed proof
+// means someone else saw it; the others are mostly clients that sign wrongly. Queued, like
+// failed client authentications (events.WrittenBehind).
+func recordProofRefused(ctx context.Context, env *site.Env, p *config.Project, c *site.Client, e Error) {
+	reason := "malformed"
+	var why authReason
+	if errors.As(e, &why) {
+		reason = string(why)
+	}
+	env.Record(ctx, store.AuditRecord{
+		Project: p.Key, Actor: "client:" + c.ID, Action: events.DPoPProofRefused, Target: "client:" + c.ID, ClientID: c.ID,
+		Outcome: store.OutcomeRefused, Reason: reason, Details: map[string]string{"problem": e.Description},
+	})
 }
 
 func noncePurpose(p *config.Project) string { return "oauth.dpop-nonce:" + p.Key }
