@@ -386,10 +386,13 @@ func (c *client) audit(ctx context.Context, out io.Writer) error {
 		}
 		fmt.Fprintln(tw, head)
 	}
-	var after int64
+	var cur cursor
+	// from is where the next request starts: the overlap below the highest id at the start of
+	// a poll, the last id of the page before within one.
+	from := cur.after()
 	for {
 		var l adminv1.AuditRecordList
-		q.Set("after", fmt.Sprint(after))
+		q.Set("after", fmt.Sprint(from))
 		err := c.do(ctx, "GET", c.path(adminv1.ResourceAuditRecords, "", c.o.allNamespaces), q, "application/json", &l)
 		if errors.Is(err, context.Canceled) {
 			return nil // Ctrl-C while following
@@ -398,7 +401,10 @@ func (c *client) audit(ctx context.Context, out io.Writer) error {
 			return err
 		}
 		for _, r := range l.Items {
-			after = max(after, r.ID)
+			from = max(from, r.ID)
+			if !cur.fresh(r.ID) {
+				continue // printed by an earlier poll
+			}
 			if err := c.printAudit(out, tw, r, table); err != nil {
 				return err
 			}
@@ -419,7 +425,43 @@ func (c *client) audit(ctx context.Context, out io.Writer) error {
 			return nil
 		case <-time.After(c.o.interval):
 		}
+		from = cur.after()
 	}
+}
+
+// cursor is where --follow asks from. Record ids are handed out before their transaction
+// commits, so on PostgreSQL a batch of records can become visible after a record with a higher
+// id (the server writes the token endpoint's records in batches of up to 500, docs/audit.md).
+// Each poll therefore asks again from overlap ids below the highest seen, and prints only the
+// ids it has not printed.
+type cursor struct {
+	high int64
+	seen map[int64]bool
+}
+
+// overlap is how far below the highest id seen each poll reads again: two batches.
+const overlap = 1000
+
+func (c *cursor) after() int64 { return max(0, c.high-overlap) }
+
+// fresh reports whether id is new, and remembers it.
+func (c *cursor) fresh(id int64) bool {
+	if c.seen == nil {
+		c.seen = map[int64]bool{}
+	}
+	if c.seen[id] || id <= c.high-overlap {
+		return false
+	}
+	c.seen[id] = true
+	if id > c.high {
+		c.high = id
+		for old := range c.seen {
+			if old <= c.high-overlap {
+				delete(c.seen, old)
+			}
+		}
+	}
+	return true
 }
 
 func (c *client) printAudit(out io.Writer, tw io.Writer, r adminv1.AuditRecord, table bool) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -179,4 +180,34 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A record that becomes visible after records with higher ids (a batch committed late) is
+// still printed, once; records read again by the overlapping polls are not printed twice.
+func TestFollowCursor(t *testing.T) {
+	var c cursor
+	var printed []int64
+	poll := func(visible ...int64) {
+		from := c.after()
+		for _, id := range visible {
+			if id > from && c.fresh(id) {
+				printed = append(printed, id)
+			}
+		}
+	}
+	poll(1, 2, 3, 10)                           // 4–9 are a batch not committed yet
+	poll(1, 2, 3, 10, 11)                       // again: only 11 is new
+	poll(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12) // the batch is visible now
+	poll(1500, 1600)
+	poll(5, 1500, 1600, 1601) // 5 is below the overlap by now: not asked for, not printed again
+	want := []int64{1, 2, 3, 10, 11, 4, 5, 6, 7, 8, 9, 12, 1500, 1600, 1601}
+	if fmt.Sprint(printed) != fmt.Sprint(want) {
+		t.Fatalf("printed %v, want %v", printed, want)
+	}
+	if c.after() != 601 {
+		t.Fatalf("asks after %d, want 601", c.after())
+	}
+	if len(c.seen) > 4 {
+		t.Fatalf("remembers %d ids, want only those within the overlap", len(c.seen))
+	}
 }
