@@ -57,7 +57,12 @@
     if (needs) needs.hidden = true;
     button.hidden = false;
     var pending = null;
+    // finishing: a credential is being sent. The autofill request and a press of the button
+    // can both be answered at once; only the first one signs in, or the browser would hold
+    // the second session while the page shows the first one's forms.
+    var finishing = false;
     var run = function (mediation) {
+      if (finishing) return;
       if (pending) pending.abort();
       var ctrl = new AbortController();
       pending = ctrl;
@@ -69,9 +74,11 @@
         if (mediation) req.mediation = mediation;
         return navigator.credentials.get(req);
       }).then(function (cred) {
-        if (!cred || ctrl.signal.aborted) return null;
+        if (!cred || ctrl.signal.aborted || finishing) return null;
+        finishing = true;
         show(status, "");
-        return post(signin.dataset.finish, credentialJSON(cred)).then(function (j) { location.assign(j["continue"]); });
+        return post(signin.dataset.finish, credentialJSON(cred)).then(function (j) { location.assign(j["continue"]); },
+          function (e) { finishing = false; throw e; });
       }).catch(function (e) {
         if (ctrl.signal.aborted || (e && e.name === "AbortError")) return;
         if (e && e.name === "NotAllowedError") { show(status, msg(signin, "Cancelled", "Signing in with a passkey was cancelled.")); return; }
