@@ -41,7 +41,6 @@ import (
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/keys"
 	"latchkey.dev/latchkey/internal/metrics"
-	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
 	"latchkey.dev/latchkey/internal/tracing"
@@ -295,7 +294,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		Metrics:   m,
 		// Rate limits count clients by address; behind an ingress, the address it names.
 		TrustedProxies:      trustedProxies,
-		RateBuckets:         rateBuckets(o.database, st),
+		RateBuckets:         st.RateBuckets(),
 		ClientAddressHeader: o.clientAddrHeader,
 		Vault: &upstream.Vault{
 			Store: st, Keyring: kr, Now: time.Now, Timeout: o.upstreamWait, OnRefresh: m.UpstreamRefresh,
@@ -486,15 +485,6 @@ func checkPublicURL(raw string) error {
 		}
 	}
 	return fmt.Errorf("--public-url %q: must be https:// (or http:// on a loopback address)", raw)
-}
-
-// rateBuckets is where the rate limits are kept: in PostgreSQL, which several replicas share,
-// so a limit holds however requests are spread over them; with SQLite (one replica) in memory.
-func rateBuckets(dsn string, st *sqlstore.Store) ratelimit.Shared {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		return st
-	}
-	return nil
 }
 
 func openStore(ctx context.Context, dsn string, opts ...sqlstore.Option) (*sqlstore.Store, error) {

@@ -34,7 +34,6 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/metrics"
-	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
@@ -223,7 +222,7 @@ func New(t testing.TB, o Options) *Stack {
 		r.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{ProjectKey: s.Project}, Version: 1})
 		r.Server, err = webhook.New(webhook.Options{
 			Config: r.Holder, Store: ist, Keyring: s.Keyring, Logger: o.Logger, Now: s.Clock.Now,
-			PublicURL: s.Front.URL, Metrics: o.Metrics, RateBuckets: rateBuckets(o.DSN, st),
+			PublicURL: s.Front.URL, Metrics: o.Metrics, RateBuckets: st.RateBuckets(),
 			Vault: &upstream.Vault{Store: ist, Keyring: s.Keyring, Now: s.Clock.Now, Timeout: o.UpstreamTimeout,
 				OnRefresh: o.Metrics.UpstreamRefresh},
 		})
@@ -697,11 +696,3 @@ func PgBouncerDSN(t testing.TB) string { return pgtest.PgBouncerDSN(t) }
 
 // NewSchema creates a fresh schema in the database at base and returns a DSN that uses it.
 func NewSchema(t testing.TB, base string) string { return pgtest.Schema(t, base) }
-
-// rateBuckets shares the rate limits through PostgreSQL, as cmd/latchkey does.
-func rateBuckets(dsn string, st *sqlstore.Store) ratelimit.Shared {
-	if strings.HasPrefix(dsn, "postgres") {
-		return st
-	}
-	return nil
-}

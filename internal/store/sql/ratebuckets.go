@@ -3,6 +3,8 @@ package sqlstore
 import (
 	"context"
 	"time"
+
+	"latchkey.dev/latchkey/internal/ratelimit"
 )
 
 var (
@@ -13,6 +15,16 @@ ON CONFLICT (key) DO NOTHING`)
 	qRateLock = sqlText(`SELECT tokens, last FROM rate_buckets WHERE key = ?` + forUpdate)
 	qRateSet  = sqlText(`UPDATE rate_buckets SET tokens = ?, last = ?, expires_at = ? WHERE key = ?`)
 )
+
+// RateBuckets is where the HTTP server keeps its rate limits: this store on PostgreSQL, which
+// several replicas share, so a limit holds however requests are spread over them; nil (each
+// process's memory) on SQLite, which runs one replica.
+func (s *Store) RateBuckets() ratelimit.Shared {
+	if s.postgres() {
+		return s
+	}
+	return nil
+}
 
 // UpdateRateBucket keeps the rate limits every replica shares (ratelimit.Shared): fn runs on
 // the stored bucket, locked for the transaction, and what it returns is stored. Sign-in,
