@@ -235,7 +235,7 @@ func TestConnectorSecretMissing(t *testing.T) {
 	waitReady(t, conn)
 	waitEvent(t, conn, corev1.EventTypeNormal, v1alpha1.ConnectorReadyReason)
 	waitSnapshot(t, "connector compiled", func(s *config.Snapshot) error {
-		c := s.Project(ns + "/proj").Connectors[ns+"/github"]
+		c := inProject(s, ns+"/proj").Connectors[ns+"/github"]
 		if c == nil || c.ClientSecret != "upstream-secret" {
 			return errors.New("connector missing")
 		}
@@ -279,7 +279,7 @@ func TestOAuthClientCredentials(t *testing.T) {
 	}
 	hashIs := func(plain string) func(*config.Snapshot) error {
 		return func(s *config.Snapshot) error {
-			c := s.Project(ns + "/proj").Clients[oc.Status.ClientID]
+			c := inProject(s, ns+"/proj").Clients[oc.Status.ClientID]
 			if c == nil {
 				return errors.New("client not compiled")
 			}
@@ -337,7 +337,7 @@ func TestOAuthClientCredentials(t *testing.T) {
 		t.Fatalf("public client Secret keys: %v", keys(pubSec.Data))
 	}
 	waitSnapshot(t, "public client without a hash", func(s *config.Snapshot) error {
-		c := s.Project(ns + "/proj").Clients[pub.Status.ClientID]
+		c := inProject(s, ns+"/proj").Clients[pub.Status.ClientID]
 		if c == nil || c.SecretHash != nil || c.TokenEndpointAuthMethod != "none" {
 			return fmt.Errorf("public client = %+v", c)
 		}
@@ -355,7 +355,7 @@ func TestOAuthClientCredentials(t *testing.T) {
 		t.Errorf("message %q does not name the Secret", cond.Message)
 	}
 	waitSnapshot(t, "conflicting client left out", func(s *config.Snapshot) error {
-		if s.Project(ns + "/proj").Clients[clientIDFor(thief)] != nil {
+		if inProject(s, ns+"/proj").Clients[clientIDFor(thief)] != nil {
 			return errors.New("compiled")
 		}
 		return nil
@@ -456,7 +456,7 @@ func TestCompilerDropsDeleted(t *testing.T) {
 	waitReady(t, oc)
 	id := oc.Status.ClientID
 	waitSnapshot(t, "client compiled", func(s *config.Snapshot) error {
-		if s.Project(ns + "/proj").Clients[id] == nil {
+		if inProject(s, ns+"/proj").Clients[id] == nil {
 			return errors.New("not yet")
 		}
 		return nil
@@ -467,7 +467,11 @@ func TestCompilerDropsDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap := waitSnapshot(t, "client dropped", func(s *config.Snapshot) error {
-		if s.Project(ns + "/proj").Clients[id] != nil {
+		pr := s.Project(ns + "/proj")
+		if pr == nil {
+			return errors.New("the project is gone too early")
+		}
+		if pr.Clients[id] != nil {
 			return errors.New("still there")
 		}
 		return nil
@@ -770,7 +774,7 @@ func TestConnectorRules(t *testing.T) {
 		t.Errorf("Argo CD health %s, want Degraded", status)
 	}
 	waitSnapshot(t, "client with the one usable connector", func(s *config.Snapshot) error {
-		c := s.Project(ns + "/proj").Clients[oc.Status.ClientID]
+		c := inProject(s, ns+"/proj").Clients[oc.Status.ClientID]
 		if c == nil || !slices.Equal(c.Connectors, []string{ns + "/a-github"}) {
 			return fmt.Errorf("client = %+v", c)
 		}

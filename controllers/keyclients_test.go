@@ -82,7 +82,7 @@ func TestKeyClients(t *testing.T) {
 		t.Fatalf("a private_key_jwt client got a secret: %v", keys(sec.Data))
 	}
 	waitSnapshot(t, "private_key_jwt client", func(s *config.Snapshot) error {
-		c := s.Project(ns + "/proj").Clients[pk.Status.ClientID]
+		c := inProject(s, ns+"/proj").Clients[pk.Status.ClientID]
 		if c == nil || c.SecretHash != nil || c.TokenEndpointAuthMethod != "private_key_jwt" || string(c.JWKS) != jwks || !c.RequireDPoP || !c.RequirePAR {
 			return fmt.Errorf("client = %+v", c)
 		}
@@ -103,7 +103,7 @@ func TestKeyClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSnapshot(t, "client_secret_jwt client", func(s *config.Snapshot) error {
-		c := s.Project(ns + "/proj").Clients[hs.Status.ClientID]
+		c := inProject(s, ns+"/proj").Clients[hs.Status.ClientID]
 		if c == nil || c.SecretHash == nil || len(hsSec.Data["client_secret"]) == 0 || !bytes.Equal(c.SecretJWTKey, hsSec.Data["client_secret"]) {
 			return errors.New("the client_secret_jwt key is not the Secret's client_secret")
 		}

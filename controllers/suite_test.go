@@ -384,3 +384,13 @@ func newConnector(namespace, name, project, secretName string) *v1alpha1.Connect
 		},
 	}
 }
+
+// inProject is Project key of s, or an empty Project while none is compiled yet, so a check
+// can look into it without guarding against nil: an object can be Ready before the snapshot
+// that holds its Project is published.
+func inProject(s *config.Snapshot, key string) *config.Project {
+	if p := s.Project(key); p != nil {
+		return p
+	}
+	return &config.Project{}
+}
