@@ -199,6 +199,9 @@ type AuthCode struct {
 	AuthTime            time.Time
 	ExpiresAt           time.Time
 	CreatedAt           time.Time
+	// DPoPJKT is the RFC 7638 thumbprint of the key the code is bound to (RFC 9449 §10): its
+	// redemption must carry a DPoP proof by that key. "" when the code is not bound.
+	DPoPJKT string
 }
 
 type AuthCodes interface {

@@ -140,3 +140,27 @@ func testCodeRedeemCheckedConcurrent(t *testing.T, s store.Store) {
 	}
 	equal(t, "successful redemptions", won, 1)
 }
+
+// testCodeDPoPBinding: the key a code is bound to (RFC 9449 §10) comes back from every read
+// of the code: to the check that decides whether it may be spent, from the redemption, and
+// with a replay; an unbound code comes back unbound.
+func testCodeDPoPBinding(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	bound, plain := newCode("bound"), newCode("plain")
+	bound.DPoPJKT = "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I"
+	must(t, s.CreateAuthCode(ctx, bound))
+	must(t, s.CreateAuthCode(ctx, plain))
+
+	var seen string
+	got, err := s.RedeemAuthCode(ctx, bound.Hash, at(time.Second), func(c store.AuthCode) error { seen = c.DPoPJKT; return nil })
+	must(t, err)
+	equal(t, "jkt seen by check", seen, bound.DPoPJKT)
+	equal(t, "redeemed code", got, bound)
+	got, err = s.RedeemAuthCode(ctx, bound.Hash, at(2*time.Second), nil)
+	wantErr(t, err, store.ErrConflict)
+	equal(t, "replayed code's jkt", got.DPoPJKT, bound.DPoPJKT)
+
+	got, err = s.RedeemAuthCode(ctx, plain.Hash, at(time.Second), nil)
+	must(t, err)
+	equal(t, "unbound code's jkt", got.DPoPJKT, "")
+}

@@ -54,6 +54,7 @@ var tests = []test{
 	{"AuthCode/Expired", testCodeExpired},
 	{"AuthCode/RedeemChecked", testCodeRedeemChecked},
 	{"AuthCode/RedeemCheckedConcurrent", testCodeRedeemCheckedConcurrent},
+	{"AuthCode/DPoPBinding", testCodeDPoPBinding},
 
 	{"Token/RoundTrip", testTokenRoundTrip},
 	{"Token/Holder", testTokenHolder},
