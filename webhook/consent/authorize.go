@@ -180,6 +180,7 @@ func (a *authorizer) issue(w http.ResponseWriter, r *http.Request, p *config.Pro
 		CodeChallenge:       req.Challenge,
 		CodeChallengeMethod: "S256",
 		Nonce:               req.Nonce,
+		DPoPJKT:             req.DPoPJKT,
 		AuthTime:            sess.AuthTime,
 		ExpiresAt:           now.Add(p.Lifetimes.AuthCode),
 		CreatedAt:           now,

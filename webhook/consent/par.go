@@ -105,6 +105,11 @@ func (a *authorizer) push(w http.ResponseWriter, r *http.Request, p *config.Proj
 		params.Del(k)
 	}
 	params.Set("client_id", client.ID)
+	now := a.env.Now()
+	jkt, err := oauth.PushedProof(r.Context(), a.env, w, r, p, client, now)
+	if err != nil {
+		return nil, err
+	}
 	req, perr, err := parse(r.Context(), a.env, p, params, true)
 	if perr != nil {
 		if perr.Refused != nil {
@@ -119,11 +124,18 @@ func (a *authorizer) push(w http.ResponseWriter, r *http.Request, p *config.Proj
 	if err != nil {
 		return nil, err
 	}
+	// A DPoP proof binds the code to its key, as dpop_jkt does; a request that names one key
+	// in dpop_jkt and proves another contradicts itself (RFC 9449 §10.1).
+	if jkt != "" {
+		if req.DPoPJKT != "" && req.DPoPJKT != jkt {
+			return nil, oauth.ErrInvalidRequest.WithDescription("dpop_jkt is not the thumbprint of the key that signed the DPoP proof")
+		}
+		req.DPoPJKT = jkt
+	}
 	// Store what /authorize will read: the request as validated, nothing the client added
-	// beside it.
+	// beside it. dpop_jkt is among its parameters, so the code it leads to is bound.
 	stored := req.query()
 	stored.Del(pushedParam)
-	now := a.env.Now()
 	handle := secret.New("")
 	if err := a.env.Store.CreatePushedRequest(r.Context(), store.PushedRequest{
 		Hash: secret.Hash(handle), Project: p.Key, ClientID: client.ID, Params: stored.Encode(),

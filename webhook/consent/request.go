@@ -33,7 +33,10 @@ type request struct {
 	Challenge   string
 	Resources   []string
 	Nonce       string
-	Prompt      []string
+	// DPoPJKT binds the code to a DPoP key (RFC 9449 §10): dpop_jkt as sent, or the key of the
+	// DPoP proof a pushed request came with.
+	DPoPJKT string
+	Prompt  []string
 	// MaxAge is max_age in seconds, -1 when absent.
 	MaxAge int64
 	// LoginAfter is set by this server when it sends the browser to sign in for prompt=login
@@ -161,6 +164,10 @@ func parse(ctx context.Context, env *site.Env, p *config.Project, q url.Values, 
 	if req.Nonce = q.Get("nonce"); len(req.Nonce) > maxNonceLen {
 		return req, nil, oauth.ErrInvalidRequest.WithDescription("nonce is too long")
 	}
+	if req.DPoPJKT = q.Get("dpop_jkt"); q.Has("dpop_jkt") && !oauth.ValidJKT(req.DPoPJKT) {
+		req.DPoPJKT = ""
+		return req, nil, oauth.ErrInvalidRequest.WithDescription("dpop_jkt must be the JWK SHA-256 thumbprint of the DPoP key (RFC 9449 §10): 43 base64url characters")
+	}
 	for v := range strings.FieldsSeq(q.Get("prompt")) {
 		switch v {
 		case "none", "login", "consent", "select_account":
@@ -242,6 +249,7 @@ func (q *request) fields() []pages.Field {
 	add("state", q.State)
 	add("scope", strings.Join(q.Scopes, " "))
 	add("nonce", q.Nonce)
+	add("dpop_jkt", q.DPoPJKT)
 	for _, r := range q.Resources {
 		f = append(f, pages.Field{Name: "resource", Value: r})
 	}

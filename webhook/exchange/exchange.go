@@ -134,6 +134,15 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 		g.record(ctx, req, subject.Subject, connector, "not_issued_to_client", nil)
 		return nil, oauth.ErrInvalidGrant.WithDescription("the subject token was issued neither to this client nor for it")
 	}
+	// A DPoP-bound subject token is its holder's only with the key (RFC 9449): a copy taken off
+	// the wire buys no upstream token. The proof was checked at the token endpoint (htm, htu,
+	// iat, jti); here its key must be the token's. The audience that exchanges its caller's token
+	// proved itself by client authentication, and checked the caller's proof at its own
+	// resource: the caller's key is not its to hold (decision 0053).
+	if subject.JKT != "" && subject.ClientID == client.ID && subject.JKT != req.JKT {
+		g.record(ctx, req, subject.Subject, connector, "dpop_key_mismatch", map[string]string{"proof": oauth.ProofState(req.JKT)})
+		return nil, oauth.ErrBoundKey("subject token")
+	}
 	if !permitted(client, p.Clients[client.ID], connector) {
 		g.record(ctx, req, subject.Subject, connector, "client_not_permitted", nil)
 		return nil, oauth.ErrUnauthorizedClient.WithDescription("this client may not exchange tokens for " + connector.Audience)

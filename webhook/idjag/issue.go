@@ -39,6 +39,8 @@ func (g *Issuer) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Tok
 type subject struct {
 	person   store.Person
 	authTime time.Time
+	// jkt is the key a subject access token is bound to (RFC 9449), "" when it is not.
+	jkt string
 }
 
 func (g *Issuer) issue(ctx context.Context, req *oauth.TokenRequest) (*oauth.TokenResponse, error) {
@@ -96,6 +98,12 @@ func (g *Issuer) issue(ctx context.Context, req *oauth.TokenRequest) (*oauth.Tok
 	}
 	if err != nil {
 		return nil, err
+	}
+	// A DPoP-bound subject token buys an ID-JAG only with a proof by its key, checked at the
+	// token endpoint: a copy taken off the wire must not speak for the person elsewhere.
+	if sub.jkt != "" && sub.jkt != req.JKT {
+		oauth.RecordBoundKeyRefused(ctx, req, site.GrantTokenExchange, sub.person.ID)
+		return nil, oauth.ErrBoundKey("subject token")
 	}
 
 	lifetime := p.IdentityAssertions.Lifetime
@@ -239,7 +247,7 @@ func (g *Issuer) fromAccessToken(ctx context.Context, p *config.Project, client 
 	if err != nil {
 		return subject{}, err
 	}
-	return subject{person: person, authTime: t.AuthTime}, nil
+	return subject{person: person, authTime: t.AuthTime, jkt: t.JKT}, nil
 }
 
 func (g *Issuer) activePerson(ctx context.Context, p *config.Project, id string) (store.Person, error) {

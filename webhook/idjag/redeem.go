@@ -157,7 +157,9 @@ func (g *Redeemer) redeem(ctx context.Context, req *oauth.TokenRequest) (*oauth.
 		return nil, rec, oauth.Internal(err)
 	}
 
-	is := oauth.Issue{Client: client, Subject: person.ID, Scopes: scopes, Audience: audience}
+	// Redeemed with a DPoP proof, the access token is bound to its key (RFC 9449 §5), as every
+	// grant's is; whether a proof is required was settled at the token endpoint (DPoPRequired).
+	is := oauth.Issue{Client: client, Subject: person.ID, Scopes: scopes, Audience: audience, JKT: req.JKT}
 	if c.AuthTime > 0 {
 		is.AuthTime = time.Unix(c.AuthTime, 0)
 	}

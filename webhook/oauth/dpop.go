@@ -37,20 +37,36 @@ func DPoPRequired(p *config.Project, c *site.Client) bool {
 	return p.RequireDPoP || c.RequireDPoP
 }
 
-// tokenProof checks the DPoP header of a request to an endpoint whose URL is htu and returns
-// the thumbprint of the key it proves, or "" when the request carries no proof and none is
-// required. A proof is checked whole (RFC 9449 §4.3): form, signature, htm, htu, iat, nonce
-// when the Project requires nonces, and its jti once, in the store, so no replica accepts it
-// twice. When the Project requires nonces, a fresh one is set on w with every answer.
+// tokenProof checks the DPoP header of a token request (htu is the token endpoint's URL) and
+// returns the thumbprint of the key it proves, or "" when the request carries no proof and the
+// client need not send one (DPoPRequired).
 func tokenProof(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, c *site.Client, htu string, now time.Time) (jkt string, err error) {
+	return endpointProof(ctx, env, w, r, p, c, "token", htu, DPoPRequired(p, c), now)
+}
+
+// PushedProof checks the DPoP header of a pushed authorization request, if it has one, and
+// returns the thumbprint of the key it proves, which binds the authorization code (RFC 9449
+// §10.1); "" without a header. A proof there is optional, whatever the client must send at the
+// token endpoint.
+func PushedProof(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, c *site.Client, now time.Time) (string, error) {
+	return endpointProof(ctx, env, w, r, p, c, "par", p.Issuer+"/par", false, now)
+}
+
+// endpointProof checks the DPoP header of a request to one of the authorization server's
+// endpoints (where names it, htu is its URL) and returns the thumbprint of the key it proves,
+// or "" when the request carries no proof and none is required. A proof is checked whole (RFC
+// 9449 §4.3): form, signature, htm, htu, iat, nonce when the Project requires nonces, and its
+// jti once, in the store, so no replica accepts it twice. When the Project requires nonces, a
+// fresh one is set on w with every answer.
+func endpointProof(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, c *site.Client, where, htu string, required bool, now time.Time) (jkt string, err error) {
 	defer func() {
 		if e := AsError(err); err != nil && e.Code == ErrInvalidDPoPProof.Code {
-			recordProofRefused(ctx, env, p, c, e)
+			recordProofRefused(ctx, env, p, c, where, e)
 		}
 	}()
 	values := r.Header.Values("DPoP")
 	if len(values) == 0 {
-		if DPoPRequired(p, c) {
+		if required {
 			return "", ErrInvalidDPoPProof.WithDescription("this client must send a DPoP proof (RFC 9449) with every token request").because("proof_required")
 		}
 		return "", nil
@@ -68,10 +84,46 @@ func tokenProof(ctx context.Context, env *site.Env, w http.ResponseWriter, r *ht
 			return "", ErrUseDPoPNonce
 		}
 	}
-	if err := useProof(ctx, env, p, "token", proof, now); err != nil {
+	if err := useProof(ctx, env, p, where, proof, now); err != nil {
 		return "", err
 	}
 	return proof.JKT, nil
+}
+
+// ValidJKT reports whether s has the form of a JWK SHA-256 thumbprint (RFC 7638), as dpop_jkt
+// must (RFC 9449 §10): 32 bytes, base64url without padding.
+func ValidJKT(s string) bool {
+	if len(s) != 43 {
+		return false
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	return err == nil && len(b) == sha256.Size
+}
+
+// ProofState says, for the audit record of a bound credential refused, what the request
+// proved: no key at all ("none") or a key other than the bound one ("another_key").
+func ProofState(jkt string) string {
+	if jkt == "" {
+		return "none"
+	}
+	return "another_key"
+}
+
+// ErrBoundKey refuses a credential bound to a DPoP key (a code requested with dpop_jkt, a
+// refresh token, a subject token) presented without a proof by that key: the grant is what
+// fails, so invalid_grant, as RFC 9449 §5 answers a bound refresh token (decision 0053).
+func ErrBoundKey(what string) Error {
+	return ErrInvalidGrant.WithDescription("the " + what + " is bound to a DPoP key; send a DPoP proof signed with that key")
+}
+
+// RecordBoundKeyRefused writes dpop.proof_refused with reason dpop_key_mismatch: a credential
+// bound to a key came without a proof by it, most likely a copy (an intercepted code, a token
+// taken off the wire). grant names the use, subject whom the credential speaks for.
+func RecordBoundKeyRefused(ctx context.Context, req *TokenRequest, grant, subject string) {
+	req.Env.Record(ctx, store.AuditRecord{
+		Project: req.Project.Key, Actor: "client:" + req.Client.ID, Action: events.DPoPProofRefused, Target: subject, ClientID: req.Client.ID,
+		Outcome: store.OutcomeRefused, Reason: "dpop_key_mismatch", Details: map[string]string{"grant_type": grant, "proof": ProofState(req.JKT)},
+	})
 }
 
 // useProof records the proof's jti for its window: the same proof (same key and jti) is
@@ -88,11 +140,11 @@ func useProof(ctx context.Context, env *site.Env, p *config.Project, where strin
 	return nil
 }
 
-// recordProofRefused writes dpop.proof_refused for a token request whose proof was refused
-// (invalid_dpop_proof; a request for a nonce is the protocol, not a refusal). A replayed proof
-// means someone else saw it; the others are mostly clients that sign wrongly. Queued, like
-// failed client authentications (events.WrittenBehind).
-func recordProofRefused(ctx context.Context, env *site.Env, p *config.Project, c *site.Client, e Error) {
+// recordProofRefused writes dpop.proof_refused for a request to the token or pushed request
+// endpoint (where) whose proof was refused (invalid_dpop_proof; a request for a nonce is the
+// protocol, not a refusal). A replayed proof means someone else saw it; the others are mostly
+// clients that sign wrongly. Queued, like failed client authentications (events.WrittenBehind).
+func recordProofRefused(ctx context.Context, env *site.Env, p *config.Project, c *site.Client, where string, e Error) {
 	reason := "malformed"
 	var why authReason
 	if errors.As(e, &why) {
@@ -100,7 +152,7 @@ func recordProofRefused(ctx context.Context, env *site.Env, p *config.Project, c
 	}
 	env.Record(ctx, store.AuditRecord{
 		Project: p.Key, Actor: "client:" + c.ID, Action: events.DPoPProofRefused, Target: "client:" + c.ID, ClientID: c.ID,
-		Outcome: store.OutcomeRefused, Reason: reason, Details: map[string]string{"problem": e.Description},
+		Outcome: store.OutcomeRefused, Reason: reason, Details: map[string]string{"problem": e.Description, "endpoint": where},
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/webhook/site"
 )
 
 // authorizationCode redeems an authorization code (RFC 6749 §4.1.3 with PKCE, RFC 7636).
@@ -33,6 +34,7 @@ func authorizationCode(ctx context.Context, req *TokenRequest) (*TokenResponse, 
 	// Everything that proves the caller may redeem the code is checked before it is spent,
 	// inside the redemption: a request that cannot redeem a leaked code cannot burn it for the
 	// client it was issued to either.
+	keyMismatch := false
 	check := func(ac store.AuthCode) error {
 		if ac.Project != p.Key || ac.ClientID != client.ID {
 			return ErrInvalidGrant.WithDescription("the code was not issued to this client")
@@ -43,6 +45,12 @@ func authorizationCode(ctx context.Context, req *TokenRequest) (*TokenResponse, 
 		if ac.CodeChallengeMethod != "S256" || !VerifyS256(verifier, ac.CodeChallenge) {
 			return ErrInvalidGrant.WithDescription("code_verifier does not match the code challenge")
 		}
+		// A code bound to a key (dpop_jkt, or the DPoP proof of its pushed request, RFC 9449
+		// §10) is redeemed only with a proof by that key: whoever intercepted it holds no key.
+		if ac.DPoPJKT != "" && ac.DPoPJKT != req.JKT {
+			keyMismatch = true
+			return ErrBoundKey("code")
+		}
 		return nil
 	}
 	hash := secret.Hash(code)
@@ -50,6 +58,9 @@ func authorizationCode(ctx context.Context, req *TokenRequest) (*TokenResponse, 
 	var refused Error
 	switch {
 	case errors.As(err, &refused):
+		if keyMismatch {
+			RecordBoundKeyRefused(ctx, req, site.GrantAuthorizationCode, ac.Subject)
+		}
 		return nil, refused
 	case errors.Is(err, store.ErrNotFound):
 		return nil, ErrInvalidGrant.WithDescription("the code is invalid or has expired")

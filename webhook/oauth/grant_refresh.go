@@ -46,9 +46,9 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 		// its proof by a bug can still refresh once it sends one).
 		env.Record(ctx, store.AuditRecord{
 			Project: p.Key, Actor: "client:" + client.ID, Action: "refresh.refused", Target: old.Subject, ClientID: client.ID,
-			Reason: "dpop_key_mismatch", Details: map[string]string{"family_id": old.FamilyID, "proof": proofState(req.JKT)},
+			Reason: "dpop_key_mismatch", Details: map[string]string{"family_id": old.FamilyID, "proof": ProofState(req.JKT)},
 		})
-		return nil, ErrInvalidGrant.WithDescription("the refresh token is bound to a DPoP key; send a DPoP proof signed with that key")
+		return nil, ErrBoundKey("refresh token")
 	}
 	if err := env.RedirectPolicy(p, client.RedirectURIs); err != nil {
 		if _, rerr := env.Store.RevokeFamily(ctx, old.FamilyID, req.Now); rerr != nil {
@@ -203,11 +203,3 @@ func openResponse(env *site.Env, oldHash []byte, blob []byte) (*TokenResponse, e
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-// proofState says what a refresh of a bound token came with, for its refusal's record.
-func proofState(jkt string) string {
-	if jkt == "" {
-		return "none"
-	}
-	return "another_key"
-}
