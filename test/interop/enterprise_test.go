@@ -33,7 +33,8 @@ const (
 
 // TestEnterpriseWithOAuth4WebAPI runs npm oauth4webapi (test/interop/node/enterprise.mjs)
 // against DPoP with server nonces, private_key_jwt, client_secret_jwt and a pushed
-// authorization request: each step is ok only when the library accepted the server's answer.
+// authorization request bound to a DPoP key: each step is ok only when the library accepted
+// the server's answer (or, for a refused step, refused it).
 func TestEnterpriseWithOAuth4WebAPI(t *testing.T) {
 	node := nodeScript(t)
 	h := callbacktest.New(t, callbacktest.Options{})
@@ -117,6 +118,7 @@ func TestEnterpriseWithOAuth4WebAPI(t *testing.T) {
 		"introspect-cnf":               {"active": eq(true), "token_type": eq("DPoP"), "jkt_matches": eq(true)},
 		"client-secret-jwt":            {"token_type": eqFold("bearer")},
 		"pushed-authorization-request": {"request_uri_prefix": eq("urn:ietf:params:oauth:request_uri:"), "expires_in": eq(float64(60))},
+		"token-code-other-key-refused": {"refused": eq(true), "error": eq("invalid_grant")},
 		"token-code-dpop":              {"token_type": eqFold("dpop"), "has_refresh": eq(true)},
 		"userinfo-dpop":                {"has_sub": eq(true)},
 		"userinfo-bearer-refused":      {"refused": eq(true)},

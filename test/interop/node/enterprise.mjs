@@ -103,16 +103,19 @@ async function main() {
     return { token_type: res.token_type };
   });
 
-  // A pushed authorization request, authenticated with private_key_jwt; the browser gets only
-  // client_id and request_uri.
+  // A pushed authorization request, authenticated with private_key_jwt and carrying a DPoP
+  // proof, which binds the code to the key (RFC 9449 §10.1); the browser gets only client_id
+  // and request_uri.
   const verifier = oauth.generateRandomCodeVerifier();
   const state = oauth.generateRandomState();
   const par = await step('pushed-authorization-request', async () => {
-    const res = await oauth.processPushedAuthorizationResponse(as, pkj, await oauth.pushedAuthorizationRequest(as, pkj, pkjAuth, {
-      response_type: 'code', redirect_uri: redirectUri, scope: 'openid', state,
-      code_challenge: await oauth.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256',
-    }, insecure));
-    return { request_uri_prefix: res.request_uri.slice(0, 34), expires_in: res.expires_in, _res: res };
+    const challenge = await oauth.calculatePKCECodeChallenge(verifier);
+    const { res, retried } = await withNonce(async () => oauth.processPushedAuthorizationResponse(as, pkj,
+      await oauth.pushedAuthorizationRequest(as, pkj, pkjAuth, {
+        response_type: 'code', redirect_uri: redirectUri, scope: 'openid', state,
+        code_challenge: challenge, code_challenge_method: 'S256',
+      }, { DPoP: dpop, ...insecure })));
+    return { request_uri_prefix: res.request_uri.slice(0, 34), expires_in: res.expires_in, nonce_retry: retried, _res: res };
   }).then((o) => o._res);
   const authURL = new URL(as.authorization_endpoint);
   authURL.search = new URLSearchParams({ client_id: pkj.client_id, request_uri: par.request_uri }).toString();
@@ -120,6 +123,11 @@ async function main() {
   const { value } = await lines.next();
   const callback = new URL(value.trim());
   const params = oauth.validateAuthResponse(as, pkj, callback, state);
+
+  // Whoever intercepts the code holds another key: the code is refused to them, and not spent.
+  const thief = oauth.DPoP(pkj, await oauth.generateKeyPair('ES256'));
+  await refused('token-code-other-key-refused', async () => withNonce(async () => oauth.processAuthorizationCodeResponse(as, pkj,
+    await oauth.authorizationCodeGrantRequest(as, pkj, pkjAuth, params, redirectUri, verifier, { DPoP: thief, ...insecure }))));
 
   const tokens = await step('token-code-dpop', async () => {
     const { res, retried } = await withNonce(async () => oauth.processAuthorizationCodeResponse(as, pkj,
