@@ -141,7 +141,7 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 	// resource: the caller's key is not its to hold (decision 0053).
 	if subject.JKT != "" && subject.ClientID == client.ID && subject.JKT != req.JKT {
 		g.record(ctx, req, subject.Subject, connector, "dpop_key_mismatch", map[string]string{"proof": oauth.ProofState(req.JKT)})
-		return nil, oauth.ErrBoundKey("subject token")
+		return nil, oauth.BoundKeyError("subject token")
 	}
 	if !permitted(client, p.Clients[client.ID], connector) {
 		g.record(ctx, req, subject.Subject, connector, "client_not_permitted", nil)

@@ -103,7 +103,7 @@ func (g *Issuer) issue(ctx context.Context, req *oauth.TokenRequest) (*oauth.Tok
 	// token endpoint: a copy taken off the wire must not speak for the person elsewhere.
 	if sub.jkt != "" && sub.jkt != req.JKT {
 		oauth.RecordBoundKeyRefused(ctx, req, site.GrantTokenExchange, sub.person.ID)
-		return nil, oauth.ErrBoundKey("subject token")
+		return nil, oauth.BoundKeyError("subject token")
 	}
 
 	lifetime := p.IdentityAssertions.Lifetime

@@ -109,10 +109,10 @@ func ProofState(jkt string) string {
 	return "another_key"
 }
 
-// ErrBoundKey refuses a credential bound to a DPoP key (a code requested with dpop_jkt, a
-// refresh token, a subject token) presented without a proof by that key: the grant is what
-// fails, so invalid_grant, as RFC 9449 §5 answers a bound refresh token (decision 0053).
-func ErrBoundKey(what string) Error {
+// BoundKeyError is the refusal of a credential bound to a DPoP key (a code requested with
+// dpop_jkt, a refresh token, a subject token) presented without a proof by that key: the grant
+// is what fails, so invalid_grant, as RFC 9449 §5 answers a bound refresh token (decision 0053).
+func BoundKeyError(what string) Error {
 	return ErrInvalidGrant.WithDescription("the " + what + " is bound to a DPoP key; send a DPoP proof signed with that key")
 }
 

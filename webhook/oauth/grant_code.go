@@ -49,7 +49,7 @@ func authorizationCode(ctx context.Context, req *TokenRequest) (*TokenResponse, 
 		// §10) is redeemed only with a proof by that key: whoever intercepted it holds no key.
 		if ac.DPoPJKT != "" && ac.DPoPJKT != req.JKT {
 			keyMismatch = true
-			return ErrBoundKey("code")
+			return BoundKeyError("code")
 		}
 		return nil
 	}

@@ -48,7 +48,7 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 			Project: p.Key, Actor: "client:" + client.ID, Action: "refresh.refused", Target: old.Subject, ClientID: client.ID,
 			Reason: "dpop_key_mismatch", Details: map[string]string{"family_id": old.FamilyID, "proof": ProofState(req.JKT)},
 		})
-		return nil, ErrBoundKey("refresh token")
+		return nil, BoundKeyError("refresh token")
 	}
 	if err := env.RedirectPolicy(p, client.RedirectURIs); err != nil {
 		if _, rerr := env.Store.RevokeFamily(ctx, old.FamilyID, req.Now); rerr != nil {
