@@ -134,12 +134,7 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 		g.record(ctx, req, subject.Subject, connector, "not_issued_to_client", nil)
 		return nil, oauth.ErrInvalidGrant.WithDescription("the subject token was issued neither to this client nor for it")
 	}
-	// A DPoP-bound subject token is its holder's only with the key (RFC 9449): a copy taken off
-	// the wire buys no upstream token. The proof was checked at the token endpoint (htm, htu,
-	// iat, jti); here its key must be the token's. The audience that exchanges its caller's token
-	// proved itself by client authentication, and checked the caller's proof at its own
-	// resource: the caller's key is not its to hold (decision 0053).
-	if subject.JKT != "" && subject.ClientID == client.ID && subject.JKT != req.JKT {
+	if keyMismatch(subject, client, req.JKT) {
 		g.record(ctx, req, subject.Subject, connector, "dpop_key_mismatch", map[string]string{"proof": oauth.ProofState(req.JKT)})
 		return nil, oauth.BoundKeyError("subject token")
 	}
@@ -276,6 +271,16 @@ func (g *Grant) subject(ctx context.Context, p *config.Project, raw string, c *c
 		return store.Token{}, store.AgentAccess{}, oauth.ErrInvalidGrant.WithDescription("the subject token was not issued for a person")
 	}
 	return t, access, nil
+}
+
+// keyMismatch: a DPoP-bound subject token is its holder's only with the key (RFC 9449), so a
+// copy taken off the wire buys no upstream token. The request's proof was checked at the token
+// endpoint (htm, htu, iat, jti); its key (jkt, "" without a proof) must be the token's. The
+// audience that exchanges its caller's token proved itself by client authentication, and
+// checked the caller's proof at its own resource: the caller's key is not its to hold
+// (decision 0053).
+func keyMismatch(t store.Token, client *site.Client, jkt string) bool {
+	return t.JKT != "" && t.ClientID == client.ID && t.JKT != jkt
 }
 
 // audienceOf reports whether the requesting client is an audience the token was issued for.
