@@ -151,3 +151,45 @@ func TestRegistrationLimitedPerAddress(t *testing.T) {
 		t.Errorf("after Retry-After: %d %s", r.status, r.raw)
 	}
 }
+
+// TestRateLimitsCountIPv6ByPrefix plays an attacker who holds a whole IPv6 /64, as any host
+// routinely does, and registers clients from a new address of it each time: the /64 has one
+// budget. A neighbour in another /64 has its own, and IPv4 clients (also written IPv4-mapped)
+// keep theirs.
+func TestRateLimitsCountIPv6ByPrefix(t *testing.T) {
+	body := `{"redirect_uris":["http://127.0.0.1/cb"],"token_endpoint_auth_method":"none"}`
+	reg := func(h *harness, addr string) tokenResult {
+		req, _ := http.NewRequest(http.MethodPost, h.base+"/register", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Forwarded-For", addr)
+		return h.send(req)
+	}
+	for _, tc := range []struct {
+		name string
+		// attacker spends the budget from these addresses in turn; then other is asked.
+		attacker  func(i int) string
+		other     string
+		otherGets int
+	}{
+		{"addresses of one /64 share a budget", func(i int) string { return fmt.Sprintf("2001:db8:1:2::%x", i+1) }, "2001:db8:1:2:ffff:ffff:ffff:ffff", http.StatusTooManyRequests},
+		{"another /64 has its own", func(i int) string { return fmt.Sprintf("2001:db8:1:2::%x", i+1) }, "2001:db8:1:3::1", http.StatusCreated},
+		{"an IPv4 address has its own", func(int) string { return "198.51.100.66" }, "198.51.100.67", http.StatusCreated},
+		{"IPv4-mapped is the IPv4 address", func(int) string { return "198.51.100.66" }, "[::ffff:198.51.100.66]", http.StatusTooManyRequests},
+		{"IPv4-mapped addresses do not share one /64", func(int) string { return "[::ffff:198.51.100.66]" }, "::ffff:203.0.113.5", http.StatusCreated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarnessBehind(t, "127.0.0.1/32")
+			budget := register.AddressBurst
+			var last tokenResult
+			for i := 0; i <= budget; i++ {
+				last = reg(h, tc.attacker(i))
+			}
+			if last.status != http.StatusTooManyRequests {
+				t.Fatalf("registration %d from the attacker's addresses: %d %s", budget+1, last.status, last.raw)
+			}
+			if r := reg(h, tc.other); r.status != tc.otherGets {
+				t.Errorf("then %s: %d, want %d %s", tc.other, r.status, tc.otherGets, r.raw)
+			}
+		})
+	}
+}
