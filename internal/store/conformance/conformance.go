@@ -103,6 +103,7 @@ var tests = []test{
 	{"Audit/Relay", testAuditRelay},
 	{"Audit/RelayConcurrent", testAuditRelayConcurrent},
 	{"Audit/Queued", testAuditQueued},
+	{"Audit/Batched", testAuditBatched},
 
 	{"Outbox/Lifecycle", testOutboxLifecycle},
 	{"Outbox/Duplicate", testOutboxDuplicate},
