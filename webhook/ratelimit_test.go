@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/webhook"
 	"latchkey.dev/latchkey/webhook/register"
 	"latchkey.dev/latchkey/webhook/signin"
@@ -191,5 +193,45 @@ func TestRateLimitsCountIPv6ByPrefix(t *testing.T) {
 				t.Errorf("then %s: %d, want %d %s", tc.other, r.status, tc.otherGets, r.raw)
 			}
 		})
+	}
+}
+
+// TestBackchannelLogoutLimitedPerAddress plays someone who can reach the back-channel logout
+// endpoint but holds no token of the provider's, and posts made-up ones (each may cost a
+// signature check, or a fetch of the provider's keys): past the address's budget the answer is
+// an OAuth 429 with Retry-After. The provider, at its own address, keeps ending sessions, and
+// tokens that verify never spend the budget, so a provider ending many at once is not slowed.
+func TestBackchannelLogoutLimitedPerAddress(t *testing.T) {
+	h := newHarnessBehind(t, "127.0.0.1/32")
+	idp := newFakeIDP(t, h.clock.Now)
+	h.update(func(p *config.Project) {
+		p.SignIn.OIDC = &config.OIDCProvider{Issuer: idp.srv.URL, ClientID: "latchkey", ClientSecret: "idp-secret", Label: "Corp SSO"}
+	})
+	logout := func(addr, token string) tokenResult {
+		req, _ := http.NewRequest(http.MethodPost, h.base+"/sign-in/backchannel-logout",
+			strings.NewReader(url.Values{"logout_token": {token}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-Forwarded-For", addr)
+		return h.send(req)
+	}
+	const attacker, provider = "198.51.100.66", "203.0.113.5"
+	var last tokenResult
+	for i := 0; i <= signin.LogoutBurst; i++ {
+		last = logout(attacker, "not-a-jwt")
+	}
+	retry, _ := strconv.Atoi(last.header.Get("Retry-After"))
+	if last.status != http.StatusTooManyRequests || retry < 1 || last.str("error") != "temporarily_unavailable" ||
+		last.header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("made-up logout token %d from one address: %d %v %s", signin.LogoutBurst+1, last.status, last.header, last.raw)
+	}
+	for i := 0; i <= signin.LogoutBurst+5; i++ {
+		r := logout(provider, idp.sign(idp.key, "idp", "logout+jwt", idp.logoutClaims(fmt.Sprintf("person-%d", i))))
+		if r.status != http.StatusOK {
+			t.Fatalf("the provider's logout %d: %d %s", i, r.status, r.raw)
+		}
+	}
+	h.clock.Advance(time.Duration(retry) * time.Second)
+	if r := logout(attacker, idp.sign(idp.key, "idp", "logout+jwt", idp.logoutClaims("someone"))); r.status != http.StatusOK {
+		t.Errorf("after Retry-After: %d %s", r.status, r.raw)
 	}
 }
