@@ -104,7 +104,7 @@ func Register(rt site.Router, env *site.Env, onSignOut ...SignOutHook) func(ctx 
 		perAddress: ratelimit.New(AddressBurst, AddressEvery).Share(env.RateBuckets, "signin.address"),
 		passkeys:   ratelimit.New(PasskeyBurst, PasskeyEvery).Share(env.RateBuckets, "signin.passkey.address"),
 		logouts:    ratelimit.New(LogoutBurst, LogoutEvery).Share(env.RateBuckets, "backchannel_logout.address"),
-		providers:  newProviders(),
+		providers:  newProviders(env.Now),
 		onSignOut:  onSignOut,
 	}
 	rt.Page("GET /sign-in", http.HandlerFunc(h.page))
