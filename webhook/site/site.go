@@ -142,8 +142,7 @@ func (e *Env) record(ctx context.Context, r store.AuditRecord) error {
 	}
 	events.Normalize(&r)
 	log := e.Log(ctx)
-	batched := events.WrittenBehind(r.Action) || events.Handout(r.Action)
-	if batched {
+	if events.WrittenBehind(r.Action) || r.Action == events.TokenExchanged {
 		// One per token request, like the access log: at debug level too, not a line per
 		// request at the default level. The audit log and the sinks have every one.
 		log = log.V(1)
