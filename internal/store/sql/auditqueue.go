@@ -223,9 +223,9 @@ func (s *Store) flushAudit(ctx context.Context, limit int) (int, error) {
 		}
 		if err := s.writeQueued(ctx, batch); err != nil {
 			// A waiting caller is told now and fails its request; its record is not tried
-			// again, so it is never stored for an answer that was not given. The others are
-			// queued again, in front.
-			again := make([]auditRow, 0, len(batch)+len(a.queued))
+			// again (the request it describes has failed). The others are queued again, in
+			// front.
+			again := make([]auditRow, 0, len(batch))
 			for _, row := range batch {
 				if row.stored != nil {
 					row.stored <- err
