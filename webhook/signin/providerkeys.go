@@ -91,7 +91,7 @@ var errNoProviderKey = errors.New("no key of the provider verifies the token")
 
 // VerifySignature implements oidc.KeySet.
 func (k *providerKeys) VerifySignature(ctx context.Context, raw string) ([]byte, error) {
-	jws, err := jose.ParseSigned(raw, providerAlgs)
+	jws, err := jose.ParseSignedCompact(raw, providerAlgs)
 	if err != nil {
 		return nil, fmt.Errorf("malformed jwt: %w", err)
 	}

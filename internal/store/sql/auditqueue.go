@@ -258,7 +258,7 @@ func (s *Store) flushQueuedAudit(ctx context.Context) error {
 	if n == 0 {
 		// The writer may have taken the last records and be writing them: wait for it.
 		a.writing.Lock()
-		a.writing.Unlock() //nolint:staticcheck // an empty critical section: only the wait matters
+		a.writing.Unlock() //nolint:staticcheck,gocritic // an empty critical section: only the wait matters
 		return nil
 	}
 	_, err := s.flushAudit(ctx, n)
