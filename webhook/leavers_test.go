@@ -15,6 +15,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
+	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 )
 
@@ -400,5 +401,47 @@ func TestRecheckConcurrentRefreshes(t *testing.T) {
 	}
 	if c := idp.refreshCount(); c != 1 {
 		t.Errorf("the provider was asked %d times, want 1", c)
+	}
+}
+
+// TestProviderKeysFetchedAtABoundedRate plays someone who posts logout tokens naming key ids
+// the provider never published, or its own key id over a signature it did not make: each
+// would make Latchkey fetch the provider's key set again, a request to the provider per
+// request to Latchkey. A key id the cached set lacks fetches again at most once a minute;
+// the provider's real rotation is picked up after that.
+func TestProviderKeysFetchedAtABoundedRate(t *testing.T) {
+	h, idp := oidcHarness(t, 0)
+	otherKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	fetches := func() int {
+		idp.mu.Lock()
+		defer idp.mu.Unlock()
+		return idp.keyFetches
+	}
+	if r := h.postLogout(idp.sign(idp.key, "idp", "logout+jwt", idp.logoutClaims("carol-123"))); r.status != http.StatusOK {
+		t.Fatalf("the provider's logout: %d %s", r.status, r.raw)
+	}
+	before := fetches()
+	for i := range 100 {
+		token := idp.sign(otherKey, "kid-"+secret.New("")[:8], "logout+jwt", idp.logoutClaims("alice-1"))
+		if i%2 == 1 {
+			token = idp.sign(otherKey, "idp", "logout+jwt", idp.logoutClaims("alice-1")) // the real kid, a forged signature
+		}
+		if r := h.postLogout(token); r.status != http.StatusBadRequest {
+			t.Fatalf("made-up token %d: %d %s", i, r.status, r.raw)
+		}
+	}
+	if n := fetches() - before; n > 1 {
+		t.Errorf("100 tokens with unknown key ids or forged signatures made %d fetches of the provider's keys, want at most 1", n)
+	}
+
+	// The provider rotates: its next key's id is unknown here until a minute after the last
+	// fetch; then one fetch picks it up.
+	next, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	idp.mu.Lock()
+	idp.nextKey = next
+	idp.mu.Unlock()
+	h.clock.Advance(time.Minute)
+	if r := h.postLogout(idp.sign(next, "idp-next", "logout+jwt", idp.logoutClaims("bob-2"))); r.status != http.StatusOK {
+		t.Fatalf("a token signed with the provider's next key, a minute on: %d %s", r.status, r.raw)
 	}
 }

@@ -58,6 +58,10 @@ type fakeIDP struct {
 	down      bool
 	sessions  int
 	sids      map[string]string // sub -> sid of their latest sign-in
+	// keyFetches counts requests for its key set; nextKey, when set, is published beside key
+	// as "idp-next" (a rotation under way).
+	keyFetches int
+	nextKey    *ecdsa.PrivateKey
 }
 
 type idpUser struct {
@@ -87,7 +91,14 @@ func newFakeIDP(t *testing.T, now func() time.Time) *fakeIDP {
 		})
 	})
 	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: key.Public(), KeyID: "idp", Algorithm: "ES256", Use: "sig"}}})
+		f.mu.Lock()
+		f.keyFetches++
+		keys := []jose.JSONWebKey{{Key: key.Public(), KeyID: "idp", Algorithm: "ES256", Use: "sig"}}
+		if f.nextKey != nil {
+			keys = append(keys, jose.JSONWebKey{Key: f.nextKey.Public(), KeyID: "idp-next", Algorithm: "ES256", Use: "sig"})
+		}
+		f.mu.Unlock()
+		json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: keys})
 	})
 	mux.HandleFunc("GET /authorize", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()

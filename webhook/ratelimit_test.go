@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/webhook"
 	"latchkey.dev/latchkey/webhook/register"
 	"latchkey.dev/latchkey/webhook/signin"
@@ -148,6 +150,88 @@ func TestRegistrationLimitedPerAddress(t *testing.T) {
 	retry, _ := strconv.Atoi(last.header.Get("Retry-After"))
 	h.clock.Advance(time.Duration(retry) * time.Second)
 	if r := reg("198.51.100.66"); r.status != http.StatusCreated {
+		t.Errorf("after Retry-After: %d %s", r.status, r.raw)
+	}
+}
+
+// TestRateLimitsCountIPv6ByPrefix plays an attacker who holds a whole IPv6 /64, as any host
+// routinely does, and registers clients from a new address of it each time: the /64 has one
+// budget. A neighbour in another /64 has its own, and IPv4 clients (also written IPv4-mapped)
+// keep theirs.
+func TestRateLimitsCountIPv6ByPrefix(t *testing.T) {
+	body := `{"redirect_uris":["http://127.0.0.1/cb"],"token_endpoint_auth_method":"none"}`
+	reg := func(h *harness, addr string) tokenResult {
+		req, _ := http.NewRequest(http.MethodPost, h.base+"/register", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Forwarded-For", addr)
+		return h.send(req)
+	}
+	for _, tc := range []struct {
+		name string
+		// attacker spends the budget from these addresses in turn; then other is asked.
+		attacker  func(i int) string
+		other     string
+		otherGets int
+	}{
+		{"addresses of one /64 share a budget", func(i int) string { return fmt.Sprintf("2001:db8:1:2::%x", i+1) }, "2001:db8:1:2:ffff:ffff:ffff:ffff", http.StatusTooManyRequests},
+		{"another /64 has its own", func(i int) string { return fmt.Sprintf("2001:db8:1:2::%x", i+1) }, "2001:db8:1:3::1", http.StatusCreated},
+		{"an IPv4 address has its own", func(int) string { return "198.51.100.66" }, "198.51.100.67", http.StatusCreated},
+		{"IPv4-mapped is the IPv4 address", func(int) string { return "198.51.100.66" }, "[::ffff:198.51.100.66]", http.StatusTooManyRequests},
+		{"IPv4-mapped addresses do not share one /64", func(int) string { return "[::ffff:198.51.100.66]" }, "::ffff:203.0.113.5", http.StatusCreated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarnessBehind(t, "127.0.0.1/32")
+			budget := register.AddressBurst
+			var last tokenResult
+			for i := 0; i <= budget; i++ {
+				last = reg(h, tc.attacker(i))
+			}
+			if last.status != http.StatusTooManyRequests {
+				t.Fatalf("registration %d from the attacker's addresses: %d %s", budget+1, last.status, last.raw)
+			}
+			if r := reg(h, tc.other); r.status != tc.otherGets {
+				t.Errorf("then %s: %d, want %d %s", tc.other, r.status, tc.otherGets, r.raw)
+			}
+		})
+	}
+}
+
+// TestBackchannelLogoutLimitedPerAddress plays someone who can reach the back-channel logout
+// endpoint but holds no token of the provider's, and posts made-up ones (each may cost a
+// signature check, or a fetch of the provider's keys): past the address's budget the answer is
+// an OAuth 429 with Retry-After. The provider, at its own address, keeps ending sessions, and
+// tokens that verify never spend the budget, so a provider ending many at once is not slowed.
+func TestBackchannelLogoutLimitedPerAddress(t *testing.T) {
+	h := newHarnessBehind(t, "127.0.0.1/32")
+	idp := newFakeIDP(t, h.clock.Now)
+	h.update(func(p *config.Project) {
+		p.SignIn.OIDC = &config.OIDCProvider{Issuer: idp.srv.URL, ClientID: "latchkey", ClientSecret: "idp-secret", Label: "Corp SSO"}
+	})
+	logout := func(addr, token string) tokenResult {
+		req, _ := http.NewRequest(http.MethodPost, h.base+"/sign-in/backchannel-logout",
+			strings.NewReader(url.Values{"logout_token": {token}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-Forwarded-For", addr)
+		return h.send(req)
+	}
+	const attacker, provider = "198.51.100.66", "203.0.113.5"
+	var last tokenResult
+	for i := 0; i <= signin.LogoutBurst; i++ {
+		last = logout(attacker, "not-a-jwt")
+	}
+	retry, _ := strconv.Atoi(last.header.Get("Retry-After"))
+	if last.status != http.StatusTooManyRequests || retry < 1 || last.str("error") != "temporarily_unavailable" ||
+		last.header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("made-up logout token %d from one address: %d %v %s", signin.LogoutBurst+1, last.status, last.header, last.raw)
+	}
+	for i := 0; i <= signin.LogoutBurst+5; i++ {
+		r := logout(provider, idp.sign(idp.key, "idp", "logout+jwt", idp.logoutClaims(fmt.Sprintf("person-%d", i))))
+		if r.status != http.StatusOK {
+			t.Fatalf("the provider's logout %d: %d %s", i, r.status, r.raw)
+		}
+	}
+	h.clock.Advance(time.Duration(retry) * time.Second)
+	if r := logout(attacker, idp.sign(idp.key, "idp", "logout+jwt", idp.logoutClaims("someone"))); r.status != http.StatusOK {
 		t.Errorf("after Retry-After: %d %s", r.status, r.raw)
 	}
 }

@@ -167,11 +167,16 @@ func parseHostPort(s string) (netip.Addr, bool) {
 
 // Key is the part of an address that rate limits count by: an IPv4 address, or the /64 an
 // IPv6 address is in (one host is routinely given a whole /64, so counting single IPv6
-// addresses would give it 2^64 buckets).
+// addresses would give it 2^64 buckets). An IPv4-mapped IPv6 address counts as its IPv4
+// address: its /64 would put every IPv4 client in one bucket.
 func Key(addr string) string {
 	a, err := netip.ParseAddr(addr)
-	if err != nil || !a.Is6() {
+	if err != nil {
 		return addr
+	}
+	a = a.Unmap().WithZone("")
+	if a.Is4() {
+		return a.String()
 	}
 	p, _ := a.Prefix(64)
 	return p.String()

@@ -84,7 +84,12 @@ func TestKey(t *testing.T) {
 		"192.0.2.1":            "192.0.2.1",
 		"2001:db8:1:2:3:4:5:6": "2001:db8:1:2::/64",
 		"2001:db8:1:2:ffff::1": "2001:db8:1:2::/64",
-		"pipe":                 "pipe",
+		"2001:db8:1:3::1":      "2001:db8:1:3::/64",
+		"fe80::1%eth0":         "fe80::/64",
+		// IPv4-mapped: the IPv4 address, not the /64 every mapped address shares.
+		"::ffff:192.0.2.1":    "192.0.2.1",
+		"::ffff:198.51.100.7": "198.51.100.7",
+		"pipe":                "pipe",
 	} {
 		if got := Key(in); got != want {
 			t.Errorf("Key(%q) = %q, want %q", in, got, want)

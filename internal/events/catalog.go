@@ -64,14 +64,23 @@ const (
 // than written before the request is answered: the records every token request writes, where a
 // write in the request would cost more than the request itself, and failed client
 // authentications, which someone guessing secrets can send as fast (docs/decisions/0047). The token
-// an issuance record describes is stored before the answer all the same; an exchange stores
-// nothing else. Security events and every other action are written before the answer.
+// an issuance record describes is stored before the answer all the same. Security events and
+// every other action are written before the answer.
 func WrittenBehind(action string) bool {
 	switch action {
-	case TokenIssued, TokenExchanged, TokenExchangeRefused, ClientAuthFailed, DPoPProofRefused:
+	case TokenIssued, TokenExchangeRefused, ClientAuthFailed, DPoPProofRefused:
 		return true
 	}
 	return false
+}
+
+// Handout reports whether records of action describe something a client was handed that
+// Latchkey keeps no other trace of: a person's upstream token (token.exchanged) or an ID-JAG
+// (idjag.issued). They are stored before the answer leaves, in the batches of the records
+// written behind (store.Audit.AppendAuditBatched), and a request whose record cannot be stored
+// fails instead of handing the token out (docs/decisions/0054).
+func Handout(action string) bool {
+	return action == TokenExchanged || action == IDJAGIssued
 }
 
 // Families are action prefixes written by parts of Latchkey that name their own actions: the

@@ -12,6 +12,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -432,7 +433,7 @@ func (d *Deliverer) post(ctx context.Context, sink *config.EventSink, e store.Ev
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sink.URL, bytes.NewReader(e.Data))
 	if err != nil {
-		return err
+		return errors.New("the sink's URL cannot be used") // the parse error would quote it
 	}
 	h := req.Header
 	h.Set("Content-Type", ContentType)
@@ -449,7 +450,7 @@ func (d *Deliverer) post(ctx context.Context, sink *config.EventSink, e store.Ev
 	}
 	resp, err := d.Client.Do(req)
 	if err != nil {
-		return err
+		return withoutURL(req.URL, err)
 	}
 	defer resp.Body.Close()
 	// Draining lets the connection be reused; a failed drain costs only that.
@@ -458,6 +459,21 @@ func (d *Deliverer) post(ctx context.Context, sink *config.EventSink, e store.Ev
 		return fmt.Errorf("sink answered %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// withoutURL is err of a request to u without u's path or query, which may carry the sink's
+// credential (an incoming-webhook URL, "?token=…"), and is logged: the client's *url.Error
+// quotes the whole URL, and says which address failed with scheme and host alone.
+func withoutURL(u *url.URL, err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	inner := ue.Err
+	if errors.As(inner, new(*url.Error)) {
+		inner = errors.New("the request failed")
+	}
+	return fmt.Errorf("%s %s://%s: %w", ue.Op, u.Scheme, u.Host, inner)
 }
 
 // next is when to try again after e's attempt failed: MinBackoff doubled per earlier attempt,

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/testclock"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -559,5 +561,59 @@ func TestSinksReceiveOnlyTheirProject(t *testing.T) {
 	}
 	if len(f.sinks[0].bodies) != 2 || len(other.bodies) != 1 {
 		t.Fatalf("received %d and %d", len(f.sinks[0].bodies), len(other.bodies))
+	}
+}
+
+// A sink's URL can carry its credential in the path or query (a Slack or Teams incoming
+// webhook, "?token=…"). A failed delivery is logged with the sink's scheme and host only:
+// whoever reads the logs must not be able to post to the sink.
+func TestFailedDeliveryLogsNoSinkPathOrQuery(t *testing.T) {
+	const secretPath, secretQuery = "/services/T000/B000/path-credential", "token=query-credential"
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close() // connection refused
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, r.URL.String(), http.StatusFound) // to itself, with the credential
+	}))
+	t.Cleanup(redirecting.Close)
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusForbidden) }))
+	t.Cleanup(refusing.Close)
+	for _, tc := range []struct{ name, base string }{
+		{"connection refused", closed.URL},
+		{"redirected", redirecting.URL},
+		{"refused", refusing.URL},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, 0)
+			f.project.EventSinks = []config.EventSink{{Name: "slack", URL: tc.base + secretPath + "?" + secretQuery, HMACKey: []byte("k")}}
+			if err := f.emitter.Emit(context.Background(), f.project, events.Event{Type: events.RefreshReuse, Actor: "client:c", Subject: "alice"}); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var lines []string
+			d := f.deliverer()
+			d.Logger = funcr.New(func(prefix, args string) {
+				mu.Lock()
+				lines = append(lines, args)
+				mu.Unlock()
+			}, funcr.Options{Verbosity: 9})
+			if _, err := d.DeliverDue(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			logged := strings.Join(lines, "\n")
+			if !strings.Contains(logged, "will retry") {
+				t.Fatalf("the failure was not logged: %s", logged)
+			}
+			for _, s := range []string{"path-credential", "query-credential", "T000", "/services"} {
+				if strings.Contains(logged, s) {
+					t.Errorf("the log shows %q of the sink's URL: %s", s, logged)
+				}
+			}
+			u, _ := url.Parse(tc.base)
+			if tc.name == "connection refused" && !strings.Contains(logged, u.Scheme+"://"+u.Host) {
+				t.Errorf("the log does not say which host failed: %s", logged)
+			}
+		})
 	}
 }

@@ -601,6 +601,12 @@ type Audit interface {
 	// audit log through the same store see the records it queued; Close stores what is still
 	// queued. A process killed without closing loses what it had queued.
 	QueueAudit(ctx context.Context, r AuditRecord) error
+	// AppendAuditBatched stores r before it returns, like AppendAudit, but in the same
+	// batched write as the queued records: many callers at once share one commit. It is for
+	// records of what a client is handed and Latchkey keeps no other trace of (an upstream
+	// token, an ID-JAG), which must survive a process that is killed after answering
+	// (docs/decisions/0054). An error means r may not be stored: the caller must fail.
+	AppendAuditBatched(ctx context.Context, r AuditRecord) error
 	ListAudit(ctx context.Context, project string, limit int) ([]AuditRecord, error)
 	// ListAuditAfter returns up to limit records of every project whose ID is greater than
 	// afterID and whose Time is not before since (zero: any time), in ID order. Security events

@@ -163,10 +163,13 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 				g.record(ctx, req, subject.Subject, connector, "scope_not_granted", nil)
 				return nil, oauth.ErrInvalidScope.WithDescription("the connected account was not granted the requested scope")
 			}
-			// The moment an agent receives a person's upstream token.
-			g.record(ctx, req, subject.Subject, connector, "", map[string]string{
+			// The moment an agent receives a person's upstream token: stored before the
+			// answer, or no answer (docs/decisions/0054).
+			if err := g.env.RecordHandout(ctx, auditRecord(req, subject.Subject, connector, "", map[string]string{
 				"agent": agent.ID, "connection_id": conn.ID, "account": conn.AccountName,
-			})
+			})); err != nil {
+				return nil, oauth.Internal(err)
+			}
 			return response(tok, conn, now), nil
 		case errors.Is(err, upstream.ErrReconnect):
 			kind = store.LinkReconnect
@@ -204,6 +207,10 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 // record writes token.exchanged (reason "") or token.exchange_refused with reason, a code:
 // docs/audit.md lists them. Upstream timeouts and errors are failures, the rest refusals.
 func (g *Grant) record(ctx context.Context, req *oauth.TokenRequest, subject string, c *config.Connector, reason string, details map[string]string) {
+	g.env.Record(ctx, auditRecord(req, subject, c, reason, details))
+}
+
+func auditRecord(req *oauth.TokenRequest, subject string, c *config.Connector, reason string, details map[string]string) store.AuditRecord {
 	r := store.AuditRecord{
 		Project: req.Project.Key, Time: req.Now, Actor: "client:" + req.Client.ID, Action: events.TokenExchanged,
 		Target: subject, ClientID: req.Client.ID, Connector: c.Key, Outcome: store.OutcomeSuccess, Details: details,
@@ -214,7 +221,7 @@ func (g *Grant) record(ctx context.Context, req *oauth.TokenRequest, subject str
 			r.Outcome = store.OutcomeFailed
 		}
 	}
-	g.env.Record(ctx, r)
+	return r
 }
 
 func (g *Grant) token(ctx context.Context, c *config.Connector, conn store.Connection) (*oauth2.Token, error) {

@@ -3,6 +3,7 @@ package exchange_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -332,5 +333,30 @@ func TestUnreadableConnectionAsksToReconnect(t *testing.T) {
 	}
 	if a := h.AgentExchange(subject); a.Status != 400 || a.String("reason") != exchange.ReasonReconnectRequired || a.String("connect_uri") == "" {
 		t.Fatalf("sealed with a removed key: %d %s, want reconnect_required with a link", a.Status, a.Raw)
+	}
+}
+
+// unrecordedStore cannot store the records of what a client is handed.
+type unrecordedStore struct{ store.Store }
+
+func (unrecordedStore) AppendAuditBatched(context.Context, store.AuditRecord) error {
+	return errors.New("the database refused the write")
+}
+
+// An agent is never handed a person's upstream token that the audit log does not show
+// (docs/decisions/0054): when the token.exchanged record cannot be stored, the exchange fails
+// with server_error and the token stays in Latchkey.
+func TestNoUpstreamTokenWithoutItsRecord(t *testing.T) {
+	h := lt.New(t, lt.Options{Store: func(s store.Store) store.Store { return unrecordedStore{s} }})
+	conn := h.ConnectDirectly(ct.AliceEmail, "2002", "alice-gh", "gho_alice")
+	h.Allow(ct.AliceEmail, lt.Agent, conn)
+	a := h.AgentExchange(h.AccessToken(ct.AliceEmail, lt.Agent))
+	if a.Status != http.StatusInternalServerError || a.String("error") != "server_error" || strings.Contains(string(a.Raw), "gho_alice") {
+		t.Fatalf("exchange whose record failed: %d %s", a.Status, a.Raw)
+	}
+	for _, r := range h.Audit() {
+		if r.Action == "token.exchanged" {
+			t.Errorf("a token.exchanged record for an exchange that failed: %+v", r)
+		}
 	}
 }

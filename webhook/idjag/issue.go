@@ -131,13 +131,17 @@ func (g *Issuer) issue(ctx context.Context, req *oauth.TokenRequest) (*oauth.Tok
 	if err != nil {
 		return nil, oauth.Internal(err)
 	}
-	g.env.Record(ctx, store.AuditRecord{
+	// Stored before the answer, or no answer: the ID-JAG is kept nowhere else
+	// (docs/decisions/0054).
+	if err := g.env.RecordHandout(ctx, store.AuditRecord{
 		// ClientID is the client here; the id it has at the audience is a detail, not the
 		// record's client (details.client_id would be taken for it).
 		Project: p.Key, Actor: "client:" + client.ID, Action: ActionIssued, Target: sub.person.ID, ClientID: client.ID,
 		Details: map[string]string{"audience": aud.Issuer, "audience_client_id": ac.ResourceClientID, "jti": c.ID,
 			"scope": c.Scope, "resource": strings.Join(resources, " ")},
-	})
+	}); err != nil {
+		return nil, oauth.Internal(err)
+	}
 	return &oauth.TokenResponse{
 		AccessToken:     signed,
 		IssuedTokenType: TokenTypeIDJAG,

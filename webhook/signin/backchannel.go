@@ -12,6 +12,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
+	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/oauth"
 	"latchkey.dev/latchkey/webhook/site"
@@ -50,6 +51,14 @@ func (h *handler) backchannelLogout(w http.ResponseWriter, r *http.Request) {
 		oauth.WriteError(w, oauth.ErrNotFound.WithDescription("this project signs nobody in with an OpenID provider"))
 		return
 	}
+	// The address's budget is spent before the token is looked at (its checks may fetch the
+	// provider's keys) and given back once it verifies (LogoutBurst).
+	addr := p.Key + "|" + h.env.ClientAddress(r)
+	if ok, wait := h.logouts.Take(r.Context(), addr, h.env.Now()); !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(ratelimit.Seconds(wait)))
+		oauth.WriteError(w, oauth.ErrTemporarilyUnavailable.WithStatus(http.StatusTooManyRequests).WithDescription("too many back-channel logout requests from this address; try again later"))
+		return
+	}
 	form, err := oauth.ReadForm(w, r)
 	if err != nil {
 		oauth.WriteError(w, err)
@@ -80,6 +89,7 @@ func (h *handler) backchannelLogout(w http.ResponseWriter, r *http.Request) {
 		oauth.WriteError(w, oauth.ErrInvalidRequest.WithDescription("the logout token is not valid"))
 		return
 	}
+	h.logouts.Refund(r.Context(), addr, now)
 	l, err := logoutClaims(p, tok, now)
 	if err != nil {
 		h.refuseLogout(r.Context(), w, p, "invalid_logout_token", err)

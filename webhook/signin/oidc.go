@@ -31,7 +31,8 @@ const (
 	oidcCookie   = "signin_oidc"
 	oidcLifetime = 10 * time.Minute
 	// providerTTL is how long a provider's discovery document is trusted before it is fetched
-	// again; its signing keys are refreshed by go-oidc on their own.
+	// again; its signing keys are fetched when a token needs one the cached set lacks, at most
+	// once a minute (providerkeys.go).
 	providerTTL     = time.Hour
 	upstreamTimeout = 10 * time.Second
 )
@@ -62,22 +63,23 @@ type providers struct {
 	mu     sync.Mutex
 	m      map[string]cachedProvider
 	client *http.Client
+	now    func() time.Time
 }
 
 type cachedProvider struct {
-	p       *oidc.Provider
+	p       *provider
 	fetched time.Time
 }
 
-func newProviders() *providers {
+func newProviders(now func() time.Time) *providers {
 	// Calls to the provider are traced (discovery and key fetches as traces of their own,
 	// the code exchange under the request's span).
-	return &providers{m: map[string]cachedProvider{}, client: &http.Client{
+	return &providers{m: map[string]cachedProvider{}, now: now, client: &http.Client{
 		Timeout: upstreamTimeout, Transport: tracing.Transport("sign-in provider", nil),
 	}}
 }
 
-func (ps *providers) get(issuer string, now time.Time) (*oidc.Provider, error) {
+func (ps *providers) get(issuer string, now time.Time) (*provider, error) {
 	ps.mu.Lock()
 	c, ok := ps.m[issuer]
 	ps.mu.Unlock()
@@ -87,7 +89,11 @@ func (ps *providers) get(issuer string, now time.Time) (*oidc.Provider, error) {
 	// Not tied to one request: go-oidc keeps this context's HTTP client for later key fetches.
 	ctx, cancel := context.WithTimeout(oidc.ClientContext(context.Background(), ps.client), upstreamTimeout)
 	defer cancel()
-	p, err := oidc.NewProvider(ctx, issuer)
+	op, err := oidc.NewProvider(ctx, issuer)
+	if err != nil {
+		return nil, err
+	}
+	p, err := newProvider(op, ps.client, ps.now)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +103,7 @@ func (ps *providers) get(issuer string, now time.Time) (*oidc.Provider, error) {
 	return p, nil
 }
 
-func (h *handler) oauth2Config(p *config.Project, prov *oidc.Provider) *oauth2.Config {
+func (h *handler) oauth2Config(p *config.Project, prov *provider) *oauth2.Config {
 	o := p.SignIn.OIDC
 	scopes := []string{oidc.ScopeOpenID, "email", "profile"}
 	for _, s := range o.Scopes {
@@ -121,7 +127,7 @@ func (h *handler) oauth2Config(p *config.Project, prov *oidc.Provider) *oauth2.C
 // endpoint is the provider's token endpoint with the client authentication it announces. Left
 // to guess, x/oauth2 retries a refused request with the other method, and a provider's
 // invalid_grant for the person would come back as invalid_client for the retry.
-func endpoint(prov *oidc.Provider) oauth2.Endpoint {
+func endpoint(prov *provider) oauth2.Endpoint {
 	e := prov.Endpoint()
 	var md struct {
 		Methods []string `json:"token_endpoint_auth_methods_supported"`

@@ -6,11 +6,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/go-webauthn/webauthn/protocol"
 	"github.com/go-webauthn/webauthn/webauthn"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/pages"
 	"latchkey.dev/latchkey/webhook/site"
@@ -67,6 +69,9 @@ func (h *handler) passkeyOptions(w http.ResponseWriter, r *http.Request) {
 		JSONError(w, http.StatusNotFound, "passkeys_off", "This project cannot use passkeys.")
 		return
 	}
+	if !h.passkeyAllowed(w, r, p) {
+		return
+	}
 	rp, err := RelyingParty(p)
 	if err != nil {
 		h.passkeyInternal(w, p, err)
@@ -92,6 +97,9 @@ func (h *handler) passkeyOptions(w http.ResponseWriter, r *http.Request) {
 func (h *handler) passkeyFinish(w http.ResponseWriter, r *http.Request) {
 	p := site.Project(r)
 	ctx := r.Context()
+	if !h.passkeyAllowed(w, r, p) {
+		return
+	}
 	body := ReadJSONBody(w, r)
 	if body == nil {
 		JSONError(w, http.StatusBadRequest, "invalid_request", msgPasskeyBad)
@@ -183,6 +191,20 @@ func (h *handler) passkeyFinish(w http.ResponseWriter, r *http.Request) {
 		returnTo = DefaultReturn(p)
 	}
 	JSON(w, http.StatusOK, map[string]string{"continue": returnTo})
+}
+
+// passkeyAllowed takes one request of the ceremony from the client address's budget
+// (PasskeyBurst), or answers 429 with Retry-After in the ceremony's JSON shape.
+func (h *handler) passkeyAllowed(w http.ResponseWriter, r *http.Request, p *config.Project) bool {
+	ok, wait := h.passkeys.Take(r.Context(), p.Key+"|"+h.env.ClientAddress(r), h.env.Now())
+	if ok {
+		return true
+	}
+	secs := ratelimit.Seconds(wait)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	JSONError(w, http.StatusTooManyRequests, "too_many_requests",
+		pages.T(w, "Too many sign-in attempts. Wait %d seconds, then try again.", secs))
+	return false
 }
 
 func (h *handler) passkeyInternal(w http.ResponseWriter, p *config.Project, err error) {

@@ -9,7 +9,9 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
 	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/webhook/signin"
 )
 
 // post sends body as a script would: same origin, JSON, with the CSRF header when given.
@@ -188,4 +191,59 @@ func noneAttestation(t *testing.T, origin, rpID, challenge string) (string, stri
 		"response":               map[string]any{"clientDataJSON": b64(clientData), "attestationObject": b64(att), "transports": []string{"internal"}},
 	})
 	return string(answer), b64(credID)
+}
+
+// from makes b's connections come from addr, another loopback address than the harness's.
+func from(b *ct.Browser, addr string) {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(addr)}}
+	b.C.Transport = &http.Transport{DialContext: d.DialContext}
+}
+
+// TestPasskeySignInLimitedPerAddress plays a client that starts passkey ceremonies (each
+// stores a challenge) and posts answers (each a signature check) as fast as it can: past the
+// address's budget both answer 429 in the ceremony's JSON shape with Retry-After, and another
+// address is not slowed down.
+func TestPasskeySignInLimitedPerAddress(t *testing.T) {
+	h := localhost(t)
+	b := h.Browser()
+	b.Get(h.Issuer + "/sign-in")
+	for i := range signin.PasskeyBurst {
+		if st, out := post(t, b, "/sign-in/passkey/options", "{}", ""); st != http.StatusOK {
+			t.Fatalf("options %d: %d %v", i, st, out)
+		}
+	}
+	over := func(path, body string) int {
+		req, _ := http.NewRequest(http.MethodPost, b.H.Issuer+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		resp, err := b.C.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusTooManyRequests ||
+			out["error"] != "too_many_requests" || out["message"] == "" || resp.Header.Get("Cache-Control") != "no-store" {
+			t.Fatalf("%s over the limit: %d %v %v", path, resp.StatusCode, resp.Header, out)
+		}
+		retry, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		if retry < 1 {
+			t.Fatalf("%s over the limit: Retry-After %q", path, resp.Header.Get("Retry-After"))
+		}
+		return retry
+	}
+	over("/sign-in/passkey/options", "{}")
+	answer := `{"id":"AAAA","rawId":"AAAA","type":"public-key","response":{"clientDataJSON":"e30","authenticatorData":"AAAA","signature":"AAAA"}}`
+	retry := over("/sign-in/passkey", answer)
+
+	other := h.Browser()
+	from(other, "127.0.0.2")
+	other.Get(h.Issuer + "/sign-in")
+	if st, out := post(t, other, "/sign-in/passkey/options", "{}", ""); st != http.StatusOK {
+		t.Fatalf("another address: %d %v", st, out)
+	}
+	h.Clock.Advance(time.Duration(retry) * time.Second)
+	if st, out := post(t, b, "/sign-in/passkey/options", "{}", ""); st != http.StatusOK {
+		t.Fatalf("after Retry-After: %d %v", st, out)
+	}
 }

@@ -174,7 +174,7 @@ func (h *handler) recheckPerson(ctx context.Context, p *config.Project, person s
 
 // sameSubject checks an ID token the provider returned with the refreshed tokens: OpenID
 // Connect Core §12.2 requires the same sub, and one for anyone else is a provider fault.
-func (h *handler) sameSubject(ctx context.Context, p *config.Project, prov *oidc.Provider, person store.Person, tok *oauth2.Token) error {
+func (h *handler) sameSubject(ctx context.Context, p *config.Project, prov *provider, person store.Person, tok *oauth2.Token) error {
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {
 		return nil

@@ -45,6 +45,18 @@ var (
 	// shares its address, hence the large budget.
 	AddressBurst = 60
 	AddressEvery = time.Second
+	// PasskeyBurst requests of the passkey sign-in ceremony (options and answers alike) per
+	// client address, then one more every PasskeyEvery. Each options request stores a
+	// challenge and each answer is a signature check: without a limit, one client could make
+	// the database and the CPU do either as fast as it can send.
+	PasskeyBurst = 60
+	PasskeyEvery = time.Second
+	// LogoutBurst back-channel logout requests per client address, then one more every
+	// LogoutEvery. A logout token that verifies is refunded, so a provider ending many
+	// sessions at once (a mass disablement) is not slowed down; tokens that fail to verify,
+	// whose checks may make Latchkey fetch the provider's keys, spend the budget.
+	LogoutBurst = 100
+	LogoutEvery = 100 * time.Millisecond
 )
 
 const (
@@ -67,6 +79,8 @@ type handler struct {
 	env        *site.Env
 	perAccount *ratelimit.Limiter // by account and client address
 	perAddress *ratelimit.Limiter
+	passkeys   *ratelimit.Limiter // passkey ceremony requests by client address
+	logouts    *ratelimit.Limiter // back-channel logout requests by client address
 	providers  *providers
 	onSignOut  []SignOutHook
 	// recheck shares one question to the provider among concurrent refreshes of one person.
@@ -88,7 +102,9 @@ func Register(rt site.Router, env *site.Env, onSignOut ...SignOutHook) func(ctx 
 		env:        env,
 		perAccount: ratelimit.New(AccountBurst, AccountEvery).Share(env.RateBuckets, "signin.account"),
 		perAddress: ratelimit.New(AddressBurst, AddressEvery).Share(env.RateBuckets, "signin.address"),
-		providers:  newProviders(),
+		passkeys:   ratelimit.New(PasskeyBurst, PasskeyEvery).Share(env.RateBuckets, "signin.passkey.address"),
+		logouts:    ratelimit.New(LogoutBurst, LogoutEvery).Share(env.RateBuckets, "backchannel_logout.address"),
+		providers:  newProviders(env.Now),
 		onSignOut:  onSignOut,
 	}
 	rt.Page("GET /sign-in", http.HandlerFunc(h.page))

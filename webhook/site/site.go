@@ -10,6 +10,7 @@ package site
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -114,14 +115,34 @@ func (e *Env) Secure() bool { return e.PublicURL.Scheme == "https" }
 // Every record reaches the project's event sinks: the store keeps it pending until a
 // deliverer relays it to the outbox (internal/events), so nothing here can lose it. The records
 // every token request writes are queued and stored a few milliseconds after the answer
-// (events.WrittenBehind, docs/decisions/0047); the rest are stored before it.
+// (events.WrittenBehind, docs/decisions/0047); the rest are stored before it, records of a
+// handout in a batch with others (events.Handout, docs/decisions/0054). A handler that hands
+// something out calls RecordHandout instead, and fails when it cannot.
 func (e *Env) Record(ctx context.Context, r store.AuditRecord) {
+	if err := e.record(ctx, r); err != nil {
+		e.Log(ctx).Error(err, "cannot append audit record", "project", r.Project, "action", r.Action)
+	}
+}
+
+// RecordHandout is Record for the record of something a client is about to be handed
+// (events.Handout): it returns once the record is stored, or the error that kept it from
+// being stored, and then the handler must answer with an error (oauth.Internal) instead:
+// nothing is handed out that the audit log does not show.
+func (e *Env) RecordHandout(ctx context.Context, r store.AuditRecord) error {
+	err := e.record(ctx, r)
+	if err != nil {
+		err = fmt.Errorf("storing the %s record: %w", r.Action, err)
+	}
+	return err
+}
+
+func (e *Env) record(ctx context.Context, r store.AuditRecord) error {
 	if r.Time.IsZero() {
 		r.Time = e.Now()
 	}
 	events.Normalize(&r)
 	log := e.Log(ctx)
-	if events.WrittenBehind(r.Action) {
+	if events.WrittenBehind(r.Action) || r.Action == events.TokenExchanged {
 		// One per token request, like the access log: at debug level too, not a line per
 		// request at the default level. The audit log and the sinks have every one.
 		log = log.V(1)
@@ -129,15 +150,18 @@ func (e *Env) Record(ctx context.Context, r store.AuditRecord) {
 	log.Info("audit", "project", r.Project, "action", r.Action, "actor", r.Actor, "target", r.Target,
 		"outcome", r.Outcome, "reason", r.Reason)
 	write := e.Store.AppendAudit
-	if events.WrittenBehind(r.Action) {
+	switch {
+	case events.WrittenBehind(r.Action):
 		write = e.Store.QueueAudit
+	case events.Handout(r.Action):
+		write = e.Store.AppendAuditBatched
 	}
-	if err := write(ctx, r); err != nil {
-		e.Log(ctx).Error(err, "cannot append audit record", "project", r.Project, "action", r.Action)
-	}
-	if e.Events != nil {
+	err := write(ctx, r)
+	// A handout whose record failed did not happen: the request fails.
+	if e.Events != nil && (err == nil || !events.Handout(r.Action)) {
 		e.Events(ctx, r)
 	}
+	return err
 }
 
 // Router mounts a flow's handlers under every project's issuer path. Patterns are Go 1.22

@@ -33,6 +33,7 @@ type EnvStore interface {
 	GetClient(ctx context.Context, project, id string) (store.Client, error)
 	AppendAudit(ctx context.Context, r store.AuditRecord) error
 	QueueAudit(ctx context.Context, r store.AuditRecord) error
+	AppendAuditBatched(ctx context.Context, r store.AuditRecord) error
 }
 
 // SignInStore is what signing in and out uses (webhook/signin): people and their browser

@@ -104,6 +104,7 @@ var tests = []test{
 	{"Audit/Relay", testAuditRelay},
 	{"Audit/RelayConcurrent", testAuditRelayConcurrent},
 	{"Audit/Queued", testAuditQueued},
+	{"Audit/Batched", testAuditBatched},
 
 	{"Outbox/Lifecycle", testOutboxLifecycle},
 	{"Outbox/Duplicate", testOutboxDuplicate},

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -397,4 +398,44 @@ func testAuditQueued(t *testing.T, s store.Store) {
 	}
 	equal(t, "relayed", relayed, callers*each+1)
 	equal(t, "the last queued record relayed last", last.Target, "late")
+}
+
+// Records stored in a batch before the caller goes on: each read back at once, beside records
+// queued and written from other callers at the same time; a caller that gave up (its request
+// ended) is told so.
+func testAuditBatched(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const callers, each = 8, 30
+	parallel(callers, func(w int) {
+		for i := range each {
+			r := store.AuditRecord{Project: project, Time: at(time.Duration(i)), Actor: id("client:c", w), Action: "token.exchanged",
+				Target: id("seq", i), ClientID: id("c", w), Outcome: store.OutcomeSuccess, Details: map[string]string{"n": id("", i)}}
+			var err error
+			switch i % 3 {
+			case 0:
+				err = s.AppendAuditBatched(ctx, r)
+			case 1:
+				err = s.QueueAudit(ctx, r)
+			default:
+				err = s.AppendAudit(ctx, r)
+			}
+			if err != nil {
+				t.Errorf("record %d of caller %d: %v", i, w, err)
+			}
+		}
+	})
+	got, err := s.ListAudit(ctx, project, callers*each+10)
+	must(t, err)
+	equal(t, "every record read back", len(got), callers*each)
+	for _, r := range got {
+		if r.Details["n"] == "" || r.Outcome != store.OutcomeSuccess {
+			t.Fatalf("record did not round-trip: %+v", r)
+		}
+	}
+
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.AppendAuditBatched(done, store.AuditRecord{Project: project, Time: at(0), Actor: "client:c", Action: "token.exchanged"}); err == nil {
+		t.Error("AppendAuditBatched with an ended context reported the record stored")
+	}
 }

@@ -10,7 +10,8 @@ import (
 	"latchkey.dev/latchkey/internal/store"
 )
 
-// Audit records written behind the request (docs/decisions/0047-audit-records-written-behind.md).
+// Audit records written behind the request (docs/decisions/0047-audit-records-written-behind.md),
+// and records written before it in the same batches (docs/decisions/0054).
 //
 // The token endpoint answers thousands of requests a second, and each writes an audit record.
 // Written in the request, that record made a successful token exchange — otherwise two reads —
@@ -32,6 +33,11 @@ import (
 //     out of memory, the node lost) loses what was queued: at most the records of its last
 //     auditLinger and one write. The tokens those records describe are in the tokens table
 //     themselves; only their audit records are lost.
+//   - AppendAuditBatched queues its record the same way but returns only once the write that
+//     holds it has committed, with that write's error: a group commit. The writer then does
+//     not linger (the caller is waiting); the records that queue while one write runs go
+//     together in the next. A failed write is not retried for such a record: its caller is
+//     told, and answers with an error rather than with what the record describes.
 
 const (
 	// auditLinger is how long the writer waits after the first queued record for others to
@@ -50,9 +56,11 @@ type auditQueue struct {
 	// queued before it stored, not merely taken by the writer.
 	writing sync.Mutex
 
-	mu      sync.Mutex
-	queued  []auditRow
-	wake    chan struct{} // cap 1: something was queued
+	mu     sync.Mutex
+	queued []auditRow
+	wake   chan struct{} // cap 1: something was queued
+	// urgent (cap 1): a caller waits for a queued record; the writer writes without lingering.
+	urgent  chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
 	started bool
@@ -65,6 +73,8 @@ type auditQueue struct {
 type auditRow struct {
 	r       store.AuditRecord
 	details string
+	// stored, when not nil (cap 1), is told the outcome of the write that held the row.
+	stored chan error
 }
 
 func encodeAudit(r store.AuditRecord) (auditRow, error) {
@@ -87,15 +97,52 @@ func (s *Store) QueueAudit(ctx context.Context, r store.AuditRecord) (err error)
 	if err != nil {
 		return err
 	}
+	_, err = s.enqueueAudit(ctx, row)
+	return err
+}
+
+// AppendAuditBatched stores r before it returns, in one write with the records queued beside
+// it; see above. An error means r may not be stored.
+func (s *Store) AppendAuditBatched(ctx context.Context, r store.AuditRecord) (err error) {
+	defer s.observe(ctx, "AppendAuditBatched", time.Now(), &err)
+	if err := ctx.Err(); err != nil {
+		return err // the request has ended: nobody is waiting to hand anything out
+	}
+	row, err := encodeAudit(r)
+	if err != nil {
+		return err
+	}
+	row.stored = make(chan error, 1)
+	queued, err := s.enqueueAudit(ctx, row)
+	if err != nil || !queued {
+		return err
+	}
+	a := &s.audit
+	select {
+	case a.urgent <- struct{}{}:
+	default:
+	}
+	select {
+	case err := <-row.stored:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// enqueueAudit queues row for the writer and reports true, or, when the store is closing or
+// the queue is full, writes it itself and reports false with the write's error.
+func (s *Store) enqueueAudit(ctx context.Context, row auditRow) (bool, error) {
 	a := &s.audit
 	a.mu.Lock()
 	if a.closed || len(a.queued) >= auditQueueMax {
 		a.mu.Unlock()
-		return s.writeAudit(ctx, []auditRow{row})
+		return false, s.writeAudit(ctx, []auditRow{row})
 	}
 	if !a.started {
 		a.started = true
-		a.wake, a.stop, a.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+		a.wake, a.urgent = make(chan struct{}, 1), make(chan struct{}, 1)
+		a.stop, a.done = make(chan struct{}), make(chan struct{})
 		go s.auditWriter() //nolint:contextcheck // the writer outlives the caller that starts it; it runs in the store's own context
 	}
 	a.queued = append(a.queued, row)
@@ -104,7 +151,7 @@ func (s *Store) QueueAudit(ctx context.Context, r store.AuditRecord) (err error)
 	case a.wake <- struct{}{}:
 	default:
 	}
-	return nil
+	return true, nil
 }
 
 // auditWriter writes queued records until Close, and at Close what is left.
@@ -123,6 +170,7 @@ func (s *Store) auditWriter() {
 		case <-a.stop:
 			a.closeErr = s.drainAudit()
 			return
+		case <-a.urgent:
 		case <-time.After(auditLinger):
 		}
 		for {
@@ -174,10 +222,26 @@ func (s *Store) flushAudit(ctx context.Context, limit int) (int, error) {
 			return written, nil
 		}
 		if err := s.writeQueued(ctx, batch); err != nil {
+			// A waiting caller is told now and fails its request; its record is not tried
+			// again (the request it describes has failed). The others are queued again, in
+			// front.
+			again := make([]auditRow, 0, len(batch))
+			for _, row := range batch {
+				if row.stored != nil {
+					row.stored <- err
+					continue
+				}
+				again = append(again, row)
+			}
 			a.mu.Lock()
-			a.queued = append(batch, a.queued...)
+			a.queued = append(again, a.queued...)
 			a.mu.Unlock()
 			return written, err
+		}
+		for _, row := range batch {
+			if row.stored != nil {
+				row.stored <- nil
+			}
 		}
 		written += n
 	}
@@ -192,6 +256,9 @@ func (s *Store) flushQueuedAudit(ctx context.Context) error {
 	n := len(a.queued)
 	a.mu.Unlock()
 	if n == 0 {
+		// The writer may have taken the last records and be writing them: wait for it.
+		a.writing.Lock()
+		a.writing.Unlock() //nolint:staticcheck,gocritic // an empty critical section: only the wait matters
 		return nil
 	}
 	_, err := s.flushAudit(ctx, n)

@@ -661,6 +661,52 @@ func TestQueuedAuditStoredOnClose(t *testing.T) {
 	}
 }
 
+// A record AppendAuditBatched returned for is committed: another store on the same database (a
+// process started after this one was killed) reads it, with nothing flushed or closed. Many
+// callers at once share the writes.
+func TestBatchedAuditIsCommittedOnReturn(t *testing.T) {
+	dsns := map[string]string{"sqlite": sqliteDSN(t)}
+	if os.Getenv("LATCHKEY_TEST_POSTGRES_DSN") != "" {
+		dsns["postgres"] = postgresDSN(t)
+	}
+	for name, dsn := range dsns {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			writer, reader := openTest(t, dsn), openTest(t, dsn)
+			const callers, each = 16, 20
+			var wg sync.WaitGroup
+			for w := range callers {
+				wg.Go(func() {
+					for i := range each {
+						target := fmt.Sprintf("%d-%d", w, i)
+						// Queued records beside them, written behind.
+						if err := writer.QueueAudit(ctx, store.AuditRecord{Project: "team-a/main", Time: time.Unix(int64(i), 0),
+							Actor: "client:c", Action: "token.issued", Target: "queued-" + target}); err != nil {
+							t.Error(err)
+							return
+						}
+						if err := writer.AppendAuditBatched(ctx, store.AuditRecord{Project: "team-a/main", Time: time.Unix(int64(i), 0),
+							Actor: "client:c", Action: "token.exchanged", Target: target}); err != nil {
+							t.Error(err)
+							return
+						}
+						got, err := reader.ListAudit(ctx, "team-a/main", 4*callers*each)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if !slices.ContainsFunc(got, func(r store.AuditRecord) bool { return r.Target == target }) {
+							t.Errorf("record %s: returned, but another store does not read it", target)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+		})
+	}
+}
+
 // Audit retention deletes old records the relay has handed on, never one still pending, and
 // nothing at all when no retention is set.
 func TestAuditRetention(t *testing.T) {

@@ -72,6 +72,8 @@ type Options struct {
 	PublicHost string
 	// AccessTokenTTL > 0 makes the fake GitHub issue expiring, refreshable tokens.
 	AccessTokenTTL time.Duration
+	// Store: see callbacktest.Options.
+	Store func(store.Store) store.Store
 }
 
 // Harness is one running installation with connect links.
@@ -87,7 +89,7 @@ func New(t testing.TB, o Options) *Harness {
 	t.Helper()
 	ch := callbacktest.New(t, callbacktest.Options{
 		LatchkeyHost: o.LatchkeyHost, GitHubHost: o.GitHubHost, AccessTokenTTL: o.AccessTokenTTL,
-		PublicHost: o.PublicHost,
+		PublicHost: o.PublicHost, Store: o.Store,
 	})
 	h := &Harness{Harness: ch, Registry: prometheus.NewRegistry(), Sink: NewSink(t)}
 	gh := ch.Connector.Key
