@@ -61,6 +61,11 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 		return nil, ErrInvalidGrant.WithDescription(err.Error())
 	}
 	if old.Subject != "" {
+		if found && person.Source == "password" && p.SignIn.PasswordsUnavailable {
+			// Fail closed without ending anything: the person may well still be in the file, and
+			// the grant works again once the Secret is fixed (docs/leavers.md).
+			return nil, ErrTemporarilyUnavailable.WithDescription("the project's password file is unavailable, so this person cannot be confirmed right now")
+		}
 		if !found || !site.PersonActive(p, person) {
 			// The person was removed from the project's sign-in: the grant ends with them.
 			if _, rerr := env.Store.RevokeFamily(ctx, old.FamilyID, req.Now); rerr != nil {
