@@ -417,7 +417,7 @@ type Connections interface {
 	SaveConnection(ctx context.Context, c Connection) (Connection, error)
 	// FinishConnection is SaveConnection for an upstream callback that began at since: in one
 	// transaction it locks the person c.Subject, refuses with ErrNotFound if they no longer
-	// exist, with ErrAccessEnded if their access was ended after since, and with check's error
+	// exist, with ErrAccessEnded if their access was ended at or after since, and with check's error
 	// if check refuses the person as stored, and only then saves. An end of the person's access
 	// therefore either comes after the save (and ends the connection as it ends the others) or
 	// stops it.

@@ -103,7 +103,9 @@ func (s *Store) FinishConnection(ctx context.Context, c store.Connection, since 
 		if err := x.row(ctx, scanPerson(&person), qLockPerson, c.Project, c.Subject); err != nil {
 			return err
 		}
-		if person.AccessEndedAt.After(since) {
+		// At since itself counts as after: on a clock that has not moved, an end and a start
+		// at the same instant must not be taken for a start after the end.
+		if !person.AccessEndedAt.IsZero() && !person.AccessEndedAt.Before(since) {
 			return store.ErrAccessEnded
 		}
 		if check != nil {
