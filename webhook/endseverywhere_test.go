@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"html"
 	"io"
 	"maps"
@@ -519,4 +520,55 @@ func (k *softPasskey) assert(t *testing.T, origin, rpID, challenge string, userH
 			"signature": b64(sig), "userHandle": b64(userHandle)},
 	})
 	return string(answer)
+}
+
+// TestPasskeySignInAsksTheProvider: a passkey is Latchkey's own credential, so for a person of
+// the project's OpenID provider a passkey sign-in needs the provider's word on them no older than
+// recheckInterval, as an agent's refresh does, but with no grace for a provider that does not
+// answer. The refusal reads as an unknown passkey's and is recorded.
+func TestPasskeySignInAsksTheProvider(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		idp     func(*fakeIDP)
+		refused string // the sign-in.failed reason; "" when the sign-in goes through
+	}{
+		{"the provider confirms the person", func(*fakeIDP) {}, ""},
+		{"the provider let the person go", func(f *fakeIDP) { f.disable("alice-1") }, "recheck_failed"},
+		{"the provider does not answer", func(f *fakeIDP) { f.mu.Lock(); f.down = true; f.mu.Unlock() }, "recheck_unavailable"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEndsEnv(t, true)
+			c.idp(e.idp)
+			// Inside the interval the provider is not asked: the sign-in itself was its word.
+			if st, out := e.passkeySignIn(); st != http.StatusOK {
+				t.Fatalf("passkey sign-in inside the interval: %d %v", st, out)
+			}
+			e.h.Clock.Advance(11 * time.Minute)
+			st, out := e.passkeySignIn()
+			if c.refused == "" {
+				if st != http.StatusOK {
+					t.Fatalf("passkey sign-in of a confirmed person: %d %v", st, out)
+				}
+				return
+			}
+			if st != http.StatusBadRequest || out["error"] != "refused" || !strings.Contains(fmt.Sprint(out["message"]), "not one of this project") {
+				t.Fatalf("passkey sign-in: %d %v", st, out)
+			}
+			var rec *store.AuditRecord
+			for _, r := range e.h.Audit() {
+				if r.Action == "signin.failed" && r.Details["method"] == "passkey" {
+					rec = &r
+				}
+			}
+			if rec == nil || rec.Reason != c.refused || rec.Target != e.person.ID {
+				t.Errorf("audit: %+v", rec)
+			}
+			if c.refused == "recheck_failed" {
+				// The refusal ended the person's access, the passkey with it.
+				if _, err := e.h.Store.GetPasskey(context.Background(), ct.ProjectKey, e.key.id); err == nil {
+					t.Error("the passkey of a person the provider let go is still there")
+				}
+			}
+		})
+	}
 }
