@@ -49,7 +49,8 @@ type PersonSummary struct {
 	LastSignIn time.Time
 	// ActiveSessions counts the person's unexpired sessions.
 	ActiveSessions int64
-	// AccessEndedAt is when an administrator last ended the person's access; zero if never.
+	// AccessEndedAt is when the person's access was last ended: by an administrator, a
+	// back-channel logout or a failed re-check; zero if never.
 	AccessEndedAt time.Time
 }
 

@@ -161,7 +161,8 @@ func (h *handler) recheckPerson(ctx context.Context, p *config.Project, person s
 		}
 		h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: "system", Action: events.RecheckFailed, Target: person.ID,
 			Details: map[string]string{"issuer": o.Issuer, "reason": "invalid_grant",
-				"sessions": strconv.FormatInt(ended.Sessions, 10), "tokens": strconv.FormatInt(ended.Tokens, 10)}})
+				"sessions": strconv.FormatInt(ended.Sessions, 10), "tokens": strconv.FormatInt(ended.Tokens, 10),
+				"passkeys": strconv.FormatInt(ended.Passkeys, 10)}})
 		return site.ErrPersonEnded
 	}
 	if err == nil {
