@@ -492,8 +492,8 @@ func TestCompilerDropsDeleted(t *testing.T) {
 }
 
 // TestProjectSecrets: a bad password file turns password sign-in off, not the Project: it stays
-// in the snapshot (tokens keep working) with PasswordsUnavailable, says why without quoting the
-// file, takes clients, and is Ready again when fixed.
+// in the snapshot with PasswordsUnavailable (its people are signed out, other tokens keep
+// working), says why without quoting the file, takes clients, and is Ready again when fixed.
 func TestProjectSecrets(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t, nil)
@@ -512,7 +512,7 @@ func TestProjectSecrets(t *testing.T) {
 	if !strings.Contains(cond.Message, ns+"/pw") || strings.Contains(cond.Message, "hunter2") {
 		t.Errorf("message %q must name the Secret and never quote a hash", cond.Message)
 	}
-	if !strings.Contains(cond.Message, "; serving without password sign-in until the Secret is fixed") {
+	if !strings.Contains(cond.Message, "; serving without password sign-in (its people are signed out) until the Secret is fixed") {
 		t.Errorf("message %q must end with what is off", cond.Message)
 	}
 	if p.Status.Issuer == "" {

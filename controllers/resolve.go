@@ -347,7 +347,8 @@ func (r *resolver) compilePasswords(ctx context.Context, p *v1alpha1.Project, ou
 			err = notReadyf(v1alpha1.SecretInvalidReason, "Secret %s/%s key %q (spec.signIn.passwordSecretRef): %v", p.Namespace, ref.Name, ref.Key, err)
 		}
 	}
-	bad, err := off.add(err, "password sign-in")
+	// Its people are signed out meanwhile (webhook/site PersonActive fails closed, decision 0050).
+	bad, err := off.add(err, "password sign-in (its people are signed out)")
 	if err != nil {
 		return err
 	}

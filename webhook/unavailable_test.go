@@ -9,8 +9,10 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 )
 
-// A password file that cannot be read turns password sign-in off, and nothing else: the people
-// of the file keep their sessions and refresh tokens, since nobody can tell who was removed.
+// A password file that cannot be read fails closed: nobody of the file is active while it
+// is unavailable, since nobody can tell who was removed (someone removed in the edit that broke
+// it must not carry on). Nothing is ended either: once the Secret is fixed, the people still in
+// the file have their sessions and agents back.
 func TestPasswordsUnavailable(t *testing.T) {
 	h := newHarness(t)
 	alice := h.browser()
@@ -18,21 +20,25 @@ func TestPasswordsUnavailable(t *testing.T) {
 	// A form loaded before the Secret broke.
 	stale := h.browser()
 	form := stale.get(h.base + "/sign-in")
+	file := h.project.SignIn.Passwords
 
 	h.update(func(p *config.Project) {
 		p.SignIn.Passwords = nil
 		p.SignIn.PasswordsUnavailable = true
 	})
 
-	if pg := alice.get(h.base + "/account"); pg.status != http.StatusOK {
-		t.Errorf("alice's session ended while the password file is unavailable: %d %s", pg.status, pg.location())
+	if pg := alice.get(h.base + "/account"); pg.status != http.StatusSeeOther || !strings.Contains(pg.location(), "/sign-in") {
+		t.Errorf("alice's session works while the password file is unavailable: %d %s", pg.status, pg.location())
 	}
 	r := h.refresh("web", webSecret, tokens.str("refresh_token"))
-	if r.status != http.StatusOK {
+	if r.status != http.StatusServiceUnavailable || r.str("error") != "temporarily_unavailable" {
 		t.Fatalf("alice's refresh while the password file is unavailable: %d %s", r.status, r.raw)
 	}
-	if !h.active(r.str("access_token")) {
-		t.Error("the refreshed access token is not active")
+	if h.active(tokens.str("access_token")) {
+		t.Error("alice's access token is active while the password file is unavailable")
+	}
+	if u := h.userinfo(tokens.str("access_token")); u.status != http.StatusUnauthorized {
+		t.Errorf("userinfo while the password file is unavailable: %d %s", u.status, u.raw)
 	}
 
 	pg := h.browser().get(h.base + "/sign-in")
@@ -56,6 +62,20 @@ func TestPasswordsUnavailable(t *testing.T) {
 	pg = h.browser().get(h.base + "/sign-in")
 	if !strings.Contains(pg.body, "Sign in with Corp SSO") || !strings.Contains(pg.body, "sign in with your organisation instead") {
 		t.Errorf("sign-in page with OIDC: %s", pg.body)
+	}
+
+	// Readable again with alice: nothing was ended, her session and her agent's grant work.
+	h.update(func(p *config.Project) {
+		p.SignIn.OIDC = nil
+		p.SignIn.PasswordsUnavailable = false
+		p.SignIn.Passwords = file
+	})
+	if pg := alice.get(h.base + "/account"); pg.status != http.StatusOK {
+		t.Errorf("alice's session once the file is fixed: %d %s", pg.status, pg.location())
+	}
+	r = h.refresh("web", webSecret, tokens.str("refresh_token"))
+	if r.status != http.StatusOK || !h.active(r.str("access_token")) {
+		t.Fatalf("alice's refresh once the file is fixed: %d %s", r.status, r.raw)
 	}
 
 	// Readable again, without alice: now she is removed.

@@ -107,8 +107,8 @@ type SignIn struct {
 	// Passwords by lower-cased email.
 	Passwords map[string]PasswordUser
 	// PasswordsUnavailable: the project names a password file that is missing or does not
-	// parse. Passwords is empty and password sign-in is refused, but the people of the file are
-	// not taken as removed: a typo in the Secret must not sign everybody out.
+	// parse. Passwords is empty, password sign-in is refused, and nobody of the file is active
+	// until it is readable again (fail closed: docs/leavers.md, decision 0050).
 	PasswordsUnavailable bool
 	OIDC                 *OIDCProvider
 	// RequirePhishingResistant: the recent sign-in of connect links and account actions must

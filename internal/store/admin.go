@@ -49,7 +49,8 @@ type PersonSummary struct {
 	LastSignIn time.Time
 	// ActiveSessions counts the person's unexpired sessions.
 	ActiveSessions int64
-	// AccessEndedAt is when an administrator last ended the person's access; zero if never.
+	// AccessEndedAt is when the person's access was last ended: by an administrator, a
+	// back-channel logout or a failed re-check; zero if never.
 	AccessEndedAt time.Time
 }
 
@@ -87,6 +88,8 @@ type AccessEnded struct {
 	Permissions int64
 	Links       int64 // open links closed as declined
 	Callbacks   int64 // pending upstream callbacks ended
+	Passkeys    int64 // passkeys deleted, with their pending enrolments
+	Codes       int64 // authorization codes deleted
 }
 
 // Admin is what the admin API reads and ends. Every list is one keyset page in (project, key)
@@ -108,7 +111,8 @@ type Admin interface {
 	ListAuditPage(ctx context.Context, q AuditQuery) ([]AuditRecord, error)
 	// EndPersonAccess ends everything that lets the person or an agent act for them, in one
 	// transaction: sessions, tokens, grants, connections with their agent permissions, open
-	// links and pending upstream callbacks; it records now as the person's AccessEndedAt. The
+	// links, pending upstream callbacks, passkeys and authorization codes; it records now as
+	// the person's AccessEndedAt. The
 	// person stays (they may sign in again if their sign-in source still admits them).
 	// ErrNotFound if there is no such person; ending again succeeds with nothing to remove.
 	EndPersonAccess(ctx context.Context, project, subject string, now time.Time) (AccessEnded, error)

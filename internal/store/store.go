@@ -28,6 +28,9 @@ var (
 	ErrNotFound = errors.New("store: not found")
 	// ErrConflict: a unique row already exists, or a compare-and-swap lost a race.
 	ErrConflict = errors.New("store: conflict")
+	// ErrAccessEnded: the person's access was ended (Person.AccessEndedAt) after the operation
+	// that asked began, so what it would save for them must not be saved.
+	ErrAccessEnded = errors.New("store: the person's access has ended")
 )
 
 // Store is the runtime state of every project. Implementations are safe for concurrent use by
@@ -83,6 +86,10 @@ type Person struct {
 	Email         string
 	Name          string
 	CreatedAt     time.Time
+	// AccessEndedAt is when the person's access was last ended by the store (EndSignIns,
+	// Logout, EndPersonAccess); zero if never. Whatever was issued or started for them before
+	// it is dead (docs/leavers.md).
+	AccessEndedAt time.Time
 }
 
 type People interface {
@@ -375,6 +382,9 @@ type AgentAccess struct {
 	Connections []Connection
 	// Allowed is the ID of the connection in Connections the agent may use; empty if none.
 	Allowed string
+	// Person is the token's person as stored, read by SubjectAccess only (AgentAccess leaves
+	// it empty); its ID is empty when the person no longer exists.
+	Person Person
 }
 
 // Permitted returns the connection the agent may use.
@@ -408,6 +418,13 @@ type Connections interface {
 	// SaveConnection stores a connection; an existing connection of the same person, connector
 	// and AccountID is updated in place (reconnect keeps its ID and permissions).
 	SaveConnection(ctx context.Context, c Connection) (Connection, error)
+	// FinishConnection is SaveConnection for an upstream callback that began at since: in one
+	// transaction it locks the person c.Subject, refuses with ErrNotFound if they no longer
+	// exist, with ErrAccessEnded if their access was ended at or after since, and with check's error
+	// if check refuses the person as stored, and only then saves. An end of the person's access
+	// therefore either comes after the save (and ends the connection as it ends the others) or
+	// stops it.
+	FinishConnection(ctx context.Context, c Connection, since time.Time, check func(Person) error) (Connection, error)
 	GetConnection(ctx context.Context, project, id string) (Connection, error)
 	ListConnections(ctx context.Context, project, subject string) ([]Connection, error)
 	// UpdateConnection applies fn under a row lock (SELECT … FOR UPDATE on PostgreSQL): the
@@ -659,6 +676,9 @@ type Ended struct {
 	Tokens   int64 // live access and refresh tokens revoked, of every client
 	// Callbacks counts pending upstream callback attempts deleted.
 	Callbacks int64
+	// Passkeys counts the passkeys deleted, and Codes the authorization codes.
+	Passkeys int64
+	Codes    int64
 }
 
 // Logout is what a verified back-channel logout token (OpenID Connect Back-Channel Logout 1.0)
@@ -702,10 +722,12 @@ type PersonCheck struct {
 // provider (docs/leavers.md).
 type Leavers interface {
 	// EndSignIns ends everything that lets subject act in project without signing in again, in
-	// one transaction: their browser sessions and pending upstream callback attempts are
-	// deleted, every live access and refresh token issued for them (to any client) is revoked,
-	// and their PersonCheck is removed. Consent (grants) and connected accounts stay: nothing
-	// can use them without a new sign-in. Ending nothing is not an error.
+	// one transaction: their browser sessions, pending upstream callback attempts, passkeys
+	// with their pending enrolments, and authorization codes are deleted, every live access
+	// and refresh token issued for them (to any client) is revoked, their PersonCheck is
+	// removed and now is recorded as their AccessEndedAt. Consent (grants) and connected
+	// accounts stay: nothing can use them without a new sign-in. Ending nothing is not an
+	// error.
 	EndSignIns(ctx context.Context, project, subject string, now time.Time) (Ended, error)
 	// Logout remembers l.JTI and ends the sign-ins (as EndSignIns) of the people l names, in one
 	// transaction. A JTI seen before is ErrConflict, and nothing is ended.

@@ -278,6 +278,8 @@ func (s *Server) endPerson(ctx context.Context, sc *scope, name string, dryRun b
 		"grants":      strconv.FormatInt(ended.Grants, 10),
 		"connections": strconv.Itoa(len(ended.Connections)),
 		"links":       strconv.FormatInt(ended.Links, 10),
+		"passkeys":    strconv.FormatInt(ended.Passkeys, 10),
+		"codes":       strconv.FormatInt(ended.Codes, 10),
 	}
 	for k, n := range upstream {
 		details["upstream_"+k] = strconv.Itoa(n)

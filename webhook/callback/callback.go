@@ -58,6 +58,8 @@ var (
 	errMismatch    = errors.New("callback: the browser does not hold this state's binding")
 	errBadToken    = errors.New("callback: missing or wrong confirmation token")
 	errWrongPerson = errors.New("callback: the browser is not signed in as the person who started")
+	// errPersonGone: the project no longer lets the person sign in; nothing is saved for them.
+	errPersonGone = errors.New("callback: the person can no longer sign in to the project")
 )
 
 // Audit actions the callback records besides connection.saved and connection.confirmed.
@@ -429,7 +431,23 @@ func (h *handler) finish(w http.ResponseWriter, r *http.Request, p *config.Proje
 		UpdatedAt:   now,
 	}
 	h.vault.Seal(&conn, tok)
-	saved, err := h.env.Store.SaveConnection(ctx, conn)
+	// The person is checked again where the connection is saved, in the same transaction: the
+	// exchange with the service takes time, and a person whose access ended meanwhile (by the
+	// store, or by the project's sign-in as published now) must not come back with a
+	// connection (docs/leavers.md).
+	saved, err := h.env.Store.FinishConnection(ctx, conn, st.CreatedAt, func(person store.Person) error {
+		if cur := h.env.Config.Load().Project(p.Key); cur == nil || !site.PersonActive(cur, person) {
+			return errPersonGone
+		}
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAccessEnded) || errors.Is(err, errPersonGone) {
+		// The service's token is dropped unsaved; it was never handed to anyone.
+		h.record(ctx, p, st, "connection.failed", "connector:"+c.Key, map[string]string{"reason": "access_ended"})
+		h.page(w, p, http.StatusForbidden, "This connection was not finished",
+			"Your access to this project has ended. Nothing was connected.")
+		return
+	}
 	if err != nil {
 		h.internal(w, p, err)
 		return

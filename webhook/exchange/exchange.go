@@ -277,6 +277,11 @@ func (g *Grant) subject(ctx context.Context, p *config.Project, raw string, c *c
 	if t.Subject == "" {
 		return store.Token{}, store.AgentAccess{}, oauth.ErrInvalidGrant.WithDescription("the subject token was not issued for a person")
 	}
+	// The person came with the token (one query, decision 0045): one the project no longer
+	// lets sign in has no agent acting for them, whether or not their tokens were revoked yet.
+	if access.Person.ID == "" || !site.PersonActive(p, access.Person) {
+		return store.Token{}, store.AgentAccess{}, oauth.ErrInvalidGrant.WithDescription("the person can no longer sign in to this project")
+	}
 	return t, access, nil
 }
 

@@ -218,6 +218,16 @@ func (g *Issuer) fromIDToken(ctx context.Context, p *config.Project, client *sit
 	if err != nil {
 		return subject{}, err
 	}
+	// An ID token cannot be revoked: one issued before the person's access was last ended
+	// (a back-channel logout, a failed re-check, an administrator) buys nothing, though it has
+	// not expired. iat has whole seconds, so a token issued in the second of the end counts as
+	// issued before it (decision 0050).
+	if c.IssuedAt == nil {
+		return subject{}, deadSubject
+	}
+	if !person.AccessEndedAt.IsZero() && !c.IssuedAt.Time().After(person.AccessEndedAt.Truncate(time.Second)) {
+		return subject{}, oauth.ErrInvalidGrant.WithDescription("the ID token was issued before the person's access ended")
+	}
 	s := subject{person: person}
 	if c.AuthTime > 0 {
 		s.authTime = time.Unix(c.AuthTime, 0)

@@ -101,11 +101,21 @@ func authorizationCode(ctx context.Context, req *TokenRequest) (*TokenResponse, 
 		Nonce:    ac.Nonce,
 		JKT:      req.JKT,
 	}
+	// The person is read at every redemption, not only for an ID token: a code issued before
+	// the person was removed from the project's sign-in buys nothing (docs/leavers.md). Ending
+	// a person's access in the store deletes their codes too; this also covers the ways that
+	// end it in the configuration (the password file, the sign-in issuer).
+	person, err := env.Store.GetPerson(ctx, p.Key, ac.Subject)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrInvalidGrant.WithDescription("the person can no longer sign in to this project")
+	}
+	if err != nil {
+		return nil, Internal(err)
+	}
+	if !site.PersonActive(p, person) {
+		return nil, ErrInvalidGrant.WithDescription("the person can no longer sign in to this project")
+	}
 	if slices.Contains(ac.Scopes, "openid") && len(p.SigningKeys) > 0 {
-		person, err := env.Store.GetPerson(ctx, p.Key, ac.Subject)
-		if err != nil {
-			return nil, Internal(err)
-		}
 		is.Person = &person
 	}
 	tokens, resp, err := Mint(p, req.Now, is)

@@ -61,21 +61,8 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 		return nil, ErrInvalidGrant.WithDescription(err.Error())
 	}
 	if old.Subject != "" {
-		if !found || !site.PersonActive(p, person) {
-			// The person was removed from the project's sign-in: the grant ends with them.
-			if _, rerr := env.Store.RevokeFamily(ctx, old.FamilyID, req.Now); rerr != nil {
-				return nil, Internal(rerr)
-			}
-			env.Record(ctx, store.AuditRecord{
-				Project: p.Key, Actor: "client:" + client.ID, Action: "refresh.refused", Target: old.Subject, Reason: "person_removed",
-				Details: map[string]string{"client_id": client.ID, "family_id": old.FamilyID},
-			})
-			return nil, ErrInvalidGrant.WithDescription("the person can no longer sign in to this project")
-		}
-		if env.CheckPerson != nil {
-			if err := checkPerson(ctx, req, person, old.FamilyID); err != nil {
-				return nil, err
-			}
+		if err := personMayRefresh(ctx, req, old, person, found); err != nil {
+			return nil, err
 		}
 	}
 	scopes := old.Scopes
@@ -139,6 +126,33 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 	default:
 		return nil, invalid
 	}
+}
+
+// personMayRefresh decides whether the person a refresh token was issued for may still act:
+// still admitted by the project's sign-in, and confirmed by their provider where it re-checks
+// people (docs/leavers.md).
+func personMayRefresh(ctx context.Context, req *TokenRequest, old store.Token, person store.Person, found bool) error {
+	env, p, client := req.Env, req.Project, req.Client
+	if found && person.Source == "password" && p.SignIn.PasswordsUnavailable {
+		// Fail closed without ending anything: the person may well still be in the file, and
+		// the grant works again once the Secret is fixed (docs/leavers.md).
+		return ErrTemporarilyUnavailable.WithDescription("the project's password file is unavailable, so this person cannot be confirmed right now")
+	}
+	if !found || !site.PersonActive(p, person) {
+		// The person was removed from the project's sign-in: the grant ends with them.
+		if _, rerr := env.Store.RevokeFamily(ctx, old.FamilyID, req.Now); rerr != nil {
+			return Internal(rerr)
+		}
+		env.Record(ctx, store.AuditRecord{
+			Project: p.Key, Actor: "client:" + client.ID, Action: "refresh.refused", Target: old.Subject, Reason: "person_removed",
+			Details: map[string]string{"client_id": client.ID, "family_id": old.FamilyID},
+		})
+		return ErrInvalidGrant.WithDescription("the person can no longer sign in to this project")
+	}
+	if env.CheckPerson != nil {
+		return checkPerson(ctx, req, person, old.FamilyID)
+	}
+	return nil
 }
 
 // checkPerson asks whether the person may still act before their refresh token is rotated

@@ -72,12 +72,16 @@ func introspect(env *site.Env) http.HandlerFunc {
 			return
 		}
 		now := env.Now()
-		t, err := env.Store.GetToken(r.Context(), secret.Hash(tok))
+		// The token with its person in one read: a person the project no longer lets sign in
+		// (removed from the password file, or under an issuer it no longer trusts) holds no
+		// active token, whether or not anything revoked it yet.
+		t, person, found, err := env.Store.TokenHolder(r.Context(), secret.Hash(tok))
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			logFail(env, w, p, "introspection", Internal(err))
 			return
 		}
 		inactive := err != nil || t.Project != p.Key || !t.Active(now) || p.ClientGone(t.ClientID) ||
+			(t.Subject != "" && (!found || !site.PersonActive(p, person))) ||
 			(t.Kind == store.RefreshToken && (t.ClientID != client.ID || t.RotatedAt != nil)) ||
 			(client.Registered && t.ClientID != client.ID && !slices.Contains(t.Audience, client.ID))
 		if !inactive {

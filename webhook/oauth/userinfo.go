@@ -36,7 +36,8 @@ func userinfo(env *site.Env) http.HandlerFunc {
 			return
 		}
 		person, err := env.Store.GetPerson(r.Context(), p.Key, t.Subject)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) || (err == nil && !site.PersonActive(p, person)) {
+			// Gone, or no longer let in by the project's sign-in: the token speaks for nobody.
 			WriteError(w, ErrInvalidToken.WithDescription("the access token is invalid"))
 			return
 		}

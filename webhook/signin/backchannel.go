@@ -108,7 +108,7 @@ func (h *handler) backchannelLogout(w http.ResponseWriter, r *http.Request) {
 	for _, subject := range ended.Subjects {
 		h.env.Record(r.Context(), store.AuditRecord{Project: p.Key, Actor: "system", Action: events.BackchannelLogout, Target: subject,
 			Details: map[string]string{"issuer": o.Issuer, "by": logoutBy(l), "sessions": strconv.FormatInt(ended.Sessions, 10),
-				"tokens": strconv.FormatInt(ended.Tokens, 10)}})
+				"tokens": strconv.FormatInt(ended.Tokens, 10), "passkeys": strconv.FormatInt(ended.Passkeys, 10)}})
 	}
 	h.env.Logger.V(1).Info("back-channel logout", "project", p.Key, "people", len(ended.Subjects))
 	// §2.8: 200 on success; nothing in the body, and nothing to cache.

@@ -12,6 +12,7 @@ import (
 	"github.com/go-webauthn/webauthn/webauthn"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/pages"
@@ -179,6 +180,26 @@ func (h *handler) passkeyFinish(w http.ResponseWriter, r *http.Request) {
 	// A person the project no longer lets sign in (removed from the password file, or whose
 	// provider is no longer trusted) cannot come back through a passkey either.
 	if !site.PersonActive(p, person) {
+		h.passkeyRefused(r, p, person, "person_removed")
+		JSONError(w, http.StatusBadRequest, "refused", msgPasskeyUnknown)
+		return
+	}
+	// Nor can someone their provider let go since it last confirmed them: with re-checks on,
+	// the provider is asked (or its word is recent enough) before the session starts. A
+	// passkey is Latchkey's own credential; without this it would outlive the person's
+	// account at their organisation (docs/leavers.md).
+	if err := h.confirmPerson(ctx, p, person, now); err != nil {
+		reason := "recheck_failed"
+		switch {
+		case errors.Is(err, site.ErrPersonUnchecked):
+			reason = "recheck_impossible"
+		case errors.Is(err, site.ErrPersonUnconfirmed):
+			reason = "recheck_unavailable"
+		case !errors.Is(err, site.ErrPersonEnded):
+			h.passkeyInternal(w, p, err)
+			return
+		}
+		h.passkeyRefused(r, p, person, reason)
 		JSONError(w, http.StatusBadRequest, "refused", msgPasskeyUnknown)
 		return
 	}
@@ -205,6 +226,15 @@ func (h *handler) passkeyAllowed(w http.ResponseWriter, r *http.Request, p *conf
 	JSONError(w, http.StatusTooManyRequests, "too_many_requests",
 		pages.T(w, "Too many sign-in attempts. Wait %d seconds, then try again.", secs))
 	return false
+}
+
+// passkeyRefused records a passkey that was genuine but whose person may not sign in now. The
+// answer to the browser is the unknown passkey's: it says nothing about the person.
+func (h *handler) passkeyRefused(r *http.Request, p *config.Project, person store.Person, reason string) {
+	h.env.Record(r.Context(), store.AuditRecord{
+		Project: p.Key, Actor: "anonymous", Action: events.SignInFailed, Target: person.ID, Reason: reason,
+		Details: map[string]string{"method": "passkey"},
+	})
 }
 
 func (h *handler) passkeyInternal(w http.ResponseWriter, p *config.Project, err error) {

@@ -37,6 +37,9 @@ const (
 var (
 	errNotDue = errors.New("re-check not due")
 	errLeased = errors.New("re-check already started")
+	// errInGrace: the provider could not confirm the person just now, but its last word is
+	// less than twice the interval old. A refresh goes on; a passkey sign-in does not.
+	errInGrace = errors.New("re-check unconfirmed within the grace period")
 )
 
 // recheckPurpose seals the provider's refresh token for one person of one project, so a sealed
@@ -69,6 +72,25 @@ func (h *handler) keepForRecheck(ctx context.Context, p *config.Project, person 
 // them from asking at the same time with the same refresh token, which a provider that rotates
 // refresh tokens would take for reuse.
 func (h *handler) checkPerson(ctx context.Context, p *config.Project, person store.Person, now time.Time) error {
+	err := h.askProvider(ctx, p, person, now)
+	if errors.Is(err, errInGrace) {
+		return nil
+	}
+	return err
+}
+
+// confirmPerson is checkPerson for a passkey sign-in: a passkey is the person's own key, so the
+// provider's word on them must be no older than the interval, with no grace for a provider
+// that does not answer. A new session is not an agent that has been working for hours.
+func (h *handler) confirmPerson(ctx context.Context, p *config.Project, person store.Person, now time.Time) error {
+	err := h.askProvider(ctx, p, person, now)
+	if errors.Is(err, errInGrace) {
+		return site.ErrPersonUnconfirmed
+	}
+	return err
+}
+
+func (h *handler) askProvider(ctx context.Context, p *config.Project, person store.Person, now time.Time) error {
 	o := p.SignIn.OIDC
 	if o == nil || o.RecheckInterval <= 0 || person.Source != "oidc" {
 		// People from the password file are checked against the file on every request.
@@ -139,7 +161,8 @@ func (h *handler) recheckPerson(ctx context.Context, p *config.Project, person s
 		}
 		h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: "system", Action: events.RecheckFailed, Target: person.ID,
 			Details: map[string]string{"issuer": o.Issuer, "reason": "invalid_grant",
-				"sessions": strconv.FormatInt(ended.Sessions, 10), "tokens": strconv.FormatInt(ended.Tokens, 10)}})
+				"sessions": strconv.FormatInt(ended.Sessions, 10), "tokens": strconv.FormatInt(ended.Tokens, 10),
+				"passkeys": strconv.FormatInt(ended.Passkeys, 10)}})
 		return site.ErrPersonEnded
 	}
 	if err == nil {
@@ -201,7 +224,7 @@ func (h *handler) unconfirmed(ctx context.Context, p *config.Project, person sto
 		outcome = "refused"
 	}
 	if why == "" && open {
-		return nil
+		return errInGrace
 	}
 	if why == "" {
 		why = "the provider did not answer recently"
@@ -210,7 +233,7 @@ func (h *handler) unconfirmed(ctx context.Context, p *config.Project, person sto
 		Details: map[string]string{"issuer": p.SignIn.OIDC.Issuer, "reason": why, "refresh": outcome,
 			"last_confirmed": pc.CheckedAt.UTC().Format(time.RFC3339)}})
 	if open {
-		return nil
+		return errInGrace
 	}
 	return site.ErrPersonUnconfirmed
 }

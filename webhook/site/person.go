@@ -9,14 +9,16 @@ import (
 
 // PersonActive reports whether the person can still sign in to the project: someone removed
 // from the password file, or whose identity provider the project no longer trusts, loses their
-// sessions and their refresh tokens at once rather than when those expire. While the password
-// file is unavailable (its Secret missing or broken) nobody can tell who was removed, so its
-// people stay active: a typo in the Secret must not sign everybody out.
+// sessions and their tokens at once rather than when those expire. While the password file is
+// unavailable (its Secret missing or broken) nobody can tell who was removed, so none of its
+// people is active: a typo in the Secret signs the password people out until it is fixed
+// (the Project is Degraded and says so), where the other way round it would let someone
+// removed in the same edit carry on (docs/leavers.md, decision 0050).
 func PersonActive(p *config.Project, person store.Person) bool {
 	switch person.Source {
 	case "password":
 		if p.SignIn.PasswordsUnavailable {
-			return true
+			return false
 		}
 		_, ok := p.SignIn.Passwords[person.SourceSubject]
 		return ok

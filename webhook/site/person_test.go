@@ -21,8 +21,9 @@ func TestPersonActive(t *testing.T) {
 		{"in the file", config.SignIn{Passwords: file}, pw, true},
 		{"removed from the file", config.SignIn{Passwords: map[string]config.PasswordUser{}}, pw, false},
 		{"no password file", config.SignIn{}, pw, false},
-		// A broken Secret says nothing about who was removed.
-		{"file unavailable", config.SignIn{PasswordsUnavailable: true}, pw, true},
+		// A broken Secret cannot say who was removed: nobody of the file is active until it is
+		// fixed (fail closed), so someone removed in the same edit is out too.
+		{"file unavailable", config.SignIn{PasswordsUnavailable: true}, pw, false},
 		{"provider trusted", config.SignIn{OIDC: idp}, sso, true},
 		{"provider unavailable", config.SignIn{OIDC: &config.OIDCProvider{Issuer: idp.Issuer, Unavailable: true}}, sso, true},
 		{"provider no longer named", config.SignIn{OIDC: &config.OIDCProvider{Issuer: "https://other.example"}}, sso, false},

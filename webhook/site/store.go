@@ -126,7 +126,7 @@ type CallbackStore interface {
 	ConsumeCallbackState(ctx context.Context, stateHash []byte, now time.Time, check func(store.CallbackState) error) (store.CallbackState, error)
 	EndCallbackStates(ctx context.Context, project, subject string) (int64, error)
 	GetPerson(ctx context.Context, project, id string) (store.Person, error)
-	SaveConnection(ctx context.Context, c store.Connection) (store.Connection, error)
+	FinishConnection(ctx context.Context, c store.Connection, since time.Time, check func(store.Person) error) (store.Connection, error)
 }
 
 // ExchangeStore is what token exchange uses (webhook/exchange, RFC 8693) besides the connect

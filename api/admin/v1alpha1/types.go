@@ -56,7 +56,8 @@ type Person struct {
 	LastSignIn *metav1.Time `json:"lastSignIn,omitempty"`
 	// ActiveSessions counts the person's browser sessions that have not expired.
 	ActiveSessions int64 `json:"activeSessions"`
-	// AccessEndedAt is when an administrator last ended the person's access.
+	// AccessEndedAt is when the person's access was last ended: by an administrator, a
+	// back-channel logout or a failed re-check.
 	AccessEndedAt *metav1.Time `json:"accessEndedAt,omitempty"`
 }
 

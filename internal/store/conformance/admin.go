@@ -258,6 +258,10 @@ func testAdminEndPersonAccess(t *testing.T, s store.Store) {
 		l.Subject = p
 		_, _, err := s.OpenLink(ctx, l, base)
 		must(t, err)
+		must(t, s.AddPasskey(ctx, newPasskey(p, p, base)))
+		code := newCode("code-" + p)
+		code.Subject, code.ExpiresAt = p, at(time.Hour)
+		must(t, s.CreateAuthCode(ctx, code))
 	}
 	// A token the person holds at a second client, issued as part of the same person's access.
 	issue(t, s, "f-alice-2", "c2", "alice")
@@ -268,7 +272,10 @@ func testAdminEndPersonAccess(t *testing.T, s store.Store) {
 	equal(t, "connections returned", len(ended.Connections), 1)
 	equal(t, "connection returned whole", ended.Connections[0].AccessToken, []byte("sealed access"))
 	ended.Connections = nil
-	equal(t, "ended", ended, store.AccessEnded{Sessions: 1, Tokens: 4, Grants: 1, Permissions: 1, Links: 1, Callbacks: 1})
+	equal(t, "ended", ended, store.AccessEnded{Sessions: 1, Tokens: 4, Grants: 1, Permissions: 1, Links: 1, Callbacks: 1,
+		Passkeys: 1, Codes: 1})
+	wantWaysInEnded(t, s, "alice", now, true)
+	wantWaysInEnded(t, s, "bob", now, false)
 
 	_, err = s.GetSession(ctx, hash("s-alice"), now)
 	wantErr(t, err, store.ErrNotFound)

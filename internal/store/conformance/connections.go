@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -251,6 +252,7 @@ func testAgentAccess(t *testing.T, s store.Store) {
 		gotTok, b, err := s.SubjectAccess(ctx, tok.Hash, connector)
 		must(t, err)
 		equal(t, "the token read with its access", gotTok.ClientID+" "+gotTok.Subject+" "+gotTok.Project, clientID+" "+subject+" "+proj)
+		equal(t, "SubjectAccess names nobody stored", b.Person, store.Person{})
 		equal(t, "SubjectAccess as AgentAccess", b, a)
 		return a
 	}
@@ -453,4 +455,107 @@ func testCallbackConsumeConcurrent(t *testing.T, s store.Store) {
 		}
 	}
 	equal(t, "successful consumptions", won, 1)
+}
+
+// testSubjectAccessPerson: token exchange reads the token's person with the token, as stored
+// (source, source subject, end of access), so it can check the person against the project's
+// sign-in without another round trip.
+func testSubjectAccessPerson(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	person(t, s, project, "alice", "alice@example.com", base)
+	saveConnection(t, s, "alice", "github", "1001")
+	saveConnection(t, s, "alice", "github", "1002")
+	aliceTok, _ := issue(t, s, "alice-2", "c1", "alice")
+	ghost, _ := issue(t, s, "ghost-1", "c1", "ghost")
+	want, err := s.GetPerson(ctx, project, "alice")
+	must(t, err)
+
+	_, a, err := s.SubjectAccess(ctx, aliceTok.Hash, "github")
+	must(t, err)
+	equal(t, "the person with two connections", a.Person, want)
+	equal(t, "connections", len(a.Connections), 2)
+	_, a, err = s.SubjectAccess(ctx, aliceTok.Hash, "slack")
+	must(t, err)
+	equal(t, "the person without connections", a.Person, want)
+	_, a, err = s.SubjectAccess(ctx, ghost.Hash, "github")
+	must(t, err)
+	equal(t, "a person who does not exist", a.Person, store.Person{})
+
+	_, err = s.EndPersonAccess(ctx, project, "alice", at(time.Minute))
+	must(t, err)
+	_, a, err = s.SubjectAccess(ctx, aliceTok.Hash, "github")
+	must(t, err)
+	equal(t, "the end of access is read", a.Person.AccessEndedAt, at(time.Minute))
+}
+
+// testConnectionFinish: an upstream callback saves its connection only for a person who still
+// exists, whose access was not ended after the callback began, and whom check accepts.
+func testConnectionFinish(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	since := at(time.Minute)
+	accept := func(store.Person) error { return nil }
+	conns := func(subject string) int {
+		t.Helper()
+		cs, err := s.ListConnections(ctx, project, subject)
+		must(t, err)
+		return len(cs)
+	}
+
+	_, err := s.FinishConnection(ctx, newConnection("ghost", "github", "1"), since, accept)
+	wantErr(t, err, store.ErrNotFound)
+	equal(t, "nothing saved for nobody", conns("ghost"), 0)
+
+	person(t, s, project, "alice", "alice@example.com", base)
+	errRemoved := errors.New("removed from the password file")
+	_, err = s.FinishConnection(ctx, newConnection("alice", "github", "1"), since, func(p store.Person) error {
+		if p.ID != "alice" || p.SourceSubject != "alice@example.com" {
+			t.Errorf("check got %+v", p)
+		}
+		return errRemoved
+	})
+	wantErr(t, err, errRemoved)
+	equal(t, "nothing saved when check refuses", conns("alice"), 0)
+
+	c := newConnection("alice", "github", "1")
+	got, err := s.FinishConnection(ctx, c, since, accept)
+	must(t, err)
+	equal(t, "saved", got, c)
+
+	// Ended after the callback began: refused. Ended before it: the person signed in again
+	// since, and the callback is theirs.
+	_, err = s.EndSignIns(ctx, project, "alice", at(2*time.Minute))
+	must(t, err)
+	_, err = s.FinishConnection(ctx, newConnection("alice", "github", "2"), since, accept)
+	wantErr(t, err, store.ErrAccessEnded)
+	equal(t, "only the first connection", conns("alice"), 1)
+	_, err = s.FinishConnection(ctx, newConnection("alice", "github", "2"), at(3*time.Minute), accept)
+	must(t, err)
+	equal(t, "saved after a new start", conns("alice"), 2)
+}
+
+// testConnectionFinishRacesEnd: an administrator ending a person's access while their callback
+// finishes leaves no connection, whichever commits first.
+func testConnectionFinishRacesEnd(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	person(t, s, project, "alice", "alice@example.com", base)
+	for i := range 10 {
+		since := at(time.Duration(2*i) * time.Minute)
+		end := at(time.Duration(2*i+1) * time.Minute)
+		var wg sync.WaitGroup
+		var finishErr, endErr error
+		wg.Go(func() {
+			_, finishErr = s.FinishConnection(ctx, newConnection("alice", "github", id("acct", i)), since, nil)
+		})
+		wg.Go(func() { _, endErr = s.EndPersonAccess(ctx, project, "alice", end) })
+		wg.Wait()
+		must(t, endErr)
+		if finishErr != nil && !errors.Is(finishErr, store.ErrAccessEnded) {
+			t.Fatalf("round %d: %v", i, finishErr)
+		}
+		cs, err := s.ListConnections(ctx, project, "alice")
+		must(t, err)
+		if len(cs) != 0 {
+			t.Fatalf("round %d: a connection outlived the end of access: %+v", i, cs)
+		}
+	}
 }

@@ -23,6 +23,28 @@ func signedIn(t *testing.T, s store.Store, subject, sid string) {
 	must(t, s.CreateCallbackState(ctx, cb))
 	must(t, s.SavePersonCheck(ctx, store.PersonCheck{Project: project, Subject: subject, KeyID: "k1",
 		RefreshToken: []byte("sealed " + subject), CheckedAt: base}))
+	must(t, s.AddPasskey(ctx, newPasskey(subject, subject, base)))
+	code := newCode("code-" + subject)
+	code.Subject, code.ExpiresAt = subject, at(time.Hour)
+	must(t, s.CreateAuthCode(ctx, code))
+}
+
+// errKeep refuses a code in a redemption's check, so looking at a code does not spend it.
+var errKeep = errors.New("keep the code")
+
+// wantWaysInEnded checks that subject's passkey and unredeemed code are gone (ended) or both
+// still there (!ended).
+func wantWaysInEnded(t *testing.T, s store.Store, subject string, now time.Time, ended bool) {
+	t.Helper()
+	ctx := t.Context()
+	_, err := s.GetPasskey(ctx, project, []byte("cred-"+subject))
+	if gone := errors.Is(err, store.ErrNotFound); gone != ended {
+		t.Errorf("%s's passkey gone = %v (%v), want %v", subject, gone, err, ended)
+	}
+	_, err = s.RedeemAuthCode(ctx, hash("code-"+subject), now, func(store.AuthCode) error { return errKeep })
+	if gone := errors.Is(err, store.ErrNotFound); gone != ended || (!ended && !errors.Is(err, errKeep)) {
+		t.Errorf("%s's code gone = %v (%v), want %v", subject, gone, err, ended)
+	}
 }
 
 // wantSignedOut checks that subject has no session, live token, callback attempt or check left
@@ -47,19 +69,37 @@ func wantSignedOut(t *testing.T, s store.Store, subject string, now time.Time, e
 	if gone := errors.Is(err, store.ErrNotFound); gone != ended {
 		t.Errorf("%s's person check gone = %v, want %v", subject, gone, ended)
 	}
+	wantWaysInEnded(t, s, subject, now, ended)
 }
 
 func testEndSignIns(t *testing.T, s store.Store) {
 	ctx := t.Context()
+	person(t, s, project, "alice", "alice@example.com", base)
+	person(t, s, project, "bob", "bob@example.com", base)
 	signedIn(t, s, "alice", "")
 	signedIn(t, s, "bob", "")
+	// A passkey enrolment alice started ends with her; a sign-in ceremony names nobody and stays.
+	enrol := newCeremony("enrol-alice", at(time.Hour))
+	enrol.Kind, enrol.Subject = "enrol", "alice"
+	must(t, s.CreatePasskeyCeremony(ctx, enrol))
+	must(t, s.CreatePasskeyCeremony(ctx, newCeremony("sign-in", at(time.Hour))))
 	now := at(time.Minute)
 
 	got, err := s.EndSignIns(ctx, project, "alice", now)
 	must(t, err)
-	equal(t, "ended", got, store.Ended{Subjects: []string{"alice"}, Sessions: 1, Tokens: 4, Callbacks: 1})
+	equal(t, "ended", got, store.Ended{Subjects: []string{"alice"}, Sessions: 1, Tokens: 4, Callbacks: 1, Passkeys: 1, Codes: 1})
 	wantSignedOut(t, s, "alice", now, true)
 	wantSignedOut(t, s, "bob", now, false)
+	_, err = s.TakePasskeyCeremony(ctx, enrol.IDHash, now)
+	wantErr(t, err, store.ErrNotFound)
+	_, err = s.TakePasskeyCeremony(ctx, hash("ceremony-sign-in"), now)
+	must(t, err)
+	alice, err := s.GetPerson(ctx, project, "alice")
+	must(t, err)
+	equal(t, "alice's access ended at", alice.AccessEndedAt, now)
+	bob, err := s.GetPerson(ctx, project, "bob")
+	must(t, err)
+	equal(t, "bob's access ended at", bob.AccessEndedAt, time.Time{})
 
 	// Again: nothing left to end, and that is not an error.
 	got, err = s.EndSignIns(ctx, project, "alice", now)
@@ -96,9 +136,12 @@ func testLogout(t *testing.T, s store.Store) {
 	l := store.Logout{Project: project, SourceSubject: iss + "|a-1", JTI: "jti-1", Until: at(time.Hour), Now: now}
 	got, err := s.Logout(ctx, l)
 	must(t, err)
-	equal(t, "by sub", got, store.Ended{Subjects: []string{"alice"}, Sessions: 1, Tokens: 4, Callbacks: 1})
+	equal(t, "by sub", got, store.Ended{Subjects: []string{"alice"}, Sessions: 1, Tokens: 4, Callbacks: 1, Passkeys: 1, Codes: 1})
 	wantSignedOut(t, s, "alice", now, true)
 	wantSignedOut(t, s, "bob", now, false)
+	alice, err := s.GetPerson(ctx, project, "alice")
+	must(t, err)
+	equal(t, "alice's access ended at", alice.AccessEndedAt, now)
 
 	// The same token again ends nothing, even once the person has signed in again.
 	must(t, s.CreateSession(ctx, store.Session{IDHash: hash("cookie-alice-again"), Project: project, Subject: "alice",
@@ -119,7 +162,7 @@ func testLogout(t *testing.T, s store.Store) {
 	// By the provider's session alone.
 	got, err = s.Logout(ctx, store.Logout{Project: project, SID: iss + "|sid-b", JTI: "jti-2", Until: at(time.Hour), Now: now})
 	must(t, err)
-	equal(t, "by sid", got, store.Ended{Subjects: []string{"bob"}, Sessions: 1, Tokens: 4, Callbacks: 1})
+	equal(t, "by sid", got, store.Ended{Subjects: []string{"bob"}, Sessions: 1, Tokens: 4, Callbacks: 1, Passkeys: 1, Codes: 1})
 	wantSignedOut(t, s, "bob", now, true)
 
 	// Nobody it names: nothing ended, the id is still remembered. A password person's sid is

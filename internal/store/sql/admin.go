@@ -266,6 +266,9 @@ func (s *Store) EndPersonAccess(ctx context.Context, project, subject string, no
 			return err
 		}
 		var err error
+		if out.Passkeys, out.Codes, err = endWaysIn(ctx, x, project, subject, now); err != nil {
+			return err
+		}
 		if out.Sessions, err = x.execN(ctx, qEndSessions, project, subject); err != nil {
 			return err
 		}
@@ -290,10 +293,7 @@ func (s *Store) EndPersonAccess(ctx context.Context, project, subject string, no
 		if out.Links, err = x.execN(ctx, qEndLinks, ns(now), project, subject); err != nil {
 			return err
 		}
-		if out.Callbacks, err = x.execN(ctx, qEndCallbacks, project, subject); err != nil {
-			return err
-		}
-		_, err = x.exec(ctx, qMarkAccessEnded, ns(now), project, subject)
+		out.Callbacks, err = x.execN(ctx, qEndCallbacks, project, subject)
 		return err
 	})
 	return out, err

@@ -80,6 +80,50 @@ func (s *Store) SaveConnection(ctx context.Context, c store.Connection) (_ store
 	return out, conflict(err)
 }
 
+// FinishConnection locks the person's row (on SQLite the transaction holds the only write
+// connection), so an end of their access that commits first is seen here and one that commits
+// later finds the connection saved.
+func (s *Store) FinishConnection(ctx context.Context, c store.Connection, since time.Time, check func(store.Person) error) (_ store.Connection, err error) {
+	defer s.observe(ctx, "FinishConnection", time.Now(), &err)
+	if c.Status == "" {
+		c.Status = store.ConnectionActive
+	}
+	if !s.postgres() {
+		// As SaveConnection: an upstream refresh of the same account (UpdateConnection) holds it.
+		unlock, err := s.rows.lock(ctx, accountKey(c))
+		if err != nil {
+			return store.Connection{}, err
+		}
+		defer unlock()
+	}
+	var out store.Connection
+	err = s.tx(ctx, func(x q) error {
+		out = store.Connection{}
+		var person store.Person
+		if err := x.row(ctx, scanPerson(&person), qLockPerson, c.Project, c.Subject); err != nil {
+			return err
+		}
+		// At since itself counts as after: on a clock that has not moved, an end and a start
+		// at the same instant must not be taken for a start after the end.
+		if !person.AccessEndedAt.IsZero() && !person.AccessEndedAt.Before(since) {
+			return store.ErrAccessEnded
+		}
+		if check != nil {
+			if err := check(person); err != nil {
+				return err
+			}
+		}
+		var version int64
+		return conflict(x.row(ctx, scanConnection(&out, &version), qSaveConnection, c.ID, c.Project, c.Subject,
+			c.Connector, c.AccountID, c.AccountName, c.KeyID, blob(c.AccessToken), blob(c.RefreshToken), c.TokenType,
+			nullNS(c.Expiry), list(c.Scopes), string(c.Status), ns(c.CreatedAt), ns(c.UpdatedAt)))
+	})
+	if err != nil {
+		return store.Connection{}, err
+	}
+	return out, nil
+}
+
 func (s *Store) GetConnection(ctx context.Context, project, id string) (_ store.Connection, err error) {
 	defer s.observe(ctx, "GetConnection", time.Now(), &err)
 	return s.getConnection(ctx, project, id)
@@ -240,17 +284,21 @@ AND p.connector = c.connector AND p.client_id = ? AND p.connection_id = c.id
 WHERE c.project = ? AND c.subject = ? AND c.connector = ? ORDER BY c.created_at, c.id`)
 )
 
-// qSubjectAccess is qGetToken and qAgentAccess in one: one row per connection of the token's
-// person to the connector (one row with empty connection columns when there is none). The
-// connection columns are coalesced so the scan of a token without connections needs no NULLs.
+// qSubjectAccess is qGetToken, qAgentAccess and qGetPerson in one: one row per connection of
+// the token's person to the connector (one row with empty connection columns when there is
+// none), each with the person, whom token exchange checks against the project's sign-in. The
+// connection and person columns are coalesced so the scan needs no NULLs.
 // The few rows are put in qAgentAccess's order in Go, which spares both databases a sort.
 var qSubjectAccess = sqlText(`SELECT t.hash, t.kind, t.project, t.client_id, t.subject, t.scopes, t.audience,
 t.family_id, t.generation, t.code_hash, t.auth_time, t.issued_at, t.expires_at, t.revoked_at, t.rotated_at, t.jkt,
 COALESCE(c.id, ''), COALESCE(c.project, ''), COALESCE(c.subject, ''), COALESCE(c.connector, ''),
 COALESCE(c.account_id, ''), COALESCE(c.account_name, ''), COALESCE(c.key_id, ''), c.access_token, c.refresh_token,
 COALESCE(c.token_type, ''), c.expiry, COALESCE(c.scopes, ''), COALESCE(c.status, ''), COALESCE(c.created_at, 0),
-COALESCE(c.updated_at, 0), COALESCE(c.version, 0), p.client_id IS NOT NULL
+COALESCE(c.updated_at, 0), COALESCE(c.version, 0), p.client_id IS NOT NULL,
+COALESCE(pe.project, ''), COALESCE(pe.id, ''), COALESCE(pe.source, ''), COALESCE(pe.source_subject, ''),
+COALESCE(pe.email, ''), COALESCE(pe.name, ''), COALESCE(pe.created_at, 0), COALESCE(pe.access_ended_at, 0)
 FROM tokens t
+LEFT JOIN people pe ON pe.project = t.project AND pe.id = t.subject AND t.subject <> ''
 LEFT JOIN connections c ON c.project = t.project AND c.subject = t.subject AND c.connector = ?
 LEFT JOIN agent_permissions p ON p.project = c.project AND p.subject = c.subject
 AND p.connector = c.connector AND p.client_id = t.client_id AND p.connection_id = c.id
@@ -325,11 +373,14 @@ func (s *Store) SubjectAccess(ctx context.Context, hash []byte, connector string
 		var c store.Connection
 		var version int64
 		var allowed bool
-		// The token's columns come first, then the connection's, then the permission: each
-		// scan function hands its destinations to the next, and the innermost scans the row.
+		// The token's columns come first, then the connection's, the permission, and the
+		// person's: each scan function hands its destinations to the next, and the innermost
+		// scans the row.
 		err := scanToken(&t, nil)(scanFunc(func(tok ...any) error {
 			return scanConnection(&c, &version)(scanFunc(func(cn ...any) error {
-				return r.Scan(append(append(tok, cn...), &allowed)...)
+				return scanPerson(&out.Person)(scanFunc(func(pe ...any) error {
+					return r.Scan(append(append(append(tok, cn...), &allowed), pe...)...)
+				}))
 			}))
 		}))
 		if err != nil {

@@ -18,6 +18,10 @@ var (
 	qEndSessions    = sqlText(`DELETE FROM sessions WHERE project = ? AND subject = ?`)
 	qRevokePerson   = sqlText(revokeSet + `project = ? AND subject = ?` + revokeReturning)
 	qEndPersonCheck = sqlText(`DELETE FROM person_checks WHERE project = ? AND subject = ?`)
+	qEndPasskeys    = sqlText(`DELETE FROM passkeys WHERE project = ? AND subject = ?`)
+	// Only enrolments name a person; a sign-in ceremony names nobody until it is answered.
+	qEndCeremonies = sqlText(`DELETE FROM passkey_ceremonies WHERE project = ? AND subject = ?`)
+	qEndCodes      = sqlText(`DELETE FROM auth_codes WHERE project = ? AND subject = ?`)
 
 	qRememberLogout = sqlText(`INSERT INTO logout_tokens (project, jti, expires_at) VALUES (?, ?, ?)`)
 	qPersonBySource = sqlText(`SELECT id FROM people WHERE project = ? AND source = 'oidc' AND source_subject = ?`)
@@ -31,8 +35,36 @@ checked_at = excluded.checked_at, tried_at = excluded.tried_at`)
 WHERE project = ? AND subject = ?`)
 )
 
+// endWaysIn is what every ending of a person's access does besides its own part, inside x:
+// it records now as the person's AccessEndedAt (first, so that on PostgreSQL the person's row
+// is locked before anything else, in the order FinishConnection and EndPersonAccess take it)
+// and deletes what would let the person or an agent in again without a new sign-in at the
+// source: passkeys (a passkey sign-in asks the project, not the provider that let the person
+// go), pending passkey enrolments, and authorization codes not yet redeemed.
+func endWaysIn(ctx context.Context, x q, project, subject string, now time.Time) (passkeys, codes int64, err error) {
+	if _, err = x.exec(ctx, qMarkAccessEnded, ns(now), project, subject); err != nil {
+		return 0, 0, err
+	}
+	if passkeys, err = x.execN(ctx, qEndPasskeys, project, subject); err != nil {
+		return 0, 0, err
+	}
+	if _, err = x.exec(ctx, qEndCeremonies, project, subject); err != nil {
+		return 0, 0, err
+	}
+	if codes, err = x.execN(ctx, qEndCodes, project, subject); err != nil {
+		return 0, 0, err
+	}
+	return passkeys, codes, nil
+}
+
 // endSignIns ends one person's sign-ins inside x and adds what it ended to e.
 func endSignIns(ctx context.Context, x q, project, subject string, now time.Time, e *store.Ended) error {
+	keys, codes, err := endWaysIn(ctx, x, project, subject, now)
+	if err != nil {
+		return err
+	}
+	e.Passkeys += keys
+	e.Codes += codes
 	n, err := x.execN(ctx, qEndSessions, project, subject)
 	if err != nil {
 		return err

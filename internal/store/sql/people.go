@@ -7,25 +7,27 @@ import (
 	"latchkey.dev/latchkey/internal/store"
 )
 
-const personCols = `project, id, source, source_subject, email, name, created_at`
+const personCols = `project, id, source, source_subject, email, name, created_at, access_ended_at`
 
 var (
 	// A person is upserted at every sign-in, so the upsert records the sign-in time too.
-	qUpsertPerson = sqlText(`INSERT INTO people (` + personCols + `, signed_in_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	qUpsertPerson = sqlText(`INSERT INTO people (project, id, source, source_subject, email, name, created_at, signed_in_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (project, source, source_subject) DO UPDATE SET email = excluded.email, name = excluded.name,
 signed_in_at = excluded.signed_in_at
 RETURNING ` + personCols)
 	qGetPerson  = sqlText(`SELECT ` + personCols + ` FROM people WHERE project = ? AND id = ?`)
+	qLockPerson = sqlText(`SELECT ` + personCols + ` FROM people WHERE project = ? AND id = ?` + forUpdate)
 	qFindPerson = sqlText(`SELECT ` + personCols + ` FROM people WHERE project = ? AND source = ? AND source_subject = ?`)
 )
 
 func scanPerson(p *store.Person) func(scanner) error {
 	return func(r scanner) error {
-		var created int64
-		if err := r.Scan(&p.Project, &p.ID, &p.Source, &p.SourceSubject, &p.Email, &p.Name, &created); err != nil {
+		var created, ended int64
+		if err := r.Scan(&p.Project, &p.ID, &p.Source, &p.SourceSubject, &p.Email, &p.Name, &created, &ended); err != nil {
 			return err
 		}
-		p.CreatedAt = fromNS(created)
+		p.CreatedAt, p.AccessEndedAt = fromNS(created), fromNS(ended)
 		return nil
 	}
 }

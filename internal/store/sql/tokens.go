@@ -155,7 +155,7 @@ func (s *Store) GetToken(ctx context.Context, hash []byte) (_ store.Token, err e
 var qTokenHolder = sqlText(`SELECT t.hash, t.kind, t.project, t.client_id, t.subject, t.scopes, t.audience,
 t.family_id, t.generation, t.code_hash, t.auth_time, t.issued_at, t.expires_at, t.revoked_at, t.rotated_at, t.jkt,
 COALESCE(p.project, ''), COALESCE(p.id, ''), COALESCE(p.source, ''), COALESCE(p.source_subject, ''),
-COALESCE(p.email, ''), COALESCE(p.name, ''), COALESCE(p.created_at, 0)
+COALESCE(p.email, ''), COALESCE(p.name, ''), COALESCE(p.created_at, 0), COALESCE(p.access_ended_at, 0)
 FROM tokens t LEFT JOIN people p ON p.project = t.project AND p.id = t.subject AND t.subject <> ''
 WHERE t.hash = ?`)
 
