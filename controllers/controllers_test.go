@@ -850,6 +850,13 @@ func TestValidation(t *testing.T) {
 		{"https resource", oauthClient(func(s *v1alpha1.OAuthClientSpec) {
 			s.Resources = []v1alpha1.ResourceURI{"https://mcp.example.com/mcp"}
 		}), nil},
+		{"resource sharing selector missing", oauthClient(func(s *v1alpha1.OAuthClientSpec) {
+			s.ResourceSharing = &v1alpha1.AllowedClientNamespaces{From: v1alpha1.NamespacesFromSelector}
+		}), []string{"spec.resourceSharing", "selector is required when from is Selector"}},
+		{"valid: resources shared with every namespace", oauthClient(func(s *v1alpha1.OAuthClientSpec) {
+			s.Resources = []v1alpha1.ResourceURI{"https://mcp.example.com/mcp"}
+			s.ResourceSharing = &v1alpha1.AllowedClientNamespaces{From: v1alpha1.NamespacesFromAll}
+		}), nil},
 		{"authorization_code without redirects", oauthClient(func(s *v1alpha1.OAuthClientSpec) { s.RedirectURIs = nil }), []string{"redirectURIs: grant type authorization_code needs at least one redirect URI"}},
 		{"client_credentials on a public client", oauthClient(func(s *v1alpha1.OAuthClientSpec) {
 			s.TokenEndpointAuthMethod = v1alpha1.AuthNone
@@ -895,6 +902,23 @@ func TestValidation(t *testing.T) {
 		}), []string{"must not be a link-local range"}},
 		{"valid: upstream network for an in-cluster provider", project(func(s *v1alpha1.ProjectSpec) {
 			s.UpstreamNetwork = &v1alpha1.UpstreamNetwork{AllowedCIDRs: []v1alpha1.CIDR{"10.96.12.34/32", "fd00:10:96::/112", "127.0.0.1/32"}}
+		}), nil},
+		{"upstream network grant to nobody", project(func(s *v1alpha1.ProjectSpec) {
+			s.UpstreamNetwork = &v1alpha1.UpstreamNetwork{Grants: []v1alpha1.UpstreamNetworkGrant{{CIDRs: []v1alpha1.CIDR{"10.96.40.7/32"}}}}
+		}), []string{"a grant names connectors, namespaces, or both"}},
+		{"upstream network grant opening cloud metadata", project(func(s *v1alpha1.ProjectSpec) {
+			s.UpstreamNetwork = &v1alpha1.UpstreamNetwork{Grants: []v1alpha1.UpstreamNetworkGrant{
+				{CIDRs: []v1alpha1.CIDR{"169.254.169.254/32"}, Connectors: []v1alpha1.ConnectorName{"team-b/keycloak"}}}}
+		}), []string{"spec.upstreamNetwork.grants[0].cidrs[0]", "must not be a link-local range"}},
+		{"upstream network grant selector missing", project(func(s *v1alpha1.ProjectSpec) {
+			s.UpstreamNetwork = &v1alpha1.UpstreamNetwork{Grants: []v1alpha1.UpstreamNetworkGrant{
+				{CIDRs: []v1alpha1.CIDR{"10.96.40.7/32"}, Namespaces: &v1alpha1.AllowedClientNamespaces{From: v1alpha1.NamespacesFromSelector}}}}
+		}), []string{"selector is required when from is Selector"}},
+		{"valid: upstream network grants", project(func(s *v1alpha1.ProjectSpec) {
+			s.UpstreamNetwork = &v1alpha1.UpstreamNetwork{Grants: []v1alpha1.UpstreamNetworkGrant{
+				{CIDRs: []v1alpha1.CIDR{"10.96.40.7/32"}, Connectors: []v1alpha1.ConnectorName{"team-b/keycloak", "dex"}},
+				{CIDRs: []v1alpha1.CIDR{"10.96.50.0/24"}, Namespaces: &v1alpha1.AllowedClientNamespaces{From: v1alpha1.NamespacesFromAll}},
+			}}
 		}), nil},
 		{"identity assertion issuer with both jwksURI and jwks", project(func(s *v1alpha1.ProjectSpec) {
 			s.IdentityAssertions = &v1alpha1.IdentityAssertions{TrustedIssuers: []v1alpha1.TrustedAssertionIssuer{{

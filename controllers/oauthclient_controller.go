@@ -206,6 +206,7 @@ func (r *OAuthClientReconciler) reconcileReady(ctx context.Context, s *clientSco
 		}
 		r.setReady(&oc.Status.Conditions, oc.Generation, err, "")
 		meta.RemoveStatusCondition(&oc.Status.Conditions, v1alpha1.OAuthClientConnectorsResolvedCondition)
+		meta.RemoveStatusCondition(&oc.Status.Conditions, v1alpha1.OAuthClientResourcesOwnedCondition)
 		meta.RemoveStatusCondition(&oc.Status.Conditions, v1alpha1.DegradedCondition)
 		return ctrl.Result{}, nil
 	}
@@ -224,11 +225,29 @@ func (r *OAuthClientReconciler) reconcileReady(ctx context.Context, s *clientSco
 	}
 	r.setCondition(&oc.Status.Conditions, oc.Generation, v1alpha1.OAuthClientConnectorsResolvedCondition, connErr,
 		v1alpha1.OAuthClientConnectorsResolvedReason, msg)
-	// The client serves with the connectors that resolved: Degraded, not un-Ready, when some did
-	// not (docs/decisions/0028).
-	var degErr error
+	// The client serves with the connectors that resolved and the resources it owns: Degraded,
+	// not un-Ready, when some are not usable (docs/decisions/0028).
+	var problems []*notReady
 	if nr, ok := asNotReady(connErr); ok {
-		degErr = notReadyf(nr.reason, "%s; serving with %s until they are fixed", nr.message, msg)
+		problems = append(problems, notReadyf(nr.reason, "%s; serving with %s until they are fixed", nr.message, msg))
+	}
+	resMsg := fmt.Sprintf("%d of %d resources owned or shared with this namespace", len(res.compiled.Resources), len(oc.Spec.Resources))
+	if len(oc.Spec.Resources) == 0 {
+		meta.RemoveStatusCondition(&oc.Status.Conditions, v1alpha1.OAuthClientResourcesOwnedCondition)
+	} else {
+		var resErr error
+		if len(res.resourceConflicts) > 0 {
+			// Not a wait: only the owner sharing the URL, or the owner going, changes it.
+			resErr = notReadyf(v1alpha1.OAuthClientResourceConflictReason, "%s", strings.Join(res.resourceConflicts, "; "))
+			problems = append(problems, notReadyf(v1alpha1.OAuthClientResourceConflictReason,
+				"%s; serving with %s", strings.Join(res.resourceConflicts, "; "), resMsg))
+		}
+		r.setCondition(&oc.Status.Conditions, oc.Generation, v1alpha1.OAuthClientResourcesOwnedCondition, resErr,
+			v1alpha1.OAuthClientResourcesOwnedReason, resMsg)
+	}
+	var degErr error
+	if len(problems) > 0 {
+		degErr = joinNotReady(problems)
 	}
 	r.setDegraded(&oc.Status.Conditions, oc.Generation, degErr, msg)
 	return ctrl.Result{}, nil
@@ -241,13 +260,16 @@ func (r *OAuthClientReconciler) reconcileRedirects(ctx context.Context, s *clien
 }
 
 // SetupWithManager watches OAuthClients, the Secrets they and their Projects use, their Projects,
-// the Connectors they list, and namespace labels.
+// the Connectors they list, the other OAuthClients listing their resources, and namespace labels.
 func (r *OAuthClientReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.OAuthClient{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsForSecret)).
 		Watches(&v1alpha1.Project{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsForProject),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Any change of another client listing the same URL, its status too (it became Ready or
+		// stopped being), may change who owns the URL.
+		Watches(&v1alpha1.OAuthClient{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsSharingResources)).
 		Watches(&v1alpha1.Connector{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsForConnector),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.RedirectPolicy{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsForPolicy),

@@ -72,6 +72,8 @@ type resolver struct {
 	namespaces map[string]*corev1.Namespace
 	connBase   map[types.NamespacedName]*connectorResult
 	connFull   map[types.NamespacedName]*connectorResult
+	// clientsReady memoises which OAuthClients contesting a resource URL are Ready (resources.go).
+	clientsReady map[types.NamespacedName]bool
 	// secrets records every Secret looked up, present or not, so the compiler knows which Secret
 	// events matter.
 	secrets map[types.NamespacedName]struct{}
@@ -126,19 +128,13 @@ func (r *resolver) callbackURL(projectKey, connector types.NamespacedName) strin
 	return r.issuer(projectKey.Namespace, projectKey.Name) + config.CallbackPath(connector.Namespace, connector.Name)
 }
 
-// allowedNetworks compiles a Project's spec.upstreamNetwork.allowedCIDRs. CEL admits only valid
-// ranges; one that still does not parse allows nothing.
+// allowedNetworks compiles a Project's spec.upstreamNetwork.allowedCIDRs: the ranges of the
+// Project's own calls and of the Connectors in its own namespace (network.go).
 func allowedNetworks(p *v1alpha1.Project) []netip.Prefix {
 	if p.Spec.UpstreamNetwork == nil {
 		return nil
 	}
-	var out []netip.Prefix
-	for _, s := range p.Spec.UpstreamNetwork.AllowedCIDRs {
-		if pfx, err := netip.ParsePrefix(string(s)); err == nil {
-			out = append(out, pfx.Masked())
-		}
-	}
-	return out
+	return parseCIDRs(p.Spec.UpstreamNetwork.AllowedCIDRs)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -747,9 +743,9 @@ func (r *resolver) compileConnector(ctx context.Context, c *v1alpha1.Connector) 
 		ClientSecret: strings.TrimSpace(string(sec)),
 		Scopes:       scopeStrings(c.Spec.Scopes),
 		PKCE:         c.Spec.PKCE == nil || *c.Spec.PKCE,
-		// The Project decides what its Connectors may reach beyond the public internet: the
-		// team that writes a Connector cannot widen it.
-		AllowedNetworks: allowedNetworks(project),
+	}
+	if out.AllowedNetworks, err = r.connectorNetworks(ctx, project, c); err != nil {
+		return nil, err
 	}
 	idField, nameField := "id", "email"
 	switch c.Spec.Preset {
@@ -816,18 +812,36 @@ func hasSecret(oc *v1alpha1.OAuthClient) bool {
 }
 
 // clientResult is a resolved OAuthClient. unresolved lists spec.connectors entries that are not
-// usable, refused those whose Connector does not grant the client's namespace; the client works
+// usable, refused those whose Connector does not grant the client's namespace, and
+// resourceConflicts the spec.resources it may not serve (resources.go); the client works
 // without them.
 type clientResult struct {
-	compiled   *config.Client
-	project    string
-	unresolved []string
-	refused    []string
+	compiled          *config.Client
+	project           string
+	unresolved        []string
+	refused           []string
+	resourceConflicts []string
 }
 
 // client resolves an OAuthClient given its credentials Secret (nil when it does not exist yet):
 // the reconciler passes the Secret it just wrote, the compiler the one in the cache.
 func (r *resolver) client(ctx context.Context, oc *v1alpha1.OAuthClient, sec *corev1.Secret) (*clientResult, error) {
+	res, err := r.clientBase(ctx, oc, sec)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.clientResources(ctx, oc, res); err != nil {
+		return nil, err
+	}
+	if err := r.clientConnectors(ctx, oc, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// clientBase resolves what decides whether an OAuthClient is Ready: its Project, credentials
+// and spec. Its resources and connectors only narrow what a Ready client may do.
+func (r *resolver) clientBase(ctx context.Context, oc *v1alpha1.OAuthClient, sec *corev1.Secret) (*clientResult, error) {
 	pk := projectKeyOf(oc.Spec.ProjectRef, oc.Namespace)
 	_, project, err := r.attach(ctx, oc.Spec.ProjectRef, oc.Namespace)
 	if err != nil {
@@ -846,11 +860,7 @@ func (r *resolver) client(ctx context.Context, oc *v1alpha1.OAuthClient, sec *co
 		return nil, err
 	}
 	out.SecretJWTKey = jwtKey
-	res := &clientResult{compiled: out, project: pk.String()}
-	if err := r.clientConnectors(ctx, oc, res); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return &clientResult{compiled: out, project: pk.String()}, nil
 }
 
 // clientConfig compiles what of an OAuthClient needs nothing but its spec and secret hash.

@@ -260,6 +260,9 @@ func addIndexes(ctx context.Context, fi client.FieldIndexer) error {
 			}
 			return nil
 		}},
+		{&v1alpha1.OAuthClient{}, resourceIndex, func(o client.Object) []string {
+			return resourceIndexValues(o.(*v1alpha1.OAuthClient))
+		}},
 		{&v1alpha1.OAuthClient{}, connectorIndex, func(o client.Object) []string {
 			oc := o.(*v1alpha1.OAuthClient)
 			out := make([]string, len(oc.Spec.Connectors))

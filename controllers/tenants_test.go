@@ -271,3 +271,78 @@ func TestForeignRedirectPolicyOnlyNarrows(t *testing.T) {
 		t.Errorf("Ready = %+v, want True: the narrowing part is in force", c)
 	}
 }
+
+// TestTenantCannotClaimOtherTeamsResource: team-b lists team-a's MCP server URL in its own
+// OAuthClient's spec.resources. The URL belongs to team-a's older client, so team-b's client
+// reports ResourcesOwned=False naming the owner, and is compiled without the URL: no
+// client_credentials token for it, and no audience of tokens issued for it. Only team-a's
+// spec.resourceSharing lets team-b serve it; once team-a's client is gone, team-b's owns it.
+func TestTenantCannotClaimOtherTeamsResource(t *testing.T) {
+	needEnv(t)
+	// Creation times have a resolution of a second: on a tie the namespace decides, so team-a's
+	// is the one that sorts first.
+	names := []string{newNamespace(t, nil), newNamespace(t, nil)}
+	slices.Sort(names)
+	teamA, teamB := names[0], names[1]
+	newProject(t, teamA, "proj", &v1alpha1.AllowedNamespaces{From: v1alpha1.NamespacesFromAll})
+	const resource = "https://mcp.team-a.example/mcp"
+	machine := func(ns, name string) *v1alpha1.OAuthClient {
+		oc := newClient(ns, name, v1alpha1.ProjectReference{Name: "proj", Namespace: teamA})
+		oc.Spec.GrantTypes = []v1alpha1.GrantType{v1alpha1.GrantAuthorizationCode, v1alpha1.GrantClientCredentials}
+		oc.Spec.Resources = []v1alpha1.ResourceURI{resource}
+		return oc
+	}
+	owner := machine(teamA, "mcp-server")
+	create(t, owner)
+	waitReady(t, owner)
+	waitCondition(t, owner, v1alpha1.OAuthClientResourcesOwnedCondition, metav1.ConditionTrue, v1alpha1.OAuthClientResourcesOwnedReason)
+
+	intruder := machine(teamB, "intruder")
+	create(t, intruder)
+	waitReady(t, intruder)
+	cond := waitCondition(t, intruder, v1alpha1.OAuthClientResourcesOwnedCondition, metav1.ConditionFalse, v1alpha1.OAuthClientResourceConflictReason)
+	if !strings.Contains(cond.Message, teamA+"/mcp-server") || !strings.Contains(cond.Message, resource) {
+		t.Errorf("message %q names neither the owner nor the resource", cond.Message)
+	}
+	waitDegraded(t, intruder, v1alpha1.OAuthClientResourceConflictReason)
+	serves := func(oc *v1alpha1.OAuthClient, want bool) func(*config.Snapshot) error {
+		return func(s *config.Snapshot) error {
+			p := s.Project(teamA + "/proj")
+			if p == nil {
+				return errors.New("project not compiled yet")
+			}
+			c := p.Clients[oc.Status.ClientID]
+			if c == nil {
+				return errors.New("client not compiled")
+			}
+			if got := slices.Contains(c.Resources, resource); got != want {
+				return fmt.Errorf("%s/%s serves %s: %t, want %t", oc.Namespace, oc.Name, resource, got, want)
+			}
+			return nil
+		}
+	}
+	waitSnapshot(t, "team-b's client is compiled without team-a's resource", serves(intruder, false))
+	waitSnapshot(t, "team-a's client keeps it", serves(owner, true))
+
+	// Team-a shares it with team-b by name: now team-b's client serves it too.
+	update(t, owner, func(oc *v1alpha1.OAuthClient) {
+		oc.Spec.ResourceSharing = &v1alpha1.AllowedClientNamespaces{From: v1alpha1.NamespacesFromSelector,
+			Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{teamB}},
+			}}}
+	})
+	waitCondition(t, intruder, v1alpha1.OAuthClientResourcesOwnedCondition, metav1.ConditionTrue, v1alpha1.OAuthClientResourcesOwnedReason)
+	waitSnapshot(t, "shared", serves(intruder, true))
+
+	// Taking the sharing back takes the resource away.
+	update(t, owner, func(oc *v1alpha1.OAuthClient) { oc.Spec.ResourceSharing = nil })
+	waitCondition(t, intruder, v1alpha1.OAuthClientResourcesOwnedCondition, metav1.ConditionFalse, v1alpha1.OAuthClientResourceConflictReason)
+	waitSnapshot(t, "no longer shared", serves(intruder, false))
+
+	// The owner gone, the next client listing the URL owns it.
+	if err := k8s.Delete(t.Context(), owner); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, intruder, v1alpha1.OAuthClientResourcesOwnedCondition, metav1.ConditionTrue, v1alpha1.OAuthClientResourcesOwnedReason)
+	waitSnapshot(t, "owned once the owner is gone", serves(intruder, true))
+}

@@ -19,7 +19,7 @@
 //     verification by introspection (RFC 7662) that accepts only tokens issued for this server
 //     that act for a person. A client-only token (one a client got for itself with
 //     client_credentials) is refused with 401 invalid_token unless the server sets
-//     AllowClientOnlyTokens. A DPoP-bound token (RFC 9449) passes only with "Authorization:
+//     AllowClientOnlyTokens, or names the token's client in ClientOnlyTokensFrom. A DPoP-bound token (RFC 9449) passes only with "Authorization:
 //     DPoP" and a proof of the request signed by its key (package dpop checks proofs).
 //   - Exchanger asks Latchkey, by token exchange (RFC 8693), for the caller's token at a
 //     connected service (GitHub, say). When the person has not connected it, has not let this

@@ -60,8 +60,9 @@ const wellKnownProtectedResource = "/.well-known/oauth-protected-resource"
 // server (Resource in aud) that act for a person.
 //
 // A client-only token, one a client got for itself with the client_credentials grant, names
-// no person. It is refused (401 invalid_token) unless AllowClientOnlyTokens is set, so a
-// machine can never pass as a person to tools that act for one.
+// no person. It is refused (401 invalid_token) unless AllowClientOnlyTokens is set or
+// ClientOnlyTokensFrom names its client, so a machine can never pass as a person to tools that
+// act for one.
 //
 // Set the fields, then use Handler, or Protect and MetadataHandler separately. Do not change
 // fields while serving.
@@ -89,6 +90,15 @@ type ResourceServer struct {
 	// (and a connect link, which is made for a person, can never help). False, the default,
 	// refuses them with 401 invalid_token.
 	AllowClientOnlyTokens bool
+	// ClientOnlyTokensFrom, when not empty, accepts client-only tokens only from these client
+	// ids (the client_id introspection reports), whatever AllowClientOnlyTokens says: a
+	// client-only token of any other client is refused with 401 invalid_token. Setting it is
+	// enough to accept the listed clients. Name the services that call this server for
+	// themselves, so that no other client the authorization server lets hold a token for this
+	// URL (an OAuthClient the URL is shared with, or a registered client the Project's
+	// registration policy lists it for) reaches tools that act for no person. A person's token
+	// is not affected.
+	ClientOnlyTokensFrom []string
 	// ResourceName is published as resource_name, for display to the person.
 	ResourceName string
 	// HTTP is the client used to reach Latchkey; nil means http.DefaultClient.
@@ -428,7 +438,10 @@ func (rs *ResourceServer) accept(ir *introspection, now time.Time) (*auth.TokenI
 		return nil, time.Time{}, errors.New("token is not active")
 	}
 	clientOnly := ir.clientOnly()
-	if clientOnly && !rs.AllowClientOnlyTokens {
+	if clientOnly && len(rs.ClientOnlyTokensFrom) > 0 && !slices.Contains(rs.ClientOnlyTokensFrom, ir.ClientID) {
+		return nil, time.Time{}, errors.New("the token names no person, and this server accepts such tokens only from the clients it names")
+	}
+	if clientOnly && len(rs.ClientOnlyTokensFrom) == 0 && !rs.AllowClientOnlyTokens {
 		return nil, time.Time{}, errors.New("the token names no person: a client got it for itself (client_credentials), and this server acts only for people")
 	}
 	if ir.Exp <= 0 {

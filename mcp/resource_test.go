@@ -278,3 +278,50 @@ func TestIntrospectionChecksIssuer(t *testing.T) {
 		t.Errorf("Verify = %v, want refusal for another issuer", err)
 	}
 }
+
+// A client-only token (client_credentials) reaches tools only from the clients the server's
+// owner names: another client that got such a token for this server's URL, by declaring the
+// URL in its own OAuthClient or through the Project's registration policy, is refused with
+// 401 invalid_token. AllowClientOnlyTokens without a list still accepts every client.
+func TestClientOnlyTokensFrom(t *testing.T) {
+	f := newFakeLatchkey(t)
+	const resource = "https://mcp.example.com/mcp"
+	machine := func(client string) fakeToken {
+		return fakeToken{client: client, aud: []string{resource}, tokenType: "Bearer", exp: time.Now().Add(time.Hour), active: true}
+	}
+	f.set("lk_at_batch", machine("lkc_batch"))
+	f.set("lk_at_intruder", machine("lkc_intruder"))
+	f.issue("lk_at_alice", "alice", resource)
+
+	for _, tc := range []struct {
+		name  string
+		allow bool
+		from  []string
+		token string
+		want  bool
+	}{
+		{"a named client", false, []string{"lkc_batch"}, "lk_at_batch", true},
+		{"another client", false, []string{"lkc_batch"}, "lk_at_intruder", false},
+		{"another client, AllowClientOnlyTokens set too", true, []string{"lkc_batch"}, "lk_at_intruder", false},
+		{"any client without a list", true, nil, "lk_at_intruder", true},
+		{"no client by default", false, nil, "lk_at_batch", false},
+		{"a person, whatever the list", false, []string{"lkc_batch"}, "lk_at_alice", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := &latchkey.ResourceServer{Resource: resource, AuthorizationServer: f.issuer, ClientID: f.clientID, ClientSecret: f.clientSecret,
+				AllowClientOnlyTokens: tc.allow, ClientOnlyTokensFrom: tc.from}
+			var reached bool
+			h := rs.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached = true }))
+			req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if reached != tc.want {
+				t.Fatalf("reached the tools = %v, want %v (%d %s)", reached, tc.want, rec.Code, rec.Header().Get("WWW-Authenticate"))
+			}
+			if !tc.want && (rec.Code != 401 || !strings.Contains(rec.Header().Get("WWW-Authenticate"), `error="invalid_token"`)) {
+				t.Errorf("answer = %d %q, want 401 invalid_token", rec.Code, rec.Header().Get("WWW-Authenticate"))
+			}
+		})
+	}
+}

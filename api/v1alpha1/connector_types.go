@@ -127,19 +127,22 @@ type ConnectorSpec struct {
 	AllowedClientNamespaces *AllowedClientNamespaces `json:"allowedClientNamespaces,omitempty"`
 }
 
-// AllowedClientNamespaces says which namespaces' OAuthClients may use a Connector.
-// +kubebuilder:validation:XValidation:rule="(has(self.from) && self.from == 'Selector') == has(self.selector)",message="allowedClientNamespaces.selector is required when allowedClientNamespaces.from is Selector, and not allowed otherwise"
+// AllowedClientNamespaces says which namespaces a grant reaches: a Connector's
+// spec.allowedClientNamespaces (whose OAuthClients may use it), an OAuthClient's
+// spec.resourceSharing (whose OAuthClients may also serve its resources), or the namespaces of
+// a Project's spec.upstreamNetwork.grants (whose Connectors may dial the grant's ranges).
+// +kubebuilder:validation:XValidation:rule="(has(self.from) && self.from == 'Selector') == has(self.selector)",message="selector is required when from is Selector, and not allowed otherwise"
 type AllowedClientNamespaces struct {
-	// from is Same (only the Connector's namespace), All (every namespace admitted to the
-	// Project) or Selector (the namespaces selector matches). The Connector's own namespace is
-	// always allowed. Defaults to Same.
+	// from is Same (only the namespace of the object that holds the grant), All (every namespace
+	// admitted to the Project) or Selector (the namespaces selector matches). The holder's own
+	// namespace is always allowed. Defaults to Same.
 	// +kubebuilder:default=Same
 	// +optional
 	From FromNamespaces `json:"from,omitempty"`
 
-	// selector matches the labels of the namespaces whose OAuthClients may use the Connector,
-	// for example matchExpressions on kubernetes.io/metadata.name to name them. Required when
-	// from is Selector and not allowed otherwise.
+	// selector matches the labels of the namespaces the grant reaches, for example
+	// matchExpressions on kubernetes.io/metadata.name to name them. Required when from is
+	// Selector and not allowed otherwise.
 	// +optional
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 }

@@ -17,6 +17,13 @@ const (
 	// connector is not usable, with the ConnectorsResolved reason and message; False with
 	// CompleteReason otherwise. A client that is not Ready has none.
 	OAuthClientDegradedCondition = DegradedCondition
+	// OAuthClientResourcesOwnedCondition is True when the client may serve every URL of its
+	// spec.resources: it is the first Ready OAuthClient of the Project to list each (by creation
+	// time, then namespace/name), or that first one shares it with this client's namespace
+	// (its spec.resourceSharing). A URL it may not serve is left out of the compiled client: no
+	// client_credentials token for it, and a person's token for it does not make this client
+	// its audience at token exchange. The client still serves with the others.
+	OAuthClientResourcesOwnedCondition = "ResourcesOwned"
 
 	// OAuthClientReadyReason: the client is in use.
 	OAuthClientReadyReason = ReadyReason
@@ -54,6 +61,12 @@ const (
 	// allow OAuthClients from this namespace (its spec.allowedClientNamespaces); the client
 	// cannot exchange tokens for it. The message names the connector.
 	OAuthClientConnectorNotAllowedReason = "ConnectorNotAllowed"
+	// OAuthClientResourcesOwnedReason: the client may serve every listed resource.
+	OAuthClientResourcesOwnedReason = "Owned"
+	// OAuthClientResourceConflictReason: a listed resource belongs to an older OAuthClient of
+	// the Project that does not share it with this client's namespace. The message names the
+	// resource and its owner.
+	OAuthClientResourceConflictReason = "ResourceConflict"
 
 	// OAuthClientRefusedByPolicyCondition is True when a RedirectPolicy of the client's Project
 	// turns onlyRecognisedApps on and at least one of the client's redirect URIs is not
@@ -256,11 +269,24 @@ type OAuthClientSpec struct {
 	// person's token at a listed connector (an MCP server exchanging its caller's token). They
 	// are also the only resources this client may name in a client_credentials request (a token
 	// the client gets for itself, which names no person); any other is refused with
-	// invalid_target. Each is https, or http to a loopback host; no fragment. At most 8.
+	// invalid_target. A URL belongs to the first Ready OAuthClient of the Project that lists it
+	// (by creation time, then namespace/name); another client may serve it only when that owner
+	// shares it with the other client's namespace (spec.resourceSharing), and otherwise reports
+	// ResourcesOwned=False and is compiled without it. Each is https, or http to a loopback host;
+	// no fragment. At most 8.
 	// +kubebuilder:validation:MaxItems=8
 	// +listType=set
 	// +optional
 	Resources []ResourceURI `json:"resources,omitempty"`
+
+	// resourceSharing says which namespaces' OAuthClients may also list the resources this client
+	// owns (spec.resources), for example the same MCP server's client in a second namespace.
+	// OAuthClients in this client's own namespace always may. Defaults to from: Same (no other
+	// namespace): a client elsewhere that lists one of them reports ResourcesOwned=False with
+	// reason ResourceConflict and gets no token for it. To name namespaces, use from: Selector
+	// with the label every namespace carries, kubernetes.io/metadata.name.
+	// +optional
+	ResourceSharing *AllowedClientNamespaces `json:"resourceSharing,omitempty"`
 
 	// secretName is the Secret in this namespace the controller writes the credentials into:
 	// client_id, and client_secret for confidential clients (256 random bits). The controller
@@ -311,7 +337,7 @@ type RedirectStatus struct {
 // OAuthClientStatus is what the controller observed.
 type OAuthClientStatus struct {
 	// conditions: Ready says whether the client is in use; ConnectorsResolved whether every
-	// listed connector was found.
+	// listed connector was found; ResourcesOwned whether it may serve every listed resource.
 	// +kubebuilder:validation:MaxItems=8
 	// +listType=map
 	// +listMapKey=type

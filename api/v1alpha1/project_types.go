@@ -168,7 +168,7 @@ type ProjectSpec struct {
 	DefaultLanguage string `json:"defaultLanguage,omitempty"`
 
 	// upstreamNetwork says which addresses outside the public internet the server may call for
-	// the Connectors attached to this Project. Unset, only public addresses are called: an
+	// which Connectors attached to this Project. Unset, only public addresses are called: an
 	// endpoint on loopback, a private range, a cluster Service or the cloud metadata service is
 	// refused when it is dialled.
 	// +optional
@@ -287,21 +287,60 @@ type LogoReference struct {
 }
 
 // UpstreamNetwork lets a Project's Connectors reach a service that is not on the public
-// internet, such as an identity provider running in the cluster.
+// internet, such as an identity provider running in the cluster. Each range is opened only to
+// the Connectors the Project's administrator names: the ranges of allowedCIDRs to those in the
+// Project's own namespace, those of a grant to the Connectors it names or whose namespace it
+// admits (docs/decisions/0052).
 type UpstreamNetwork struct {
 	// allowedCIDRs are address ranges, in CIDR notation ("10.96.12.34/32", "fd00:10:96::/112"),
 	// that the server may dial for the token, userinfo, OIDC discovery and key, and revocation
-	// endpoints of every Connector attached to this Project, whichever namespace it is in. Public
-	// addresses are always allowed; any other address is refused at dial time, after DNS
-	// resolution, unless it is in one of these ranges. Link-local ranges (169.254.0.0/16 and
-	// fe80::/10, where cloud metadata services answer), multicast and the unspecified address are
-	// never dialled, whatever is listed. List the narrowest range that holds the provider (its
-	// Service's ClusterIP as a /32): every Connector of the Project can reach what is listed.
-	// Empty by default. At most 16.
+	// endpoints of the Connectors in the Project's own namespace, and for the Project's own calls
+	// (the keys of spec.identityAssertions' trusted issuers). A Connector in another namespace
+	// does not get them: open a range to it with grants. Public addresses are always allowed;
+	// any other address is refused at dial time, after DNS resolution, unless it is in a range
+	// opened to the Connector. Link-local ranges (169.254.0.0/16 and fe80::/10, where cloud
+	// metadata services answer), multicast and the unspecified address are never dialled,
+	// whatever is listed. List the narrowest range that holds the provider (its Service's
+	// ClusterIP as a /32). Empty by default. At most 16.
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=set
 	// +optional
 	AllowedCIDRs []CIDR `json:"allowedCIDRs,omitempty"`
+
+	// grants open address ranges to Connectors outside the Project's own namespace: each to the
+	// Connectors it names, and to those in the namespaces it admits. A Connector dials only the
+	// ranges of the grants that reach it (and, in the Project's namespace, allowedCIDRs). At
+	// most 16.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	Grants []UpstreamNetworkGrant `json:"grants,omitempty"`
+}
+
+// UpstreamNetworkGrant opens address ranges to some of a Project's Connectors.
+// +kubebuilder:validation:XValidation:rule="(has(self.connectors) && size(self.connectors) > 0) || has(self.namespaces)",message="a grant names connectors, namespaces, or both"
+type UpstreamNetworkGrant struct {
+	// cidrs are the address ranges the grant opens, in CIDR notation, under the rules of
+	// allowedCIDRs (link-local, multicast and the unspecified address are never dialled). At
+	// least 1, at most 16.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +required
+	CIDRs []CIDR `json:"cidrs"`
+
+	// connectors the ranges are opened to, each "namespace/name", or "name" in the Project's
+	// namespace. At most 32.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=set
+	// +optional
+	Connectors []ConnectorName `json:"connectors,omitempty"`
+
+	// namespaces whose Connectors the ranges are opened to: Same (the Project's namespace), All
+	// (every namespace the Project admits) or Selector (the namespaces selector matches, and the
+	// Project's namespace).
+	// +optional
+	Namespaces *AllowedClientNamespaces `json:"namespaces,omitempty"`
 }
 
 // CIDR is an IPv4 or IPv6 address range in CIDR notation.
