@@ -126,7 +126,8 @@ func New(o Options) *Server {
 func (s *Server) Connector(baseURL, key, callbackURL string) *config.Connector {
 	ns, name, _ := strings.Cut(key, "/")
 	c := &config.Connector{
-		Key: key, Namespace: ns, Name: name, DisplayName: string(s.o.Shape), Preset: string(s.o.Shape), Audience: string(s.o.Shape),
+		Key: key, Namespace: ns, Name: name, DisplayName: map[Shape]string{Slack: "Slack", Notion: "Notion", Linear: "Linear"}[s.o.Shape],
+		Preset: string(s.o.Shape), Audience: string(s.o.Shape),
 		CallbackURL: callbackURL, ClientID: s.o.ClientID, ClientSecret: s.o.ClientSecret, PKCE: true,
 		AuthURL: baseURL + s.paths.Authorize, TokenURL: baseURL + s.paths.Token, UserInfoURL: baseURL + s.paths.UserInfo,
 		RevocationURL: baseURL + s.paths.Revoke, RevocationStyle: config.RevokeRFC7009, UserInfoMethod: "GET",
