@@ -76,8 +76,8 @@ func (d dialect) RoundTrip(r *http.Request) (*http.Response, error) {
 // liftToken rewrites a JSON token answer whose access token sits at path (Slack's user token,
 // "authed_user.access_token") into the RFC 6749 shape x/oauth2 reads: the access token and
 // its siblings move to the top level, replacing whatever was there (Slack's top-level token
-// is the app's bot token, never to be handed out as the person's). The nested token is a
-// bearer token whatever token_type its service calls it ("user" at Slack).
+// is the app's bot token, never to be handed out as the person's). The token is a bearer token
+// whatever token_type its service calls it ("user" at Slack), in a refresh answer too.
 //
 // An answer to a code exchange without the nested token loses its top-level token too, so
 // x/oauth2 reports the token missing rather than taking another one. An answer to a refresh is
@@ -121,7 +121,11 @@ func liftToken(resp *http.Response, path string, refresh bool) (*http.Response, 
 	}
 	if at == "" {
 		if refresh {
-			return withBody(resp, b), nil
+			if _, ok := top["access_token"]; ok {
+				top["token_type"] = json.RawMessage(`"Bearer"`)
+			}
+			out, _ := json.Marshal(top)
+			return withBody(resp, out), nil
 		}
 		// Neither the nested token nor anything else is taken.
 		for _, f := range tokenFields {

@@ -165,5 +165,9 @@ func exchangeFor(t *testing.T, h *ct.Harness, subject, audience string) string {
 	if resp.StatusCode != http.StatusOK || at == "" {
 		t.Fatalf("token exchange answered %d %v", resp.StatusCode, body)
 	}
+	// Slack calls its user tokens "user"; the agent must be told how to send it.
+	if body["token_type"] != "Bearer" {
+		t.Errorf("token_type = %v, want Bearer", body["token_type"])
+	}
 	return at
 }
