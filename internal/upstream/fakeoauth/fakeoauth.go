@@ -85,7 +85,7 @@ func PathsOf(s Shape) Paths {
 		// https://docs.slack.dev/authentication/installing-with-oauth
 		return Paths{"/oauth/v2/authorize", "/api/oauth.v2.access", "/api/auth.test", "/api/auth.revoke"}
 	case Notion:
-		// https://developers.notion.com/docs/authorization
+		// https://developers.notion.com/reference/authorization
 		return Paths{"/v1/oauth/authorize", "/v1/oauth/token", "/v1/users/me", "/v1/oauth/revoke"}
 	default:
 		// https://linear.app/developers/oauth-2-0-authentication
@@ -467,7 +467,8 @@ func (s *Server) userInfo(w http.ResponseWriter, r *http.Request, req Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "url": "https://fake.slack.com/", "team": "Fake Team",
 			"user": a.Login, "team_id": "T0FAKE", "user_id": a.ID, "is_enterprise_install": false})
 	case Notion:
-		// https://developers.notion.com/reference/get-self and /reference/versioning.
+		// https://developers.notion.com/changelog/retrieve-information-about-your-token (the
+		// bot user and its owner; the version header is required on every API call).
 		if r.Method != http.MethodGet || r.Header.Get("Notion-Version") != NotionVersion {
 			writeJSON(w, http.StatusBadRequest, map[string]any{"object": "error", "status": 400, "code": "missing_version", "message": "Notion-Version header failed validation"})
 			return
