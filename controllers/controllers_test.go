@@ -192,6 +192,8 @@ func TestSamples(t *testing.T) {
 		UserInfoURL: "http://127.0.0.1:8090/user",
 		ClientID:    "latchkey-demo", ClientSecret: "demo-upstream-secret", Scopes: []string{"repo"}, PKCE: true,
 		AccountIDField: "id", AccountNameField: "login",
+		// The github preset's dialect, from internal/upstream/catalog/presets/github.yaml.
+		TokenAuth: config.TokenAuthPost, UserInfoMethod: "GET", RevocationStyle: config.RevokeGitHubGrant,
 		// The demo Project allows the fake GitHub's loopback address explicitly.
 		AllowedNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 	}
@@ -239,7 +241,7 @@ func TestConnectorSecretMissing(t *testing.T) {
 		if c == nil || c.ClientSecret != "upstream-secret" {
 			return errors.New("connector missing")
 		}
-		if c.AuthURL != githubAuthorizationURL || c.TokenURL != githubTokenURL || c.UserInfoURL != githubUserInfoURL {
+		if c.AuthURL != "https://github.com/login/oauth/authorize" || c.TokenURL != "https://github.com/login/oauth/access_token" || c.UserInfoURL != "https://api.github.com/user" {
 			return fmt.Errorf("github preset endpoints not filled: %+v", c)
 		}
 		return nil
@@ -871,6 +873,15 @@ func TestValidation(t *testing.T) {
 		{"connector endpoint over http", connector(func(s *v1alpha1.ConnectorSpec) {
 			s.Endpoints = &v1alpha1.ConnectorEndpoints{TokenURL: "http://idp.example/token"}
 		}), []string{"spec.endpoints.tokenURL", "must be an absolute https URL"}},
+		{"connector preset not a name", connector(func(s *v1alpha1.ConnectorSpec) { s.Preset = "GitHub!" }), []string{"spec.preset", "should match"}},
+		{"connector header owned by Latchkey", connector(func(s *v1alpha1.ConnectorSpec) {
+			s.Headers = map[string]v1alpha1.HeaderValue{"authorization": "Bearer stolen"}
+		}), []string{"spec.headers", "must not set Authorization"}},
+		{"connector scopeParameter taking over redirect_uri", connector(func(s *v1alpha1.ConnectorSpec) { s.ScopeParameter = "redirect_uri" }), []string{"spec.scopeParameter"}},
+		{"connector GET user info with a body", connector(func(s *v1alpha1.ConnectorSpec) {
+			s.UserInfo = &v1alpha1.ConnectorUserInfo{Method: "GET", GraphQLQuery: "{ viewer { id } }"}
+		}), []string{"a GET request has no body"}},
+		{"connector unknown auth method", connector(func(s *v1alpha1.ConnectorSpec) { s.TokenEndpointAuthMethod = "private_key_jwt" }), []string{"spec.tokenEndpointAuthMethod", "Unsupported value"}},
 		{"connector authParams overriding redirect_uri", connector(func(s *v1alpha1.ConnectorSpec) {
 			s.AuthParams = map[string]v1alpha1.AuthParamValue{"redirect_uri": "https://evil.example/"}
 		}), []string{"spec.authParams", "must not set"}},

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"slices"
 	"strings"
@@ -24,6 +26,7 @@ import (
 	lkkeys "latchkey.dev/latchkey/internal/keys"
 	"latchkey.dev/latchkey/internal/redirect"
 	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/upstream/catalog"
 )
 
 // notReady says why an object is not Ready. Reconcilers turn it into Ready=False with this
@@ -606,13 +609,6 @@ func (r *resolver) namespace(ctx context.Context, name string) (*corev1.Namespac
 // ---------------------------------------------------------------------------------------------
 // Connectors
 
-// GitHub's OAuth app endpoints, used by the github preset unless spec.endpoints overrides them.
-const (
-	githubAuthorizationURL = "https://github.com/login/oauth/authorize"
-	githubTokenURL         = "https://github.com/login/oauth/access_token"
-	githubUserInfoURL      = "https://api.github.com/user"
-)
-
 // connectorAudience is the effective token-exchange audience of a Connector.
 func connectorAudience(c *v1alpha1.Connector) string {
 	if c.Spec.Audience != "" {
@@ -747,36 +743,111 @@ func (r *resolver) compileConnector(ctx context.Context, c *v1alpha1.Connector) 
 	if out.AllowedNetworks, err = r.connectorNetworks(ctx, project, c); err != nil {
 		return nil, err
 	}
-	idField, nameField := "id", "email"
-	switch c.Spec.Preset {
-	case v1alpha1.PresetGitHub:
-		out.DisplayName = cmp.Or(out.DisplayName, "GitHub")
-		out.AuthURL, out.TokenURL, out.UserInfoURL = githubAuthorizationURL, githubTokenURL, githubUserInfoURL
-		nameField = "login"
+	if err := applyDialect(out, c); err != nil {
+		return nil, err
 	}
-	if e := c.Spec.Endpoints; e != nil {
-		out.AuthURL = cmp.Or(string(e.AuthorizationURL), out.AuthURL)
-		out.TokenURL = cmp.Or(string(e.TokenURL), out.TokenURL)
-		out.UserInfoURL = cmp.Or(string(e.UserInfoURL), out.UserInfoURL)
-		out.RevocationURL = cmp.Or(string(e.RevocationURL), out.RevocationURL)
-		out.OIDCIssuer = string(e.OIDCIssuer)
-		if e.OIDCIssuer != "" {
-			idField = "sub"
+	return &connectorResult{compiled: out, project: pk.String()}, nil
+}
+
+// applyDialect fills out's endpoints, dialect and account fields from the catalog preset the
+// Connector names (internal/upstream/catalog), then from its spec, which wins field by field.
+// An unknown preset, or one whose endpoints need a tenant the spec does not give, is notReady.
+func applyDialect(out *config.Connector, c *v1alpha1.Connector) error {
+	sp := &c.Spec
+	p := &catalog.Preset{}
+	if sp.Preset != "" {
+		found, ok := catalog.Get(string(sp.Preset))
+		if !ok {
+			return notReadyf(v1alpha1.ConnectorUnknownPresetReason,
+				"spec.preset %q is not in the catalog; known presets: %s", sp.Preset, strings.Join(catalog.Names(), ", "))
+		}
+		p = found
+		if p.NeedsTenant() && sp.Tenant == "" {
+			return notReadyf(v1alpha1.ConnectorPresetParameterMissingReason,
+				"the %s preset's endpoints need spec.tenant (the directory id or domain)", sp.Preset)
 		}
 	}
-	out.DisplayName = cmp.Or(out.DisplayName, c.Name)
-	if a := c.Spec.Account; a != nil {
+	tenant := strings.NewReplacer(catalog.Tenant, sp.Tenant)
+	fill := func(spec v1alpha1.EndpointURL, preset string) string {
+		if spec != "" {
+			return string(spec)
+		}
+		return tenant.Replace(preset)
+	}
+	e := sp.Endpoints
+	if e == nil {
+		e = &v1alpha1.ConnectorEndpoints{}
+	}
+	out.DisplayName = cmp.Or(out.DisplayName, p.DisplayName)
+	out.AuthURL = fill(e.AuthorizationURL, p.AuthorizationURL)
+	out.TokenURL = fill(e.TokenURL, p.TokenURL)
+	out.UserInfoURL = fill(e.UserInfoURL, p.UserInfoURL)
+	out.RevocationURL = fill(e.RevocationURL, p.RevocationURL)
+	out.OIDCIssuer = fill(e.OIDCIssuer, p.OIDCIssuer)
+
+	out.TokenAuth = cmp.Or(string(sp.TokenEndpointAuthMethod), p.TokenEndpointAuthMethod, config.TokenAuthPost)
+	out.TokenRequestJSON = cmp.Or(sp.TokenRequestFormat, p.TokenRequestFormat) == "json"
+	out.AccessTokenField = cmp.Or(sp.AccessTokenField, p.AccessTokenField)
+	if cmp.Or(string(sp.ScopeSeparator), p.ScopeSeparator) == string(v1alpha1.ScopeSeparatorComma) {
+		out.ScopeSeparator = ","
+	}
+	out.ScopeParam = cmp.Or(sp.ScopeParameter, p.ScopeParameter)
+	if len(out.Scopes) == 0 && len(p.DefaultScopes) > 0 {
+		out.Scopes = slices.Clone(p.DefaultScopes)
+	}
+	out.RevocationStyle = cmp.Or(string(sp.RevocationStyle), p.RevocationStyle, config.RevokeRFC7009)
+
+	ui := p.UserInfo
+	if u := sp.UserInfo; u != nil {
+		// The spec's userInfo replaces the preset's as a whole: a body of one and the method of
+		// the other would be a request neither describes.
+		ui = catalog.UserInfo{Method: string(u.Method), Body: u.Body, GraphQLQuery: u.GraphQLQuery}
+	}
+	out.UserInfoMethod = cmp.Or(ui.Method, "GET")
+	switch {
+	case ui.GraphQLQuery != "":
+		b, _ := json.Marshal(map[string]string{"query": ui.GraphQLQuery})
+		out.UserInfoBody, out.UserInfoMethod = string(b), "POST"
+	case ui.Body != "":
+		if !json.Valid([]byte(ui.Body)) {
+			return notReadyf(v1alpha1.ConnectorInvalidUserInfoReason, "spec.userInfo.body is not a JSON document")
+		}
+		out.UserInfoBody, out.UserInfoMethod = ui.Body, "POST"
+	}
+
+	if len(p.Headers)+len(sp.Headers) > 0 {
+		out.Headers = make(map[string]string, len(p.Headers)+len(sp.Headers))
+		for k, v := range p.Headers {
+			out.Headers[http.CanonicalHeaderKey(k)] = v
+		}
+		for k, v := range sp.Headers {
+			out.Headers[http.CanonicalHeaderKey(k)] = string(v)
+		}
+	}
+
+	idField, nameField := cmp.Or(p.Account.IDField, "id"), cmp.Or(p.Account.NameField, "email")
+	if out.OIDCIssuer != "" {
+		idField = "sub"
+	}
+	if a := sp.Account; a != nil {
 		idField = cmp.Or(a.IDField, idField)
 		nameField = cmp.Or(a.NameField, nameField)
 	}
 	out.AccountIDField, out.AccountNameField = idField, nameField
-	if len(c.Spec.AuthParams) > 0 {
-		out.AuthParams = make(map[string]string, len(c.Spec.AuthParams))
-		for k, v := range c.Spec.AuthParams {
-			out.AuthParams[k] = string(v)
-		}
+
+	scopeParam := cmp.Or(out.ScopeParam, "scope")
+	params := map[string]string{}
+	for k, v := range p.AuthParams {
+		params[k] = v
 	}
-	return &connectorResult{compiled: out, project: pk.String()}, nil
+	for k, v := range sp.AuthParams {
+		params[k] = string(v)
+	}
+	delete(params, scopeParam)
+	if len(params) > 0 {
+		out.AuthParams = params
+	}
+	return nil
 }
 
 // ---------------------------------------------------------------------------------------------

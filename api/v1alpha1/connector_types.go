@@ -26,8 +26,24 @@ const (
 	ConnectorAudienceConflictReason = "AudienceConflict"
 )
 
-// ConnectorPreset is a well-known service whose endpoints and account fields Latchkey knows.
-// +kubebuilder:validation:Enum=github
+// ConnectorUnknownPresetReason: spec.preset names no preset of Latchkey's catalog
+// (docs/providers/README.md).
+const ConnectorUnknownPresetReason = "UnknownPreset"
+
+// ConnectorPresetParameterMissingReason: the preset's endpoints need a value the Connector does
+// not give (spec.tenant for the microsoft preset).
+const ConnectorPresetParameterMissingReason = "PresetParameterMissing"
+
+// ConnectorInvalidUserInfoReason: spec.userInfo.body is not a JSON document.
+const ConnectorInvalidUserInfoReason = "InvalidUserInfo"
+
+// ConnectorPreset names a well-known service in Latchkey's catalog of presets
+// (docs/providers/README.md): github, gitlab, google, slack, notion, linear, atlassian,
+// microsoft. The controller checks the name against the catalog, not the schema, so new presets
+// need no CRD change.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`
 type ConnectorPreset string
 
 const (
@@ -36,6 +52,74 @@ const (
 	// named by their login.
 	PresetGitHub ConnectorPreset = "github"
 )
+
+// UpstreamAuthMethod is how Latchkey authenticates to a service's token endpoint (RFC 6749
+// §2.3.1, the names of RFC 7591).
+// +kubebuilder:validation:Enum=client_secret_basic;client_secret_post;none
+type UpstreamAuthMethod string
+
+const (
+	// UpstreamAuthBasic sends the client id and secret in an HTTP Basic Authorization header.
+	UpstreamAuthBasic UpstreamAuthMethod = "client_secret_basic"
+	// UpstreamAuthPost sends them as client_id and client_secret form parameters.
+	UpstreamAuthPost UpstreamAuthMethod = "client_secret_post"
+	// UpstreamAuthNone sends only client_id: a public client, kept apart by PKCE alone.
+	UpstreamAuthNone UpstreamAuthMethod = "none"
+)
+
+// ScopeSeparator joins the scopes of an authorization request.
+// +kubebuilder:validation:Enum=space;comma
+type ScopeSeparator string
+
+const (
+	// ScopeSeparatorSpace is RFC 6749's: "read write".
+	ScopeSeparatorSpace ScopeSeparator = "space"
+	// ScopeSeparatorComma is what some services want instead: "read,write" (Linear).
+	ScopeSeparatorComma ScopeSeparator = "comma"
+)
+
+// RevocationStyle is how a service revokes tokens at endpoints.revocationURL.
+// +kubebuilder:validation:Enum=RFC7009;GitHubGrant
+type RevocationStyle string
+
+const (
+	// RevocationRFC7009 posts each token held (refresh token first) as RFC 7009 says.
+	RevocationRFC7009 RevocationStyle = "RFC7009"
+	// RevocationGitHubGrant is GitHub's DELETE /applications/{client_id}/grant with the app's
+	// Basic credentials and the access token in a JSON body; it also withdraws the approval.
+	RevocationGitHubGrant RevocationStyle = "GitHubGrant"
+)
+
+// HTTPMethod is GET or POST.
+// +kubebuilder:validation:Enum=GET;POST
+type HTTPMethod string
+
+// HeaderValue is the value of one extra HTTP header: printable ASCII and spaces.
+// +kubebuilder:validation:MaxLength=256
+// +kubebuilder:validation:Pattern=`^[ -~]*$`
+type HeaderValue string
+
+// ConnectorUserInfo says how the account is read from endpoints.userInfoURL.
+// +kubebuilder:validation:XValidation:rule="!(has(self.body) && has(self.graphQLQuery))",message="userInfo: set body or graphQLQuery, not both"
+// +kubebuilder:validation:XValidation:rule="!(has(self.method) && self.method == 'GET' && (has(self.body) || has(self.graphQLQuery)))",message="userInfo: a GET request has no body; use method POST"
+type ConnectorUserInfo struct {
+	// method is GET (the default) or POST. A body or graphQLQuery implies POST.
+	// +optional
+	Method HTTPMethod `json:"method,omitempty"`
+
+	// body is a JSON document sent as the request body (Content-Type: application/json). At
+	// most 4096 characters.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Body string `json:"body,omitempty"`
+
+	// graphQLQuery is a GraphQL query sent as {"query": ...} in a JSON POST body, for services
+	// whose API is GraphQL (Linear: "{ viewer { id name email } }"); account fields are then
+	// dotted paths into the answer ("data.viewer.id"). At most 4096 characters.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	GraphQLQuery string `json:"graphQLQuery,omitempty"`
+}
 
 // AuthParamValue is the value of one extra authorization request parameter.
 // +kubebuilder:validation:MaxLength=256
@@ -49,16 +133,18 @@ type ConnectorSpec struct {
 	ProjectRef ProjectReference `json:"projectRef"`
 
 	// displayName is the service's name on the account and connect-link pages ("GitHub").
-	// Defaults to "GitHub" for the github preset, else the resource's name. At most 100
+	// Defaults to the preset's ("GitHub" for github), else the resource's name. At most 100
 	// characters.
 	// +kubebuilder:validation:MaxLength=100
 	// +optional
 	DisplayName string `json:"displayName,omitempty"`
 
-	// preset fills the endpoints and account fields of a well-known service: github. Fields set
-	// in endpoints and account override the preset's, which is how tests and `make run` point the
-	// github preset at a fake GitHub on a loopback address. Without a preset, endpoints must be
-	// given.
+	// preset fills the endpoints, token endpoint dialect, user info request and account fields
+	// of a well-known service from Latchkey's catalog (docs/providers/README.md): github, gitlab,
+	// google, slack, notion, linear, atlassian, microsoft. A name not in the catalog reports
+	// Ready=False with reason UnknownPreset. Fields set in the spec override the preset's, which
+	// is how tests and `make run` point the github preset at a fake GitHub on a loopback address.
+	// Without a preset, endpoints must be given.
 	// +optional
 	Preset ConnectorPreset `json:"preset,omitempty"`
 
@@ -106,6 +192,73 @@ type ConnectorSpec struct {
 	// account says which fields of the service's user info name the connected account.
 	// +optional
 	Account *ConnectorAccount `json:"account,omitempty"`
+
+	// tenant fills "{tenant}" in the preset's endpoints: the directory (tenant) id or domain of
+	// the microsoft preset, or "organizations" / "common" for apps of several tenants. A preset
+	// whose endpoints need it reports PresetParameterMissing until it is set. At most 128
+	// characters.
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9.-]*$`
+	// +optional
+	Tenant string `json:"tenant,omitempty"`
+
+	// tokenEndpointAuthMethod is how Latchkey authenticates to the token endpoint:
+	// client_secret_post (client_id and client_secret in the form; the default without a
+	// preset), client_secret_basic (an HTTP Basic header), or none (client_id only; PKCE keeps
+	// the code bound). Overrides the preset's.
+	// +optional
+	TokenEndpointAuthMethod UpstreamAuthMethod `json:"tokenEndpointAuthMethod,omitempty"`
+
+	// tokenRequestFormat is how the token request's parameters are sent: form
+	// (application/x-www-form-urlencoded, RFC 6749; the default without a preset) or json (an
+	// object of the same string parameters, as Notion wants). Overrides the preset's.
+	// +kubebuilder:validation:Enum=form;json
+	// +optional
+	TokenRequestFormat string `json:"tokenRequestFormat,omitempty"`
+
+	// accessTokenField is the dotted path of the access token in the token endpoint's JSON
+	// answer, for services that do not put it at the top level (Slack's user token:
+	// "authed_user.access_token"). refresh_token, expires_in, token_type and scope are then read
+	// from the same object. Defaults to "access_token". At most 128 characters.
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`
+	// +optional
+	AccessTokenField string `json:"accessTokenField,omitempty"`
+
+	// scopeSeparator joins scopes in the authorization request: space (RFC 6749, the default
+	// without a preset) or comma. Overrides the preset's.
+	// +optional
+	ScopeSeparator ScopeSeparator `json:"scopeSeparator,omitempty"`
+
+	// scopeParameter is the authorization request parameter that carries the scopes. Defaults
+	// to "scope"; Slack's user scopes go in "user_scope". authParams cannot set it. At most 64
+	// characters.
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]+$`
+	// +kubebuilder:validation:XValidation:rule="!(self in ['response_type', 'client_id', 'redirect_uri', 'state', 'code_challenge', 'code_challenge_method'])",message="scopeParameter must not be a parameter Latchkey sets otherwise"
+	// +optional
+	ScopeParameter string `json:"scopeParameter,omitempty"`
+
+	// userInfo says how endpoints.userInfoURL is asked: method, and a JSON body or GraphQL query.
+	// Overrides the preset's.
+	// +optional
+	UserInfo *ConnectorUserInfo `json:"userInfo,omitempty"`
+
+	// headers are extra HTTP headers sent on every call to the service (token, user info,
+	// revocation), such as Notion's "Notion-Version: 2022-06-28". They add to the preset's and
+	// win over them. They cannot set Authorization, Content-Type, Content-Length, Cookie, Host or
+	// hop-by-hop headers, which Latchkey or HTTP own. At most 8.
+	// +kubebuilder:validation:MaxProperties=8
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[A-Za-z0-9-]{1,64}$'))",message="header names must be 1 to 64 letters, digits or '-'"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k.lowerAscii() in ['authorization', 'content-type', 'content-length', 'cookie', 'host', 'connection', 'transfer-encoding', 'te', 'upgrade', 'proxy-authorization', 'traceparent', 'tracestate']))",message="headers must not set Authorization, Content-Type, Content-Length, Cookie, Host, Connection, Transfer-Encoding, TE, Upgrade, Proxy-Authorization, traceparent or tracestate"
+	// +optional
+	Headers map[string]HeaderValue `json:"headers,omitempty"`
+
+	// revocationStyle is how endpoints.revocationURL is called on disconnect: RFC7009 (the
+	// default without a preset) or GitHubGrant. "{client_id}" in the URL is replaced by the
+	// client id. Overrides the preset's.
+	// +optional
+	RevocationStyle RevocationStyle `json:"revocationStyle,omitempty"`
 
 	// audience is the identifier agents send as `audience` in token exchange (RFC 8693) to get a
 	// token for this service. Defaults to the preset's name ("github") or, without a preset, the
@@ -175,19 +328,20 @@ type ConnectorEndpoints struct {
 }
 
 // ConnectorAccount names the fields of the service's user info (or ID token) that identify an
-// account. Top-level JSON field names only.
+// account. A field is a top-level JSON name or a dotted path into nested objects
+// ("data.viewer.id"); a top-level name that itself contains dots wins over the path.
 type ConnectorAccount struct {
 	// idField holds the account's stable id; reconnecting the same account keeps its
-	// permissions. Defaults to "sub" when endpoints.oidcIssuer is set, else "id" (GitHub's
-	// numeric user id). At most 64 characters.
-	// +kubebuilder:validation:MaxLength=64
+	// permissions. Defaults to "sub" when endpoints.oidcIssuer is set, else the preset's, else
+	// "id" (GitHub's numeric user id). At most 128 characters.
+	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]+$`
 	// +optional
 	IDField string `json:"idField,omitempty"`
 
 	// nameField holds the name people know the account by, shown on their account page.
-	// Defaults to "login" for the github preset, else "email". At most 64 characters.
-	// +kubebuilder:validation:MaxLength=64
+	// Defaults to the preset's (GitHub: "login"), else "email". At most 128 characters.
+	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]+$`
 	// +optional
 	NameField string `json:"nameField,omitempty"`

@@ -249,7 +249,7 @@ type Connector struct {
 	Namespace   string
 	Name        string
 	DisplayName string // "GitHub"
-	Preset      string // "github" or ""
+	Preset      string // the catalog preset's name ("github"), or ""
 	// Audience is the identifier agents send as `audience` in token exchange.
 	Audience string
 	// CallbackURL is the connector's own fixed callback, {issuer} followed by
@@ -268,14 +268,53 @@ type Connector struct {
 	Scopes           []string
 	PKCE             bool
 	AuthParams       map[string]string
-	AccountIDField   string // JSON field of userinfo naming the stable account id ("id")
-	AccountNameField string // JSON field naming the account for people ("login")
+	AccountIDField   string // JSON field (or dotted path) of userinfo naming the stable account id ("id")
+	AccountNameField string // JSON field (or dotted path) naming the account for people ("login")
+
+	// The service's dialect (docs/connecting-services.md, docs/decisions/0056). Zero values are
+	// RFC 6749's.
+
+	// TokenAuth is how the token endpoint authenticates Latchkey: TokenAuthPost (also when
+	// empty), TokenAuthBasic or TokenAuthNone.
+	TokenAuth string
+	// TokenRequestJSON sends the token request's parameters as a JSON object instead of a form.
+	TokenRequestJSON bool
+	// AccessTokenField is the dotted path of the access token in the token answer; empty is
+	// "access_token". Its siblings hold the refresh token, expiry, type and scope.
+	AccessTokenField string
+	// ScopeSeparator joins scopes in the authorization request; empty is " ".
+	ScopeSeparator string
+	// ScopeParam is the authorization request parameter carrying the scopes; empty is "scope".
+	ScopeParam string
+	// UserInfoMethod is "GET" (also when empty) or "POST"; UserInfoBody, when set, is the JSON
+	// body of the POST.
+	UserInfoMethod string
+	UserInfoBody   string
+	// Headers are sent on every call to the service.
+	Headers map[string]string
+	// RevocationStyle is RevokeRFC7009 (also when empty) or RevokeGitHubGrant.
+	RevocationStyle string
 	// AllowedNetworks are the address ranges outside the public internet that the server may
 	// dial for this connector's token, userinfo, discovery, key and revocation endpoints: the
 	// Project's spec.upstreamNetwork.allowedCIDRs. Empty (the default) dials public addresses
 	// only (internal/netguard).
 	AllowedNetworks []netip.Prefix
 }
+
+// Token endpoint authentication methods of a Connector (RFC 6749 §2.3.1, named as in RFC 7591).
+const (
+	TokenAuthPost  = "client_secret_post"
+	TokenAuthBasic = "client_secret_basic"
+	TokenAuthNone  = "none"
+)
+
+// Revocation styles of a Connector.
+const (
+	// RevokeRFC7009 posts each token to the revocation endpoint (RFC 7009).
+	RevokeRFC7009 = "RFC7009"
+	// RevokeGitHubGrant is GitHub's DELETE /applications/{client_id}/grant.
+	RevokeGitHubGrant = "GitHubGrant"
+)
 
 // CallbackPath is a connector's callback path under its Project's issuer.
 func CallbackPath(namespace, name string) string {

@@ -78,6 +78,9 @@ func client(hc *http.Client, c *config.Connector) (*http.Client, error) {
 	}
 	cp := *hc
 	cp.Transport = traced(t)
+	if needsDialect(c) {
+		cp.Transport = dialect{base: cp.Transport, c: c}
+	}
 	return &cp, nil
 }
 

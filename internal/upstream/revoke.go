@@ -19,9 +19,11 @@ import (
 // longer knows counts as revoked. Callers delete the connection whatever this returns: a
 // service that cannot be reached must not keep a person from disconnecting.
 //
-// The GitHub preset uses GitHub's own endpoint (DELETE /applications/{client_id}/grant with the
-// app's basic credentials and the token in a JSON body), which also withdraws the approval so
-// GitHub asks again next time. Any other connector gets RFC 7009 revocation of each token held.
+// "{client_id}" in the RevocationURL is replaced by the client id. RevocationStyle GitHubGrant
+// (the github preset) uses GitHub's own endpoint (DELETE /applications/{client_id}/grant with
+// the app's basic credentials and the token in a JSON body), which also withdraws the approval
+// so GitHub asks again next time. Any other connector gets RFC 7009 revocation of each token
+// held, the client authenticated as at the token endpoint (c.TokenAuth).
 func (v *Vault) Revoke(ctx context.Context, c *config.Connector, conn store.Connection) error {
 	if c.RevocationURL == "" {
 		return nil
@@ -32,7 +34,7 @@ func (v *Vault) Revoke(ctx context.Context, c *config.Connector, conn store.Conn
 	}
 	ctx, cancel := context.WithTimeout(ctx, v.timeout())
 	defer cancel()
-	if c.Preset == "github" {
+	if c.RevocationStyle == config.RevokeGitHubGrant {
 		return v.revokeGitHub(ctx, c, at)
 	}
 	var errs []error
@@ -44,9 +46,8 @@ func (v *Vault) Revoke(ctx context.Context, c *config.Connector, conn store.Conn
 }
 
 func (v *Vault) revokeGitHub(ctx context.Context, c *config.Connector, access string) error {
-	u := strings.ReplaceAll(c.RevocationURL, "{client_id}", url.PathEscape(c.ClientID))
 	body, _ := json.Marshal(map[string]string{"access_token": access})
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, revocationURL(c), bytes.NewReader(body))
 	if err != nil {
 		return fail(ErrService, "revocation: the URL is not usable", nil)
 	}
@@ -56,14 +57,24 @@ func (v *Vault) revokeGitHub(ctx context.Context, c *config.Connector, access st
 	return v.doRevoke(ctx, c, req, http.StatusNotFound, http.StatusUnprocessableEntity)
 }
 
+// revokeRFC7009 posts one token. Its form becomes JSON on the way for a connector whose token
+// requests are JSON (the dialect transport).
 func (v *Vault) revokeRFC7009(ctx context.Context, c *config.Connector, tok, hint string) error {
-	form := url.Values{"token": {tok}, "token_type_hint": {hint}, "client_id": {c.ClientID}}
-	if c.ClientSecret != "" {
-		form.Set("client_secret", c.ClientSecret)
+	form := url.Values{"token": {tok}, "token_type_hint": {hint}}
+	basic := c.TokenAuth == config.TokenAuthBasic && c.ClientSecret != ""
+	if !basic {
+		form.Set("client_id", c.ClientID)
+		if c.ClientSecret != "" && c.TokenAuth != config.TokenAuthNone {
+			form.Set("client_secret", c.ClientSecret)
+		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.RevocationURL, strings.NewReader(form.Encode()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, revocationURL(c), strings.NewReader(form.Encode()))
 	if err != nil {
 		return fail(ErrService, "revocation: the URL is not usable", nil)
+	}
+	if basic {
+		// RFC 6749 §2.3.1: both encoded as a form would, then Basic.
+		req.SetBasicAuth(url.QueryEscape(c.ClientID), url.QueryEscape(c.ClientSecret))
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	return v.doRevoke(ctx, c, req)

@@ -8,6 +8,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -74,9 +75,10 @@ var reserved = map[string]bool{
 
 // AuthURL builds the URL that sends the person to the service. redirect_uri is always
 // c.CallbackURL: the connector's fixed callback, never anything from a request. The PKCE S256
-// challenge of verifier is included when c.PKCE is set. Reserved parameters (redirect_uri,
-// client_id, response_type, scope, state, code_challenge*) cannot be set through AuthParams or
-// a query in c.AuthURL. It returns "" only if c.AuthURL does not parse (controllers reject
+// challenge of verifier is included when c.PKCE is set. The scopes go in c.ScopeParam, joined
+// by c.ScopeSeparator (RFC 6749's "scope" and " " when unset). Reserved parameters
+// (redirect_uri, client_id, response_type, scope and c.ScopeParam, state, code_challenge*)
+// cannot be set through AuthParams or a query in c.AuthURL. It returns "" only if c.AuthURL does not parse (controllers reject
 // such connectors).
 func AuthURL(c *config.Connector, state, verifier string) string {
 	u, err := url.Parse(c.AuthURL)
@@ -90,8 +92,10 @@ func AuthURL(c *config.Connector, state, verifier string) string {
 			q.Del(k)
 		}
 	}
+	scopeParam := orDefault(c.ScopeParam, "scope")
+	q.Del(scopeParam)
 	for k, v := range c.AuthParams {
-		if !reserved[k] {
+		if !reserved[k] && k != scopeParam {
 			q.Set(k, v)
 		}
 	}
@@ -99,7 +103,7 @@ func AuthURL(c *config.Connector, state, verifier string) string {
 	q.Set("client_id", c.ClientID)
 	q.Set("redirect_uri", c.CallbackURL)
 	if len(c.Scopes) > 0 {
-		q.Set("scope", strings.Join(c.Scopes, " "))
+		q.Set(scopeParam, strings.Join(c.Scopes, orDefault(c.ScopeSeparator, " ")))
 	}
 	q.Set("state", state)
 	if c.PKCE {
@@ -114,13 +118,22 @@ func AuthURL(c *config.Connector, state, verifier string) string {
 // NewVerifier returns a fresh PKCE code verifier (RFC 7636, 32 random bytes).
 func NewVerifier() string { return oauth2.GenerateVerifier() }
 
-// oauthConfig is the x/oauth2 view of a connector. Client credentials go in the request body:
-// every GitHub-like service accepts that, and several (Slack among them) accept nothing else.
+// oauthConfig is the x/oauth2 view of a connector. Client credentials go where c.TokenAuth
+// says: in the request body unless it says otherwise (every GitHub-like service accepts that),
+// in a Basic header for client_secret_basic, and only client_id for none. The style is fixed,
+// never guessed by x/oauth2's trial of both, so a secret goes only where the service wants it.
 func oauthConfig(c *config.Connector) *oauth2.Config {
+	style, secret := oauth2.AuthStyleInParams, c.ClientSecret
+	switch c.TokenAuth {
+	case config.TokenAuthBasic:
+		style = oauth2.AuthStyleInHeader
+	case config.TokenAuthNone:
+		secret = ""
+	}
 	return &oauth2.Config{
 		ClientID:     c.ClientID,
-		ClientSecret: c.ClientSecret,
-		Endpoint:     oauth2.Endpoint{AuthURL: c.AuthURL, TokenURL: c.TokenURL, AuthStyle: oauth2.AuthStyleInParams},
+		ClientSecret: secret,
+		Endpoint:     oauth2.Endpoint{AuthURL: c.AuthURL, TokenURL: c.TokenURL, AuthStyle: style},
 		RedirectURL:  c.CallbackURL,
 		Scopes:       c.Scopes,
 	}
@@ -199,18 +212,27 @@ func accountFromUserInfo(ctx context.Context, c *config.Connector, tok *oauth2.T
 	if c.UserInfoURL == "" {
 		return Account{}, fail(ErrService, "the connector has neither a userinfo endpoint nor an OIDC issuer", nil)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.UserInfoURL, nil)
+	method := http.MethodGet
+	var body io.Reader
+	if c.UserInfoMethod == http.MethodPost || c.UserInfoBody != "" {
+		method = http.MethodPost
+		body = strings.NewReader(c.UserInfoBody)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.UserInfoURL, body)
 	if err != nil {
 		return Account{}, fail(ErrService, "userinfo: the URL is not usable", nil)
 	}
 	tok.SetAuthHeader(req)
 	req.Header.Set("Accept", "application/json")
+	if c.UserInfoBody != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := ctx.Value(oauth2.HTTPClient).(*http.Client).Do(req)
 	if err != nil {
 		return Account{}, classify(ctx, "userinfo", err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
 		return Account{}, classify(ctx, "userinfo", err)
 	}
@@ -218,7 +240,7 @@ func accountFromUserInfo(ctx context.Context, c *config.Connector, tok *oauth2.T
 		return Account{}, classify(ctx, "userinfo", &statusError{resp.StatusCode})
 	}
 	var fields map[string]any
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(answer))
 	dec.UseNumber()
 	if err := dec.Decode(&fields); err != nil {
 		return Account{}, fail(ErrService, "userinfo is not a JSON object", nil)

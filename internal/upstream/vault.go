@@ -328,7 +328,7 @@ func rejected(err error) bool {
 		return false
 	}
 	switch re.ErrorCode {
-	case "invalid_grant", "bad_refresh_token":
+	case "invalid_grant", "bad_refresh_token", "invalid_refresh_token":
 		return true
 	case "":
 		return re.Response != nil && (re.Response.StatusCode == http.StatusBadRequest || re.Response.StatusCode == http.StatusUnauthorized)

@@ -197,6 +197,7 @@ func (s *Server) Connector(baseURL, callbackURL string) *config.Connector {
 		TokenURL:         baseURL + TokenPath,
 		UserInfoURL:      baseURL + UserPath,
 		RevocationURL:    baseURL + fmt.Sprintf(GrantPathFormat, "{client_id}"),
+		RevocationStyle:  config.RevokeGitHubGrant,
 		ClientID:         s.o.ClientID,
 		ClientSecret:     s.o.ClientSecret,
 		Scopes:           []string{"repo", "read:user"},

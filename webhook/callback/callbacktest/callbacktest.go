@@ -35,8 +35,10 @@ import (
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
 	"latchkey.dev/latchkey/internal/upstream/fakegithub"
+	"latchkey.dev/latchkey/internal/upstream/fakeoauth"
 	"latchkey.dev/latchkey/webhook"
 	"latchkey.dev/latchkey/webhook/callback"
+	"latchkey.dev/latchkey/webhook/exchange"
 )
 
 // The people of the stories.
@@ -78,7 +80,25 @@ type Options struct {
 	Store func(store.Store) store.Store
 	// Logger receives the server's log; discarded when unset.
 	Logger logr.Logger
+	// Services start a fake service of each shape (internal/upstream/fakeoauth) with its
+	// connector, default/<shape>, next to GitHub; the Agent client may exchange tokens for all.
+	// Their tokens expire after ServiceTokenTTL (0: never, without refresh tokens).
+	Services        []fakeoauth.Shape
+	ServiceTokenTTL time.Duration
 }
+
+// Service is a running fake service and its connector.
+type Service struct {
+	Fake      *fakeoauth.Server
+	URL       string
+	Connector *config.Connector
+}
+
+// The confidential client that exchanges tokens for the Services' connectors.
+const (
+	Agent       = "agent"
+	AgentSecret = "agent-secret-for-callback-tests-0123456789"
+)
 
 // Harness is one running installation.
 type Harness struct {
@@ -97,6 +117,8 @@ type Harness struct {
 	Issuer, CallbackURL string
 	// AuditSink is the project's event sink for the audit trail (Trail reads it).
 	AuditSink *audittest.Sink
+	// Services are Options.Services by shape.
+	Services map[fakeoauth.Shape]*Service
 }
 
 var hashes = sync.OnceValue(func() map[string]string {
@@ -201,6 +223,36 @@ func New(t testing.TB, o Options) *Harness {
 		Connectors:           map[string]*config.Connector{h.Connector.Key: h.Connector},
 		ConnectorsByAudience: map[string]*config.Connector{h.Connector.Audience: h.Connector},
 		Redirects:            config.DefaultRedirectRules(),
+	}
+	h.Services = map[fakeoauth.Shape]*Service{}
+	for _, shape := range o.Services {
+		key := "default/" + string(shape)
+		cb := h.Issuer + config.CallbackPath("default", string(shape))
+		fake := fakeoauth.New(fakeoauth.Options{
+			Shape: shape, ClientID: ClientID, ClientSecret: ClientSecret, RedirectURI: cb, Now: h.Clock.Now,
+			AccessTokenTTL: o.ServiceTokenTTL,
+			Accounts: []fakeoauth.Account{
+				{ID: "U0ALICE", Login: AliceLogin, Name: "Alice", Email: AliceEmail},
+				{ID: "U0MALLORY", Login: MalloryLogin, Name: "Mallory", Email: MalloryEmail},
+			},
+		})
+		srv := httptest.NewServer(fake)
+		t.Cleanup(srv.Close)
+		sv := &Service{Fake: fake, URL: srv.URL, Connector: fake.Connector(srv.URL, key, cb)}
+		h.Services[shape] = sv
+		h.Project.Connectors[key] = sv.Connector
+		h.Project.ConnectorsByAudience[sv.Connector.Audience] = sv.Connector
+	}
+	if len(o.Services) > 0 {
+		agent := &config.Client{
+			ID: Agent, SecretHash: secret.Hash(AgentSecret), Name: "Agent", RedirectURIs: []string{"http://127.0.0.1/agent"},
+			GrantTypes: []string{"authorization_code", exchange.GrantType}, Scopes: []string{"openid"},
+			TokenEndpointAuthMethod: "client_secret_basic",
+		}
+		for key := range h.Project.Connectors {
+			agent.Connectors = append(agent.Connectors, key)
+		}
+		h.Project.Clients[Agent] = agent
 	}
 	h.AuditSink = audittest.NewSink(t, h.Clock.Now)
 	h.Project.EventSinks = []config.EventSink{h.AuditSink.Config()}

@@ -1,0 +1,227 @@
+// Package catalog is Latchkey's catalog of Connector presets: one YAML file per service in
+// presets/, compiled in. A preset is data — endpoints, the service's dialect, the account
+// fields and the documentation pages the values were taken from — so adding a service is adding
+// a file, and the Connector CRD names a preset by a free string that the controller checks
+// here (docs/decisions/0056, docs/providers/README.md).
+package catalog
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"path"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"sigs.k8s.io/yaml"
+)
+
+//go:embed presets/*.yaml
+var files embed.FS
+
+// Preset is one service. Field names follow the Connector's spec; every field is optional
+// except the endpoints a connection needs and Docs.
+type Preset struct {
+	// Name is the file's name without .yaml: what spec.preset says, and the default audience.
+	Name string `json:"-"`
+	// DisplayName is the service's name on the account page ("GitHub").
+	DisplayName string `json:"displayName"`
+	// Connects says in a few words what a connection reaches, for docs/providers/README.md.
+	Connects string `json:"connects"`
+	// Docs are the documentation pages the values below were taken from.
+	Docs []string `json:"docs"`
+
+	AuthorizationURL string `json:"authorizationURL"`
+	TokenURL         string `json:"tokenURL"`
+	UserInfoURL      string `json:"userInfoURL,omitempty"`
+	RevocationURL    string `json:"revocationURL,omitempty"`
+	OIDCIssuer       string `json:"oidcIssuer,omitempty"`
+
+	TokenEndpointAuthMethod string            `json:"tokenEndpointAuthMethod,omitempty"`
+	TokenRequestFormat      string            `json:"tokenRequestFormat,omitempty"`
+	AccessTokenField        string            `json:"accessTokenField,omitempty"`
+	ScopeSeparator          string            `json:"scopeSeparator,omitempty"`
+	ScopeParameter          string            `json:"scopeParameter,omitempty"`
+	DefaultScopes           []string          `json:"defaultScopes,omitempty"`
+	AuthParams              map[string]string `json:"authParams,omitempty"`
+	UserInfo                UserInfo          `json:"userInfo,omitempty"`
+	Headers                 map[string]string `json:"headers,omitempty"`
+	Account                 Account           `json:"account,omitempty"`
+	RevocationStyle         string            `json:"revocationStyle,omitempty"`
+}
+
+// UserInfo is how the user info endpoint is asked.
+type UserInfo struct {
+	Method       string `json:"method,omitempty"`
+	Body         string `json:"body,omitempty"`
+	GraphQLQuery string `json:"graphQLQuery,omitempty"`
+}
+
+// Account names the user info fields (dotted paths) of the account's id and name.
+type Account struct {
+	IDField   string `json:"idField,omitempty"`
+	NameField string `json:"nameField,omitempty"`
+}
+
+// Placeholders a preset's URLs may contain, filled from the Connector's spec.
+const (
+	// Tenant is filled from spec.tenant.
+	Tenant = "{tenant}"
+	// ClientID is filled with the client id, in the revocation URL only.
+	ClientID = "{client_id}"
+)
+
+// NeedsTenant reports whether the preset's endpoints contain {tenant}.
+func (p *Preset) NeedsTenant() bool {
+	for _, u := range []string{p.AuthorizationURL, p.TokenURL, p.UserInfoURL, p.RevocationURL, p.OIDCIssuer} {
+		if strings.Contains(u, Tenant) {
+			return true
+		}
+	}
+	return false
+}
+
+var load = sync.OnceValues(func() (map[string]*Preset, error) {
+	out := map[string]*Preset{}
+	entries, err := fs.Glob(files, "presets/*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range entries {
+		b, err := files.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		p := &Preset{}
+		if err := yaml.UnmarshalStrict(b, p); err != nil {
+			return nil, fmt.Errorf("catalog: %s: %w", f, err)
+		}
+		p.Name = strings.TrimSuffix(path.Base(f), ".yaml")
+		if err := p.validate(); err != nil {
+			return nil, fmt.Errorf("catalog: %s: %w", f, err)
+		}
+		out[p.Name] = p
+	}
+	return out, nil
+})
+
+// all is the catalog; a broken file is a build mistake the tests catch, so it panics.
+func all() map[string]*Preset {
+	m, err := load()
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// Get returns the preset called name, or false. The Preset is shared: do not change it.
+func Get(name string) (*Preset, bool) {
+	p, ok := all()[name]
+	return p, ok
+}
+
+// Names lists the catalog's presets, sorted.
+func Names() []string {
+	m := all()
+	out := make([]string, 0, len(m))
+	for n := range m {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+var (
+	nameRE   = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+	fieldRE  = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
+	headerRE = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
+)
+
+// validate holds a preset to what the CRD's validation holds a Connector to, and a little more:
+// https endpoints, documentation for every value.
+func (p *Preset) validate() error {
+	if !nameRE.MatchString(p.Name) || len(p.Name) > 63 {
+		return fmt.Errorf("name %q is not a valid preset name", p.Name)
+	}
+	if p.DisplayName == "" || p.Connects == "" || len(p.Docs) == 0 {
+		return fmt.Errorf("displayName, connects and docs are required")
+	}
+	for _, d := range p.Docs {
+		if u, err := url.Parse(d); err != nil || u.Scheme != "https" || u.Host == "" {
+			return fmt.Errorf("docs: %q is not an https URL", d)
+		}
+	}
+	if p.AuthorizationURL == "" || p.TokenURL == "" || (p.UserInfoURL == "" && p.OIDCIssuer == "") {
+		return fmt.Errorf("authorizationURL, tokenURL and userInfoURL or oidcIssuer are required")
+	}
+	for _, e := range []string{p.AuthorizationURL, p.TokenURL, p.UserInfoURL, p.RevocationURL, p.OIDCIssuer} {
+		if e == "" {
+			continue
+		}
+		filled := strings.NewReplacer(Tenant, "tenant", ClientID, "client").Replace(e)
+		if u, err := url.Parse(filled); err != nil || u.Scheme != "https" || u.Host == "" || u.Fragment != "" {
+			return fmt.Errorf("endpoint %q is not an https URL", e)
+		}
+		if strings.Contains(e, ClientID) && e != p.RevocationURL {
+			return fmt.Errorf("endpoint %q: %s is only filled in the revocation URL", e, ClientID)
+		}
+	}
+	checks := []struct {
+		field, value string
+		allowed      []string
+	}{
+		{"tokenEndpointAuthMethod", p.TokenEndpointAuthMethod, []string{"", "client_secret_basic", "client_secret_post", "none"}},
+		{"tokenRequestFormat", p.TokenRequestFormat, []string{"", "form", "json"}},
+		{"scopeSeparator", p.ScopeSeparator, []string{"", "space", "comma"}},
+		{"revocationStyle", p.RevocationStyle, []string{"", "RFC7009", "GitHubGrant"}},
+		{"userInfo.method", p.UserInfo.Method, []string{"", "GET", "POST"}},
+	}
+	for _, c := range checks {
+		if !slices.Contains(c.allowed, c.value) {
+			return fmt.Errorf("%s %q is not one of %q", c.field, c.value, c.allowed[1:])
+		}
+	}
+	for _, f := range []string{p.AccessTokenField, p.Account.IDField, p.Account.NameField, p.ScopeParameter} {
+		if f != "" && !fieldRE.MatchString(f) {
+			return fmt.Errorf("field %q is not a dotted path", f)
+		}
+	}
+	if p.UserInfo.Body != "" && p.UserInfo.GraphQLQuery != "" {
+		return fmt.Errorf("userInfo: body or graphQLQuery, not both")
+	}
+	for k := range p.Headers {
+		if !headerRE.MatchString(k) || ForbiddenHeader(k) {
+			return fmt.Errorf("header %q cannot be set", k)
+		}
+	}
+	for k := range p.AuthParams {
+		if ReservedAuthParam(k) || k == p.ScopeParameter {
+			return fmt.Errorf("authParams cannot set %q", k)
+		}
+	}
+	return nil
+}
+
+// ForbiddenHeader reports whether a header is one Latchkey or HTTP owns; the Connector CRD
+// refuses the same list.
+func ForbiddenHeader(k string) bool {
+	switch strings.ToLower(k) {
+	case "authorization", "content-type", "content-length", "cookie", "host", "connection",
+		"transfer-encoding", "te", "upgrade", "proxy-authorization", "traceparent", "tracestate":
+		return true
+	}
+	return false
+}
+
+// ReservedAuthParam reports whether an authorization parameter is one Latchkey sets.
+func ReservedAuthParam(k string) bool {
+	switch k {
+	case "response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge", "code_challenge_method":
+		return true
+	}
+	return false
+}

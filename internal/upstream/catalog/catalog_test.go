@@ -1,0 +1,83 @@
+package catalog
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestCatalogLoads: every file parses strictly (an unknown key is a typo, not a silent
+// default), passes validate, and the presets the docs promise are there.
+func TestCatalogLoads(t *testing.T) {
+	if _, err := load(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"github", "gitlab", "google", "slack", "notion", "linear", "atlassian", "microsoft"} {
+		if !slices.Contains(Names(), want) {
+			t.Errorf("catalog has no %s preset; have %v", want, Names())
+		}
+	}
+	for _, n := range Names() {
+		p, _ := Get(n)
+		if len(p.Docs) == 0 {
+			t.Errorf("%s: no documentation URLs", n)
+		}
+	}
+}
+
+func TestGitHubPresetIsWhatItWas(t *testing.T) {
+	p, ok := Get("github")
+	if !ok {
+		t.Fatal("no github preset")
+	}
+	if p.AuthorizationURL != "https://github.com/login/oauth/authorize" || p.TokenURL != "https://github.com/login/oauth/access_token" ||
+		p.UserInfoURL != "https://api.github.com/user" || p.RevocationURL != "" || p.Account.NameField != "login" || p.RevocationStyle != "GitHubGrant" {
+		t.Errorf("github preset = %+v", *p)
+	}
+}
+
+func TestMicrosoftNeedsTenant(t *testing.T) {
+	for _, n := range Names() {
+		p, _ := Get(n)
+		if got, want := p.NeedsTenant(), n == "microsoft"; got != want {
+			t.Errorf("%s: NeedsTenant = %v", n, got)
+		}
+	}
+}
+
+// TestValidateRefuses: a preset file cannot do what a Connector's CRD validation forbids.
+func TestValidateRefuses(t *testing.T) {
+	ok := func() Preset {
+		return Preset{Name: "x", DisplayName: "X", Connects: "x", Docs: []string{"https://x.example/docs"},
+			AuthorizationURL: "https://x.example/a", TokenURL: "https://x.example/t", UserInfoURL: "https://x.example/u"}
+	}
+	tests := []struct {
+		name   string
+		change func(*Preset)
+		want   string
+	}{
+		{"no docs", func(p *Preset) { p.Docs = nil }, "docs"},
+		{"http endpoint", func(p *Preset) { p.TokenURL = "http://x.example/t" }, "https"},
+		{"client id outside revocation", func(p *Preset) { p.TokenURL = "https://x.example/{client_id}/t" }, "revocation URL"},
+		{"Authorization header", func(p *Preset) { p.Headers = map[string]string{"Authorization": "Bearer x"} }, "cannot be set"},
+		{"reserved auth param", func(p *Preset) { p.AuthParams = map[string]string{"redirect_uri": "https://evil.example"} }, "authParams"},
+		{"auth param on the scope parameter", func(p *Preset) {
+			p.ScopeParameter = "user_scope"
+			p.AuthParams = map[string]string{"user_scope": "admin"}
+		}, "authParams"},
+		{"unknown auth method", func(p *Preset) { p.TokenEndpointAuthMethod = "private_key_jwt" }, "tokenEndpointAuthMethod"},
+		{"body and query", func(p *Preset) { p.UserInfo = UserInfo{Body: "{}", GraphQLQuery: "{ a }"} }, "not both"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := ok()
+			if err := p.validate(); err != nil {
+				t.Fatalf("the base preset is refused: %v", err)
+			}
+			tt.change(&p)
+			if err := p.validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("validate = %v, want an error about %s", err, tt.want)
+			}
+		})
+	}
+}
