@@ -369,12 +369,13 @@ type SignIn struct {
 	// +optional
 	OIDC *OIDCSignIn `json:"oidc,omitempty"`
 
-	// requirePhishingResistant makes the recent sign-in that connect links and the account
-	// page's actions ask for a sign-in with a passkey: a person who signed in with a password or
-	// with the OpenID provider is asked to sign in again with a passkey first. People who have
-	// no passkey yet may still enrol their first one after a recent sign-in of any kind, so the
-	// setting can be turned on before everyone has one (docs/passkeys.md). Default false: any
-	// recent sign-in will do.
+	// requirePhishingResistant makes the recent sign-in that connecting an account (connect
+	// links, the account page's Connect, confirming a callback in another browser) and changing
+	// passkeys ask for a sign-in with a passkey: a person who signed in with a password or with
+	// the OpenID provider is asked to sign in again with a passkey first. People who have no
+	// passkey yet enrol their first one after a recent sign-in with the OpenID provider, never
+	// after a password sign-in; on a Project without a provider, people enrol before this is
+	// turned on (docs/passkeys.md). Default false: any recent sign-in will do.
 	// +optional
 	RequirePhishingResistant bool `json:"requirePhishingResistant,omitempty"`
 }

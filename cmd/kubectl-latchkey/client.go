@@ -91,7 +91,7 @@ func (c *client) do(ctx context.Context, method, path string, q url.Values, acce
 	if resp.StatusCode/100 != 2 {
 		var st metav1.Status
 		if json.Unmarshal(b, &st) == nil && st.Message != "" {
-			return fmt.Errorf("%s (%s)", st.Message, st.Reason)
+			return &statusError{st}
 		}
 		if resp.StatusCode == http.StatusNotFound {
 			return errors.New("the server does not serve admin.latchkey.dev: is Latchkey installed with its admin API (docs/admin.md)?")
@@ -102,6 +102,16 @@ func (c *client) do(ctx context.Context, method, path string, q url.Values, acce
 		return nil
 	}
 	return json.Unmarshal(b, out)
+}
+
+// statusError is a Status the server answered with, printed as kubectl prints one.
+type statusError struct{ st metav1.Status }
+
+func (e *statusError) Error() string { return fmt.Sprintf("%s (%s)", e.st.Message, e.st.Reason) }
+
+func isNotFound(err error) bool {
+	var se *statusError
+	return errors.As(err, &se) && se.st.Reason == metav1.StatusReasonNotFound
 }
 
 // selectors builds the label selector for --project and a person id.
@@ -280,7 +290,7 @@ func (c *client) printList(out io.Writer, items []json.RawMessage) error {
 // revoke ends access: revoke person|grant|connection|client-tokens.
 func (c *client) revoke(ctx context.Context, out io.Writer, args []string) error {
 	if len(args) < 2 {
-		return errors.New("revoke what? person P | grant P CLIENT | connection ID | client-tokens CLIENT")
+		return errors.New("revoke what? person P | grant P CLIENT | connection ID | passkey ID | passkeys P | client-tokens CLIENT")
 	}
 	if c.o.allNamespaces {
 		return errors.New("revoke acts in one namespace: use -n, not -A")
@@ -323,10 +333,14 @@ func (c *client) revoke(ctx context.Context, out io.Writer, args []string) error
 		what = "grant " + name + " revoked"
 	case "connection", "connections":
 		resource, name, what = adminv1.ResourceConnections, args[1], "connection "+args[1]+" disconnected"
+	case "passkey":
+		resource, name, what = adminv1.ResourcePasskeys, args[1], "passkey "+args[1]+" removed"
+	case "passkeys":
+		return c.removePasskeys(ctx, out, args[1])
 	case "client-tokens", "clienttokens", "tokens":
 		resource, name, what = adminv1.ResourceClientTokens, adminv1.ClientName(args[1]), "tokens of client "+args[1]+" revoked"
 	default:
-		return fmt.Errorf("revoke %q: want person, grant, connection or client-tokens", args[0])
+		return fmt.Errorf("revoke %q: want person, grant, connection, passkey, passkeys or client-tokens", args[0])
 	}
 	q := url.Values{}
 	if c.o.dryRun {
@@ -343,6 +357,55 @@ func (c *client) revoke(ctx context.Context, out io.Writer, args []string) error
 		what += ": " + st.Message
 	}
 	_, err := fmt.Fprintln(out, what)
+	return err
+}
+
+// removePasskeys removes every passkey of the person who names, one DELETE each (each its own
+// audit record), and says how many.
+func (c *client) removePasskeys(ctx context.Context, out io.Writer, who string) error {
+	ps, err := c.people(ctx, who)
+	if err != nil {
+		return err
+	}
+	if len(ps) > 1 {
+		return fmt.Errorf("%q is a person of %d projects: choose one with --project", who, len(ps))
+	}
+	q := c.selectors(ps[0].Name)
+	q.Set("labelSelector", adminv1.ProjectLabel+"="+ps[0].Project+","+adminv1.PersonLabel+"="+ps[0].Name)
+	var names []string
+	for {
+		var l adminv1.PasskeyList
+		if err := c.do(ctx, "GET", c.path(adminv1.ResourcePasskeys, "", false), q, "application/json", &l); err != nil {
+			return err
+		}
+		for _, k := range l.Items {
+			names = append(names, k.Name)
+		}
+		if l.Continue == "" {
+			break
+		}
+		q.Set("continue", l.Continue)
+	}
+	del := url.Values{}
+	if c.o.dryRun {
+		del.Set("dryRun", "All")
+	}
+	removed := 0
+	for _, name := range names {
+		err := c.do(ctx, "DELETE", c.path(adminv1.ResourcePasskeys, name, false), del, "application/json", nil)
+		// Removed meanwhile (by the person, or another administrator): nothing left to do.
+		if err != nil && !isNotFound(err) {
+			return fmt.Errorf("removed %d of %d passkeys of %s: %w", removed, len(names), who, err)
+		}
+		if err == nil {
+			removed++
+		}
+	}
+	what := fmt.Sprintf("%d passkeys of %s removed", removed, who)
+	if c.o.dryRun {
+		what += " (server dry run)"
+	}
+	_, err = fmt.Fprintln(out, what)
 	return err
 }
 

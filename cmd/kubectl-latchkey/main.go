@@ -21,6 +21,7 @@ Views (a table like kubectl get; -o wide|json|yaml):
   kubectl latchkey people       [--email E]
   kubectl latchkey grants       [--person P]     consents: person × client, scopes, live tokens
   kubectl latchkey connections  [--person P]     connected accounts: connector, account, live/broken
+  kubectl latchkey passkeys     [--person P]     passkeys: person, name, synced, last used
   kubectl latchkey links        [--person P]     open connect links
   kubectl latchkey tokens                        live tokens per client
   kubectl latchkey audit        [--follow] [--action A] [--actor X] [--target T] [--since 1h]
@@ -29,9 +30,12 @@ Actions:
   kubectl latchkey revoke person P               end P's access: sessions, grants, tokens, connections
   kubectl latchkey revoke grant P CLIENT         withdraw P's consent to CLIENT, with its tokens
   kubectl latchkey revoke connection ID          disconnect one connected account
+  kubectl latchkey revoke passkey ID             remove one passkey (ID: a name from the passkeys view)
+  kubectl latchkey revoke passkeys P             remove every passkey of P
   kubectl latchkey revoke client-tokens CLIENT   revoke every live token of CLIENT
 
-P is a person's email or id; CLIENT a client id or a name from the grants view.
+P is a person's email or id; CLIENT a client id or a name from the grants view. Put an ID that
+starts with "-" after "--" (revoke passkey -n team-a -- -_8BYQ).
 Flags: -n/--namespace NS, -A/--all-namespaces, --project NAME, -o FORMAT, --kubeconfig FILE,
 --context NAME, --dry-run (revoke: ask the server, change nothing).
 `
@@ -74,6 +78,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return c.view(ctx, out, "grants", pos[1:])
 	case "connections", "connection":
 		return c.view(ctx, out, "connections", pos[1:])
+	case "passkeys", "passkey":
+		return c.view(ctx, out, "passkeys", pos[1:])
 	case "links", "link":
 		return c.view(ctx, out, "links", pos[1:])
 	case "tokens", "clienttokens", "client-tokens":

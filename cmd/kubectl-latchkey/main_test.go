@@ -37,6 +37,10 @@ func seed(t *testing.T, st store.Store, projectKey, id, email string, now time.T
 	_, err = st.SaveConnection(ctx, store.Connection{ID: "conn-" + id, Project: projectKey, Subject: id, Connector: "github",
 		AccountID: "1", AccountName: id + "-gh", KeyID: "k", TokenType: "bearer", CreatedAt: now, UpdatedAt: now})
 	must(t, err)
+	for i, name := range []string{"Passkey 1", "Passkey 2"} {
+		must(t, st.AddPasskey(ctx, store.Passkey{Project: projectKey, CredentialID: []byte{0xfb, 0xff, byte(i), id[0]}, Subject: id,
+			Name: name, PublicKey: []byte("cose"), AttestationFormat: "none", UserVerified: true, BackupEligible: i == 0, CreatedAt: now}))
+	}
 }
 
 func must(t *testing.T, err error) {
@@ -58,7 +62,8 @@ func TestPlugin(t *testing.T) {
 
 	kl := func(kubeconfig string, args ...string) (string, error) {
 		var out bytes.Buffer
-		err := run(t.Context(), append(args, "--kubeconfig", kubeconfig), &out)
+		// The kubeconfig first: anything after "--" is an argument.
+		err := run(t.Context(), append([]string{"--kubeconfig", kubeconfig}, args...), &out)
 		return out.String(), err
 	}
 	ok := func(kubeconfig string, args ...string) string {
@@ -110,6 +115,8 @@ func TestPlugin(t *testing.T) {
 		{"revoke", "person", "bob@example.com", "-n", "team-b"},
 		{"revoke", "connection", "conn-bob", "-n", "team-b"},
 		{"revoke", "client-tokens", "lkc_repohelper", "-n", "team-b"},
+		{"passkeys", "-n", "team-b"},
+		{"revoke", "passkey", "-n", "team-b", "--", "-_8AYg"},
 	} {
 		out, err := kl(tina, args...)
 		if err == nil || !strings.Contains(err.Error(), "forbidden") || !strings.Contains(err.Error(), "Forbidden") {
@@ -118,6 +125,26 @@ func TestPlugin(t *testing.T) {
 	}
 	if tok, _ := e.Store.GetToken(t.Context(), []byte("rt-bob")); !tok.Active(time.Now()) {
 		t.Fatal("bob's token was revoked by a refused command")
+	}
+	if keys, _ := e.Store.ListPasskeys(t.Context(), "team-b/demo", "bob"); len(keys) != 2 {
+		t.Fatalf("bob's passkeys after refused commands: %d", len(keys))
+	}
+
+	// The tenant admin lists alice's passkeys, removes one by its name (after "--": it starts
+	// with a dash), then the rest.
+	out = ok(tina, "passkeys", "-n", "team-a", "--person", "alice@example.com")
+	contains("tina: alice's passkeys", out, "PERSON", "SYNCED", "alice@example.com", "Passkey 1", "Passkey 2", "-_8AYQ", "-_8BYQ")
+	out = ok(tina, "revoke", "passkey", "-n", "team-a", "--", "-_8BYQ")
+	contains("revoke passkey", out, "passkey -_8BYQ removed", `"Passkey 2"`)
+	out = ok(tina, "revoke", "passkeys", "alice@example.com", "-n", "team-a", "--dry-run")
+	contains("revoke passkeys --dry-run", out, "1 passkeys of alice@example.com removed (server dry run)")
+	out = ok(tina, "revoke", "passkeys", "alice@example.com", "-n", "team-a")
+	contains("revoke passkeys", out, "1 passkeys of alice@example.com removed")
+	if keys, _ := e.Store.ListPasskeys(t.Context(), "team-a/demo", "alice"); len(keys) != 0 {
+		t.Fatalf("alice's passkeys after revoke passkeys: %d", len(keys))
+	}
+	if _, err := kl(tina, "revoke", "passkey", "-n", "team-a", "--", "-_8BYQ"); err == nil || !strings.Contains(err.Error(), "NotFound") {
+		t.Fatalf("removing a removed passkey: %v", err)
 	}
 
 	// audit --follow shows the tenant admin's action as it happens.

@@ -58,6 +58,9 @@ const (
 	AdminGrantRevoked        = "admin.grant.revoked"
 	AdminConnectionEnded     = "admin.connection.disconnected"
 	AdminClientTokensRevoked = "admin.client_tokens.revoked"
+	// AdminPasskeyRemoved: an administrator removed one of a person's passkeys; target the
+	// person, details.credential_id the credential (docs/admin.md).
+	AdminPasskeyRemoved = "admin.passkey.removed"
 )
 
 // WrittenBehind reports whether records of action are queued (store.Audit.QueueAudit) rather
@@ -146,6 +149,7 @@ var auditTypes = []struct {
 	{AdminGrantRevoked, store.OutcomeSuccess},
 	{AdminConnectionEnded, store.OutcomeSuccess},
 	{AdminClientTokensRevoked, store.OutcomeSuccess},
+	{AdminPasskeyRemoved, store.OutcomeSuccess},
 }
 
 // AuditTypes lists every audit type in a stable order: the CloudEvents types sinks receive

@@ -104,6 +104,9 @@ type Admin interface {
 	ListConnectionsPage(ctx context.Context, q AdminQuery) ([]Connection, []string, error)
 	// ListOpenLinksPage lists links that are open and unexpired at now. Key: project, id.
 	ListOpenLinksPage(ctx context.Context, q AdminQuery, now time.Time) ([]Link, []string, error)
+	// ListPasskeysPage lists people's passkeys. Key: project, credential ID (unpadded
+	// base64url). Subject narrows to one person's.
+	ListPasskeysPage(ctx context.Context, q AdminQuery) ([]Passkey, []string, error)
 	// ListClientTokensPage counts live tokens per client at now, listing only clients that
 	// hold one. Key: project, client id. Subject narrows to one person's tokens.
 	ListClientTokensPage(ctx context.Context, q AdminQuery, now time.Time) ([]ClientTokenCount, []string, error)

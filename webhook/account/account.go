@@ -158,19 +158,22 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 }
 
 // connect starts a connection from the account page and sends the browser to the service.
-// Connecting needs a recent sign-in, as on a connect link (check 4): a browser left signed in
-// on a shared computer is not enough to attach someone's account to this person.
+// Connecting needs a recent sign-in, as on a connect link (check 4), with the project's
+// passkey policy: a browser left signed in on a shared computer is not enough to attach
+// someone's account to this person, and where the project requires a phishing-resistant
+// sign-in, neither is a password typed into a look-alike page.
 func (h *handler) connect(w http.ResponseWriter, r *http.Request) {
 	p, person, session, form, ok := h.action(w, r)
 	if !ok {
 		return
 	}
-	recent := p.Lifetimes.RecentSignIn
-	if recent <= 0 {
-		recent = config.DefaultLifetimes().RecentSignIn
-	}
-	if !signin.Fresh(session, recent, h.env.Now()) {
-		http.Redirect(w, r, signin.URL(p, site.IssuerPath(p)+Path, true), http.StatusSeeOther)
+	if ok, needPasskey := signin.Recent(p, session, h.env.Now()); !ok {
+		back := site.IssuerPath(p) + Path
+		if needPasskey {
+			http.Redirect(w, r, signin.PasskeyURL(p, back), http.StatusSeeOther)
+		} else {
+			http.Redirect(w, r, signin.URL(p, back, true), http.StatusSeeOther)
+		}
 		return
 	}
 	c := p.Connectors[form.Get("connector")]

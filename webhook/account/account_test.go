@@ -320,3 +320,32 @@ func with(v url.Values, k, val string) url.Values {
 	out.Set(k, val)
 	return out
 }
+
+// Where the project requires a phishing-resistant sign-in, Connect on the account page needs a
+// passkey sign-in, as a connect link does: the person playing the attacker typed Alice's
+// password into a look-alike page a minute ago and signs in with it. Connect sends that browser
+// to sign in with a passkey and starts nothing; after a passkey sign-in it goes to the service.
+func TestConnectNeedsAPasskeyWhereRequired(t *testing.T) {
+	h := ct.New(t, ct.Options{PublicHost: "localhost"})
+	h.Project.SignIn.RequirePhishingResistant = true
+	b := h.Browser()
+	b.SignIn(ct.AliceEmail, ct.AlicePassword)
+	res := b.Press("Connect GitHub")
+	loc, _ := url.Parse(res.Location())
+	if res.Status != http.StatusSeeOther || loc == nil || loc.Path != "/team/demo/sign-in" || loc.Query().Get("passkey") != "1" ||
+		loc.Query().Get("return_to") != "/team/demo/account" {
+		t.Fatalf("Connect on a password sign-in: %d %q", res.Status, res.Location())
+	}
+	if n := h.CountRows("callback_states"); n != 0 {
+		t.Fatalf("%d connection attempts started on a password sign-in", n)
+	}
+
+	b.SignInWithPasskey(ct.AliceEmail)
+	res = b.Press("Connect GitHub")
+	if res.Status != http.StatusSeeOther || !strings.HasPrefix(res.Location(), h.GitHubURL+"/login/oauth/authorize?") {
+		t.Fatalf("Connect on a passkey sign-in: %d %q", res.Status, res.Location())
+	}
+	if n := h.CountRows("callback_states"); n != 1 {
+		t.Fatalf("%d connection attempts after a passkey sign-in, want 1", n)
+	}
+}

@@ -26,7 +26,13 @@ const (
 	PasskeyRemovePath  = "/account/passkeys/remove"
 )
 
-const msgEnrolNotRecent = "Adding a passkey needs a recent sign-in. Sign in again, then add it."
+const (
+	msgEnrolNotRecent       = "Adding a passkey needs a recent sign-in. Sign in again, then add it."
+	msgFirstPasskeyProvider = "This project asks for a sign-in with your organisation's account before your first passkey is added. A password is not enough."
+	// A project that signs people in with passwords only: nobody can vouch for a first
+	// passkey while the policy is on (docs/passkeys.md).
+	msgFirstPasskeyNoProvider = "This project asks for a passkey, and a first passkey cannot be added after a password sign-in. Ask an administrator of this project."
+)
 
 func (h *handler) registerPasskeys(rt site.Router) {
 	rt.Page("POST "+PasskeyOptionsPath, http.HandlerFunc(h.passkeyOptions))
@@ -34,15 +40,41 @@ func (h *handler) registerPasskeys(rt site.Router) {
 	rt.Page("POST "+PasskeyRemovePath, http.HandlerFunc(h.passkeyRemove))
 }
 
-// mayChangePasskeys says whether this session may add or remove passkeys: a recent sign-in
+// What a session lacks to change passkeys (mayChangePasskeys).
+type lack int
+
+const (
+	lacksNothing lack = iota
+	// lacksRecent: no sign-in within the project's RecentSignIn.
+	lacksRecent
+	// lacksPasskey: the project requires a phishing-resistant sign-in and the person has a
+	// passkey to sign in with.
+	lacksPasskey
+	// lacksProvider: the project requires a phishing-resistant sign-in, the person has no
+	// passkey yet, and the session is not a recent sign-in with the project's OpenID provider.
+	lacksProvider
+)
+
+// mayChangePasskeys says what this session lacks to add or remove passkeys: a recent sign-in
 // (the project's RecentSignIn), and, where the project requires a phishing-resistant one, with
-// a passkey — except for a person who has none yet, who could otherwise never enrol one.
-func mayChangePasskeys(p *config.Project, s store.Session, keys []store.Passkey, now time.Time) (ok, needPasskey bool) {
-	ok, needPasskey = signin.Recent(p, s, now)
-	if needPasskey && len(keys) == 0 {
-		return true, false
+// a passkey. A person who has none yet enrols their first one after a recent sign-in with the
+// project's OpenID provider, never after a password sign-in: a phished password would
+// otherwise let the attacker enrol their own passkey and pass every check the policy makes
+// (docs/decisions/0055-first-passkey-under-the-phishing-resistant-policy.md).
+func mayChangePasskeys(p *config.Project, s store.Session, keys []store.Passkey, now time.Time) lack {
+	ok, needPasskey := signin.Recent(p, s, now)
+	switch {
+	case ok:
+		return lacksNothing
+	case !needPasskey:
+		return lacksRecent
+	case len(keys) > 0:
+		return lacksPasskey
+	case s.Method == signin.MethodOIDC:
+		// Recent asked for a passkey, so the sign-in is recent.
+		return lacksNothing
 	}
-	return ok, needPasskey
+	return lacksProvider
 }
 
 func (h *handler) passkeyData(p *config.Project, keys []store.Passkey, d *pages.AccountData) {
@@ -91,8 +123,8 @@ func (h *handler) mayEnrol(w http.ResponseWriter, r *http.Request, p *config.Pro
 		h.passkeyInternal(w, p, err)
 		return nil, nil, false
 	}
-	if ok, needPasskey := mayChangePasskeys(p, session, keys, h.env.Now()); !ok {
-		h.notRecent(w, p, needPasskey)
+	if l := mayChangePasskeys(p, session, keys, h.env.Now()); l != lacksNothing {
+		h.notRecent(w, p, l)
 		return nil, nil, false
 	}
 	rp, err := signin.RelyingParty(p)
@@ -203,13 +235,17 @@ func (h *handler) passkeyRemove(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, p, err)
 		return
 	}
-	if ok, needPasskey := mayChangePasskeys(p, session, keys, h.env.Now()); !ok {
-		back := site.IssuerPath(p) + Path
-		if needPasskey {
-			http.Redirect(w, r, signin.PasskeyURL(p, back), http.StatusSeeOther)
-		} else {
-			http.Redirect(w, r, signin.URL(p, back, true), http.StatusSeeOther)
-		}
+	switch mayChangePasskeys(p, session, keys, h.env.Now()) {
+	case lacksNothing:
+	case lacksPasskey:
+		http.Redirect(w, r, signin.PasskeyURL(p, site.IssuerPath(p)+Path), http.StatusSeeOther)
+		return
+	case lacksProvider:
+		// No passkey to remove.
+		h.back(w, r, p, "")
+		return
+	default:
+		http.Redirect(w, r, signin.URL(p, site.IssuerPath(p)+Path, true), http.StatusSeeOther)
 		return
 	}
 	id, err := base64.RawURLEncoding.DecodeString(form.Get("credential_id"))
@@ -231,9 +267,18 @@ func (h *handler) passkeyRemove(w http.ResponseWriter, r *http.Request) {
 	h.back(w, r, p, "passkey-removed")
 }
 
-func (h *handler) notRecent(w http.ResponseWriter, p *config.Project, needPasskey bool) {
+func (h *handler) notRecent(w http.ResponseWriter, p *config.Project, l lack) {
 	back := site.IssuerPath(p) + Path
-	if needPasskey {
+	if l == lacksProvider {
+		if o := p.SignIn.OIDC; o != nil && !o.Unavailable {
+			signin.JSON(w, http.StatusForbidden, map[string]string{"error": "provider_required",
+				"message": pages.Translate(w, msgFirstPasskeyProvider), "continue": signin.ProviderURL(p, back)})
+			return
+		}
+		signin.JSONError(w, http.StatusForbidden, "provider_required", msgFirstPasskeyNoProvider)
+		return
+	}
+	if l == lacksPasskey {
 		signin.JSON(w, http.StatusForbidden, map[string]string{"error": "passkey_required",
 			"message": pages.Translate(w, "This project asks for a sign-in with a passkey before passkeys are changed."), "continue": signin.PasskeyURL(p, back)})
 		return

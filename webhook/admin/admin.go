@@ -1,5 +1,5 @@
 // Package admin serves the admin API, admin.latchkey.dev/v1alpha1: people, consents, connected
-// accounts, open links, live tokens per client and audit records of every Project, as an
+// accounts, passkeys, open links, live tokens per client and audit records of every Project, as an
 // aggregated Kubernetes API behind the kube-apiserver (docs/admin.md,
 // docs/decisions/0029-admin-api-is-an-aggregated-api.md).
 //
@@ -32,6 +32,8 @@ type Store interface {
 	store.Admin
 	GetConnection(ctx context.Context, project, id string) (store.Connection, error)
 	DeleteConnection(ctx context.Context, project, id string) error
+	GetPasskey(ctx context.Context, project string, credentialID []byte) (store.Passkey, error)
+	DeletePasskey(ctx context.Context, project, subject string, credentialID []byte) error
 	GetLink(ctx context.Context, id string) (store.Link, error)
 	GetClient(ctx context.Context, project, id string) (store.Client, error)
 	DeleteGrant(ctx context.Context, project, subject, clientID string, now time.Time) error

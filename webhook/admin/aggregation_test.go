@@ -46,6 +46,7 @@ func TestAggregatedUnderRBAC(t *testing.T) {
 	e := admintest.Start(t, []*config.Project{project("team-a", "demo"), project("team-b", "demo")}, func() time.Time { return now })
 	h := &harness{t: t, st: e.Store}
 	h.seed()
+	h.seedPasskeys()
 	ada, tina, nora := e.UserConfig("ada"), e.UserConfig("tina"), e.UserConfig("nora")
 
 	var conns adminv1.ConnectionList
@@ -61,6 +62,11 @@ func TestAggregatedUnderRBAC(t *testing.T) {
 		{"tina", "tenant admin", "DELETE", "/namespaces/team-b/grants/bob.repo-helper"},
 		{"tina", "tenant admin", "DELETE", "/namespaces/team-b/connections/conn-bob"},
 		{"tina", "tenant admin", "DELETE", "/namespaces/team-b/clienttokens/repo-helper"},
+		{"tina", "tenant admin", "GET", "/namespaces/team-b/passkeys"},
+		{"tina", "tenant admin", "GET", "/namespaces/team-b/passkeys/" + b64(bobsPasskey)},
+		{"tina", "tenant admin", "DELETE", "/namespaces/team-b/passkeys/" + b64(bobsPasskey)},
+		{"tina", "tenant admin", "GET", "/passkeys"},
+		{"nora", "user without roles", "DELETE", "/namespaces/team-a/passkeys/" + b64(alicePhone)},
 		{"tina", "tenant admin", "GET", "/connections"},
 		{"tina", "tenant admin", "GET", "/namespaces/team-b/auditrecords"},
 		{"nora", "user without roles", "GET", "/namespaces/team-a/connections"},
@@ -82,6 +88,18 @@ func TestAggregatedUnderRBAC(t *testing.T) {
 	if _, err := e.Store.GetConnection(t.Context(), "team-b/demo", "conn-bob"); err != nil {
 		t.Fatalf("bob's connection after the refused attempts: %v", err)
 	}
+	if _, err := e.Store.GetPasskey(t.Context(), "team-b/demo", bobsPasskey); err != nil {
+		t.Fatalf("bob's passkey after the refused attempts: %v", err)
+	}
+	// In her own namespace she lists alice's passkeys and removes one.
+	var keys adminv1.PasskeyList
+	if code := kube(t, tina, "GET", base+"/namespaces/team-a/passkeys", &keys); code != 200 || len(keys.Items) != 2 {
+		t.Fatalf("tina lists team-a's passkeys: %d %+v", code, keys)
+	}
+	var removed metav1.Status
+	if code := kube(t, tina, "DELETE", base+"/namespaces/team-a/passkeys/"+b64(alicePhone), &removed); code != 200 {
+		t.Fatalf("tina removes alice's passkey: %d %+v", code, removed)
+	}
 
 	// In her own namespace the tenant admin ends alice's access, and is the audit record's actor.
 	var st metav1.Status
@@ -93,7 +111,8 @@ func TestAggregatedUnderRBAC(t *testing.T) {
 	}
 	var audit adminv1.AuditRecordList
 	kube(t, tina, "GET", base+"/namespaces/team-a/auditrecords", &audit)
-	if len(audit.Items) != 1 || audit.Items[0].Actor != "kubernetes:tina" || audit.Items[0].Action != "admin.person.access_ended" {
+	if len(audit.Items) != 2 || audit.Items[0].Actor != "kubernetes:tina" || audit.Items[0].Action != "admin.passkey.removed" ||
+		audit.Items[1].Actor != "kubernetes:tina" || audit.Items[1].Action != "admin.person.access_ended" {
 		t.Fatalf("audit: %+v", audit.Items)
 	}
 

@@ -74,6 +74,21 @@ func (s *Server) resources() []resource {
 			list:   s.listConnections, get: s.getConnection, del: s.disconnect,
 		},
 		{
+			name: adminv1.ResourcePasskeys, singular: "passkey", kind: "Passkey", verbs: []string{"get", "list", "delete"},
+			columns: []metav1.TableColumnDefinition{
+				col("Name", "string", "the credential ID", 0),
+				col("Person", "string", "the person's email", 0),
+				col("Passkey", "string", "the passkey's name on the person's account page", 0),
+				col("Synced", "boolean", "whether the passkey can be copied to the person's other devices", 0),
+				col("Last Used", "string", "how long ago it last signed the person in", 0),
+				col("Age", "string", "", 0),
+				col("Project", "string", "", 1),
+				col("AAGUID", "string", "the authenticator's model, when it said", 1),
+			},
+			fields: []string{"person"},
+			list:   s.listPasskeys, get: s.getPasskey, del: s.removePasskey,
+		},
+		{
 			name: adminv1.ResourceLinks, singular: "link", kind: "Link", verbs: []string{"get", "list"},
 			columns: []metav1.TableColumnDefinition{
 				col("Name", "string", "the link's connect_id", 0),

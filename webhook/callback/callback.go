@@ -119,7 +119,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		// ask for that), so only who is signed in now matters: signing out ends the attempt,
 		// and any other sign-in since was refused above.
 		if !at.here.signedIn {
-			h.signInFirst(w, r, p, at.c, at.st, http.StatusOK, r.URL.RequestURI(), false)
+			h.signInFirst(w, r, p, at.c, at.st, http.StatusOK, r.URL.RequestURI(), false, false)
 			return
 		}
 		h.finish(w, r, p, at.c, at.stateHash, code, "connection.saved", true, func(s store.CallbackState) error {
@@ -137,9 +137,13 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	if _, err := r.Cookie(CookieName(h.env)); err == nil {
 		reason = "other_cookie"
 	}
-	if !at.here.recent(h.env, p) {
-		h.record(ctx, p, at.st, "connection.confirmation_shown", "connector:"+at.c.Key, map[string]string{"reason": reason, "sign_in": "required"})
-		h.signInFirst(w, r, p, at.c, at.st, http.StatusOK, r.URL.RequestURI(), at.here.signedIn)
+	if ok, needPasskey := at.here.recent(h.env, p); !ok {
+		signIn := "required"
+		if needPasskey {
+			signIn = "passkey_required"
+		}
+		h.record(ctx, p, at.st, "connection.confirmation_shown", "connector:"+at.c.Key, map[string]string{"reason": reason, "sign_in": signIn})
+		h.signInFirst(w, r, p, at.c, at.st, http.StatusOK, r.URL.RequestURI(), at.here.signedIn, needPasskey)
 		return
 	}
 	token := secret.New("")
@@ -185,16 +189,18 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 		h.refused(w, p)
 		return
 	}
-	if !at.here.recent(h.env, p) {
-		// Signed out, or the sign-in grew old, since the page was shown. The token stays good
-		// until the page is shown again after signing in, which replaces it.
+	if ok, needPasskey := at.here.recent(h.env, p); !ok {
+		// Signed out, or the sign-in grew old, since the page was shown (or, where the project
+		// requires a passkey, it was never one: the form is shown only after a passkey sign-in,
+		// but a POST needs no form). The token stays good until the page is shown again after
+		// signing in, which replaces it.
 		back := url.Values{"state": {state}, "code": {code}}
 		if iss := form.Get("iss"); iss != "" && len(iss) <= maxParam {
 			// The GET that showed the form passed the issuer check with it; the GET that
 			// sign-in comes back to checks it again.
 			back.Set("iss", iss)
 		}
-		h.signInFirst(w, r, p, at.c, at.st, http.StatusForbidden, r.URL.Path+"?"+back.Encode(), at.here.signedIn)
+		h.signInFirst(w, r, p, at.c, at.st, http.StatusForbidden, r.URL.Path+"?"+back.Encode(), at.here.signedIn, needPasskey)
 		return
 	}
 	h.finish(w, r, p, at.c, at.stateHash, code, "connection.confirmed", false, func(s store.CallbackState) error {
@@ -243,14 +249,15 @@ type here struct {
 }
 
 // recent reports whether the browser is signed in, and signed in within the project's
-// recent-sign-in window: what connecting asks for wherever it starts (a connect link's check 4,
-// the account page's Connect), and so what finishing in a browser that did not start asks for.
-func (x here) recent(env *site.Env, p *config.Project) bool {
-	window := p.Lifetimes.RecentSignIn
-	if window <= 0 {
-		window = config.DefaultLifetimes().RecentSignIn
+// recent-sign-in window, with a passkey where the project requires a phishing-resistant
+// sign-in (needPasskey then says that is what is missing): what connecting asks for wherever
+// it starts (a connect link's check 4, the account page's Connect), and so what finishing in a
+// browser that did not start asks for.
+func (x here) recent(env *site.Env, p *config.Project) (ok, needPasskey bool) {
+	if !x.signedIn {
+		return false, false
 	}
-	return x.signedIn && signin.Fresh(x.session, window, env.Now())
+	return signin.Recent(p, x.session, env.Now())
 }
 
 // samePerson is part of every check a connection is saved under (it runs as the row is
@@ -329,8 +336,9 @@ func (h *handler) wrongPerson(w http.ResponseWriter, r *http.Request, p *config.
 // page names the receiving account, masked, and offers the project's sign-in, which returns to
 // back (this callback's own path with the state and code, never anywhere else) while the state
 // lives. Only the right person, signed in, gets further; anyone else who signs in is refused as
-// the wrong person and the attempt ends.
-func (h *handler) signInFirst(w http.ResponseWriter, r *http.Request, p *config.Project, c *config.Connector, st store.CallbackState, status int, back string, again bool) {
+// the wrong person and the attempt ends. With passkey, the sign-in offered is one with a
+// passkey (the project requires a phishing-resistant sign-in, and the browser has another).
+func (h *handler) signInFirst(w http.ResponseWriter, r *http.Request, p *config.Project, c *config.Connector, st store.CallbackState, status int, back string, again, passkey bool) {
 	if _, ok := signin.SafeReturn(p, back); !ok {
 		// A state and code too long to come back with: they could not be real.
 		h.invalid(w, p)
@@ -342,7 +350,8 @@ func (h *handler) signInFirst(w http.ResponseWriter, r *http.Request, p *config.
 		Account:  h.maskedOwner(r.Context(), p, st.Subject),
 		SignIn:   site.IssuerPath(p) + "/sign-in",
 		ReturnTo: back,
-		Again:    again,
+		Again:    again || passkey,
+		Passkey:  passkey,
 	})
 }
 

@@ -937,3 +937,63 @@ func TestHeadChangesNothing(t *testing.T) {
 		t.Errorf("GET after HEAD answered %d: %s", res.Status, res.Text())
 	}
 }
+
+// Where the project requires a phishing-resistant sign-in, finishing a connection in a browser
+// that did not start it needs a passkey sign-in there, as starting one does. The attacker has
+// Alice's password (phished) and the callback address of an attempt Alice started with her
+// passkey: signed in with the password, the browser is shown no form, and a confirmation
+// posted with a token that browser was given under a passkey sign-in is refused too. Nothing
+// is exchanged or saved until a passkey sign-in.
+func TestConfirmationNeedsAPasskeyWhereRequired(t *testing.T) {
+	h := ct.New(t, ct.Options{PublicHost: "localhost"})
+	h.Project.SignIn.RequirePhishingResistant = true
+	alice := h.Browser()
+	alice.SignIn(ct.AliceEmail, ct.AlicePassword)
+	alice.SignInWithPasskey(ct.AliceEmail)
+	res := alice.Press("Connect GitHub")
+	if res.Status != http.StatusSeeOther || !strings.HasPrefix(res.Location(), h.GitHubURL+"/login/oauth/authorize?") {
+		t.Fatalf("Connect answered %d %q", res.Status, res.Location())
+	}
+	other := h.Browser()
+	cb := atGitHub(t, h, other, ct.AliceLogin, res.Location())
+
+	other.SignIn(ct.AliceEmail, ct.AlicePassword)
+	page := other.Get(cb)
+	if _, _, ok := page.Form("Finish connecting"); ok || strings.Contains(page.Body, "confirm_token") {
+		t.Fatalf("a password sign-in was offered the confirmation: %s", page.Text())
+	}
+	_, f, ok := page.Form("Sign in with a passkey")
+	if !ok || f.Get("passkey") != "1" || f.Get("prompt") != "login" || f.Get("return_to") == "" {
+		t.Fatalf("no passkey sign-in offered (%v): %s", f, page.Text())
+	}
+	if rec := lastAudit(t, h, "connection.confirmation_shown"); rec.Details["sign_in"] != "passkey_required" {
+		t.Errorf("audit record = %+v", rec)
+	}
+
+	// A token the browser got under a passkey sign-in, posted after a password sign-in.
+	other.SignInWithPasskey(ct.AliceEmail)
+	action, fields, ok := other.Get(cb).Form("Finish connecting")
+	if !ok {
+		t.Fatal("no Finish connecting after a passkey sign-in")
+	}
+	other.SignIn(ct.AliceEmail, ct.AlicePassword)
+	refused := other.Post(action, fields)
+	if refused.Status != http.StatusForbidden || strings.Contains(refused.Text(), "Connected") {
+		t.Fatalf("confirmation on a password sign-in answered %d: %s", refused.Status, refused.Text())
+	}
+	if _, _, ok := refused.Form("Sign in with a passkey"); !ok {
+		t.Errorf("the refusal offers no passkey sign-in: %s", refused.Text())
+	}
+	if n, x := count(t, h, "connections"), h.GitHub.ExchangeCalls(); n != 0 || x != 0 {
+		t.Fatalf("%d connections saved, %d code exchanges on a password sign-in; want none", n, x)
+	}
+
+	// With a passkey sign-in the same token finishes it.
+	other.SignInWithPasskey(ct.AliceEmail)
+	if done := other.Post(action, fields); done.Status != http.StatusOK || !strings.Contains(done.Text(), "Connected") {
+		t.Fatalf("confirmation on a passkey sign-in answered %d: %s", done.Status, done.Text())
+	}
+	if conns := h.Connections(ct.AliceEmail); len(conns) != 1 || conns[0].AccountName != ct.AliceLogin {
+		t.Fatalf("connections = %+v", conns)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -61,7 +60,7 @@ func (a *authorizer) authorize(w http.ResponseWriter, r *http.Request) {
 		}
 		back := req.query()
 		if forced(req) {
-			back.Set("login_after", strconv.FormatInt(now.Unix(), 10))
+			back.Set(loginAfterParam, sealLoginAfter(a.env, p, req.values(), now))
 		}
 		signin.Redirect(a.env, w, r, site.IssuerPath(p)+"/authorize?"+back.Encode(), ok || forced(req))
 		return
@@ -80,10 +79,11 @@ func (a *authorizer) authorize(w http.ResponseWriter, r *http.Request) {
 // forced: prompt=login, or max_age=0, which OpenID Connect treats the same.
 func forced(req *request) bool { return req.has("login") || req.MaxAge == 0 }
 
+// needsSignIn: a forced request is satisfied only by a sign-in at or after the time this
+// server sent the browser to sign in for it (LoginAfter, which only this server can set).
 func (a *authorizer) needsSignIn(req *request, s store.Session, now time.Time) bool {
 	if forced(req) {
-		after := min(req.LoginAfter, now.Unix())
-		return after == 0 || s.AuthTime.Unix() < after
+		return req.LoginAfter == 0 || s.AuthTime.Unix() < req.LoginAfter
 	}
 	return req.MaxAge > 0 && now.Sub(s.AuthTime) > time.Duration(req.MaxAge)*time.Second
 }

@@ -39,9 +39,10 @@ type request struct {
 	Prompt  []string
 	// MaxAge is max_age in seconds, -1 when absent.
 	MaxAge int64
-	// LoginAfter is set by this server when it sends the browser to sign in for prompt=login
-	// (or max_age=0): a sign-in at or after it satisfies the request. A client that sets it
-	// can only weaken its own prompt=login.
+	// LoginAfter is when this server sent the browser to sign in for prompt=login (or
+	// max_age=0): a sign-in at or after it satisfies the request. It comes back sealed with
+	// the request (loginAfterParam); 0 when absent or not a seal this server made for this
+	// request in the last continuationLifetime.
 	LoginAfter int64
 	// Pushed: the request came through the pushed authorization request endpoint (RFC 9126),
 	// now or, sealed, earlier in this flow. Seal carries that across sign-in and the consent
@@ -186,13 +187,10 @@ func parse(ctx context.Context, env *site.Env, p *config.Project, q url.Values, 
 		}
 		req.MaxAge = n
 	}
-	if s := q.Get("login_after"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err == nil && n > 0 {
-			req.LoginAfter = n
-		}
-	}
 	now := env.Now()
+	if s := q.Get(loginAfterParam); s != "" {
+		req.LoginAfter = openLoginAfter(env, p, req.values(), s, now)
+	}
 	switch {
 	case viaPAR:
 		req.Pushed = true

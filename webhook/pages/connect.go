@@ -31,6 +31,9 @@ type ConnectConfirmData struct {
 	// the confirmation form. ReturnTo is where sign-in comes back to.
 	SignIn, ReturnTo string
 	Again            bool
+	// Passkey asks for a sign-in with a passkey: the project requires a phishing-resistant
+	// sign-in, and the browser's is not one.
+	Passkey bool
 }
 
 // ConnectConfirm renders the confirmation page.

@@ -20,6 +20,7 @@ import (
 	"github.com/go-webauthn/webauthn/protocol/webauthncose"
 
 	"latchkey.dev/latchkey/internal/events"
+	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/store"
 	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
 	"latchkey.dev/latchkey/webhook/signin"
@@ -245,5 +246,75 @@ func TestPasskeySignInLimitedPerAddress(t *testing.T) {
 	h.Clock.Advance(time.Duration(retry) * time.Second)
 	if st, out := post(t, b, "/sign-in/passkey/options", "{}", ""); st != http.StatusOK {
 		t.Fatalf("after Retry-After: %d %v", st, out)
+	}
+}
+
+// csrfOf reads the account page's anti-forgery token for the passkey script.
+func csrfOf(t *testing.T, b *ct.Browser) string {
+	t.Helper()
+	page := b.Account()
+	i := strings.Index(page.Body, `data-csrf="`)
+	if i < 0 {
+		t.Fatalf("no passkeys section on the account page: %s", page.Text())
+	}
+	csrf, _, _ := strings.Cut(page.Body[i+len(`data-csrf="`):], `"`)
+	return csrf
+}
+
+// Where the project requires a phishing-resistant sign-in, a phished password must not be a
+// way to a passkey: the attacker signs in with Alice's password a moment ago, and Alice has no
+// passkey yet. Enrolling is refused at both steps (also for a ceremony begun before the
+// project turned the policy on), and no passkey is stored. A recent sign-in with the
+// project's OpenID provider enrols the first passkey.
+func TestFirstPasskeyNeedsMoreThanAPassword(t *testing.T) {
+	h := localhost(t)
+	attacker := h.Browser()
+	attacker.SignIn(ct.AliceEmail, ct.AlicePassword)
+	csrf := csrfOf(t, attacker)
+	// A ceremony begun before the policy.
+	st, early := post(t, attacker, "/account/passkeys/options", "{}", csrf)
+	if st != http.StatusOK {
+		t.Fatalf("options before the policy: %d %v", st, early)
+	}
+	h.Project.SignIn.RequirePhishingResistant = true
+
+	st, out := post(t, attacker, "/account/passkeys/options", "{}", csrf)
+	if st != http.StatusForbidden || out["error"] != "provider_required" || out["continue"] != nil {
+		t.Fatalf("options on a password sign-in: %d %v", st, out)
+	}
+	pk := early["publicKey"].(map[string]any)
+	answer, _ := noneAttestation(t, h.Issuer, pk["rp"].(map[string]any)["id"].(string), pk["challenge"].(string))
+	if st, out := post(t, attacker, "/account/passkeys", answer, csrf); st != http.StatusForbidden || out["error"] != "provider_required" {
+		t.Fatalf("finishing on a password sign-in: %d %v", st, out)
+	}
+	alice := h.Person(ct.AliceEmail).ID
+	if keys, err := h.Store.ListPasskeys(t.Context(), ct.ProjectKey, alice); err != nil || len(keys) != 0 {
+		t.Fatalf("Alice's passkeys after the attempts: %v %v", keys, err)
+	}
+
+	// With an OpenID provider, the refusal sends the person there to sign in again.
+	h.Project.SignIn.OIDC = &config.OIDCProvider{Issuer: "https://idp.example", ClientID: "latchkey", Label: "Acme SSO"}
+	st, out = post(t, attacker, "/account/passkeys/options", "{}", csrf)
+	next, _ := out["continue"].(string)
+	if st != http.StatusForbidden || !strings.HasPrefix(next, "/team/demo/sign-in/oidc?") || !strings.Contains(next, "prompt=login") {
+		t.Fatalf("options on a password sign-in, with a provider: %d %v", st, out)
+	}
+
+	// Alice, signed in with the provider a moment ago, enrols her first passkey.
+	b := h.Browser()
+	b.SignInWith(ct.AliceEmail, signin.MethodOIDC)
+	csrf = csrfOf(t, b)
+	st, opts := post(t, b, "/account/passkeys/options", "{}", csrf)
+	if st != http.StatusOK {
+		t.Fatalf("options after a provider sign-in: %d %v", st, opts)
+	}
+	pk = opts["publicKey"].(map[string]any)
+	answer, _ = noneAttestation(t, h.Issuer, pk["rp"].(map[string]any)["id"].(string), pk["challenge"].(string))
+	if st, out := post(t, b, "/account/passkeys", answer, csrf); st != http.StatusOK {
+		t.Fatalf("enrolling after a provider sign-in: %d %v", st, out)
+	}
+	// A second one needs a passkey sign-in, even after the provider.
+	if st, out := post(t, b, "/account/passkeys/options", "{}", csrf); st != http.StatusForbidden || out["error"] != "passkey_required" {
+		t.Fatalf("a second passkey after a provider sign-in: %d %v", st, out)
 	}
 }

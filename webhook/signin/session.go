@@ -119,6 +119,16 @@ func PasskeyURL(p *config.Project, returnTo string) string {
 	return URL(p, returnTo, true) + "&passkey=1"
 }
 
+// ProviderURL is a sign-in with the project's OpenID provider, asked to make the person sign
+// in again, which comes back to returnTo.
+func ProviderURL(p *config.Project, returnTo string) string {
+	q := url.Values{"prompt": {"login"}}
+	if rt, ok := SafeReturn(p, returnTo); ok {
+		q.Set("return_to", rt)
+	}
+	return site.IssuerPath(p) + "/sign-in/oidc?" + q.Encode()
+}
+
 // Fresh reports whether the session's sign-in happened within maxAge of now.
 func Fresh(s store.Session, maxAge time.Duration, now time.Time) bool {
 	return !s.AuthTime.IsZero() && now.Sub(s.AuthTime) <= maxAge

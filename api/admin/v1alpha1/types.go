@@ -1,6 +1,6 @@
 // Package v1alpha1 holds the objects of the admin API, admin.latchkey.dev/v1alpha1: read-only
-// views of Latchkey's runtime state (people, their consents, connected accounts, open connect
-// links, live tokens per client, audit records) that the latchkey server serves as an
+// views of Latchkey's runtime state (people, their consents, connected accounts, passkeys, open
+// connect links, live tokens per client, audit records) that the latchkey server serves as an
 // aggregated Kubernetes API, so that kubectl and Kubernetes RBAC reach them
 // (docs/admin.md, docs/decisions/0029-admin-api-is-an-aggregated-api.md).
 //
@@ -37,6 +37,7 @@ const (
 	ResourceLinks        = "links"
 	ResourceClientTokens = "clienttokens"
 	ResourceAuditRecords = "auditrecords"
+	ResourcePasskeys     = "passkeys"
 )
 
 // Person is someone who signs in to a Project. Its name is Latchkey's subject identifier for
@@ -123,6 +124,25 @@ type ClientTokens struct {
 	LiveTokens        int64  `json:"liveTokens"`
 }
 
+// Passkey is a person's passkey (a WebAuthn credential; docs/passkeys.md). Its name is the
+// credential ID in unpadded base64url. Deleting it removes the passkey: it no longer signs the
+// person in, and sessions it made are not ended (end the person's access for that).
+type Passkey struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Project           string `json:"project"`
+	Person            string `json:"person"`
+	// DisplayName is the passkey's name on the person's account page ("Passkey 1").
+	DisplayName string `json:"displayName,omitempty"`
+	// Synced is true for a passkey that can be copied to the person's other devices (backup
+	// eligible), false for one bound to its device or security key.
+	Synced bool `json:"synced"`
+	// AAGUID names the authenticator's model, when it said (a UUID); empty or all zeros when not.
+	AAGUID     string       `json:"aaguid,omitempty"`
+	Transports []string     `json:"transports,omitempty"`
+	LastUsed   *metav1.Time `json:"lastUsed,omitempty"`
+}
+
 // AuditRecord is one entry of a Project's audit log (docs/audit.md). Its name is its id,
 // which increases with time.
 type AuditRecord struct {
@@ -174,6 +194,12 @@ type ClientTokensList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ClientTokens `json:"items"`
+}
+
+type PasskeyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Passkey `json:"items"`
 }
 
 type AuditRecordList struct {

@@ -1,7 +1,9 @@
 package conformance
 
 import (
+	"bytes"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -9,6 +11,10 @@ import (
 
 	"latchkey.dev/latchkey/internal/store"
 )
+
+func init() {
+	tests = append(tests, test{"Admin/PasskeysPage", testAdminPasskeysPage})
+}
 
 func newPasskey(id, subject string, created time.Time) store.Passkey {
 	return store.Passkey{
@@ -177,4 +183,55 @@ func testPasskeyTakeCeremonyConcurrent(t *testing.T, s store.Store) {
 	}
 	wg.Wait()
 	equal(t, "takes", got.Load(), int32(1))
+}
+
+// The admin listing walks every passkey of the projects asked for, in credential ID order as
+// bytes (IDs whose base64url text sorts otherwise included), each once, and narrows to one
+// person.
+func testAdminPasskeysPage(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	ids := [][]byte{{0xff, 0x01}, {0x00}, {0xfb}, []byte("cred-a"), {0x3e}, {0x3f, 0xff}, []byte("cred-b")}
+	for i, id := range ids {
+		k := newPasskey(string(rune('a'+i)), []string{"alice", "bob"}[i%2], base)
+		k.CredentialID = id
+		must(t, s.AddPasskey(ctx, k))
+	}
+	other := newPasskey("x", "alice", base)
+	other.Project = "team-b/main"
+	must(t, s.AddPasskey(ctx, other))
+
+	got, n := pages(t, 2, func(after []string, limit int) ([]store.Passkey, []string, error) {
+		return s.ListPasskeysPage(ctx, store.AdminQuery{Projects: []string{project}, After: after, Limit: limit})
+	})
+	var gotIDs [][]byte
+	for _, k := range got {
+		if k.Project != project {
+			t.Fatalf("listed a passkey of %s", k.Project)
+		}
+		gotIDs = append(gotIDs, k.CredentialID)
+	}
+	want := slices.Clone(ids)
+	slices.SortFunc(want, bytes.Compare)
+	equal(t, "credential IDs, in order", gotIDs, want)
+	equal(t, "pages", n, 4)
+	equal(t, "a row as stored", got[0].Name, newPasskey("b", "bob", base).Name)
+
+	bobs, _ := pages(t, 10, func(after []string, limit int) ([]store.Passkey, []string, error) {
+		return s.ListPasskeysPage(ctx, store.AdminQuery{Projects: []string{project}, Subject: "bob", After: after, Limit: limit})
+	})
+	equal(t, "bob's passkeys", len(bobs), 3)
+	for _, k := range bobs {
+		equal(t, "subject", k.Subject, "bob")
+	}
+	both, _ := pages(t, 100, func(after []string, limit int) ([]store.Passkey, []string, error) {
+		return s.ListPasskeysPage(ctx, store.AdminQuery{Projects: []string{project, "team-b/main"}, After: after, Limit: limit})
+	})
+	equal(t, "two projects", len(both), len(ids)+1)
+	none, next, err := s.ListPasskeysPage(ctx, store.AdminQuery{})
+	must(t, err)
+	equal(t, "no project", [2]int{len(none), len(next)}, [2]int{0, 0})
+	_, _, err = s.ListPasskeysPage(ctx, store.AdminQuery{Projects: []string{project}, After: []string{project, "not base64!"}})
+	if err == nil {
+		t.Fatal("a page key that is not base64url was accepted")
+	}
 }

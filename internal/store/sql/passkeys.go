@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"strings"
 	"time"
@@ -127,4 +128,32 @@ func (s *Store) TakePasskeyCeremony(ctx context.Context, idHash []byte, now time
 		return store.PasskeyCeremony{}, store.ErrNotFound
 	}
 	return out, nil
+}
+
+// ListPasskeysPage lists passkeys in (project, credential_id) order, the primary key's. The
+// key's credential ID travels as base64url text and is compared as the bytes it stands for (a
+// BLOB compared with TEXT would order by type, not by value).
+func (s *Store) ListPasskeysPage(ctx context.Context, q store.AdminQuery) (_ []store.Passkey, _ []string, err error) {
+	defer s.observe(ctx, "ListPasskeysPage", time.Now(), &err)
+	p := pageQuery{
+		sel:     `SELECT ` + passkeyCols + ` FROM passkeys`,
+		projCol: "project",
+		key:     []string{"project", "credential_id"},
+	}
+	optional("subject = ?", q.Subject, &p)
+	if q.After != nil {
+		if len(q.After) != 2 {
+			return nil, nil, errors.New("sqlstore: a passkey page key has 2 parts")
+		}
+		id, err := base64.RawURLEncoding.DecodeString(q.After[1])
+		if err != nil {
+			return nil, nil, errors.New("sqlstore: a passkey page key's credential ID is not base64url")
+		}
+		p.conds = append(p.conds, "(project, credential_id) > (?, ?)")
+		p.args = append(p.args, q.After[0], id)
+		q.After = nil
+	}
+	return listPage(ctx, s, p, q, nil, scanPasskey, func(k store.Passkey) []string {
+		return []string{k.Project, base64.RawURLEncoding.EncodeToString(k.CredentialID)}
+	})
 }

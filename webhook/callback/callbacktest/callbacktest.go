@@ -39,6 +39,7 @@ import (
 	"latchkey.dev/latchkey/webhook"
 	"latchkey.dev/latchkey/webhook/callback"
 	"latchkey.dev/latchkey/webhook/exchange"
+	"latchkey.dev/latchkey/webhook/signin"
 )
 
 // The people of the stories.
@@ -556,6 +557,33 @@ func (b *Browser) SignIn(email, password string) {
 	if res.Status != http.StatusOK || !strings.Contains(res.Body, "You are signed in") {
 		b.H.T.Fatalf("sign-in failed: %d %s", res.Status, res.Text())
 	}
+}
+
+// SignInWithPasskey leaves the browser signed in as the person with email (who has signed in
+// before) the way a passkey sign-in does: a new session, made now, whose method is
+// signin.MethodHardwareKey. The ceremony itself is tested in webhook/signin and test/e2e.
+func (b *Browser) SignInWithPasskey(email string) {
+	b.H.T.Helper()
+	b.SignInWith(email, signin.MethodHardwareKey)
+}
+
+// SignInWith leaves the browser signed in as the person with email (who has signed in before)
+// with a new session, made now, whose sign-in method is method (signin.MethodOIDC, …).
+func (b *Browser) SignInWith(email, method string) {
+	b.H.T.Helper()
+	person := b.H.Person(email)
+	v := secret.New("")
+	now := b.H.Clock.Now()
+	if err := b.H.Store.CreateSession(context.Background(), store.Session{
+		IDHash: secret.Hash(v), Project: ProjectKey, Subject: person.ID, AuthTime: now, CreatedAt: now,
+		ExpiresAt: now.Add(b.H.Project.Lifetimes.Session), Method: method,
+	}); err != nil {
+		b.H.T.Fatal(err)
+	}
+	u, _ := url.Parse(b.H.Issuer + "/")
+	b.Jar.SetCookies(u, []*http.Cookie{{
+		Name: signin.CookieName(b.H.Server.Env(), b.H.Project, "session"), Value: v, Path: u.Path,
+	}})
 }
 
 // SignInGitHub signs the browser in at the fake GitHub, as if the person had done so earlier.
