@@ -19,8 +19,8 @@ import (
 	"github.com/go-webauthn/webauthn/protocol/webauthncbor"
 	"github.com/go-webauthn/webauthn/protocol/webauthncose"
 
-	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
 	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
 	"latchkey.dev/latchkey/webhook/signin"
