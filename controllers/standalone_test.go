@@ -29,14 +29,19 @@ func objMeta(ns, name, uid string) metav1.ObjectMeta {
 		CreationTimestamp: metav1.NewTime(testNow)}
 }
 
+func labelled(m metav1.ObjectMeta, labels map[string]string) metav1.ObjectMeta {
+	m.Labels = labels
+	return m
+}
+
 // standaloneObjects is a Project with a password file, a Connector and a confidential client
 // listing it, and a RedirectPolicy, as a directory of files would declare them.
 func standaloneObjects(t *testing.T) *Objects {
 	t.Helper()
 	objs := &Objects{
 		Secrets: []corev1.Secret{
-			{ObjectMeta: objMeta("demo", "people", ""), Data: map[string][]byte{"passwords.yaml": []byte(demoPasswords)}},
-			{ObjectMeta: objMeta("demo", "gh", ""), Data: map[string][]byte{"clientSecret": []byte("upstream-secret")}},
+			{ObjectMeta: labelled(objMeta("demo", "people", ""), forProject()), Data: map[string][]byte{"passwords.yaml": []byte(demoPasswords)}},
+			{ObjectMeta: labelled(objMeta("demo", "gh", ""), forConnector()), Data: map[string][]byte{"clientSecret": []byte("upstream-secret")}},
 		},
 		Projects: []v1alpha1.Project{{ObjectMeta: objMeta("demo", "p", "u-p"), Spec: v1alpha1.ProjectSpec{
 			SignIn: v1alpha1.SignIn{PasswordSecretRef: &v1alpha1.SecretKeyReference{Name: "people", Key: "passwords.yaml"}},

@@ -109,7 +109,7 @@ func TestWatchNamespaces(t *testing.T) {
 	agents := map[string]*v1alpha1.OAuthClient{}
 	for _, ns := range []string{watched, other} {
 		for _, obj := range []client.Object{
-			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "passwords"},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "passwords", Labels: map[string]string{v1alpha1.SecretUseLabel: v1alpha1.SecretUseProject}},
 				StringData: map[string]string{"passwords.yaml": "[]"}},
 			&v1alpha1.Project{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "proj"},
 				Spec: v1alpha1.ProjectSpec{SignIn: v1alpha1.SignIn{PasswordSecretRef: &v1alpha1.SecretKeyReference{Name: "passwords", Key: "passwords.yaml"}}}},
