@@ -36,13 +36,13 @@ import (
 // One kube-apiserver and etcd for the whole package (starting one takes seconds); each test
 // works in namespaces of its own.
 var (
-	k8s       client.Client // talks to the API server directly, not through the cache
+	k8s client.Client // talks to the API server directly, not through the cache
 	// managerClient and managerCache are the controllers' own: reads go to the cache.
 	managerClient client.Client
 	managerCache  client.Reader
-	holder    *config.Holder
-	compiler  *Compiler
-	testStore store.Store
+	holder        *config.Holder
+	compiler      *Compiler
+	testStore     store.Store
 	// testSigning stands for the operator's loaded keys Secret (signingKeySource Operator).
 	testSigning = &lkkeys.Signing{Retire: time.Hour}
 	skipReason  string
