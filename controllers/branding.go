@@ -135,7 +135,7 @@ func (r *resolver) logo(ctx context.Context, namespace string, ref v1alpha1.Logo
 			return nil, err
 		}
 		if sec == nil {
-			return nil, notReadyf(v1alpha1.ProjectLogoMissingReason, "Secret %s/%s (%s) not found", namespace, ref.Name, field)
+			return nil, notReadyf(v1alpha1.ProjectLogoMissingReason, "Secret %s/%s (%s) not found, or not labelled %s", namespace, ref.Name, field, v1alpha1.SecretUseLabel)
 		}
 		data, found = sec.Data[ref.Key]
 		if !found {

@@ -107,7 +107,7 @@ func TestProjectBranding(t *testing.T) {
 	}
 
 	// From a Secret instead, as WebP; and a light accent that fails 4.5:1 against white text.
-	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "brand-secret"},
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "brand-secret", Labels: forProject()},
 		Data: map[string][]byte{"logo": append([]byte("RIFF\x1a\x00\x00\x00WEBPVP8L"), make([]byte, 12)...)}})
 	update(t, p, func(p *v1alpha1.Project) {
 		p.Spec.Branding.Logo = &v1alpha1.LogoReference{Kind: v1alpha1.LogoFromSecret, Name: "brand-secret", Key: "logo"}

@@ -231,7 +231,7 @@ func TestConnectorSecretMissing(t *testing.T) {
 	})
 
 	create(t, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gh-app"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gh-app", Labels: forConnector()},
 		StringData: map[string]string{"clientSecret": "upstream-secret"},
 	})
 	waitReady(t, conn)
@@ -500,7 +500,7 @@ func TestProjectSecrets(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t, nil)
 	create(t, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pw"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pw", Labels: forProject()},
 		StringData: map[string]string{"passwords.yaml": "- email: bob@example.com\n  hash: hunter2-plain\n"},
 	})
 	p := &v1alpha1.Project{
@@ -556,7 +556,7 @@ func TestProjectSecrets(t *testing.T) {
 	create(t, jwt)
 	waitNotReady(t, jwt, v1alpha1.OAuthClientSigningKeyRequiredReason)
 	create(t, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keys"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keys", Labels: forProject()},
 		Data:       map[string][]byte{"2026-07.pem": testECKeyPEM(t)},
 	})
 	update(t, p, func(p *v1alpha1.Project) { p.Spec.SigningKeySecretRef = &v1alpha1.SecretReference{Name: "keys"} })
@@ -602,7 +602,7 @@ func TestProjectSecretsTurnOffFeatures(t *testing.T) {
 	ns := newNamespace(t, nil)
 	create(t, passwordSecret(ns, "pw"))
 	create(t, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hmac"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hmac", Labels: forProject()},
 		StringData: map[string]string{"good": strings.Repeat("k", 32), "short": "too-short-key-value"},
 	})
 	sink := func(name, key string) v1alpha1.EventSink {
@@ -639,7 +639,7 @@ func TestProjectSecretsTurnOffFeatures(t *testing.T) {
 		t.Errorf("message %q must end with %q", cond.Message, want)
 	}
 	create(t, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gh"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gh", Labels: forConnector()},
 		StringData: map[string]string{"clientSecret": "gh-secret"},
 	})
 	conn := newConnector(ns, "github", "proj", "gh")
@@ -673,11 +673,11 @@ func TestProjectSecretsTurnOffFeatures(t *testing.T) {
 	})
 
 	create(t, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "oidc"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "oidc", Labels: forProject()},
 		StringData: map[string]string{"clientSecret": "idp-secret"},
 	})
 	create(t, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "iat"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "iat", Labels: forProject()},
 		StringData: map[string]string{"a": "lk_iat_token"},
 	})
 	update(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hmac"}}, func(s *corev1.Secret) {
@@ -722,7 +722,7 @@ func TestProjectBrokenSinkSecretIsDegraded(t *testing.T) {
 	}
 
 	create(t, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sink"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sink", Labels: forProject()},
 		StringData: map[string]string{"key": "short"},
 	})
 	cond = waitDegraded(t, p, v1alpha1.ProjectSecretInvalidReason)
@@ -745,7 +745,7 @@ func TestConnectorRules(t *testing.T) {
 	ns := newNamespace(t, nil)
 	newProject(t, ns, "proj", nil)
 	create(t, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gh-app"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gh-app", Labels: forConnector()},
 		StringData: map[string]string{"clientSecret": "s"},
 	})
 	first := newConnector(ns, "a-github", "proj", "gh-app")
@@ -1021,7 +1021,7 @@ func TestLargeSecretTypesNotCached(t *testing.T) {
 	ns := newNamespace(t, nil)
 	newProject(t, ns, "proj", nil)
 	create(t, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sh.helm.release.v1.app.v1"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sh.helm.release.v1.app.v1", Labels: forConnector()},
 		Type:       "helm.sh/release.v1",
 		Data:       map[string][]byte{"clientSecret": []byte("not-for-latchkey")},
 	})

@@ -13,7 +13,11 @@
 //go:generate go tool controller-gen object paths=../api/... crd paths=../api/... rbac:roleName=latchkey-manager paths=./... output:crd:artifacts:config=../config/crd/bases output:rbac:artifacts:config=../config/rbac
 package controllers
 
-// Everything the controllers and the compiler read, and the little they write.
+// Everything the controllers and the compiler read, and the little they write. RBAC cannot
+// grant Secrets by label: the cache lists and watches only Secrets labelled latchkey.dev/use
+// (CacheOptions), get serves only the metadata read of a credentials Secret the cache does not
+// hold, and the chart's ValidatingAdmissionPolicy refuses any Secret write without Latchkey's
+// managed-by label (docs/decisions/0051).
 //
 // +kubebuilder:rbac:groups=latchkey.dev,resources=projects;oauthclients;connectors;redirectpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=latchkey.dev,resources=projects/status;oauthclients/status;connectors/status;redirectpolicies/status,verbs=get;patch

@@ -65,7 +65,7 @@ func TestOnlyRecognisedAppsRevokesOnEnable(t *testing.T) {
 	waitReady(t, newProject(t, ns, "p", nil))
 	key := ns + "/p"
 	ref := v1alpha1.ProjectReference{Name: "p"}
-	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gh"}, StringData: map[string]string{"clientSecret": "gh-secret-for-tests"}})
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gh", Labels: forConnector()}, StringData: map[string]string{"clientSecret": "gh-secret-for-tests"}})
 	gh := newConnector(ns, "github", "p", "gh")
 	create(t, gh)
 	waitReady(t, gh)

@@ -38,6 +38,9 @@ const (
 type OAuthClientReconciler struct {
 	base
 	deps *dependents
+	// live reads the metadata of a credentials Secret the cache does not hold (see
+	// existingSecret); never a Secret's data.
+	live client.Reader
 }
 
 type clientScope struct {
@@ -85,8 +88,9 @@ func (r *OAuthClientReconciler) reconcileSecret(ctx context.Context, s *clientSc
 			return ctrl.Result{}, err
 		}
 		if err := r.client.Create(ctx, desired); err != nil {
-			// AlreadyExists means the cache lags behind a Secret written moments ago; the retry
-			// reads it.
+			if apierrors.IsAlreadyExists(err) {
+				return r.existingSecret(ctx, s, key)
+			}
 			return ctrl.Result{}, fmt.Errorf("creating Secret %s: %w", key, err)
 		}
 		s.secret = desired
@@ -113,6 +117,39 @@ func (r *OAuthClientReconciler) reconcileSecret(ctx context.Context, s *clientSc
 		return ctrl.Result{}, fmt.Errorf("updating Secret %s: %w", key, err)
 	}
 	s.secret = desired
+	return ctrl.Result{}, nil
+}
+
+// existingSecret handles a credentials Secret that exists but is not in the cache, which holds
+// only Secrets labelled v1alpha1.SecretUseLabel: someone else's Secret, one Latchkey created
+// before it labelled its Secrets so, or one the cache has not caught up with yet. Only the
+// Secret's metadata is read from the API server, never its data. Latchkey's own gets the label,
+// so the cache takes it in and the next reconcile goes on from there; anyone else's is left
+// untouched and reported as a conflict.
+func (r *OAuthClientReconciler) existingSecret(ctx context.Context, s *clientScope, key types.NamespacedName) (ctrl.Result, error) {
+	if r.live == nil {
+		return ctrl.Result{}, fmt.Errorf("creating Secret %s: it already exists", key)
+	}
+	md := &metav1.PartialObjectMetadata{}
+	md.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := r.live.Get(ctx, key, md); err != nil {
+		return ctrl.Result{}, fmt.Errorf("reading the metadata of Secret %s: %w", key, err)
+	}
+	sec := &corev1.Secret{ObjectMeta: md.ObjectMeta}
+	if !writesSecret(s.oc, sec) {
+		s.secret = sec // reconcileReady reports SecretConflict; not a byte of it is read
+		return ctrl.Result{}, nil
+	}
+	if _, ok := md.Labels[v1alpha1.SecretUseLabel]; ok {
+		// The cache lags behind a Secret written moments ago; the retry reads it.
+		return ctrl.Result{}, fmt.Errorf("creating Secret %s: it already exists and the cache has not caught up yet", key)
+	}
+	patch := client.RawPatch(types.MergePatchType,
+		fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q,"labels":{%q:%q}}}`, md.ResourceVersion, v1alpha1.SecretUseLabel, v1alpha1.SecretUseLatchkey))
+	if err := r.client.Patch(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}, patch); err != nil {
+		return ctrl.Result{}, fmt.Errorf("labelling Secret %s %s=%s: %w", key, v1alpha1.SecretUseLabel, v1alpha1.SecretUseLatchkey, err)
+	}
+	// The labelled Secret enters the cache, and its watch event brings the client back.
 	return ctrl.Result{}, nil
 }
 
@@ -169,6 +206,9 @@ func desiredCredentials(scheme *runtime.Scheme, oc *v1alpha1.OAuthClient, sec *c
 		sec.Labels = map[string]string{}
 	}
 	sec.Labels[managedByLabel] = managedByValue
+	// Read back through the cache, which holds only Secrets with this label; its value lets no
+	// Connector use the client's secret.
+	sec.Labels[v1alpha1.SecretUseLabel] = v1alpha1.SecretUseLatchkey
 	sec.Labels[oauthClientNameLabel] = truncateLabel(oc.Name)
 	if err := controllerutil.SetControllerReference(oc, sec, scheme); err != nil {
 		return nil, fmt.Errorf("owning Secret %s/%s: %w", sec.Namespace, sec.Name, err)

@@ -28,7 +28,7 @@ func TestPolicyChangesAreAudited(t *testing.T) {
 	key := ns + "/proj"
 	sink := audittest.NewSink(t, time.Now)
 	create(t, passwordSecret(ns, "pw"))
-	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sink"}, StringData: map[string]string{"secret": audittest.Secret}})
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sink", Labels: forProject()}, StringData: map[string]string{"secret": audittest.Secret}})
 	p := &v1alpha1.Project{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "proj"},
 		Spec: v1alpha1.ProjectSpec{

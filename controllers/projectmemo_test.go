@@ -26,7 +26,7 @@ func TestProjectMemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	pw := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pw"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pw", Labels: forProject()},
 		Data:       map[string][]byte{"passwords.yaml": []byte("- email: alice@example.com\n  hash: " + aliceHash + "\n")},
 	}
 	proj := &v1alpha1.Project{

@@ -143,19 +143,36 @@ func allowedNetworks(p *v1alpha1.Project) []netip.Prefix {
 // ---------------------------------------------------------------------------------------------
 // Secrets
 
-// secret returns a Secret, or notReady(SecretMissing) naming it and the field that refers to it.
+// secret returns a Secret a Project may use, or notReady(SecretMissing) naming it and the
+// field that refers to it. A Project is written by an administrator, so any Secret that opted
+// in to Latchkey (SecretUseLabel, with any value) will do.
 func (r *resolver) secret(ctx context.Context, namespace, name, field string) (*corev1.Secret, error) {
+	return r.secretFor(ctx, namespace, name, field, "")
+}
+
+// secretFor returns a Secret that opted in for use (any use when use is empty), or
+// notReady(SecretMissing). A Secret without the opt-in reads exactly as a missing one, reason
+// and message, so the condition tells whoever wrote the referring object nothing about a
+// Secret they may not read (docs/decisions/0051).
+func (r *resolver) secretFor(ctx context.Context, namespace, name, field, use string) (*corev1.Secret, error) {
 	sec, err := r.optionalSecret(ctx, namespace, name)
 	if err != nil {
 		return nil, err
 	}
-	if sec == nil {
-		return nil, notReadyf(v1alpha1.SecretMissingReason, "Secret %s/%s (%s) not found", namespace, name, field)
+	if sec == nil || (use != "" && sec.Labels[v1alpha1.SecretUseLabel] != use) {
+		label := v1alpha1.SecretUseLabel
+		if use != "" {
+			label += "=" + use
+		}
+		return nil, notReadyf(v1alpha1.SecretMissingReason, "Secret %s/%s (%s) not found, or not labelled %s", namespace, name, field, label)
 	}
 	return sec, nil
 }
 
-// optionalSecret returns a Secret or nil when it does not exist.
+// optionalSecret returns a Secret that opted in to Latchkey, or nil when there is none. A
+// Secret without SecretUseLabel is not one Latchkey may read: the manager's cache does not
+// hold it (CacheOptions), and the same rule here makes every other reader (the no-cluster
+// mode's files) see what a cluster would.
 func (r *resolver) optionalSecret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
 	key := types.NamespacedName{Namespace: namespace, Name: name}
 	r.secrets[key] = struct{}{}
@@ -166,12 +183,15 @@ func (r *resolver) optionalSecret(ctx context.Context, namespace, name string) (
 		}
 		return nil, fmt.Errorf("reading Secret %s: %w", key, err)
 	}
+	if _, ok := sec.Labels[v1alpha1.SecretUseLabel]; !ok {
+		return nil, nil
+	}
 	return sec, nil
 }
 
-// secretValue returns one non-empty value of a Secret.
-func (r *resolver) secretValue(ctx context.Context, namespace string, ref v1alpha1.SecretKeyReference, field string) ([]byte, error) {
-	sec, err := r.secret(ctx, namespace, ref.Name, field)
+// secretValue returns one non-empty value of a Secret that opted in for use (any, when empty).
+func (r *resolver) secretValue(ctx context.Context, namespace string, ref v1alpha1.SecretKeyReference, field, use string) ([]byte, error) {
+	sec, err := r.secretFor(ctx, namespace, ref.Name, field, use)
 	if err != nil {
 		return nil, err
 	}
@@ -338,7 +358,7 @@ func (r *resolver) compilePasswords(ctx context.Context, p *v1alpha1.Project, ou
 	if ref == nil {
 		return nil
 	}
-	data, err := r.secretValue(ctx, p.Namespace, *ref, "spec.signIn.passwordSecretRef")
+	data, err := r.secretValue(ctx, p.Namespace, *ref, "spec.signIn.passwordSecretRef", "")
 	var passwords map[string]config.PasswordUser
 	if err == nil {
 		passwords, err = parsePasswordFile(data)
@@ -362,7 +382,7 @@ func (r *resolver) compileOIDC(ctx context.Context, p *v1alpha1.Project, out *co
 	if o == nil {
 		return nil
 	}
-	sec, err := r.secretValue(ctx, p.Namespace, o.ClientSecretRef, "spec.signIn.oidc.clientSecretRef")
+	sec, err := r.secretValue(ctx, p.Namespace, o.ClientSecretRef, "spec.signIn.oidc.clientSecretRef", "")
 	bad, err := off.add(err, "OIDC sign-in")
 	if err != nil {
 		return err
@@ -419,7 +439,7 @@ func (r *resolver) compileRegistration(ctx context.Context, p *v1alpha1.Project,
 func (r *resolver) compileEventSinks(ctx context.Context, p *v1alpha1.Project, out *config.Project, off *degraded) error {
 	for i, sink := range p.Spec.EventSinks {
 		field := fmt.Sprintf("spec.eventSinks[%d].hmacSecretRef", i)
-		value, err := r.secretValue(ctx, p.Namespace, sink.HMACSecretRef, field)
+		value, err := r.secretValue(ctx, p.Namespace, sink.HMACSecretRef, field, "")
 		var keys [][]byte
 		if err == nil {
 			// Standard Webhooks secrets (whsec_…, two while rotating) or a raw key.
@@ -722,7 +742,9 @@ func (r *resolver) compileConnector(ctx context.Context, c *v1alpha1.Connector) 
 	if err != nil {
 		return nil, err
 	}
-	sec, err := r.secretValue(ctx, c.Namespace, c.Spec.ClientSecretRef, "spec.clientSecretRef")
+	// The Connector's author chooses where its client secret is sent, so it may name only a
+	// Secret its owner opted in for Connectors.
+	sec, err := r.secretValue(ctx, c.Namespace, c.Spec.ClientSecretRef, "spec.clientSecretRef", v1alpha1.SecretUseConnector)
 	if err != nil {
 		return nil, err
 	}

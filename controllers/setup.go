@@ -12,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -122,7 +124,7 @@ func SetupWithCompiler(mgr ctrl.Manager, opts Options) (*Compiler, error) {
 	}
 	quiet := b
 	quiet.quietFirstReady = true
-	if err := (&OAuthClientReconciler{base: quiet, deps: deps}).SetupWithManager(mgr, copts); err != nil {
+	if err := (&OAuthClientReconciler{base: quiet, deps: deps, live: mgr.GetAPIReader()}).SetupWithManager(mgr, copts); err != nil {
 		return nil, fmt.Errorf("setting up the OAuthClient controller: %w", err)
 	}
 	if err := (&ConnectorReconciler{base: b, deps: deps}).SetupWithManager(mgr, copts); err != nil {
@@ -138,10 +140,14 @@ func SetupWithCompiler(mgr ctrl.Manager, opts Options) (*Compiler, error) {
 	return c, nil
 }
 
-// CacheOptions returns cache options suited to these controllers: managed fields and kubectl's
-// last-applied-configuration annotation are dropped from every cached object (they are large,
-// never read, and the annotation repeats the whole object: for a Secret applied with kubectl,
-// its data), which matters because Secrets are cached cluster-wide. Callers may restrict
+// CacheOptions returns cache options suited to these controllers. Only Secrets that opted in to
+// Latchkey (the label v1alpha1.SecretUseLabel, which Latchkey also sets on the Secrets it
+// creates) are listed, watched and held: the informer asks the API server for those alone, so
+// the process never holds the cluster's other Secrets, and a read of any other Secret through
+// the manager's client finds nothing rather than reaching past the cache
+// (docs/decisions/0051). Managed fields and kubectl's last-applied-configuration annotation are
+// dropped from every cached object (they are large, never read, and the annotation repeats the
+// whole object: for a Secret applied with kubectl, its data). Callers may restrict
 // cache.Options.DefaultNamespaces further.
 func CacheOptions() cache.Options {
 	stripFields := cache.TransformStripManagedFields()
@@ -177,7 +183,7 @@ func CacheOptions() cache.Options {
 				}
 				return o, err
 			}},
-			&corev1.Secret{}: {Transform: func(o any) (any, error) {
+			&corev1.Secret{}: {Label: SecretSelector(), Transform: func(o any) (any, error) {
 				o, err := strip(o)
 				if s, ok := o.(*corev1.Secret); ok && err == nil && !readableSecretType(s.Type) {
 					// Helm releases, service-account tokens and registry credentials are the
@@ -190,6 +196,16 @@ func CacheOptions() cache.Options {
 			}},
 		},
 	}
+}
+
+// SecretSelector selects the Secrets Latchkey may read: those carrying v1alpha1.SecretUseLabel,
+// whatever its value (the resolver checks the value where it matters).
+func SecretSelector() labels.Selector {
+	req, err := labels.NewRequirement(v1alpha1.SecretUseLabel, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant key: cannot fail
+	}
+	return labels.NewSelector().Add(*req)
 }
 
 // lastAppliedAnnotation is where client-side `kubectl apply` keeps a copy of what it applied.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -29,14 +30,19 @@ func objMeta(ns, name, uid string) metav1.ObjectMeta {
 		CreationTimestamp: metav1.NewTime(testNow)}
 }
 
+func labelled(m metav1.ObjectMeta, labels map[string]string) metav1.ObjectMeta {
+	m.Labels = labels
+	return m
+}
+
 // standaloneObjects is a Project with a password file, a Connector and a confidential client
 // listing it, and a RedirectPolicy, as a directory of files would declare them.
 func standaloneObjects(t *testing.T) *Objects {
 	t.Helper()
 	objs := &Objects{
 		Secrets: []corev1.Secret{
-			{ObjectMeta: objMeta("demo", "people", ""), Data: map[string][]byte{"passwords.yaml": []byte(demoPasswords)}},
-			{ObjectMeta: objMeta("demo", "gh", ""), Data: map[string][]byte{"clientSecret": []byte("upstream-secret")}},
+			{ObjectMeta: labelled(objMeta("demo", "people", ""), forProject()), Data: map[string][]byte{"passwords.yaml": []byte(demoPasswords)}},
+			{ObjectMeta: labelled(objMeta("demo", "gh", ""), forConnector()), Data: map[string][]byte{"clientSecret": []byte("upstream-secret")}},
 		},
 		Projects: []v1alpha1.Project{{ObjectMeta: objMeta("demo", "p", "u-p"), Spec: v1alpha1.ProjectSpec{
 			SignIn: v1alpha1.SignIn{PasswordSecretRef: &v1alpha1.SecretKeyReference{Name: "people", Key: "passwords.yaml"}},
@@ -255,5 +261,54 @@ func TestStandaloneMatchesTheCluster(t *testing.T) {
 	}
 	if p := h.Load().Project(ns + "/demo"); !reflect.DeepEqual(p, cluster) {
 		t.Errorf("compiled Project differs from the cluster's:\nstandalone %+v\ncluster    %+v", p, cluster)
+	}
+}
+
+// TestStandaloneConnectorSecretOptIn: the no-cluster mode applies the cluster's rule. A
+// Connector uses its Secret only when it is labelled latchkey.dev/use=connector; a Secret with
+// no label or another use reads exactly like one that does not exist, and nothing of it is
+// compiled.
+func TestStandaloneConnectorSecretOptIn(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string // nil with absent: no Secret at all
+		absent bool
+		ok     bool
+	}{
+		{name: "missing", absent: true},
+		{name: "unlabelled"},
+		{name: "a Project's Secret", labels: forProject()},
+		{name: "Latchkey's own", labels: map[string]string{v1alpha1.SecretUseLabel: v1alpha1.SecretUseLatchkey}},
+		{name: "another value", labels: map[string]string{v1alpha1.SecretUseLabel: "connectors"}},
+		{name: "opted in", labels: forConnector(), ok: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, h := newStandalone(t)
+			objs := standaloneObjects(t)
+			if tc.absent {
+				objs.Secrets = slices.Delete(objs.Secrets, 1, 2)
+			} else {
+				objs.Secrets[1].Labels = tc.labels
+			}
+			if err := s.Apply(context.Background(), objs); err != nil {
+				t.Fatal(err)
+			}
+			c := h.Load().Projects["demo/p"].Connectors["demo/github"]
+			cond := meta.FindStatusCondition(objs.Connectors[0].Status.Conditions, v1alpha1.ReadyCondition)
+			if tc.ok {
+				if c == nil || c.ClientSecret != "upstream-secret" || cond.Status != metav1.ConditionTrue {
+					t.Fatalf("opted-in Secret not used: %+v, %+v", c, cond)
+				}
+				return
+			}
+			if c != nil {
+				t.Fatalf("Connector compiled with a Secret it may not use: %q", c.ClientSecret)
+			}
+			const want = "Secret demo/gh (spec.clientSecretRef) not found, or not labelled latchkey.dev/use=connector"
+			if cond.Status != metav1.ConditionFalse || cond.Reason != v1alpha1.ConnectorSecretMissingReason || cond.Message != want {
+				t.Errorf("condition %s %s %q, want False %s %q (as for a missing Secret)", cond.Status, cond.Reason, cond.Message,
+					v1alpha1.ConnectorSecretMissingReason, want)
+			}
+		})
 	}
 }

@@ -36,10 +36,13 @@ import (
 // One kube-apiserver and etcd for the whole package (starting one takes seconds); each test
 // works in namespaces of its own.
 var (
-	k8s       client.Client // talks to the API server directly, not through the cache
-	holder    *config.Holder
-	compiler  *Compiler
-	testStore store.Store
+	k8s client.Client // talks to the API server directly, not through the cache
+	// managerClient and managerCache are the controllers' own: reads go to the cache.
+	managerClient client.Client
+	managerCache  client.Reader
+	holder        *config.Holder
+	compiler      *Compiler
+	testStore     store.Store
 	// testSigning stands for the operator's loaded keys Secret (signingKeySource Operator).
 	testSigning = &lkkeys.Signing{Retire: time.Hour}
 	skipReason  string
@@ -110,6 +113,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "creating manager:", err)
 		return 1
 	}
+	managerClient, managerCache = mgr.GetClient(), mgr.GetCache()
 	holder = &config.Holder{}
 	// A real SQLite store for RedirectPolicy enforcement (enforce_test.go).
 	dbDir, err := os.MkdirTemp("", "latchkey-controllers-")
@@ -340,10 +344,20 @@ func waitEvent(t *testing.T, obj client.Object, eventType, reason string) events
 	return found
 }
 
+// forProject and forConnector label a test Secret as its owner opts it in for a Project or for
+// Connectors (v1alpha1.SecretUseLabel); Latchkey reads no other.
+func forProject() map[string]string {
+	return map[string]string{v1alpha1.SecretUseLabel: v1alpha1.SecretUseProject}
+}
+
+func forConnector() map[string]string {
+	return map[string]string{v1alpha1.SecretUseLabel: v1alpha1.SecretUseConnector}
+}
+
 // passwordSecret is a one-person password file (alice, "alice-demo-pass").
 func passwordSecret(namespace, name string) *corev1.Secret {
 	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: forProject()},
 		StringData: map[string]string{"passwords.yaml": "- email: alice@example.com\n  name: Alice\n  hash: $2a$10$5ai4.gQFC2HTMrdNoweK0eV.EidIA5.eyvrOffs4Ao4TM7P23dxoe\n"},
 	}
 }

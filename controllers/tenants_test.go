@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -10,9 +11,11 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/config"
@@ -107,7 +110,7 @@ func TestTenantCannotUseOtherTeamsConnector(t *testing.T) {
 	teamB := newNamespace(t, nil)
 	newProject(t, teamA, "proj", &v1alpha1.AllowedNamespaces{From: v1alpha1.NamespacesFromAll})
 	create(t, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: teamA, Name: "gh-app"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamA, Name: "gh-app", Labels: forConnector()},
 		StringData: map[string]string{"clientSecret": "upstream-secret"},
 	})
 	conn := newConnector(teamA, "github", "proj", "gh-app")
@@ -345,4 +348,148 @@ func TestTenantCannotClaimOtherTeamsResource(t *testing.T) {
 	}
 	waitCondition(t, intruder, v1alpha1.OAuthClientResourcesOwnedCondition, metav1.ConditionTrue, v1alpha1.OAuthClientResourcesOwnedReason)
 	waitSnapshot(t, "owned once the owner is gone", serves(intruder, true))
+}
+
+// TestTenantConnectorUsesOnlyOptedInSecrets: a team that may write Connectors but not read
+// Secrets names the namespace's database password (or a TLS key, the Project's password file,
+// another client's credentials) as a Connector's client secret, with a token endpoint of its
+// own choosing. Nothing of the Secret is compiled, so nothing can be sent; and the Connector's
+// condition reads exactly as it does for a Secret that does not exist, so the team cannot
+// even learn which Secrets exist. Once the Secret's owner labels it latchkey.dev/use=connector,
+// the Connector uses it.
+func TestTenantConnectorUsesOnlyOptedInSecrets(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t, nil)
+	empty := newNamespace(t, nil) // the same names, but no Secret at all
+	for _, n := range []string{ns, empty} {
+		newProject(t, n, "proj", nil)
+	}
+	agent := newClient(ns, "agent", v1alpha1.ProjectReference{Name: "proj"})
+	create(t, agent)
+	waitReady(t, agent)
+
+	const dbPassword = "the-database-password-0123456789"
+	create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+		Data:       map[string][]byte{"password": []byte(dbPassword)},
+	})
+	create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-tls"},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{"tls.crt": []byte("certificate"), "tls.key": []byte("the-private-key")},
+	})
+	stolen := map[string]bool{}
+	for _, s := range []string{dbPassword, "the-private-key"} {
+		stolen[s] = true
+	}
+	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent-credentials"}}
+	if err := get(creds); err != nil {
+		t.Fatal(err)
+	}
+	stolen[string(creds.Data["client_secret"])] = true
+
+	targets := []struct{ name, secret, key string }{
+		{"a database password", "db", "password"},
+		{"a TLS key", "web-tls", "tls.key"},
+		{"the Project's password file", "proj-passwords", "passwords.yaml"},
+		{"another client's credentials", "agent-credentials", "client_secret"},
+	}
+	thief := func(namespace, name, secret, key string) *v1alpha1.Connector {
+		c := newConnector(namespace, name, "proj", secret)
+		c.Spec.Preset = ""
+		c.Spec.Endpoints = &v1alpha1.ConnectorEndpoints{
+			AuthorizationURL: "https://collector.example/authorize",
+			TokenURL:         "https://collector.example/token",
+			UserInfoURL:      "https://collector.example/user",
+		}
+		c.Spec.ClientSecretRef.Key = key
+		return c
+	}
+	for i, tc := range targets {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("thief-%d", i)
+			conn := thief(ns, name, tc.secret, tc.key)
+			create(t, conn)
+			missing := thief(empty, name, tc.secret, tc.key)
+			create(t, missing)
+
+			got := waitNotReady(t, conn, v1alpha1.ConnectorSecretMissingReason)
+			want := waitNotReady(t, missing, v1alpha1.ConnectorSecretMissingReason)
+			if msg := strings.ReplaceAll(got.Message, ns, empty); msg != want.Message {
+				t.Errorf("the condition tells an existing Secret from a missing one:\n%s\n%s", got.Message, want.Message)
+			}
+			waitEvent(t, conn, corev1.EventTypeWarning, v1alpha1.ConnectorSecretMissingReason)
+		})
+	}
+	waitSnapshot(t, "no value of those Secrets is compiled", func(s *config.Snapshot) error {
+		p := s.Project(ns + "/proj")
+		if p == nil {
+			return errors.New("project not compiled yet")
+		}
+		for key, c := range p.Connectors {
+			if stolen[c.ClientSecret] {
+				return fmt.Errorf("Connector %s compiled with a value of a Secret it may not use", key)
+			}
+		}
+		return nil
+	})
+
+	// The owner opts the Secret in: now it is the Connector's client secret.
+	opted := thief(ns, "opted-in", "db", "password")
+	create(t, opted)
+	waitNotReady(t, opted, v1alpha1.ConnectorSecretMissingReason)
+	update(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}}, func(s *corev1.Secret) {
+		s.Labels = map[string]string{v1alpha1.SecretUseLabel: v1alpha1.SecretUseConnector}
+	})
+	waitReady(t, opted)
+	waitSnapshot(t, "the opted-in Secret is used", func(s *config.Snapshot) error {
+		if c := inProject(s, ns+"/proj").Connectors[ns+"/opted-in"]; c == nil || c.ClientSecret != dbPassword {
+			return errors.New("not compiled with the opted-in Secret")
+		}
+		return nil
+	})
+}
+
+// TestSecretCacheHoldsOnlyOptedIn: the operator's cache holds no Secret without the label
+// latchkey.dev/use, and a read of one through the controllers' client finds nothing rather
+// than reaching past the cache to the API server. Labelling a Secret brings it in; taking the
+// label off takes it out.
+func TestSecretCacheHoldsOnlyOptedIn(t *testing.T) {
+	needEnv(t)
+	ctx := context.Background()
+	ns := newNamespace(t, nil)
+	db := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, StringData: map[string]string{"password": "s3cret"}}
+	create(t, db)
+	opted := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gh-app", Labels: forConnector()},
+		StringData: map[string]string{"clientSecret": "upstream-secret"}}
+	create(t, opted)
+	inCache := func(s *corev1.Secret) error {
+		return managerCache.Get(ctx, client.ObjectKeyFromObject(s), &corev1.Secret{})
+	}
+	// Watch events arrive in order: once the later Secret is in, the earlier one would be too.
+	eventually(t, "the opted-in Secret is cached", func() error { return inCache(opted) })
+	for name, read := range map[string]client.Reader{"cache": managerCache, "controllers' client": managerClient} {
+		if err := read.Get(ctx, client.ObjectKeyFromObject(db), &corev1.Secret{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the %s reads an unlabelled Secret: %v", name, err)
+		}
+	}
+	var all corev1.SecretList
+	if err := managerCache.List(ctx, &all); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range all.Items {
+		if _, ok := s.Labels[v1alpha1.SecretUseLabel]; !ok {
+			t.Errorf("the cache holds Secret %s/%s without %s", s.Namespace, s.Name, v1alpha1.SecretUseLabel)
+		}
+	}
+
+	update(t, db, func(s *corev1.Secret) { s.Labels = forProject() })
+	eventually(t, "a Secret labelled later is cached", func() error { return inCache(db) })
+	update(t, db, func(s *corev1.Secret) { s.Labels = nil })
+	eventually(t, "a Secret whose label is taken off leaves the cache", func() error {
+		if err := inCache(db); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still cached: %v", err)
+		}
+		return nil
+	})
 }

@@ -25,7 +25,7 @@ func TestConnectorCallbackAndNetworkComeFromTheProject(t *testing.T) {
 	project := newProject(t, admin, "proj", &v1alpha1.AllowedNamespaces{From: v1alpha1.NamespacesFromAll})
 	var conns []*v1alpha1.Connector
 	for _, ns := range []string{admin, tenant} {
-		create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gh-app"}, StringData: map[string]string{"clientSecret": "s"}})
+		create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gh-app", Labels: forConnector()}, StringData: map[string]string{"clientSecret": "s"}})
 		c := newConnector(ns, "github", "proj", "gh-app")
 		c.Spec.ProjectRef.Namespace = admin
 		c.Spec.Audience = "github-" + ns

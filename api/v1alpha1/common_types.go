@@ -17,6 +17,28 @@ const DegradedCondition = "Degraded"
 // CompleteReason is the reason of Degraded=False: everything the object refers to resolved.
 const CompleteReason = "Complete"
 
+// SecretUseLabel is the label by which a Secret opts in to being read by Latchkey; the
+// operator neither caches nor reads a Secret without it. Its value says which objects may use
+// the Secret (docs/security.md, "Which Secrets Latchkey reads"; docs/decisions/0051):
+//
+//	kubectl label secret github-oauth-app latchkey.dev/use=connector
+const SecretUseLabel = "latchkey.dev/use"
+
+const (
+	// SecretUseConnector lets every Connector in the Secret's namespace send the Secret's values
+	// to its own token endpoint. A Connector's author chooses that endpoint, so a Connector uses
+	// only Secrets labelled with this value.
+	SecretUseConnector = "connector"
+	// SecretUseProject marks a Secret a Project refers to (password file, OIDC client secret,
+	// signing keys, initial access tokens, event sink keys, logo). A Project is written by an
+	// administrator, so it may use a Secret with any value of SecretUseLabel; this one says what
+	// the Secret is for.
+	SecretUseProject = "project"
+	// SecretUseLatchkey is set by Latchkey on the Secrets it creates (OAuthClient credentials,
+	// its keys, the admin API's certificate). No Connector may use such a Secret.
+	SecretUseLatchkey = "latchkey"
+)
+
 // SecretKeyReference names one key of a Secret in the namespace of the object that refers to it.
 type SecretKeyReference struct {
 	// name of the Secret, in the same namespace as the object that refers to it. The Secret may be
@@ -79,7 +101,10 @@ const (
 	// NotAllowedReason: the Project's spec.allowedNamespaces does not admit the object's
 	// namespace.
 	NotAllowedReason = "NotAllowed"
-	// SecretMissingReason: a referenced Secret does not exist (yet).
+	// SecretMissingReason: a referenced Secret does not exist (yet), or Latchkey may not use it:
+	// it lacks the SecretUseLabel (or, for a Connector, its value SecretUseConnector). The two
+	// read alike, so a condition never tells whoever wrote the object whether a Secret they may
+	// not read exists.
 	SecretMissingReason = "SecretMissing"
 	// SecretInvalidReason: a referenced Secret exists but lacks the key, or its content cannot be
 	// used; the message names the Secret and the problem.

@@ -10,7 +10,8 @@ const (
 	ConnectorReadyCondition = ReadyCondition
 	// ConnectorReadyReason: the connector is in use.
 	ConnectorReadyReason = ReadyReason
-	// ConnectorSecretMissingReason: the Secret of spec.clientSecretRef does not exist (yet).
+	// ConnectorSecretMissingReason: the Secret of spec.clientSecretRef does not exist (yet), or
+	// does not carry the label latchkey.dev/use=connector; the message reads the same for both.
 	ConnectorSecretMissingReason = SecretMissingReason
 	// ConnectorSecretInvalidReason: the Secret exists but lacks spec.clientSecretRef.key, or the
 	// value is empty.
@@ -161,8 +162,11 @@ type ConnectorSpec struct {
 	// +required
 	ClientID string `json:"clientID"`
 
-	// clientSecretRef names the Secret key holding that app's client secret. Until the Secret
-	// exists the Connector reports Ready=False with reason SecretMissing; no secret is invented.
+	// clientSecretRef names the Secret key holding that app's client secret. The Secret must
+	// carry the label latchkey.dev/use=connector: its value goes to this Connector's token
+	// endpoint, so only a Secret its owner opted in may be named. Until such a Secret exists the
+	// Connector reports Ready=False with reason SecretMissing, which reads the same for a Secret
+	// that exists without the label; no secret is invented.
 	// +required
 	ClientSecretRef SecretKeyReference `json:"clientSecretRef"`
 

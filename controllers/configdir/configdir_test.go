@@ -31,7 +31,7 @@ spec:
 
 const people = `apiVersion: v1
 kind: Secret
-metadata: {name: people, namespace: team}
+metadata: {name: people, namespace: team, labels: {latchkey.dev/use: project}}
 stringData:
   passwords.yaml: |
     - email: alice@example.com

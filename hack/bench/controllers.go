@@ -363,7 +363,7 @@ func reconcileOnce(ctx context.Context, o options, crds string, n int) (reconcil
 	// The Project and its password file, Ready before the clients arrive.
 	for _, obj := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNS}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: benchNS, Name: "passwords"},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: benchNS, Name: "passwords", Labels: map[string]string{v1alpha1.SecretUseLabel: v1alpha1.SecretUseProject}},
 			StringData: map[string]string{"passwords.yaml": "- email: alice@example.com\n  name: Alice\n  hash: $2a$10$5ai4.gQFC2HTMrdNoweK0eV.EidIA5.eyvrOffs4Ao4TM7P23dxoe\n"}},
 		&v1alpha1.Project{ObjectMeta: metav1.ObjectMeta{Namespace: benchNS, Name: ctrlProject},
 			Spec: v1alpha1.ProjectSpec{SignIn: v1alpha1.SignIn{PasswordSecretRef: &v1alpha1.SecretKeyReference{Name: "passwords", Key: "passwords.yaml"}}}},

@@ -86,6 +86,7 @@ func (k *Keeper) Step(ctx context.Context) error {
 	}
 	if k.plan(st, published) {
 		sec.Data = st.data()
+		keptsecret.Mark(sec, "admin-api")
 		if err := k.Client.Update(ctx, sec); err != nil {
 			return fmt.Errorf("writing the admin API's certificate Secret: %w", err)
 		}
@@ -112,7 +113,7 @@ func (k *Keeper) ensure(ctx context.Context) (*corev1.Secret, error) {
 	sec = corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: k.Secret.Name, Namespace: k.Secret.Namespace,
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "latchkey", "app.kubernetes.io/component": "admin-api"},
+			Labels: keptsecret.Labels("admin-api"),
 			Annotations: map[string]string{
 				"latchkey.dev/admin-cert": "The admin API's serving certificate, kept and renewed by Latchkey; " +
 					"ca.crt is the APIService's caBundle (docs/admin.md).",

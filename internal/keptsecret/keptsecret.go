@@ -7,6 +7,7 @@ package keptsecret
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -14,6 +15,27 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
+
+// Labels are the labels of a Secret the operator keeps, component naming which: managed by
+// Latchkey, which the chart's admission policy requires of every Secret Latchkey writes, and
+// latchkey.dev/use=latchkey (v1alpha1.SecretUseLabel), which every Secret Latchkey creates
+// carries and which lets no Connector use it (docs/decisions/0051).
+func Labels(component string) map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/managed-by": "latchkey",
+		"app.kubernetes.io/component":  component,
+		"latchkey.dev/use":             "latchkey",
+	}
+}
+
+// Mark puts Labels on sec before it is written again, so one an administrator made by hand, or
+// an earlier version made, is admitted too. Other labels stay.
+func Mark(sec *corev1.Secret, component string) {
+	if sec.Labels == nil {
+		sec.Labels = map[string]string{}
+	}
+	maps.Copy(sec.Labels, Labels(component))
+}
 
 // Create creates sec. It reports false, and no error, when the Secret already exists: someone
 // else (another replica, an administrator) made it first, and theirs is the one to use.

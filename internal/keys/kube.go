@@ -189,6 +189,7 @@ func (k *Keeper) Step(ctx context.Context) error {
 			return err
 		}
 		sec.Data = data
+		keptsecret.Mark(sec, "keys")
 		if err := k.Client.Update(ctx, sec); err != nil {
 			return fmt.Errorf("writing the keys Secret: %w", err)
 		}
@@ -224,7 +225,7 @@ func (k *Keeper) ensure(ctx context.Context) (*corev1.Secret, bool, error) {
 	sec = corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: k.Secret.Name, Namespace: k.Secret.Namespace,
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "latchkey", "app.kubernetes.io/component": "keys"},
+			Labels: keptsecret.Labels("keys"),
 			Annotations: map[string]string{
 				"latchkey.dev/keys": "Sealing and signing keys kept by Latchkey. Losing them loses every " +
 					"upstream token sealed with them: back this Secret up (docs/operations.md).",
@@ -340,6 +341,7 @@ func (k *Keeper) writeState(ctx context.Context, reseal Reseal, note string) err
 			sec.Annotations = map[string]string{}
 		}
 		sec.Annotations[ResealAnnotation] = note
+		keptsecret.Mark(&sec, "keys")
 		err = k.Client.Update(ctx, &sec)
 		if !apierrors.IsConflict(err) {
 			return err

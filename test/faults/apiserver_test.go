@@ -152,7 +152,7 @@ func TestAPIServerUnreachable(t *testing.T) {
 	must(t, err)
 	must(t, k8s.Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}))
 	must(t, k8s.Create(bg, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "people", Namespace: "team"},
+		ObjectMeta: metav1.ObjectMeta{Name: "people", Namespace: "team", Labels: map[string]string{v1alpha1.SecretUseLabel: v1alpha1.SecretUseProject}},
 		StringData: map[string]string{"people.yaml": "- email: " + stack.AliceEmail + "\n  name: Alice\n  hash: " + string(hash) + "\n"},
 	}))
 	must(t, k8s.Create(bg, &v1alpha1.Project{

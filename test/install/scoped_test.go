@@ -9,9 +9,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -44,7 +46,7 @@ func TestWatchNamespaces(t *testing.T) {
 	rbac, err := helm(t, "template", release, chart, "--namespace", releaseNS, "--kube-version", kubeVersion,
 		"--set", "publicURL=https://latchkey.example.com", "--set", "watchNamespaces={"+watched+"}",
 		"--show-only", "templates/clusterrole.yaml", "--show-only", "templates/clusterrolebinding.yaml",
-		"--show-only", "templates/serviceaccount.yaml")
+		"--show-only", "templates/serviceaccount.yaml", "--show-only", "templates/secret-write-policy.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +68,39 @@ func TestWatchNamespaces(t *testing.T) {
 	}
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
+	}
+
+	// The chart's admission policy: the service account creates no Secret without Latchkey's
+	// managed-by label, whatever RBAC grants it. A policy takes a moment to be enforced.
+	operator, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlabelled := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: watched, Name: "planted"},
+		StringData: map[string]string{"k": "v"}}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := operator.Create(ctx, unlabelled.DeepCopy(), client.DryRunAll)
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			if !strings.Contains(err.Error(), "app.kubernetes.io/managed-by=latchkey") {
+				t.Errorf("refused, but not by the chart's policy: %v", err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the service account may create a Secret without the managed-by label: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	labelled := unlabelled.DeepCopy()
+	labelled.Labels = map[string]string{"app.kubernetes.io/managed-by": "latchkey"}
+	if err := operator.Create(ctx, labelled, client.DryRunAll); err != nil {
+		t.Errorf("the service account may not create a Secret with the managed-by label: %v", err)
+	}
+	if _, err := helm(t, "template", release, chart, "--namespace", releaseNS, "--kube-version", kubeVersion,
+		"--set", "publicURL=https://latchkey.example.com", "--set", "watchNamespaces={kube-system}"); err == nil ||
+		!strings.Contains(err.Error(), "kube-system") {
+		t.Errorf("the chart renders watchNamespaces kube-system: %v", err)
 	}
 	cacheOpts := controllers.CacheOptions()
 	cacheOpts.DefaultNamespaces = map[string]cache.Config{watched: {}}
@@ -109,7 +144,7 @@ func TestWatchNamespaces(t *testing.T) {
 	agents := map[string]*v1alpha1.OAuthClient{}
 	for _, ns := range []string{watched, other} {
 		for _, obj := range []client.Object{
-			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "passwords"},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "passwords", Labels: map[string]string{v1alpha1.SecretUseLabel: v1alpha1.SecretUseProject}},
 				StringData: map[string]string{"passwords.yaml": "[]"}},
 			&v1alpha1.Project{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "proj"},
 				Spec: v1alpha1.ProjectSpec{SignIn: v1alpha1.SignIn{PasswordSecretRef: &v1alpha1.SecretKeyReference{Name: "passwords", Key: "passwords.yaml"}}}},
@@ -129,7 +164,7 @@ func TestWatchNamespaces(t *testing.T) {
 	}
 
 	inWatched := &v1alpha1.OAuthClient{}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline = time.Now().Add(30 * time.Second)
 	for {
 		if err := admin.Get(ctx, client.ObjectKeyFromObject(agents[watched]), inWatched); err != nil {
 			t.Fatal(err)
@@ -166,5 +201,12 @@ func TestWatchNamespaces(t *testing.T) {
 	}
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: other, Name: "agent-credentials"}, &corev1.Secret{}); err == nil {
 		t.Error("a credentials Secret was written in a namespace not watched")
+	}
+
+	// A Secret Latchkey did not create cannot be changed by it either, though RBAC grants patch.
+	passwords := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: watched, Name: "passwords"}}
+	err = operator.Patch(ctx, passwords, client.RawPatch(types.MergePatchType, []byte(`{"stringData":{"planted":"x"}}`)))
+	if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
+		t.Errorf("the service account changed a Secret it did not create: %v", err)
 	}
 }
