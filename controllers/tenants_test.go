@@ -488,7 +488,7 @@ func TestSecretCacheHoldsOnlyOptedIn(t *testing.T) {
 	update(t, db, func(s *corev1.Secret) { s.Labels = nil })
 	eventually(t, "a Secret whose label is taken off leaves the cache", func() error {
 		if err := inCache(db); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still cached: %v", err)
+			return fmt.Errorf("still cached: %w", err)
 		}
 		return nil
 	})

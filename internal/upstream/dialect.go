@@ -95,8 +95,9 @@ func liftToken(resp *http.Response, path string, refresh bool) (*http.Response, 
 	if err != nil {
 		return nil, err
 	}
-	var top map[string]json.RawMessage
-	if json.Unmarshal(b, &top) != nil {
+	top, ok := jsonObject(b)
+	if !ok {
+		// Not a JSON object: x/oauth2 reads it and reports what is wrong.
 		return withBody(resp, b), nil
 	}
 	dir, leaf := "", path
@@ -176,4 +177,10 @@ func sameEndpoint(u *url.URL, raw string) bool {
 // revocationURL is c's revocation endpoint with "{client_id}" filled in.
 func revocationURL(c *config.Connector) string {
 	return strings.ReplaceAll(c.RevocationURL, "{client_id}", url.PathEscape(c.ClientID))
+}
+
+// jsonObject decodes b as a JSON object, reporting whether it is one.
+func jsonObject(b []byte) (map[string]json.RawMessage, bool) {
+	var top map[string]json.RawMessage
+	return top, json.Unmarshal(b, &top) == nil
 }

@@ -26,6 +26,7 @@ package exchange
 import (
 	"context"
 	"errors"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -99,24 +100,7 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 	if client.Public() {
 		return nil, oauth.ErrInvalidClient.WithDescription("token exchange needs an authenticated client; a public client cannot exchange tokens")
 	}
-	subjectToken := f.Get("subject_token")
-	if subjectToken == "" {
-		return nil, oauth.ErrInvalidRequest.WithDescription("subject_token is required")
-	}
-	switch f.Get("subject_token_type") {
-	case "":
-		return nil, oauth.ErrInvalidRequest.WithDescription("subject_token_type is required")
-	case TokenTypeAccessToken:
-	default:
-		return nil, oauth.ErrInvalidRequest.WithDescription("subject_token_type must be " + TokenTypeAccessToken)
-	}
-	if rt := f.Get("requested_token_type"); rt != "" && rt != TokenTypeAccessToken {
-		return nil, oauth.ErrInvalidRequest.WithDescription("requested_token_type must be " + TokenTypeAccessToken)
-	}
-	if f.Get("actor_token") != "" || f.Get("actor_token_type") != "" {
-		return nil, oauth.ErrInvalidRequest.WithDescription("actor tokens are not supported")
-	}
-	requested, err := oauth.ParseScope(f.Get("scope"))
+	subjectToken, requested, err := readRequest(f)
 	if err != nil {
 		return nil, err
 	}
@@ -202,6 +186,30 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 	rerr := g.refuse(ctx, p, subject.Subject, agent, connector, kind, now)
 	g.record(ctx, req, subject.Subject, connector, reason(kind), map[string]string{"agent": agent.ID})
 	return nil, rerr
+}
+
+// readRequest checks the token-exchange parameters (RFC 8693 §2.1) and returns the subject
+// token and the requested scope.
+func readRequest(f url.Values) (subjectToken string, requested []string, err error) {
+	subjectToken = f.Get("subject_token")
+	if subjectToken == "" {
+		return "", nil, oauth.ErrInvalidRequest.WithDescription("subject_token is required")
+	}
+	switch f.Get("subject_token_type") {
+	case "":
+		return "", nil, oauth.ErrInvalidRequest.WithDescription("subject_token_type is required")
+	case TokenTypeAccessToken:
+	default:
+		return "", nil, oauth.ErrInvalidRequest.WithDescription("subject_token_type must be " + TokenTypeAccessToken)
+	}
+	if rt := f.Get("requested_token_type"); rt != "" && rt != TokenTypeAccessToken {
+		return "", nil, oauth.ErrInvalidRequest.WithDescription("requested_token_type must be " + TokenTypeAccessToken)
+	}
+	if f.Get("actor_token") != "" || f.Get("actor_token_type") != "" {
+		return "", nil, oauth.ErrInvalidRequest.WithDescription("actor tokens are not supported")
+	}
+	requested, err = oauth.ParseScope(f.Get("scope"))
+	return subjectToken, requested, err
 }
 
 // record writes token.exchanged (reason "") or token.exchange_refused with reason, a code:

@@ -158,6 +158,15 @@ func (p *Preset) validate() error {
 	if p.AuthorizationURL == "" || p.TokenURL == "" || (p.UserInfoURL == "" && p.OIDCIssuer == "") {
 		return fmt.Errorf("authorizationURL, tokenURL and userInfoURL or oidcIssuer are required")
 	}
+	if err := p.validateEndpoints(); err != nil {
+		return err
+	}
+	return p.validateDialect()
+}
+
+// validateEndpoints: every endpoint is https once its placeholders are filled, and
+// {client_id} is filled only in the revocation URL.
+func (p *Preset) validateEndpoints() error {
 	for _, e := range []string{p.AuthorizationURL, p.TokenURL, p.UserInfoURL, p.RevocationURL, p.OIDCIssuer} {
 		if e == "" {
 			continue
@@ -170,6 +179,11 @@ func (p *Preset) validate() error {
 			return fmt.Errorf("endpoint %q: %s is only filled in the revocation URL", e, ClientID)
 		}
 	}
+	return nil
+}
+
+// validateDialect holds the dialect fields to the values the Connector CRD accepts.
+func (p *Preset) validateDialect() error {
 	checks := []struct {
 		field, value string
 		allowed      []string
