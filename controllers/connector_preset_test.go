@@ -161,7 +161,7 @@ func TestConnectorUnknownPreset(t *testing.T) {
 	ns := newNamespace(t, nil)
 	newProject(t, ns, "proj", nil)
 	create(t, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app", Labels: forConnector()},
 		StringData: map[string]string{"clientSecret": "upstream-secret"},
 	})
 	conn := newConnector(ns, "svc", "proj", "app")

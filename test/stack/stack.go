@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -255,6 +256,7 @@ func (s *Stack) route(w http.ResponseWriter, r *http.Request) {
 // PersonID returns the id of the person with that email, creating them as sign-in would.
 func (s *Stack) PersonID(email string) string {
 	s.T.Helper()
+	s.admit(email)
 	p, err := s.Admin.UpsertPerson(context.Background(), store.Person{
 		Project: ProjectKey, ID: "p-" + strings.NewReplacer("@", "-at-", ".", "-").Replace(email), Source: "password",
 		SourceSubject: email, Email: email, CreatedAt: s.Clock.Now(),
@@ -264,6 +266,23 @@ func (s *Stack) PersonID(email string) string {
 	}
 	return p.ID
 }
+
+// admit puts email in the Project's password file, as for someone who could sign in: a person
+// of the password file who is not in it is refused everywhere (docs/leavers.md). The file is
+// replaced, never written in place, since the replicas' handlers read it meanwhile; nobody
+// signs in with the placeholder hash.
+func (s *Stack) admit(email string) {
+	passwordsMu.Lock()
+	defer passwordsMu.Unlock()
+	if _, ok := s.Project.SignIn.Passwords[email]; ok {
+		return
+	}
+	ps := maps.Clone(s.Project.SignIn.Passwords)
+	ps[email] = config.PasswordUser{Email: email, Name: email, Hash: hashes()[AliceEmail]}
+	s.Project.SignIn.Passwords = ps
+}
+
+var passwordsMu sync.Mutex
 
 // AccessToken issues a Latchkey access token for the person to client, living a day.
 func (s *Stack) AccessToken(email, client string) string {

@@ -28,6 +28,12 @@ func compileConnectors(t *testing.T, tokenURL string) (own, tenant *config.Conne
 	meta := func(ns, name, uid string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid), Generation: 1, CreationTimestamp: metav1.NewTime(now)}
 	}
+	// Secrets opt in to their use (docs/security.md, "Which Secrets Latchkey reads").
+	secretFor := func(ns, name, use string) metav1.ObjectMeta {
+		m := meta(ns, name, "")
+		m.Labels = map[string]string{v1alpha1.SecretUseLabel: use}
+		return m
+	}
 	connector := func(ns, name string) v1alpha1.Connector {
 		return v1alpha1.Connector{ObjectMeta: meta(ns, name, "u-"+ns), Spec: v1alpha1.ConnectorSpec{
 			ProjectRef: v1alpha1.ProjectReference{Name: "p", Namespace: "platform"},
@@ -39,9 +45,9 @@ func compileConnectors(t *testing.T, tokenURL string) (own, tenant *config.Conne
 	}
 	objs := &controllers.Objects{
 		Secrets: []corev1.Secret{
-			{ObjectMeta: meta("platform", "people", ""), Data: map[string][]byte{"passwords.yaml": []byte("[]")}},
-			{ObjectMeta: meta("platform", "app", ""), Data: map[string][]byte{"clientSecret": []byte("s")}},
-			{ObjectMeta: meta("tenant", "app", ""), Data: map[string][]byte{"clientSecret": []byte("s")}},
+			{ObjectMeta: secretFor("platform", "people", "project"), Data: map[string][]byte{"passwords.yaml": []byte("[]")}},
+			{ObjectMeta: secretFor("platform", "app", "connector"), Data: map[string][]byte{"clientSecret": []byte("s")}},
+			{ObjectMeta: secretFor("tenant", "app", "connector"), Data: map[string][]byte{"clientSecret": []byte("s")}},
 		},
 		Projects: []v1alpha1.Project{{ObjectMeta: meta("platform", "p", "u-p"), Spec: v1alpha1.ProjectSpec{
 			SignIn:            v1alpha1.SignIn{PasswordSecretRef: &v1alpha1.SecretKeyReference{Name: "people", Key: "passwords.yaml"}},
