@@ -20,9 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-webauthn/webauthn/protocol/webauthncbor"
-	"github.com/go-webauthn/webauthn/protocol/webauthncose"
-
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
@@ -379,15 +376,7 @@ func (e *endsEnv) redeem(code string, pk pkce) tokenResult {
 
 func (e *endsEnv) send(req *http.Request) tokenResult {
 	e.t.Helper()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	r := tokenResult{status: resp.StatusCode, header: resp.Header, raw: string(b)}
-	json.Unmarshal(b, &r.json)
-	return r
+	return sendRequest(e.t, req)
 }
 
 func (e *endsEnv) post(path string, form url.Values, user, pass string) tokenResult {
@@ -478,25 +467,8 @@ type softPasskey struct {
 }
 
 func newSoftPasskey(t *testing.T) *softPasskey {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := key.PublicKey.Bytes() // 0x04 || X || Y
-	if err != nil {
-		t.Fatal(err)
-	}
-	cose, err := webauthncbor.Marshal(webauthncose.EC2PublicKeyData{
-		PublicKeyData: webauthncose.PublicKeyData{KeyType: int64(webauthncose.EllipticKey), Algorithm: int64(webauthncose.AlgES256)},
-		Curve:         int64(webauthncose.P256), XCoord: raw[1:33], YCoord: raw[33:],
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := make([]byte, 16)
-	rand.Read(id)
-	return &softPasskey{key: key, id: id, cose: cose}
+	k := ct.NewPasskeyKey(t)
+	return &softPasskey{key: k.Key, id: k.ID, cose: k.COSE}
 }
 
 // assert answers a sign-in ceremony: user present and verified, the counter one up.

@@ -358,9 +358,15 @@ func (h *harness) postForm(path string, form url.Values, user, pass string) toke
 
 func (h *harness) send(req *http.Request) tokenResult {
 	h.t.Helper()
+	return sendRequest(h.t, req)
+}
+
+// sendRequest sends req and reads the answer as a token endpoint's JSON.
+func sendRequest(t testing.TB, req *http.Request) tokenResult {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)

@@ -68,16 +68,7 @@ func TestCallbackNeverDialsAnAddressTheProjectDoesNotAllow(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hits.Store(0)
-			h := ct.New(t, ct.Options{})
-			c := *h.Connector
-			c.TokenURL, c.AllowedNetworks = tc.tokenURL, tc.allowed
-			p := *h.Project
-			p.Connectors = map[string]*config.Connector{c.Key: &c}
-			p.ConnectorsByAudience = map[string]*config.Connector{c.Audience: &c}
-			publish(h, &p)
-
-			b, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
-			res := b.Get(atGitHub(t, h, b, ct.AliceLogin, authURL))
+			h, res := connectThrough(t, tc.tokenURL, tc.allowed)
 			if tc.dialled {
 				if hits.Load() != 1 {
 					t.Fatalf("the allowed address received %d requests, want 1", hits.Load())
@@ -85,19 +76,42 @@ func TestCallbackNeverDialsAnAddressTheProjectDoesNotAllow(t *testing.T) {
 				return
 			}
 			assertPrivate(t, res)
-			if res.Status != http.StatusBadGateway || !strings.Contains(res.Text(), "cannot be reached from here") {
-				t.Errorf("callback answered %d: %s", res.Status, res.Text())
-			}
-			if n := hits.Load(); n != 0 {
-				t.Errorf("the internal address received %d requests", n)
-			}
-			if n := len(h.Connections(ct.AliceEmail)); n != 0 {
-				t.Errorf("%d connections saved", n)
-			}
+			assertNotDialled(t, h, res, hits.Load())
 			if r := lastAudit(t, h, "connection.failed"); r.Details["reason"] != "address_not_allowed" {
 				t.Errorf("audit reason %q", r.Details["reason"])
 			}
 		})
+	}
+}
+
+// connectThrough has Alice connect GitHub through a copy of the harness's Connector whose token
+// endpoint is tokenURL and which may dial only the allowed ranges; it returns the harness and
+// the callback's page.
+func connectThrough(t *testing.T, tokenURL string, allowed []netip.Prefix) (*ct.Harness, ct.Page) {
+	t.Helper()
+	h := ct.New(t, ct.Options{})
+	c := *h.Connector
+	c.TokenURL, c.AllowedNetworks = tokenURL, allowed
+	p := *h.Project
+	p.Connectors = map[string]*config.Connector{c.Key: &c}
+	p.ConnectorsByAudience = map[string]*config.Connector{c.Audience: &c}
+	publish(h, &p)
+	b, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
+	return h, b.Get(atGitHub(t, h, b, ct.AliceLogin, authURL))
+}
+
+// assertNotDialled checks a callback whose token endpoint the Connector may not dial: the person
+// is told so, the address received nothing (hits), and no connection was saved.
+func assertNotDialled(t *testing.T, h *ct.Harness, res ct.Page, hits int64) {
+	t.Helper()
+	if res.Status != http.StatusBadGateway || !strings.Contains(res.Text(), "cannot be reached from here") {
+		t.Errorf("callback answered %d: %s", res.Status, res.Text())
+	}
+	if hits != 0 {
+		t.Errorf("the address received %d requests", hits)
+	}
+	if n := len(h.Connections(ct.AliceEmail)); n != 0 {
+		t.Errorf("%d connections saved", n)
 	}
 }
 

@@ -2,8 +2,6 @@ package callback_test
 
 import (
 	"context"
-	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +13,6 @@ import (
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/controllers"
 	"latchkey.dev/latchkey/internal/config"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
 )
 
 // compileConnectors compiles, the way the operator does (controllers.Standalone), a Project in
@@ -89,31 +86,14 @@ func TestTenantConnectorNeverDialsTheRangeTheProjectOpenedForItself(t *testing.T
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hits.Store(0)
-			h := ct.New(t, ct.Options{})
-			c := *h.Connector
-			c.TokenURL, c.AllowedNetworks = internal.URL+"/token", tc.allowed.AllowedNetworks
-			p := *h.Project
-			p.Connectors = map[string]*config.Connector{c.Key: &c}
-			p.ConnectorsByAudience = map[string]*config.Connector{c.Audience: &c}
-			publish(h, &p)
-
-			b, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
-			res := b.Get(atGitHub(t, h, b, ct.AliceLogin, authURL))
+			h, res := connectThrough(t, internal.URL+"/token", tc.allowed.AllowedNetworks)
 			if tc.dialled {
 				if hits.Load() != 1 {
 					t.Fatalf("the allowed address received %d requests, want 1", hits.Load())
 				}
 				return
 			}
-			if res.Status != http.StatusBadGateway || !strings.Contains(res.Text(), "cannot be reached from here") {
-				t.Errorf("callback answered %d: %s", res.Status, res.Text())
-			}
-			if n := hits.Load(); n != 0 {
-				t.Errorf("the Project's private address received %d requests from the tenant's Connector", n)
-			}
-			if n := len(h.Connections(ct.AliceEmail)); n != 0 {
-				t.Errorf("%d connections saved", n)
-			}
+			assertNotDialled(t, h, res, hits.Load())
 		})
 	}
 }

@@ -1,9 +1,6 @@
 package signin_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
@@ -17,7 +14,6 @@ import (
 	"time"
 
 	"github.com/go-webauthn/webauthn/protocol/webauthncbor"
-	"github.com/go-webauthn/webauthn/protocol/webauthncose"
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
@@ -154,23 +150,8 @@ func TestPasskeyEnrolAndRemoveAreAudited(t *testing.T) {
 // JSON and the credential id (base64url).
 func noneAttestation(t *testing.T, origin, rpID, challenge string) (string, string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := key.PublicKey.Bytes() // 0x04 || X || Y
-	if err != nil {
-		t.Fatal(err)
-	}
-	cose, err := webauthncbor.Marshal(webauthncose.EC2PublicKeyData{
-		PublicKeyData: webauthncose.PublicKeyData{KeyType: int64(webauthncose.EllipticKey), Algorithm: int64(webauthncose.AlgES256)},
-		Curve:         int64(webauthncose.P256), XCoord: raw[1:33], YCoord: raw[33:],
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	credID := make([]byte, 16)
-	rand.Read(credID)
+	k := ct.NewPasskeyKey(t)
+	cose, credID := k.COSE, k.ID
 	rpHash := sha256.Sum256([]byte(rpID))
 	authData := append(rpHash[:], 0x45, 0, 0, 0, 0)  // flags UP|UV|AT, sign count 0
 	authData = append(authData, make([]byte, 16)...) // AAGUID
