@@ -386,6 +386,7 @@ type ConnectorStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=latchkey
 // +kubebuilder:printcolumn:name="Project",type=string,JSONPath=`.spec.projectRef.name`
+// +kubebuilder:printcolumn:name="Preset",type=string,JSONPath=`.spec.preset`
 // +kubebuilder:printcolumn:name="Audience",type=string,JSONPath=`.status.audience`
 // +kubebuilder:printcolumn:name="Callback URL",type=string,JSONPath=`.status.callbackURL`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

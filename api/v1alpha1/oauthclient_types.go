@@ -104,7 +104,7 @@ const (
 	GrantClientCredentials GrantType = "client_credentials"
 	// GrantTokenExchange (RFC 8693) lets an agent trade a person's token for that person's
 	// token at a Connector; until the person has connected and allowed it, the refusal carries
-	// a connect link (docs/connected-services.md).
+	// a connect link (docs/connections-for-agents.md).
 	GrantTokenExchange GrantType = "urn:ietf:params:oauth:grant-type:token-exchange"
 	// GrantJWTBearer (RFC 7523) lets a confidential client redeem an identity assertion (ID-JAG)
 	// of an issuer the Project trusts for it in spec.identityAssertions.trustedIssuers

@@ -436,7 +436,7 @@ type Lifetimes struct {
 
 	// recentSignIn is how recently a person must have signed in to open a connect link or change
 	// a connection, so that a browser left signed in on a shared computer is not enough (check 4
-	// of a connect link, docs/connected-services.md). Defaults to 15m; 1m to 24h.
+	// of a connect link, docs/connections-for-agents.md). Defaults to 15m; 1m to 24h.
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1m') && duration(self) <= duration('24h')",message="lifetimes.recentSignIn must be between 1m and 24h"
 	// +kubebuilder:default="15m"
 	// +optional
@@ -471,7 +471,7 @@ type Lifetimes struct {
 	RefreshGrace *metav1.Duration `json:"refreshGrace,omitempty"`
 
 	// link is how long a connect link stays open. It clears away requests nobody finished; the
-	// checks when the link is opened keep the wrong person out (docs/connected-services.md).
+	// checks when the link is opened keep the wrong person out (docs/connections-for-agents.md).
 	// Defaults to 30m; 1m to 24h.
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1m') && duration(self) <= duration('24h')",message="lifetimes.link must be between 1m and 24h"
 	// +kubebuilder:default="30m"
@@ -479,7 +479,7 @@ type Lifetimes struct {
 	Link *metav1.Duration `json:"link,omitempty"`
 
 	// callbackState is how long an upstream authorization (state, PKCE verifier, binding cookie)
-	// may take before its callback is refused (docs/connecting-services.md). Defaults to 10m;
+	// may take before its callback is refused (docs/connectors-for-admins.md). Defaults to 10m;
 	// 1m to 1h.
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1m') && duration(self) <= duration('1h')",message="lifetimes.callbackState must be between 1m and 1h"
 	// +kubebuilder:default="10m"

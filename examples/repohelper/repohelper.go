@@ -1,4 +1,4 @@
-// Package repohelper is Repo Helper, the example agent of docs/connected-services.md, as an MCP
+// Package repohelper is Repo Helper, the example agent of docs/connections-for-agents.md, as an MCP
 // server: one tool, list_repositories, that lists the caller's GitHub repositories with the GitHub
 // token Latchkey holds for them.
 //
@@ -239,7 +239,7 @@ type ListInput struct {
 type ListOutput struct {
 	// Account is the GitHub login the repositories belong to, so the person can tell whether the
 	// account they connected is the one they meant: Latchkey proves who the person is, not which
-	// GitHub account they picked (docs/connected-services.md, what the check does not prove).
+	// GitHub account they picked (docs/connections-for-agents.md, what the check does not prove).
 	Account      string       `json:"account,omitempty"`
 	Repositories []Repository `json:"repositories"`
 }

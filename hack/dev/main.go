@@ -335,7 +335,7 @@ func serveDemo(ctx context.Context, srv *latchkeyProcess, issuers []string, logP
 	resources()
 	fmt.Printf("server log: %s\n", logPath)
 	fmt.Println()
-	fmt.Printf("mcp: %s  (Repo Helper, the demo MCP server; walkthrough in docs/connected-services.md)\n", helper.resource)
+	fmt.Printf("mcp: %s  (Repo Helper, the demo MCP server; walkthrough in docs/connections-for-agents.md)\n", helper.resource)
 	// The client secret is not printed: terminals are scrolled back and pasted. The command
 	// reads it from where the controller wrote it.
 	fmt.Printf("try:        export REPO_HELPER_CLIENT_ID=%s\n", helper.clientID)

@@ -271,7 +271,7 @@ type Connector struct {
 	AccountIDField   string // JSON field (or dotted path) of userinfo naming the stable account id ("id")
 	AccountNameField string // JSON field (or dotted path) naming the account for people ("login")
 
-	// The service's dialect (docs/connecting-services.md, docs/decisions/0056). Zero values are
+	// The service's dialect (docs/connectors-for-admins.md, docs/decisions/0056). Zero values are
 	// RFC 6749's.
 
 	// TokenAuth is how the token endpoint authenticates Latchkey: TokenAuthPost (also when

@@ -37,7 +37,7 @@ import (
 // ("dev.latchkey." + type).
 const (
 	// LinkWrongPerson: a connect link was opened by someone signed in as another person than the
-	// one it was made for (check 3 of a connect link, docs/connected-services.md). Actor is who opened it, Subject whom it was for.
+	// one it was made for (check 3 of a connect link, docs/connections-for-agents.md). Actor is who opened it, Subject whom it was for.
 	LinkWrongPerson = "link.wrong_person"
 	// RefreshReuse: a retired refresh token was presented again; the client's tokens for the
 	// person were ended (docs/recognised-apps.md).
@@ -46,7 +46,7 @@ const (
 	// ("Only recognised apps can connect", docs/recognised-apps.md).
 	ConsentRefusedByPolicy = "consent.refused_by_policy"
 	// CallbackConfirmation: an upstream callback arrived without the starting browser's binding
-	// cookie and stopped at the confirmation page (docs/connecting-services.md).
+	// cookie and stopped at the confirmation page (docs/connectors-for-admins.md).
 	CallbackConfirmation = "callback.confirmation"
 	// CallbackOtherPerson: an upstream callback or its confirmation arrived in a browser signed
 	// in to the project as another person than the one who started it, and was refused (an

@@ -335,7 +335,7 @@ type Tokens interface {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Connected accounts (docs/connecting-services.md) and which agents may use them
+// Connected accounts (docs/connectors-for-admins.md) and which agents may use them
 
 type ConnectionStatus string
 
@@ -453,7 +453,7 @@ type Connections interface {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Upstream OAuth callback state (docs/connecting-services.md)
+// Upstream OAuth callback state (docs/connectors-for-admins.md)
 
 type CallbackState struct {
 	// State is the random state value sent upstream; it is not a secret from the person who
@@ -489,7 +489,7 @@ type CallbackStates interface {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Connect links (docs/connected-services.md)
+// Connect links (docs/connections-for-agents.md)
 
 type LinkKind string
 

@@ -3,7 +3,7 @@
 // account was connected, and keeping the service's tokens sealed and fresh (Vault).
 //
 // The HTTP handlers that start a connection and receive the callback, bound to the browser that
-// started it (docs/connecting-services.md), live in the webhook packages; this package holds what
+// started it (docs/connectors-for-admins.md), live in the webhook packages; this package holds what
 // they call, and knows nothing of browsers or cookies.
 package upstream
 

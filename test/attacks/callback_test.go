@@ -90,7 +90,7 @@ func assertSignInFirst(t *testing.T, p ct.Page, masked string) {
 }
 
 // TestForwardedAuthorizationURL is the forwarded authorization URL (a callback finishes only for
-// the person who started it, docs/connecting-services.md) started from a connect link: Mallory
+// the person who started it, docs/connectors-for-admins.md) started from a connect link: Mallory
 // presses Connect on her own link and sends the GitHub address to Alice, who is signed in to
 // GitHub and approved the app before, but not to this project (signed in here, she is refused
 // outright: TestForwardedAuthorizationURLSignedIn). Alice's browser lands on a page naming

@@ -22,7 +22,7 @@ import (
 const cbConfirmSentence = "This connects your GitHub account to the account %s. If you did not start this connection or that account is not yours, close this window."
 
 // TestCallbackInRealBrowsers tells the story of a callback bound to the browser that started it
-// (docs/connecting-services.md) with real browsers: a forwarded authorization URL, the legitimate
+// (docs/connectors-for-admins.md) with real browsers: a forwarded authorization URL, the legitimate
 // path and the app path. Latchkey is on 127.0.0.1 and the fake GitHub on 127.0.0.2, two different
 // sites, with one Chromium profile per browser.
 func TestCallbackInRealBrowsers(t *testing.T) {

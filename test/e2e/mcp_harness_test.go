@@ -34,7 +34,7 @@ import (
 	lt "latchkey.dev/latchkey/webhook/links/linktest"
 )
 
-// The MCP stack of the connect-link story (docs/connected-services.md), all real and in process:
+// The MCP stack of the connect-link story (docs/connections-for-agents.md), all real and in process:
 // Latchkey as linktest runs it (webhook.New on a real SQLite file with the callback, connect link,
 // token-exchange and event flows) on 127.0.0.1, the fake GitHub on 127.0.0.2 (another site, as
 // GitHub is), and Repo Helper, the demo MCP server, which verifies tokens by introspection and

@@ -1,5 +1,5 @@
 // Package callback connects a person's account at an upstream service (GitHub, or any OAuth 2.0
-// / OIDC provider) to their Latchkey account, bound to the browser that started it (docs/connecting-services.md).
+// / OIDC provider) to their Latchkey account, bound to the browser that started it (docs/connectors-for-admins.md).
 //
 // Begin leaves three things behind: a state row (state and PKCE verifier, the person, the
 // connector, ten minutes), a one-time binding cookie in the starting browser, and only the

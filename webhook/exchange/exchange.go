@@ -1,6 +1,6 @@
 // Package exchange is RFC 8693 token exchange at the token endpoint: an agent (or the MCP
 // server it calls) trades a person's Latchkey access token for that person's access token at a
-// connected service, or gets a connect link made for that person (docs/connected-services.md).
+// connected service, or gets a connect link made for that person (docs/connections-for-agents.md).
 //
 // Who may exchange which token:
 //
@@ -49,7 +49,7 @@ const (
 	TokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token"
 )
 
-// Reasons of the refusal (docs/connected-services.md, "The refusal").
+// Reasons of the refusal (docs/connections-for-agents.md, "The refusal").
 const (
 	ReasonConnectRequired   = "connect_required"
 	ReasonAllowRequired     = "allow_required"
@@ -361,7 +361,7 @@ func decide(access store.AgentAccess) (store.Connection, store.LinkKind) {
 	}
 }
 
-// refuse is the token-exchange refusal (docs/connected-services.md, "The refusal"), with the
+// refuse is the token-exchange refusal (docs/connections-for-agents.md, "The refusal"), with the
 // person's one open link for this agent and service.
 func (g *Grant) refuse(ctx context.Context, p *config.Project, subject string, agent *site.Client, c *config.Connector, kind store.LinkKind, now time.Time) error {
 	offer, err := links.Open(ctx, g.env, p, links.Request{Subject: subject, Agent: agent.ID, Connector: c, Kind: kind}, now)

@@ -1,4 +1,4 @@
-// Package links is the connect link (docs/connected-services.md): the record a token-exchange
+// Package links is the connect link (docs/connections-for-agents.md): the record a token-exchange
 // refusal points to, and the page {issuer}/account/services/link/{code} that checks who opened it
 // before it offers anything.
 //

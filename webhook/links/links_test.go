@@ -18,7 +18,7 @@ import (
 	lt "latchkey.dev/latchkey/webhook/links/linktest"
 )
 
-// refusal checks the exact shape of the token-exchange refusal (docs/connected-services.md, "The
+// refusal checks the exact shape of the token-exchange refusal (docs/connections-for-agents.md, "The
 // refusal") and returns the answer.
 func refusal(t *testing.T, h *lt.Harness, a lt.Answer, reason, description, message string) lt.Answer {
 	t.Helper()

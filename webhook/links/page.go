@@ -72,7 +72,7 @@ func (h *handler) check(w http.ResponseWriter, r *http.Request) (*opened, bool) 
 		}
 		return nil, false
 	}
-	// Check 3 comes before freshness, in the order docs/connected-services.md gives: whoever is
+	// Check 3 comes before freshness, in the order docs/connections-for-agents.md gives: whoever is
 	// not the link's person is refused however recently they signed in, and is never asked to
 	// sign in again for it.
 	if person.ID != link.Subject {

@@ -2,7 +2,7 @@ package pages
 
 import "net/http"
 
-// The connect link page (docs/connected-services.md) is parsed with the others at start-up.
+// The connect link page (docs/connections-for-agents.md) is parsed with the others at start-up.
 func init() { pageNames = append(pageNames, "link") }
 
 // LinkAccount is a connected account the person may let the agent use.

@@ -1,7 +1,9 @@
 // Command chartdocs writes a chart's README.md from README.md.gotmpl and the chart's
 // values.yaml: every value with its default and the comment above it (or, for a value without
 // one, its description in values.schema.json), so the README says what values.yaml says and
-// cannot drift from it. With -check it writes nothing and fails when
+// cannot drift from it. The README also lists the Connector presets compiled into Latchkey,
+// read from the catalog's data files (internal/upstream/catalog/presets beside the chart), so a
+// new provider shows up in the chart's documentation without anyone editing it. With -check it writes nothing and fails when
 // README.md is not what it would write (`make chart-lint` runs that).
 //
 //	chartdocs [-check] charts/latchkey
@@ -91,6 +93,10 @@ func render(dir string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	presets, err := presetTable(filepath.Join(dir, "..", "..", "internal", "upstream", "catalog", "presets"))
+	if err != nil {
+		return nil, err
+	}
 	tmpl, err := template.ParseFiles(filepath.Join(dir, "README.md.gotmpl"))
 	if err != nil {
 		return nil, err
@@ -101,6 +107,7 @@ func render(dir string) ([]byte, error) {
 		// The chart's registry: where the image is, with the chart beside it under charts/.
 		"Registry": strings.TrimSuffix(repository, "/"+chart.Name),
 		"Values":   tables,
+		"Presets":  presets,
 	})
 	return buf.Bytes(), err
 }
@@ -224,4 +231,34 @@ func table(rows []row) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.key, r.typ, strings.ReplaceAll(r.def, "|", `\|`), r.desc)
 	}
 	return b.String()
+}
+
+// presetTable renders the catalog's presets as a Markdown table, one row a file, in file-name
+// order: the preset name (the file's name), the display name and what it connects.
+func presetTable(dir string) (string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return "", err
+	}
+	if len(files) == 0 {
+		return "", fmt.Errorf("no presets in %s", dir)
+	}
+	var b strings.Builder
+	b.WriteString("| `spec.preset` | service | connects |\n|---|---|---|\n")
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		var p struct {
+			DisplayName string `json:"displayName"`
+			Connects    string `json:"connects"`
+		}
+		if err := sigsyaml.Unmarshal(raw, &p); err != nil {
+			return "", fmt.Errorf("%s: %w", f, err)
+		}
+		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", name, p.DisplayName, strings.ReplaceAll(p.Connects, "|", "\\|"))
+	}
+	return b.String(), nil
 }

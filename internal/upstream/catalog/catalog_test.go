@@ -1,9 +1,12 @@
 package catalog
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // TestCatalogLoads: every file parses strictly (an unknown key is a typo, not a silent
@@ -79,5 +82,55 @@ func TestValidateRefuses(t *testing.T) {
 				t.Errorf("validate = %v, want an error about %s", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestPresetsListedWhereAdminsLook: `kubectl explain connector.spec.preset` (the CRD's field
+// description) and the provider catalog page name every preset, and each preset has its own
+// page, so a provider added as a data file cannot stay invisible to the people choosing one.
+// (The chart README's list is generated from the files by hack/tools/chartdocs.)
+func TestPresetsListedWhereAdminsLook(t *testing.T) {
+	crd, err := os.ReadFile("../../../config/crd/bases/latchkey.dev_connectors.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Spec struct {
+			Versions []struct {
+				Schema struct {
+					OpenAPIV3Schema struct {
+						Properties struct {
+							Spec struct {
+								Properties map[string]struct {
+									Description string `json:"description"`
+								} `json:"properties"`
+							} `json:"spec"`
+						} `json:"properties"`
+					} `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(crd, &doc); err != nil || len(doc.Spec.Versions) == 0 {
+		t.Fatalf("reading the Connector CRD: %v", err)
+	}
+	explain := doc.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties.Spec.Properties["preset"].Description
+	catalogPage, err := os.ReadFile("../../../docs/providers/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := func(s string) []string {
+		return strings.FieldsFunc(s, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') })
+	}
+	for _, n := range Names() {
+		if !slices.Contains(words(explain), n) {
+			t.Errorf("the Connector CRD's spec.preset description does not name %q (api/v1alpha1 ConnectorSpec.Preset, then make manifests)", n)
+		}
+		if !strings.Contains(string(catalogPage), "`"+n+"`") {
+			t.Errorf("docs/providers/README.md does not list %q", n)
+		}
+		if _, err := os.Stat("../../../docs/providers/" + n + ".md"); err != nil {
+			t.Errorf("no page docs/providers/%s.md", n)
+		}
 	}
 }
