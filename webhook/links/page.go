@@ -252,6 +252,11 @@ func (h *handler) connect(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if o.connector.APIKey != nil {
+		// The key is pasted on the link's own key page, which runs checks 1 to 4 again.
+		http.Redirect(w, r, Path(o.p, o.code)+"/api-key", http.StatusSeeOther)
+		return
+	}
 	purpose := callback.PurposeConnect
 	if o.link.Kind == store.LinkReconnect {
 		purpose = callback.PurposeReconnect
