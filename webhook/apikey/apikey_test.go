@@ -47,12 +47,17 @@ type keyService struct {
 	srv  *httptest.Server
 	hits atomic.Int64
 	down atomic.Bool
+	// during, when set, runs inside each call, before the answer.
+	during atomic.Pointer[func()]
 }
 
 func newKeyService(t *testing.T) *keyService {
 	ks := &keyService{}
 	ks.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ks.hits.Add(1)
+		if fn := ks.during.Load(); fn != nil {
+			(*fn)()
+		}
 		if ks.down.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
@@ -331,6 +336,9 @@ func TestAPIKeyThroughConnectLink(t *testing.T) {
 	if offer.Status != http.StatusOK || !ok {
 		t.Fatalf("link page %d without Connect: %s", offer.Status, offer.Text())
 	}
+	if strings.Contains(offer.Text(), "check which account you are signed in to") {
+		t.Error("the link page of a key asks which account is signed in at the service")
+	}
 	res := b.Post(action, fields)
 	if res.Status != http.StatusSeeOther || res.Location() != link+"/api-key" {
 		t.Fatalf("Connect answered %d, Location %q", res.Status, res.Location())
@@ -480,4 +488,62 @@ func csrf(t *testing.T, b *ct.Browser) string {
 		t.Fatal("no form token on the account page")
 	}
 	return fields.Get("csrf_token")
+}
+
+// TestAPIKeyWhenAccessEnds: what ends a person's access ends their key page too. A key pasted
+// after the end is refused with the session; a key whose check is under way when the
+// administrator ends the person's access is not saved (connection.failed access_ended), as an
+// upstream callback under way is not (docs/leavers.md).
+func TestAPIKeyWhenAccessEnds(t *testing.T) {
+	ends := []struct {
+		name string
+		end  func(f *fixture, subject string)
+	}{
+		{"administrator", func(f *fixture, subject string) {
+			if _, err := f.h.Store.EndPersonAccess(context.Background(), ct.ProjectKey, subject, f.h.Clock.Now()); err != nil {
+				t.Error(err)
+			}
+		}},
+		{"password file removal", func(f *fixture, _ string) {
+			p := *f.h.Project
+			p.SignIn.Passwords = map[string]config.PasswordUser{ct.MalloryEmail: p.SignIn.Passwords[ct.MalloryEmail]}
+			f.h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{ct.ProjectKey: &p}, Version: f.h.Holder.Load().Version + 1})
+		}},
+	}
+	for _, tc := range ends {
+		t.Run(tc.name+" before the paste", func(t *testing.T) {
+			f := setup(t)
+			b := f.h.Browser()
+			b.SignIn(ct.AliceEmail, ct.AlicePassword)
+			page := keyPage(t, b)
+			tc.end(f, f.h.Person(ct.AliceEmail).ID)
+			res := paste(t, b, page, aliceKey)
+			if res.Status != http.StatusSeeOther || !strings.Contains(res.Location(), "/sign-in") {
+				t.Fatalf("a paste after the end answered %d, Location %q", res.Status, res.Location())
+			}
+			f.assertNothing(t)
+		})
+		t.Run(tc.name+" while the key is checked", func(t *testing.T) {
+			f := setup(t)
+			b := f.h.Browser()
+			b.SignIn(ct.AliceEmail, ct.AlicePassword)
+			subject := f.h.Person(ct.AliceEmail).ID
+			page := keyPage(t, b)
+			during := func() {
+				f.h.Clock.Advance(time.Second)
+				tc.end(f, subject)
+			}
+			f.ks.during.Store(&during)
+			res := paste(t, b, page, aliceKey)
+			if res.Status != http.StatusForbidden || !strings.Contains(res.Text(), "Your access to this project has ended. Nothing was connected.") {
+				t.Fatalf("a key checked across the end answered %d: %s", res.Status, res.Text())
+			}
+			if n := f.h.CountRows("connections"); n != 0 {
+				t.Fatalf("%d connections saved across the end", n)
+			}
+			if failed := f.h.Trail(events.ConnectionFailed)[events.ConnectionFailed]; failed.Details["reason"] != "access_ended" {
+				t.Errorf("connection.failed details = %v, want reason access_ended", failed.Details)
+			}
+		})
+	}
 }

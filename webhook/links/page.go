@@ -141,6 +141,7 @@ func (h *handler) offer(w http.ResponseWriter, r *http.Request, o *opened, statu
 		DeclineAction:   base + "/decline",
 		CSRF:            signin.CSRFToken(h.env, r),
 		Error:           problem,
+		APIKey:          o.connector.APIKey != nil,
 	}
 	conns, err := h.connections(r, o)
 	if err != nil {
