@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -51,7 +52,7 @@ func TestAPIKeyConfig(t *testing.T) {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
 				}
-				if k.Header != tc.header || k.Format != tc.format || k.Method != "GET" || k.IDField != "id" || k.NameField != "name" {
+				if k.Header != tc.header || k.Format != tc.format || k.Method != http.MethodGet || k.IDField != "id" || k.NameField != "name" {
 					t.Errorf("compiled %+v", *k)
 				}
 				return

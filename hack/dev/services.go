@@ -150,4 +150,3 @@ func printDemoServices() {
 		fmt.Printf("  %s  key: %s\n", a.DemoPerson, a.Key)
 	}
 }
-
