@@ -52,6 +52,10 @@ func (r *ConnectorReconciler) reconcileCallback(ctx context.Context, s *connecto
 		return ctrl.Result{}, nil
 	}
 	s.conn.Status.CallbackURL = s.res.callbackURL(client.ObjectKeyFromObject(project), client.ObjectKeyFromObject(s.conn))
+	if s.conn.Spec.APIKey != nil {
+		// People paste a key on Latchkey's own page: there is no OAuth app to register.
+		s.conn.Status.CallbackURL = ""
+	}
 	return ctrl.Result{}, nil
 }
 
@@ -60,8 +64,11 @@ func (r *ConnectorReconciler) reconcileReady(ctx context.Context, s *connectorSc
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.setReady(&s.conn.Status.Conditions, s.conn.Generation, res.err,
-		"audience "+s.conn.Status.Audience+"; callback "+s.conn.Status.CallbackURL)
+	ready := "audience " + s.conn.Status.Audience + "; callback " + s.conn.Status.CallbackURL
+	if s.conn.Spec.APIKey != nil {
+		ready = "audience " + s.conn.Status.Audience + "; people connect by pasting an API key"
+	}
+	r.setReady(&s.conn.Status.Conditions, s.conn.Generation, res.err, ready)
 	return ctrl.Result{}, nil
 }
 

@@ -865,7 +865,27 @@ func TestValidation(t *testing.T) {
 			s.GrantTypes = []v1alpha1.GrantType{v1alpha1.GrantAuthorizationCode, v1alpha1.GrantClientCredentials}
 		}), []string{"grantTypes: client_credentials needs a confidential client"}},
 		{"unknown grant type", oauthClient(func(s *v1alpha1.OAuthClientSpec) { s.GrantTypes = []v1alpha1.GrantType{"password"} }), []string{"spec.grantTypes[0]", "Unsupported value"}},
-		{"connector with neither preset nor endpoints", connector(func(s *v1alpha1.ConnectorSpec) { s.Preset = "" }), []string{"endpoints: a Connector without a preset needs endpoints.authorizationURL"}},
+		{"connector with neither preset nor endpoints", connector(func(s *v1alpha1.ConnectorSpec) { s.Preset = "" }), []string{"endpoints: a Connector without a preset or apiKey needs endpoints.authorizationURL"}},
+		{"valid: an API-key connector", connector(func(s *v1alpha1.ConnectorSpec) {
+			s.Preset, s.ClientID, s.ClientSecretRef = "", "", v1alpha1.SecretKeyReference{}
+			s.APIKey = &v1alpha1.ConnectorAPIKey{CheckURL: "https://api.example.com/me", Header: "X-Api-Key"}
+		}), nil},
+		{"API-key connector with OAuth fields", connector(func(s *v1alpha1.ConnectorSpec) {
+			s.APIKey = &v1alpha1.ConnectorAPIKey{CheckURL: "https://api.example.com/me"}
+		}), []string{"apiKey: an API-key Connector has no preset, endpoints, clientID, clientSecretRef"}},
+		{"OAuth connector without a client", connector(func(s *v1alpha1.ConnectorSpec) { s.ClientID = "" }), []string{"clientID and clientSecretRef are required unless apiKey is set"}},
+		{"API-key check URL over http", connector(func(s *v1alpha1.ConnectorSpec) {
+			s.Preset, s.ClientID, s.ClientSecretRef = "", "", v1alpha1.SecretKeyReference{}
+			s.APIKey = &v1alpha1.ConnectorAPIKey{CheckURL: "http://api.example.com/me"}
+		}), []string{"spec.apiKey.checkURL", "must be an absolute https URL"}},
+		{"API-key format without the key", connector(func(s *v1alpha1.ConnectorSpec) {
+			s.Preset, s.ClientID, s.ClientSecretRef = "", "", v1alpha1.SecretKeyReference{}
+			s.APIKey = &v1alpha1.ConnectorAPIKey{CheckURL: "https://api.example.com/me", Format: "Bearer"}
+		}), []string{"apiKey.format must hold {key} exactly once"}},
+		{"API-key header owned by HTTP", connector(func(s *v1alpha1.ConnectorSpec) {
+			s.Preset, s.ClientID, s.ClientSecretRef = "", "", v1alpha1.SecretKeyReference{}
+			s.APIKey = &v1alpha1.ConnectorAPIKey{CheckURL: "https://api.example.com/me", Header: "Cookie"}
+		}), []string{"apiKey.header must not be"}},
 		{"generic connector without user info", connector(func(s *v1alpha1.ConnectorSpec) {
 			s.Preset = ""
 			s.Endpoints = &v1alpha1.ConnectorEndpoints{AuthorizationURL: "https://idp.example/auth", TokenURL: "https://idp.example/token"}

@@ -742,6 +742,9 @@ func (r *resolver) compileConnector(ctx context.Context, c *v1alpha1.Connector) 
 	if err != nil {
 		return nil, err
 	}
+	if c.Spec.APIKey != nil {
+		return r.compileAPIKeyConnector(ctx, project, pk, c)
+	}
 	// The Connector's author chooses where its client secret is sent, so it may name only a
 	// Secret its owner opted in for Connectors.
 	sec, err := r.secretValue(ctx, c.Namespace, c.Spec.ClientSecretRef, "spec.clientSecretRef", v1alpha1.SecretUseConnector)

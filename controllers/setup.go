@@ -264,7 +264,11 @@ func addIndexes(ctx context.Context, fi client.FieldIndexer) error {
 			return projectConfigMapNames(o.(*v1alpha1.Project))
 		}},
 		{&v1alpha1.Connector{}, secretIndex, func(o client.Object) []string {
-			return []string{o.(*v1alpha1.Connector).Spec.ClientSecretRef.Name}
+			// An API-key Connector names no Secret.
+			if name := o.(*v1alpha1.Connector).Spec.ClientSecretRef.Name; name != "" {
+				return []string{name}
+			}
+			return nil
 		}},
 		// Only a Secret named in spec.secretName is indexed: one index entry per client costs
 		// two small sets each (the namespaced and the all-namespaces key), a sixth of the

@@ -32,6 +32,7 @@ import (
 	"latchkey.dev/latchkey/internal/tracing"
 	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/webhook/account"
+	"latchkey.dev/latchkey/webhook/apikey"
 	"latchkey.dev/latchkey/webhook/callback"
 	"latchkey.dev/latchkey/webhook/consent"
 	"latchkey.dev/latchkey/webhook/exchange"
@@ -192,8 +193,12 @@ func New(o Options) (*Server, error) {
 	consent.Register(s.router, env)
 	register.Register(s.router, env)
 	account.Register(s.router, env)
-	links.Register(s.router, env)
-	callback.Register(s.router, env, append([]callback.Hook{links.Hook(env)}, o.ConnectionHooks...)...)
+	hooks := append([]callback.Hook{links.Hook(env)}, o.ConnectionHooks...)
+	// A pasted API key is saved with the same hooks as a connection made through a callback.
+	keys := apikey.New(env, hooks...)
+	apikey.Register(s.router, keys)
+	links.Mount(s.router, env, links.Options{Keys: keys})
+	callback.Register(s.router, env, hooks...)
 	vault := o.Vault
 	if vault == nil {
 		vault = &upstream.Vault{Store: o.Store, Keyring: o.Keyring, Now: now, OnRefresh: o.Metrics.UpstreamRefresh}

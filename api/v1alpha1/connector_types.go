@@ -38,6 +38,71 @@ const ConnectorPresetParameterMissingReason = "PresetParameterMissing"
 // ConnectorInvalidUserInfoReason: spec.userInfo.body is not a JSON document.
 const ConnectorInvalidUserInfoReason = "InvalidUserInfo"
 
+// ConnectorInvalidAPIKeyReason: spec.apiKey cannot be used as written: it is set together with
+// OAuth fields, its checkURL is not an absolute https URL (or http to a loopback host), or its
+// format does not hold "{key}" exactly once. The message says which (docs/api-key-connectors.md).
+const ConnectorInvalidAPIKeyReason = "InvalidAPIKey"
+
+// APIKeyPlaceholder stands for the person's key in spec.apiKey.format.
+const APIKeyPlaceholder = "{key}"
+
+// ConnectorAPIKey declares a service that issues API keys or personal access tokens instead of
+// OAuth: the person pastes a key on a Latchkey page, Latchkey checks it with one call, and
+// keeps it sealed like an OAuth token (docs/api-key-connectors.md).
+// +kubebuilder:validation:XValidation:rule="!has(self.format) || (self.format.contains('{key}') && self.format.indexOf('{key}') == self.format.lastIndexOf('{key}'))",message="apiKey.format must hold {key} exactly once"
+// +kubebuilder:validation:XValidation:rule="!has(self.header) || !(self.header.lowerAscii() in ['content-type', 'content-length', 'cookie', 'host', 'connection', 'transfer-encoding', 'te', 'upgrade', 'proxy-authorization', 'traceparent', 'tracestate'])",message="apiKey.header must not be Content-Type, Content-Length, Cookie, Host, a hop-by-hop header, traceparent or tracestate"
+type ConnectorAPIKey struct {
+	// checkURL is the one call Latchkey makes with a pasted key to check it and to read which
+	// account it belongs to, such as the service's "current user" endpoint. It answers 200 with
+	// a JSON object for a good key, and 401 or 403 for a wrong one. An https URL, or http to a
+	// loopback host; like every endpoint of a Connector it is dialled only at public addresses,
+	// plus the ranges the Project's spec.upstreamNetwork grants this Connector.
+	// +required
+	CheckURL EndpointURL `json:"checkURL"`
+
+	// method of the check call: GET (the default) or POST with an empty body.
+	// +optional
+	Method HTTPMethod `json:"method,omitempty"`
+
+	// header is the HTTP header the key is sent in, on the check call and wherever it is used.
+	// Defaults to Authorization. At most 64 letters, digits or '-'.
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9-]{1,64}$`
+	// +optional
+	Header string `json:"header,omitempty"`
+
+	// format is the header's value, with {key} where the key goes, exactly once: "Bearer {key}"
+	// (the default for Authorization), "token {key}", or "{key}" (the default for any other
+	// header). At most 128 printable characters.
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[ -~]*$`
+	// +optional
+	Format string `json:"format,omitempty"`
+
+	// idField is the dotted path of the account's stable id in the check call's JSON answer
+	// ("id", "data.user.id"); reconnecting the same account keeps its permissions. Defaults to
+	// "id". At most 128 characters.
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]+$`
+	// +optional
+	IDField string `json:"idField,omitempty"`
+
+	// nameField is the dotted path of the name people know the account by, shown on their
+	// account page. Defaults to "name", then "login", "email", else the id. At most 128
+	// characters.
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]+$`
+	// +optional
+	NameField string `json:"nameField,omitempty"`
+
+	// hint is shown above the key field: where at the service a person makes a key and which
+	// permissions it needs ("Settings → API keys; read access is enough"). Plain text, at most
+	// 500 characters.
+	// +kubebuilder:validation:MaxLength=500
+	// +optional
+	Hint string `json:"hint,omitempty"`
+}
+
 // ConnectorPreset names a well-known service in Latchkey's catalog of presets
 // (docs/providers/README.md): github, gitlab, google, slack, notion, linear, atlassian,
 // microsoft. The controller checks the name against the catalog, not the schema, so new presets
@@ -126,8 +191,11 @@ type ConnectorUserInfo struct {
 // +kubebuilder:validation:MaxLength=256
 type AuthParamValue string
 
-// ConnectorSpec declares an upstream OAuth service people connect their accounts at.
-// +kubebuilder:validation:XValidation:rule="has(self.preset) || (has(self.endpoints) && has(self.endpoints.authorizationURL) && has(self.endpoints.tokenURL) && (has(self.endpoints.userInfoURL) || has(self.endpoints.oidcIssuer)))",message="endpoints: a Connector without a preset needs endpoints.authorizationURL, endpoints.tokenURL, and endpoints.userInfoURL or endpoints.oidcIssuer"
+// ConnectorSpec declares an upstream OAuth service people connect their accounts at, or, with
+// apiKey, a service people connect by pasting an API key.
+// +kubebuilder:validation:XValidation:rule="has(self.apiKey) || has(self.preset) || (has(self.endpoints) && has(self.endpoints.authorizationURL) && has(self.endpoints.tokenURL) && (has(self.endpoints.userInfoURL) || has(self.endpoints.oidcIssuer)))",message="endpoints: a Connector without a preset or apiKey needs endpoints.authorizationURL, endpoints.tokenURL, and endpoints.userInfoURL or endpoints.oidcIssuer"
+// +kubebuilder:validation:XValidation:rule="has(self.apiKey) || (has(self.clientID) && has(self.clientSecretRef))",message="clientID and clientSecretRef are required unless apiKey is set"
+// +kubebuilder:validation:XValidation:rule="!has(self.apiKey) || !(has(self.preset) || has(self.endpoints) || has(self.clientID) || has(self.clientSecretRef) || has(self.scopes) || has(self.authParams) || has(self.userInfo) || has(self.account))",message="apiKey: an API-key Connector has no preset, endpoints, clientID, clientSecretRef, scopes, authParams, userInfo or account"
 type ConnectorSpec struct {
 	// projectRef is the Project whose people connect this service.
 	// +required
@@ -156,19 +224,29 @@ type ConnectorSpec struct {
 	Endpoints *ConnectorEndpoints `json:"endpoints,omitempty"`
 
 	// clientID is the client id of the OAuth app registered at the service, with
-	// status.callbackURL as its callback. At most 256 characters.
+	// status.callbackURL as its callback. Required unless apiKey is set. At most 256 characters.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
-	// +required
-	ClientID string `json:"clientID"`
+	// +optional
+	ClientID string `json:"clientID,omitempty"`
 
 	// clientSecretRef names the Secret key holding that app's client secret. The Secret must
 	// carry the label latchkey.dev/use=connector: its value goes to this Connector's token
 	// endpoint, so only a Secret its owner opted in may be named. Until such a Secret exists the
 	// Connector reports Ready=False with reason SecretMissing, which reads the same for a Secret
-	// that exists without the label; no secret is invented.
-	// +required
-	ClientSecretRef SecretKeyReference `json:"clientSecretRef"`
+	// that exists without the label; no secret is invented. Required unless apiKey is set.
+	// +optional
+	ClientSecretRef SecretKeyReference `json:"clientSecretRef,omitzero"`
+
+	// apiKey makes this a Connector for a service that issues API keys or personal access
+	// tokens instead of OAuth: the person pastes a key on a Latchkey page (never into an agent),
+	// Latchkey checks it with the one call declared here and seals it like an OAuth token, and
+	// token exchange hands it out as one (docs/api-key-connectors.md). It excludes every OAuth
+	// field: preset, endpoints, clientID, clientSecretRef, scopes, authParams, userInfo and
+	// account. headers, displayName, audience and allowedClientNamespaces apply as to any
+	// Connector.
+	// +optional
+	APIKey *ConnectorAPIKey `json:"apiKey,omitempty"`
 
 	// scopes requested from the service (for GitHub, e.g. "repo", "read:user"). Empty sends no
 	// scope parameter, which GitHub reads as public read-only access. At most 32.

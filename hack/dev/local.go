@@ -33,6 +33,11 @@ func runLocal(ctx context.Context, o options, state, listen string) error {
 		return err
 	}
 	defer stopGitHub()
+	stopServices, err := startDemoServices(issuers[0]) //nolint:contextcheck // as the fake GitHub's
+	if err != nil {
+		return err
+	}
+	defer stopServices()
 
 	data := filepath.Join(state, "local")
 	logPath := filepath.Join(state, "latchkey-local.log")

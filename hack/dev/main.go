@@ -119,7 +119,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	for _, addr := range []string{listen, fakeGitHubAddr, repoHelperAddr, adminAddr} {
+	for _, addr := range []string{listen, fakeGitHubAddr, fakeLinearAddr, keyServiceAddr, repoHelperAddr, adminAddr} {
 		if err := portFree(addr); err != nil {
 			return fmt.Errorf("%s is already in use (is another `make run` still running?): %w", addr, err)
 		}
@@ -204,6 +204,11 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer stopGitHub()
+	stopServices, err := startDemoServices(issuers[0]) //nolint:contextcheck // as the fake GitHub's
+	if err != nil {
+		return err
+	}
+	defer stopServices()
 
 	logPath := filepath.Join(state, "latchkey.log")
 	srv, err := startLatchkey(o, logPath,
@@ -330,6 +335,7 @@ func serveDemo(ctx context.Context, srv *latchkeyProcess, issuers []string, logP
 	fmt.Printf("Fake GitHub at http://%s for the demo Connector:\n", fakeGitHubAddr)
 	fmt.Println("  alice-gh  password: alice-gh-pass")
 	fmt.Println("  mallory-gh  password: mallory-gh-pass")
+	printDemoServices()
 	fmt.Println()
 	fmt.Printf("metadata:   curl %s\n", metadata)
 	resources()

@@ -294,11 +294,48 @@ type Connector struct {
 	Headers map[string]string
 	// RevocationStyle is RevokeRFC7009 (also when empty) or RevokeGitHubGrant.
 	RevocationStyle string
+	// APIKey, when set, makes this a connector people connect by pasting an API key or personal
+	// access token on a Latchkey page (docs/api-key-connectors.md); the OAuth fields above are
+	// then empty, and CallbackURL too.
+	APIKey *APIKey
 	// AllowedNetworks are the address ranges outside the public internet that the server may
 	// dial for this connector's token, userinfo, discovery, key and revocation endpoints: the
 	// Project's spec.upstreamNetwork.allowedCIDRs. Empty (the default) dials public addresses
 	// only (internal/netguard).
 	AllowedNetworks []netip.Prefix
+}
+
+// APIKey is how a pasted key is checked and sent. Every field is set (the controllers fill the
+// defaults).
+type APIKey struct {
+	// CheckURL is called with the key once, before it is kept: 200 and a JSON object mean a
+	// good key; 401 or 403 a wrong one.
+	CheckURL string
+	// Method is "GET" or "POST" (an empty body).
+	Method string
+	// Header carries the key, canonical ("Authorization", "X-Api-Key").
+	Header string
+	// Format is the header's value with APIKeyPlaceholder where the key goes, once.
+	Format string
+	// IDField and NameField are dotted paths into the check call's JSON answer.
+	IDField, NameField string
+	// Hint is shown to the person above the key field; plain text, may be "".
+	Hint string
+}
+
+// APIKeyPlaceholder stands for the key in APIKey.Format.
+const APIKeyPlaceholder = "{key}"
+
+// HeaderValue is the value of Header for key.
+func (k *APIKey) HeaderValue(key string) string {
+	return strings.Replace(k.Format, APIKeyPlaceholder, key, 1)
+}
+
+// Bearer reports whether the key is sent as an RFC 6750 bearer token, so token exchange can
+// call it token_type Bearer; any other way is N_A (RFC 8693 §2.2.1) and the agent sends it as
+// the service documents.
+func (k *APIKey) Bearer() bool {
+	return strings.EqualFold(k.Header, "Authorization") && k.Format == "Bearer "+APIKeyPlaceholder
 }
 
 // Token endpoint authentication methods of a Connector (RFC 6749 §2.3.1, named as in RFC 7591).

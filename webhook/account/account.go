@@ -21,6 +21,7 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/upstream"
+	"latchkey.dev/latchkey/webhook/apikey"
 	"latchkey.dev/latchkey/webhook/callback"
 	"latchkey.dev/latchkey/webhook/pages"
 	"latchkey.dev/latchkey/webhook/signin"
@@ -187,6 +188,11 @@ func (h *handler) connect(w http.ResponseWriter, r *http.Request) {
 	purpose := callback.PurposeConnect
 	if form.Get("purpose") == callback.PurposeReconnect {
 		purpose = callback.PurposeReconnect
+	}
+	if c.APIKey != nil {
+		// A service that issues keys: the person pastes one on Latchkey's own key page.
+		http.Redirect(w, r, apikey.Path(p, c, purpose == callback.PurposeReconnect), http.StatusSeeOther)
+		return
 	}
 	authURL, err := callback.Begin(w, r, h.env, p, c, person.ID, purpose, "")
 	if err != nil {

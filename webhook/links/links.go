@@ -33,6 +33,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/webhook/apikey"
 	"latchkey.dev/latchkey/webhook/callback"
 	"latchkey.dev/latchkey/webhook/pages"
 	"latchkey.dev/latchkey/webhook/site"
@@ -52,11 +53,15 @@ type BeginFunc func(w http.ResponseWriter, r *http.Request, env *site.Env, p *co
 type Options struct {
 	// Begin defaults to callback.Begin.
 	Begin BeginFunc
+	// Keys checks and saves the keys pasted for API-key connectors; it defaults to keys saved
+	// with this package's Hook alone.
+	Keys *apikey.Keys
 }
 
 type handler struct {
 	env   *site.Env
 	begin BeginFunc
+	keys  *apikey.Keys
 }
 
 // Register mounts the link page and its three actions with the default options.
@@ -68,11 +73,18 @@ func Register(rt site.Router, env *site.Env) { Mount(rt, env, Options{}) }
 //	POST /account/services/link/{code}/connect  connect (or reconnect) at the service
 //	POST /account/services/link/{code}/allow    let the agent use connection_id
 //	POST /account/services/link/{code}/decline  close the link
+//	GET  /account/services/link/{code}/api-key  the key form of an API-key connector
+//	POST /account/services/link/{code}/api-key  check the key, save it, let the agent use it
 func Mount(rt site.Router, env *site.Env, o Options) {
-	h := &handler{env: env, begin: o.Begin}
+	h := &handler{env: env, begin: o.Begin, keys: o.Keys}
 	if h.begin == nil {
 		h.begin = callback.Begin
 	}
+	if h.keys == nil {
+		h.keys = apikey.New(env, Hook(env))
+	}
+	rt.Page("GET "+PathPrefix+"{code}/api-key", http.HandlerFunc(h.keyPage))
+	rt.Page("POST "+PathPrefix+"{code}/api-key", http.HandlerFunc(h.keyPost))
 	rt.Page("GET "+PathPrefix+"{code}", http.HandlerFunc(h.page))
 	rt.Page("POST "+PathPrefix+"{code}/connect", http.HandlerFunc(h.connect))
 	rt.Page("POST "+PathPrefix+"{code}/allow", http.HandlerFunc(h.allow))

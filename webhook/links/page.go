@@ -141,6 +141,7 @@ func (h *handler) offer(w http.ResponseWriter, r *http.Request, o *opened, statu
 		DeclineAction:   base + "/decline",
 		CSRF:            signin.CSRFToken(h.env, r),
 		Error:           problem,
+		APIKey:          o.connector.APIKey != nil,
 	}
 	conns, err := h.connections(r, o)
 	if err != nil {
@@ -250,6 +251,11 @@ func (h *handler) form(w http.ResponseWriter, r *http.Request) (*opened, url.Val
 func (h *handler) connect(w http.ResponseWriter, r *http.Request) {
 	o, _, ok := h.form(w, r)
 	if !ok {
+		return
+	}
+	if o.connector.APIKey != nil {
+		// The key is pasted on the link's own key page, which runs checks 1 to 4 again.
+		http.Redirect(w, r, Path(o.p, o.code)+"/api-key", http.StatusSeeOther)
 		return
 	}
 	purpose := callback.PurposeConnect

@@ -37,6 +37,9 @@ type LinkData struct {
 	CSRF          string
 	// Error is shown above the form (for example when no account was chosen).
 	Error string
+	// APIKey: the service is connected by pasting a key on Latchkey's page, not by approving
+	// access at the service, so the page does not ask which account is signed in there.
+	APIKey bool
 }
 
 // Link renders the connect link page.
