@@ -308,7 +308,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		TrustedProxies:      trustedProxies,
 		RateBuckets:         st.RateBuckets(),
 		ClientAddressHeader: o.clientAddrHeader,
-		Vault: vault,
+		Vault:               vault,
 		// Not ready until the first snapshot is published: before that every issuer would
 		// answer 404, and a load balancer must not send people there.
 		Ready: func(context.Context) error {
