@@ -147,22 +147,24 @@ func cmpOr(d, def time.Duration) time.Duration {
 // NeedLeaderElection: every replica refreshes (the row lock keeps each refresh single).
 func (r *Refresher) NeedLeaderElection() bool { return false }
 
-// Start runs a pass, then another after each jittered wait, until ctx ends. Refreshes already
-// asked of a service finish (each bounded by the vault's timeout), so a rotated refresh token
-// is never lost to a shutdown; no new one starts.
+// Start runs a pass after each jittered wait (the first one too, so replicas started together
+// do not query together) until ctx ends. Refreshes already asked of a service finish (each
+// bounded by the vault's timeout), so a rotated refresh token is never lost to a shutdown; no
+// new one starts, and the uses not yet recorded are.
 func (r *Refresher) Start(ctx context.Context) error {
 	for {
-		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			r.Log.Error(err, "refreshing connections ahead of expiry failed; trying again at the next pass")
-		}
 		t := time.NewTimer(Jitter(r.every(), rand.Float64()))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			// What was used since the last pass is still recorded.
-			r.recordUses(context.WithoutCancel(ctx))
+			if err := r.recordUses(context.WithoutCancel(ctx)); err != nil {
+				r.Log.Error(err, "recording which connections were used failed at shutdown")
+			}
 			return nil
 		case <-t.C:
+		}
+		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			r.Log.Error(err, "refreshing connections ahead of expiry failed; trying again at the next pass")
 		}
 	}
 }
