@@ -20,7 +20,7 @@ const usage = `kubectl latchkey — see and end access to Latchkey's Projects (d
 Views (a table like kubectl get; -o wide|json|yaml):
   kubectl latchkey people       [--email E]
   kubectl latchkey grants       [--person P]     consents: person × client, scopes, live tokens
-  kubectl latchkey connections  [--person P]     connected accounts: connector, account, live/broken
+  kubectl latchkey connections  [--person P]     connected accounts: connector, account, state
   kubectl latchkey passkeys     [--person P]     passkeys: person, name, synced, last used
   kubectl latchkey links        [--person P]     open connect links
   kubectl latchkey tokens                        live tokens per client

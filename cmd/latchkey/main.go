@@ -78,6 +78,7 @@ type options struct {
 	auditRetention  time.Duration
 	shutdownGrace   time.Duration
 	upstreamWait    time.Duration
+	refresh         refreshOptions
 	logLevel        string
 	logFormat       string
 	caBundle        string
@@ -135,6 +136,7 @@ func main() {
 		"how long in-flight requests may take to finish after a stop signal")
 	fs.DurationVar(&o.upstreamWait, "upstream-timeout", upstream.DefaultTimeout,
 		"how long a call to a connected service (a token refresh during token exchange) may take before the exchange answers temporarily_unavailable")
+	o.refresh.register(fs)
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "",
 		"comma-separated CIDR prefixes or addresses of the proxies in front of this server (ingress controller, load balancer); "+
 			"only from these peers is the client's address read from --client-address-header, for sign-in and registration rate limits (default: none, the peer is the client)")
@@ -283,6 +285,16 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		}
 	}
 
+	// The vault hands out people's upstream tokens for token exchange; the refresher (every
+	// replica) renews those in use before they expire (docs/connection-health.md).
+	vault := &upstream.Vault{
+		Store: st, Keyring: kr, Now: time.Now, Timeout: o.upstreamWait, OnRefresh: m.UpstreamRefresh,
+		Record: auditRecorder(st, log.WithName("connections")), TrackUses: o.refresh.every > 0,
+	}
+	if err := setupRefresher(mgr, o.refresh, vault, st, holder, log.WithName("refresher")); err != nil {
+		return err
+	}
+
 	handler, err := webhook.New(webhook.Options{
 		Events:    emitter.Recorded,
 		Config:    holder,
@@ -296,9 +308,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		TrustedProxies:      trustedProxies,
 		RateBuckets:         st.RateBuckets(),
 		ClientAddressHeader: o.clientAddrHeader,
-		Vault: &upstream.Vault{
-			Store: st, Keyring: kr, Now: time.Now, Timeout: o.upstreamWait, OnRefresh: m.UpstreamRefresh,
-		},
+		Vault:               vault,
 		// Not ready until the first snapshot is published: before that every issuer would
 		// answer 404, and a load balancer must not send people there.
 		Ready: func(context.Context) error {

@@ -28,6 +28,13 @@ const (
 	// replayed, malformed or missing where required; actor and subject the client.
 	DPoPProofRefused = "dpop.proof_refused"
 	LinkOpened       = "link.opened"
+	// ConnectionRefreshFailed: a refresh of a person's connection failed (or was impossible)
+	// and its state changed: to expiring, needs_reconnect or revoked_upstream; actor "system",
+	// subject the person (docs/connection-health.md).
+	ConnectionRefreshFailed = "connection.refresh_failed"
+	// ConnectionRecovered: a refresh worked again for a connection that was expiring; actor
+	// "system", subject the person.
+	ConnectionRecovered = "connection.recovered"
 	// PolicyChanged is written by the controllers when a Project's or a RedirectPolicy's
 	// compiled policy changes (docs/audit.md).
 	PolicyChanged = "policy.changed"
@@ -132,6 +139,8 @@ var auditTypes = []struct {
 	{"connection.failed", store.OutcomeFailed},
 	{"connection.cancelled", store.OutcomeRefused},
 	{"connection.ended_by_sign_out", store.OutcomeSuccess},
+	{ConnectionRefreshFailed, store.OutcomeFailed},
+	{ConnectionRecovered, store.OutcomeSuccess},
 	{"client.registered", store.OutcomeSuccess},
 	{"client.updated", store.OutcomeSuccess},
 	{"client.deleted", store.OutcomeSuccess},

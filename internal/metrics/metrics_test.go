@@ -352,3 +352,42 @@ func TestOutboxDepthAndStoreUp(t *testing.T) {
 		t.Errorf("store_up with the store closed = %v, want 0", got)
 	}
 }
+
+// latchkey_connections counts connections by declared Connector and state; a Connector no
+// Project declares is "other", so the series stay bounded by what administrators declared.
+func TestConnectionsByConnectorAndState(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	st := openSQLite(t)
+	h := &config.Holder{}
+	h.Store(&config.Snapshot{Projects: map[string]*config.Project{
+		"team/demo": {Key: "team/demo", Connectors: map[string]*config.Connector{"team/github": {Key: "team/github"}}},
+	}})
+	if err := metrics.Connections(reg, st, h, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for i, c := range []struct {
+		connector string
+		status    store.ConnectionStatus
+	}{
+		{"team/github", store.ConnectionActive}, {"team/github", store.ConnectionActive},
+		{"team/github", store.ConnectionRevokedUpstream}, {"team/gone-1", store.ConnectionActive}, {"team/gone-2", store.ConnectionExpiring},
+	} {
+		if _, err := st.SaveConnection(context.Background(), store.Connection{ID: fmt.Sprint("c", i), Project: "team/demo",
+			Subject: fmt.Sprint("p", i), Connector: c.connector, AccountID: "1", KeyID: "k", TokenType: "bearer",
+			Status: c.status, CreatedAt: now, UpdatedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		connector, state string
+		want             float64
+	}{
+		{"team/github", "active", 2}, {"team/github", "revoked_upstream", 1}, {"team/github", "expiring", 0},
+		{"team/github", "needs_reconnect", 0}, {"other", "active", 1}, {"other", "expiring", 1}, {"team/gone-1", "active", 0},
+	} {
+		if got := value(t, reg, "latchkey_connections", map[string]string{"connector": tc.connector, "state": tc.state}); got != tc.want {
+			t.Errorf("%s %s = %v, want %v", tc.connector, tc.state, got, tc.want)
+		}
+	}
+}

@@ -3,10 +3,12 @@ package metrics
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/store"
 )
 
@@ -79,4 +81,76 @@ func (o *outbox) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(storeUpDesc, prometheus.GaugeValue, 1)
 	ch <- prometheus.MustNewConstMetric(outboxDepthDesc, prometheus.GaugeValue, float64(n))
+}
+
+// ConnectionCounter is what the connections collector reads.
+type ConnectionCounter interface {
+	CountConnections(ctx context.Context) ([]store.ConnectionCount, error)
+}
+
+// Connections exports latchkey_connections{connector, state}: people's connections by
+// Connector and state (docs/connection-health.md), read from s when Prometheus scrapes, bounded
+// by timeout (1s when zero). Connector is the key of a Connector some Project of h's
+// configuration declares, or "other" (a Connector deleted while connections to it remain), so
+// the series are bounded by what administrators declared times the four states. Every
+// declared Connector has a series for every state, zero included.
+func Connections(reg prometheus.Registerer, s ConnectionCounter, h *config.Holder, timeout time.Duration) error {
+	if reg == nil {
+		reg = prometheus.DefaultRegisterer
+	}
+	if timeout <= 0 {
+		timeout = time.Second
+	}
+	return reg.Register(&connections{s: s, h: h, timeout: timeout})
+}
+
+var connectionsDesc = prometheus.NewDesc("latchkey_connections",
+	"People's connected accounts by Connector and state (active, expiring, needs_reconnect, revoked_upstream).",
+	[]string{"connector", "state"}, nil)
+
+type connections struct {
+	s       ConnectionCounter
+	h       *config.Holder
+	timeout time.Duration
+}
+
+func (c *connections) Describe(ch chan<- *prometheus.Desc) { ch <- connectionsDesc }
+
+func (c *connections) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	counts, err := c.s.CountConnections(ctx)
+	if err != nil {
+		return // latchkey_store_up says the store did not answer
+	}
+	declared := map[string]bool{}
+	if c.h != nil {
+		if snap := c.h.Load(); snap != nil {
+			for _, p := range snap.Projects {
+				for key := range p.Connectors {
+					declared[key] = true
+				}
+			}
+		}
+	}
+	type key struct{ connector, state string }
+	sums := map[key]int64{}
+	for k := range declared {
+		for _, st := range store.ConnectionStates() {
+			sums[key{k, string(st)}] = 0
+		}
+	}
+	for _, n := range counts {
+		conn, st := n.Connector, string(n.Status)
+		if !declared[conn] {
+			conn = "other"
+		}
+		if !slices.Contains(store.ConnectionStates(), n.Status) {
+			st = "other"
+		}
+		sums[key{conn, st}] += n.Count
+	}
+	for k, n := range sums {
+		ch <- prometheus.MustNewConstMetric(connectionsDesc, prometheus.GaugeValue, float64(n), k.connector, k.state)
+	}
 }

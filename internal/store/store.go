@@ -57,6 +57,7 @@ type Store interface {
 	Replays
 	PushedRequests
 	Passkeys
+	ConnectionHealth
 
 	// GarbageCollect deletes rows that expired before now (sessions, codes, tokens, callback
 	// states, links, delivered events) and reports how many of each it removed. On PostgreSQL
@@ -339,11 +340,39 @@ type Tokens interface {
 
 type ConnectionStatus string
 
+// Connection states (docs/connection-health.md, docs/decisions/0061). Latchkey hands out the
+// token of an active or expiring connection; one that needs reconnecting or was revoked
+// upstream waits for its person to connect the account again.
 const (
+	// ConnectionActive: the token works, or Latchkey can renew it when it expires.
 	ConnectionActive ConnectionStatus = "active"
-	// ConnectionBroken: the service rejected a refresh; the person must reconnect.
-	ConnectionBroken ConnectionStatus = "broken"
+	// ConnectionExpiring: the token still works but expires soon (or has expired) and Latchkey
+	// cannot renew it now: it holds no refresh token, or its last refresh failed for a reason
+	// that may pass (the service timed out or answered with an error of its own).
+	ConnectionExpiring ConnectionStatus = "expiring"
+	// ConnectionNeedsReconnect: only the person can make it work again, for a reason other than
+	// a revocation at the service: its token expired and there is no refresh token.
+	ConnectionNeedsReconnect ConnectionStatus = "needs_reconnect"
+	// ConnectionRevokedUpstream: the service refused the refresh token itself (invalid_grant
+	// and its equivalents): the person or the service revoked the access there, or the refresh
+	// token expired at the service.
+	ConnectionRevokedUpstream ConnectionStatus = "revoked_upstream"
 )
+
+// ConnectionStates lists every state, in a stable order (metrics create a series for each).
+func ConnectionStates() []ConnectionStatus {
+	return []ConnectionStatus{ConnectionActive, ConnectionExpiring, ConnectionNeedsReconnect, ConnectionRevokedUpstream}
+}
+
+// Usable reports whether Latchkey may hand out the connection's token (refreshing it first
+// when it has expired).
+func (s ConnectionStatus) Usable() bool { return s == ConnectionActive || s == ConnectionExpiring }
+
+// NeedsPerson reports whether only the person, by connecting the account again, can make the
+// connection work.
+func (s ConnectionStatus) NeedsPerson() bool {
+	return s == ConnectionNeedsReconnect || s == ConnectionRevokedUpstream
+}
 
 // Connection is a person's account at an upstream service. Upstream tokens are sealed with
 // AEAD (internal/secret); KeyID names the key that sealed them.
@@ -450,6 +479,50 @@ type Connections interface {
 	// the token's project). ErrNotFound when there is no such token. The caller checks the
 	// token (project, kind, expiry) before it uses the access.
 	SubjectAccess(ctx context.Context, hash []byte, connector string) (Token, AgentAccess, error)
+}
+
+// ConnectionUse says that a connection's token was handed out at At.
+type ConnectionUse struct {
+	Project, ID string
+	At          time.Time
+}
+
+// DueQuery selects the connections whose token expires by Before (docs/connection-health.md).
+type DueQuery struct {
+	// Before: connections whose Expiry is set and not after Before.
+	Before time.Time
+	// UsedSince: a connection holding a refresh token is due only if it was used (TouchConnections)
+	// at or after UsedSince; one holding none is due whether used or not.
+	UsedSince time.Time
+	// AfterExpiry and AfterID continue a listing after the last connection of the previous page
+	// (zero AfterExpiry starts at the beginning).
+	AfterExpiry time.Time
+	AfterID     string
+	Limit       int
+}
+
+// ConnectionCount counts the connections of one connector in one state.
+type ConnectionCount struct {
+	Connector string
+	Status    ConnectionStatus
+	Count     int64
+}
+
+// ConnectionHealth is what keeps connections working before an agent needs them
+// (docs/connection-health.md).
+type ConnectionHealth interface {
+	// TouchConnections records each use as its connection's last use, in one transaction. A
+	// use older than the recorded one changes nothing, and a connection that no longer exists
+	// is passed over. It never changes what UpdateConnection guards: a use recorded while a
+	// refresh holds the row does not make the refresh's write fail.
+	TouchConnections(ctx context.Context, uses []ConnectionUse) error
+	// DueConnections returns up to q.Limit connections of every project that are active or
+	// expiring, whose Expiry is set and not after q.Before, and that either hold no refresh
+	// token or were used at or after q.UsedSince: ordered by Expiry then ID, after
+	// (q.AfterExpiry, q.AfterID).
+	DueConnections(ctx context.Context, q DueQuery) ([]Connection, error)
+	// CountConnections counts every project's connections by connector and state.
+	CountConnections(ctx context.Context) ([]ConnectionCount, error)
 }
 
 // ---------------------------------------------------------------------------------------------

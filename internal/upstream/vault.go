@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/tracing"
@@ -54,8 +55,17 @@ type Vault struct {
 	// the result, one of "ok", "rejected" (the person must reconnect), "timeout" or "error".
 	// Metrics use it (internal/metrics.Metrics.UpstreamRefresh).
 	OnRefresh func(connector, result string)
+	// Record, when set, is given the audit record of every change of a connection's state that
+	// a refresh makes (events.ConnectionRefreshFailed, events.ConnectionRecovered), after the
+	// change is stored. The serve process appends it to the audit log, whence it reaches the
+	// Project's event sinks (docs/connection-health.md).
+	Record func(ctx context.Context, r store.AuditRecord)
+	// TrackUses has Token and TokenFor remember which connections they hand out, in memory, for
+	// a Refresher to record (TakeUses): the exchange itself never writes for it.
+	TrackUses bool
 
 	flight singleflight.Group
+	uses   uses
 }
 
 func (v *Vault) now() time.Time {
@@ -163,10 +173,10 @@ var (
 
 // Token returns a live access token for the connection, refreshing it first if it has expired.
 //
-// Errors: store.ErrNotFound for an unknown connection; ErrReconnect when the connection is
-// broken or the service rejects the refresh (the connection is then marked broken); ErrTimeout
-// when the service does not answer within Timeout; ErrService when it refuses our client or
-// answers nonsense (the connection is left as it was, since reconnecting would not help);
+// Errors: store.ErrNotFound for an unknown connection; ErrReconnect when the connection needs
+// its person (needs_reconnect, revoked_upstream) or comes to need them now; ErrTimeout when the
+// service does not answer within Timeout; ErrService when it refuses our client or answers
+// nonsense (the connection becomes expiring at most, since reconnecting would not help);
 // secret.ErrUnknownKey in the chain when the key that sealed the row has been removed.
 func (v *Vault) Token(ctx context.Context, c *config.Connector, project, connectionID string) (*oauth2.Token, error) {
 	conn, err := v.Store.GetConnection(ctx, project, connectionID)
@@ -176,7 +186,7 @@ func (v *Vault) Token(ctx context.Context, c *config.Connector, project, connect
 	if conn.Connector != c.Key {
 		return nil, fmt.Errorf("upstream: connection %s belongs to connector %q, not %q", connectionID, conn.Connector, c.Key)
 	}
-	if conn.Status == store.ConnectionBroken {
+	if conn.Status.NeedsPerson() {
 		return nil, ErrReconnect
 	}
 	if fresh(conn, v.now()) {
@@ -184,13 +194,14 @@ func (v *Vault) Token(ctx context.Context, c *config.Connector, project, connect
 		if err != nil {
 			return nil, err
 		}
+		v.used(conn)
 		return handOut(&conn, at), nil
 	}
 
 	// One refresh per connection in this process; the others wait for its result. The shared
 	// work must not die with whichever caller happened to start it.
 	ch := v.flight.DoChan(project+"\x00"+connectionID, func() (any, error) {
-		return v.refreshLocked(context.WithoutCancel(ctx), c, project, connectionID)
+		return v.refreshLocked(context.WithoutCancel(ctx), c, project, connectionID, expirySkew, TriggerUse)
 	})
 	select {
 	case r := <-ch:
@@ -198,6 +209,7 @@ func (v *Vault) Token(ctx context.Context, c *config.Connector, project, connect
 			return nil, r.Err
 		}
 		tok := *r.Val.(*oauth2.Token)
+		v.used(conn)
 		return &tok, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -208,39 +220,85 @@ func (v *Vault) Token(ctx context.Context, c *config.Connector, project, connect
 // decide between handing out a token and refusing with a link): a working connection whose
 // token is fresh is opened without reading the row again; anything else goes through Token.
 func (v *Vault) TokenFor(ctx context.Context, c *config.Connector, conn store.Connection) (*oauth2.Token, error) {
-	if conn.Connector == c.Key && conn.Status == store.ConnectionActive && fresh(conn, v.now()) {
+	if conn.Connector == c.Key && conn.Status.Usable() && fresh(conn, v.now()) {
 		at, err := v.Keyring.Open(purpose("access", &conn), conn.KeyID, conn.AccessToken)
 		if err == nil {
+			v.used(conn)
 			return handOut(&conn, string(at)), nil
 		}
 	}
 	return v.Token(ctx, c, conn.Project, conn.ID)
 }
 
-// refreshLocked refreshes under the row lock, after checking again whether another replica
-// refreshed while this one waited for the lock.
-func (v *Vault) refreshLocked(ctx context.Context, c *config.Connector, project, connectionID string) (*oauth2.Token, error) {
+// Triggers of a refresh, as audit records name them (details.trigger).
+const (
+	// TriggerUse: an agent asked for the token and it had expired.
+	TriggerUse = "use"
+	// TriggerAhead: the Refresher renewed it before it expired.
+	TriggerAhead = "ahead"
+)
+
+// due reports whether the connection's token expires within ahead of now.
+func due(c store.Connection, now time.Time, ahead time.Duration) bool {
+	return c.Expiry != nil && !now.Add(ahead).Before(*c.Expiry)
+}
+
+// change is a change of a connection's state made by a refresh, for its audit record.
+type change struct {
+	from, to store.ConnectionStatus
+	reason   string // why a refresh failed: the record's reason code
+	code     string // the service's error code, when it sent one
+}
+
+// refreshLocked refreshes under the row lock when the token expires within ahead, after
+// checking again whether another replica refreshed while this one waited for the lock. It
+// returns the token to hand out, or the error that says why there is none, and moves the
+// connection's state (docs/connection-health.md):
+//
+//   - a refresh that works makes it active;
+//   - a service that refuses the refresh token itself makes it revoked_upstream;
+//   - a refresh that fails in a way that may pass (the service timed out, answered with an
+//     error of its own, or refused Latchkey's client) makes an active connection expiring and
+//     changes nothing else: the connection is not broken, the next refresh may work;
+//   - with no refresh token, a token that expires within ahead makes it expiring, one that has
+//     expired makes it needs_reconnect.
+func (v *Vault) refreshLocked(ctx context.Context, c *config.Connector, project, connectionID string, ahead time.Duration, trigger string) (*oauth2.Token, error) {
 	var (
 		out     *oauth2.Token
 		outcome error
+		moved   *change
 	)
-	_, err := v.Store.UpdateConnection(ctx, project, connectionID, func(cur store.Connection) (store.Connection, error) {
-		out, outcome = nil, nil
+	saved, err := v.Store.UpdateConnection(ctx, project, connectionID, func(cur store.Connection) (store.Connection, error) {
+		out, outcome, moved = nil, nil, nil
 		now := v.now()
-		if cur.Status == store.ConnectionBroken {
+		if cur.Status.NeedsPerson() {
 			return cur, errBroken
 		}
 		at, rt, err := v.open(&cur)
 		if err != nil {
 			return cur, err
 		}
-		if fresh(cur, now) {
+		if !due(cur, now, ahead) {
 			out = handOut(&cur, at)
 			return cur, errUnchanged
 		}
+		move := func(to store.ConnectionStatus, reason, code string) {
+			if cur.Status != to {
+				moved = &change{from: cur.Status, to: to, reason: reason, code: code}
+				cur.Status, cur.UpdatedAt = to, now
+			}
+		}
 		if rt == "" {
-			// Expired and nothing to renew it with: only the person can fix this.
-			cur.Status, cur.UpdatedAt = store.ConnectionBroken, now
+			// Nothing to renew it with: only the person can, by reconnecting.
+			if fresh(cur, now) {
+				out = handOut(&cur, at)
+				if cur.Status == store.ConnectionExpiring {
+					return cur, errUnchanged
+				}
+				move(store.ConnectionExpiring, ReasonNoRefreshToken, "")
+				return cur, nil
+			}
+			move(store.ConnectionNeedsReconnect, ReasonNoRefreshToken, "")
 			outcome = ErrReconnect
 			return cur, nil
 		}
@@ -248,17 +306,27 @@ func (v *Vault) refreshLocked(ctx context.Context, c *config.Connector, project,
 		v.refreshed(c, err)
 		if err != nil {
 			if rejected(err) {
-				cur.Status, cur.UpdatedAt = store.ConnectionBroken, now
+				move(store.ConnectionRevokedUpstream, ReasonRevokedUpstream, serviceCode(err))
 				outcome = ErrReconnect
 				return cur, nil
 			}
-			return cur, err
+			if cur.Status == store.ConnectionExpiring {
+				return cur, err // already said; the row stays as it is
+			}
+			reason := ReasonUpstreamError
+			if errors.Is(err, ErrTimeout) {
+				reason = ReasonUpstreamTimeout
+			}
+			move(store.ConnectionExpiring, reason, serviceCode(err))
+			outcome = err
+			return cur, nil
 		}
 		if tok.RefreshToken == "" {
 			tok.RefreshToken = rt // the service kept the old one
 		}
 		v.Seal(&cur, tok)
-		cur.Status, cur.UpdatedAt = store.ConnectionActive, now
+		move(store.ConnectionActive, "", "")
+		cur.UpdatedAt = now
 		out = handOut(&cur, tok.AccessToken)
 		return cur, nil
 	})
@@ -269,10 +337,89 @@ func (v *Vault) refreshLocked(ctx context.Context, c *config.Connector, project,
 		return nil, ErrReconnect
 	case err != nil:
 		return nil, err
-	case outcome != nil:
+	}
+	if moved != nil {
+		v.recordChange(ctx, c, saved, *moved, trigger)
+	}
+	if outcome != nil {
 		return nil, outcome
 	}
 	return out, nil
+}
+
+// Reason codes of connection.refresh_failed records (docs/audit.md).
+const (
+	// ReasonRevokedUpstream: the service refused the refresh token (invalid_grant and its
+	// equivalents); the record's details.error is the service's code.
+	ReasonRevokedUpstream = "revoked_upstream"
+	// ReasonNoRefreshToken: the token expires (or has expired) and there is nothing to renew it.
+	ReasonNoRefreshToken = "no_refresh_token"
+	// ReasonUpstreamTimeout, ReasonUpstreamError: the refresh failed in a way that may pass.
+	ReasonUpstreamTimeout = "upstream_timeout"
+	ReasonUpstreamError   = "upstream_error"
+)
+
+// serviceCode is the OAuth error code the service answered a refresh with, if any.
+func serviceCode(err error) string {
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) && isCode(re.ErrorCode) {
+		return re.ErrorCode
+	}
+	return ""
+}
+
+// isCode keeps what the service sent to a short code before it goes into an audit record.
+func isCode(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_' && r != '-' && r != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// recordChange hands the audit record of a change of state to Record: a failed refresh
+// (connection.refresh_failed) or a recovery (connection.recovered). The person is the record's
+// subject, so a sink can tell them to reconnect before their agent fails.
+func (v *Vault) recordChange(ctx context.Context, c *config.Connector, conn store.Connection, ch change, trigger string) {
+	if v.Record == nil {
+		return
+	}
+	r := store.AuditRecord{
+		Project: conn.Project, Time: v.now(), Actor: "system", Target: conn.Subject, Connector: c.Key,
+		Details: map[string]string{
+			"connection_id": conn.ID, "account": conn.AccountName, "state": string(ch.to),
+			"previous_state": string(ch.from), "trigger": trigger,
+		},
+	}
+	switch {
+	case ch.to == store.ConnectionActive:
+		r.Action, r.Outcome = events.ConnectionRecovered, store.OutcomeSuccess
+	case ch.reason == ReasonRevokedUpstream:
+		r.Action, r.Outcome, r.Reason = events.ConnectionRefreshFailed, store.OutcomeRefused, ch.reason
+	default:
+		r.Action, r.Outcome, r.Reason = events.ConnectionRefreshFailed, store.OutcomeFailed, ch.reason
+	}
+	if ch.code != "" {
+		r.Details["error"] = ch.code
+	}
+	v.Record(ctx, r)
+}
+
+// RefreshAhead renews the connection's token if it expires within window, under the same row
+// lock as a refresh on use, so replicas (and an agent's request meanwhile) cause one refresh
+// between them; a connection another replica renewed while this one waited is left alone. It
+// moves the connection's state as refreshLocked says. The error is what the refresh met
+// (ErrReconnect, ErrTimeout, ErrService, …); nil when there was nothing to do.
+func (v *Vault) RefreshAhead(ctx context.Context, c *config.Connector, project, connectionID string, window time.Duration) error {
+	if c == nil {
+		return errors.New("upstream: no connector")
+	}
+	_, err := v.refreshLocked(ctx, c, project, connectionID, max(window, expirySkew), TriggerAhead)
+	return err
 }
 
 func (v *Vault) refreshed(c *config.Connector, err error) {

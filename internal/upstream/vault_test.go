@@ -263,8 +263,8 @@ func TestTokenRejectedRefreshNeedsReconnect(t *testing.T) {
 			if _, err := e.v.Token(t.Context(), e.c, project, conn.ID); !errors.Is(err, upstream.ErrReconnect) {
 				t.Fatalf("rejected refresh: %v, want ErrReconnect", err)
 			}
-			if row := e.stored(t, conn.ID); row.Status != store.ConnectionBroken {
-				t.Fatalf("status %q, want broken", row.Status)
+			if row := e.stored(t, conn.ID); row.Status != store.ConnectionRevokedUpstream {
+				t.Fatalf("status %q, want revoked_upstream", row.Status)
 			}
 			// Broken stays broken without asking the service again.
 			calls := e.fake.RefreshCalls()
@@ -324,7 +324,7 @@ func TestTokenRefreshErrorsOfGenericServices(t *testing.T) {
 				t.Fatalf("got %v, want %v", err, tt.want)
 			}
 			row, _ := st.GetConnection(t.Context(), project, "c1")
-			if (row.Status == store.ConnectionBroken) != tt.broken {
+			if (row.Status == store.ConnectionRevokedUpstream) != tt.broken {
 				t.Fatalf("status %q, broken want %v", row.Status, tt.broken)
 			}
 		})
@@ -345,8 +345,8 @@ func TestTokenExpiredWithoutRefreshTokenNeedsReconnect(t *testing.T) {
 	if _, err := v.Token(t.Context(), c, project, "c1"); !errors.Is(err, upstream.ErrReconnect) {
 		t.Fatalf("got %v", err)
 	}
-	if row, _ := st.GetConnection(t.Context(), project, "c1"); row.Status != store.ConnectionBroken {
-		t.Fatalf("status %q", row.Status)
+	if row, _ := st.GetConnection(t.Context(), project, "c1"); row.Status != store.ConnectionNeedsReconnect {
+		t.Fatalf("status %q, want needs_reconnect", row.Status)
 	}
 }
 
@@ -395,14 +395,18 @@ func TestTokenUpstreamTimeoutIsBounded(t *testing.T) {
 	if _, err := e.v.Token(t.Context(), e.c, project, conn.ID); !errors.Is(err, upstream.ErrTimeout) {
 		t.Fatalf("slow service: %v, want ErrTimeout", err)
 	}
+	// A timeout may pass: the connection is expiring, not broken, and keeps its tokens.
 	after := e.stored(t, conn.ID)
-	if after.Status != store.ConnectionActive || !bytes.Equal(after.RefreshToken, before.RefreshToken) {
-		t.Fatal("a timeout changed the stored connection")
+	if after.Status != store.ConnectionExpiring || !bytes.Equal(after.RefreshToken, before.RefreshToken) {
+		t.Fatalf("after a timeout: status %q, refresh token kept %v", after.Status, bytes.Equal(after.RefreshToken, before.RefreshToken))
 	}
 	// Nothing was lost: once the service answers, the refresh works.
 	e.fake.SetDelay(0)
 	if tok, err := e.v.Token(t.Context(), e.c, project, conn.ID); err != nil || !e.works(t, tok.AccessToken) {
 		t.Fatalf("after the service recovers: %v", err)
+	}
+	if row := e.stored(t, conn.ID); row.Status != store.ConnectionActive {
+		t.Fatalf("after the service recovers: status %q", row.Status)
 	}
 }
 

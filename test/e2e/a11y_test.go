@@ -385,7 +385,7 @@ func TestAccessibilityInChromium(t *testing.T) {
 
 	// Reconnect a broken account.
 	if _, err := h.Store.UpdateConnection(context.Background(), ct.ProjectKey, conn.ID, func(c store.Connection) (store.Connection, error) {
-		c.Status = store.ConnectionBroken
+		c.Status = store.ConnectionRevokedUpstream
 		return c, nil
 	}); err != nil {
 		t.Fatal(err)
@@ -398,8 +398,8 @@ func TestAccessibilityInChromium(t *testing.T) {
 	mallory.WaitFor("Reconnect your GitHub account")
 	a.check(mallory, "link, reconnect")
 	mallory.Open(h.Issuer + "/account")
-	mallory.WaitFor("needs reconnecting")
-	a.check(mallory, "account, broken connection")
+	mallory.WaitFor("access revoked at GitHub")
+	a.check(mallory, "account, revoked connection")
 	reconnect := link
 
 	// Mallory's reconnection, finished in a browser signed in as Alice: refused.

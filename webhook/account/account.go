@@ -127,7 +127,8 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 			Connector:   c.Connector,
 			AccountName: c.AccountName,
 			ConnectedAt: day(c.CreatedAt),
-			Broken:      c.Status == store.ConnectionBroken,
+			State:       string(c.Status),
+			Broken:      c.Status.NeedsPerson(),
 		}
 		for _, perm := range perms {
 			if perm.ConnectionID == c.ID {

@@ -105,16 +105,29 @@ func TestAccountListsConnectionsByTheirNameAtTheService(t *testing.T) {
 		t.Error("Reconnect offered for a working connection")
 	}
 
-	// A broken connection says so and offers Reconnect, which starts a "reconnect" attempt.
-	if _, err := h.Store.UpdateConnection(ctx, ct.ProjectKey, conn.ID, func(c store.Connection) (store.Connection, error) {
-		c.Status = store.ConnectionBroken
-		return c, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	page = b.Account()
-	if !strings.Contains(page.Text(), ct.AliceLogin+" at GitHub — connected 30 November 2026 — needs reconnecting") {
-		t.Errorf("broken connection not shown: %s", page.Text())
+	// Each state of a connection is said in words (docs/connection-health.md); every state but
+	// active offers Reconnect, which starts a "reconnect" attempt.
+	for _, tc := range []struct {
+		state store.ConnectionStatus
+		words string
+	}{
+		{store.ConnectionExpiring, "expires soon: reconnect to keep it working"},
+		{store.ConnectionRevokedUpstream, "access revoked at GitHub: reconnect to use it again"},
+		{store.ConnectionNeedsReconnect, "needs reconnecting"},
+	} {
+		if _, err := h.Store.UpdateConnection(ctx, ct.ProjectKey, conn.ID, func(c store.Connection) (store.Connection, error) {
+			c.Status = tc.state
+			return c, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		page = b.Account()
+		if !strings.Contains(page.Text(), ct.AliceLogin+" at GitHub — connected 30 November 2026 — "+tc.words) {
+			t.Errorf("%s connection not shown: %s", tc.state, page.Text())
+		}
+		if _, _, ok := page.Form("Reconnect GitHub"); !ok {
+			t.Errorf("%s connection: no Reconnect", tc.state)
+		}
 	}
 	res := b.Press("Reconnect GitHub")
 	if res.Status != http.StatusSeeOther || !strings.HasPrefix(res.Location(), h.GitHubURL) {

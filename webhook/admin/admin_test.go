@@ -293,7 +293,7 @@ func TestListsStayInTheirNamespace(t *testing.T) {
 		t.Fatalf("list: %d", code)
 	}
 	if len(conns.Items) != 1 || conns.Items[0].Name != "conn-alice" || conns.Items[0].Namespace != "team-a" ||
-		conns.Items[0].Labels[adminv1.ProjectLabel] != "demo" || conns.Items[0].State != "live" || conns.Kind != "ConnectionList" {
+		conns.Items[0].Labels[adminv1.ProjectLabel] != "demo" || conns.Items[0].State != "active" || conns.Kind != "ConnectionList" {
 		t.Fatalf("team-a connections = %+v", conns)
 	}
 	// bob's objects are in team-b: not by name from team-a, whatever the resource.
@@ -364,7 +364,7 @@ func TestPagesAndTables(t *testing.T) {
 	if code != 200 || table.Kind != "Table" || len(table.Rows) != 3 || table.Continue == "" {
 		t.Fatalf("table: %d %+v", code, table)
 	}
-	if table.ColumnDefinitions[0].Name != "Name" || table.Rows[0].Cells[1] != "alice@example.com" || table.Rows[0].Cells[4] != "live" {
+	if table.ColumnDefinitions[0].Name != "Name" || table.Rows[0].Cells[1] != "alice@example.com" || table.Rows[0].Cells[4] != "active" {
 		t.Fatalf("cells: %+v", table.Rows[0].Cells)
 	}
 	var pom metav1.PartialObjectMetadata

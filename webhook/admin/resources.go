@@ -65,7 +65,7 @@ func (s *Server) resources() []resource {
 				col("Person", "string", "the person's email", 0),
 				col("Connector", "string", "", 0),
 				col("Account", "string", "how the service names the account", 0),
-				col("State", "string", "live, or broken: the person must reconnect", 0),
+				col("State", "string", "active, expiring (renewing it fails or is impossible; it still works), needs_reconnect or revoked_upstream (the person must reconnect)", 0),
 				col("Age", "string", "", 0),
 				col("Project", "string", "", 1),
 				col("Scopes", "string", "", 1),
@@ -425,11 +425,13 @@ func (s *Server) revokeGrant(ctx context.Context, sc *scope, name string, dryRun
 // ---------------------------------------------------------------------------------------------
 // connections
 
+// connState is the connection's state (docs/connection-health.md): active, expiring,
+// needs_reconnect or revoked_upstream.
 func connState(c store.Connection) string {
-	if c.Status == store.ConnectionBroken {
-		return "broken"
+	if c.Status == "" {
+		return string(store.ConnectionActive)
 	}
-	return "live"
+	return string(c.Status)
 }
 
 func (s *Server) connectionItem(sc *scope, d *directory, c store.Connection) item {

@@ -341,12 +341,13 @@ func (g *Grant) agent(ctx context.Context, p *config.Project, t store.Token, req
 
 // decide returns the connection to hand out, or the kind of link the person needs:
 // no connection to the service → connect; connections but none this agent may use → allow (or
-// reconnect, when every one of them is broken); the permitted connection broken → reconnect.
+// reconnect, when every one of them needs reconnecting); the permitted connection needing
+// reconnecting (needs_reconnect or revoked_upstream, docs/connection-health.md) → reconnect.
 // The access is read on every request (with the subject token, see subject): a permission
-// withdrawn or a connection marked broken a moment ago decides the very next exchange.
+// withdrawn or a connection found revoked a moment ago decides the very next exchange.
 func decide(access store.AgentAccess) (store.Connection, store.LinkKind) {
 	if conn, ok := access.Permitted(); ok {
-		if conn.Status == store.ConnectionBroken {
+		if conn.Status.NeedsPerson() {
 			return conn, store.LinkReconnect
 		}
 		return conn, ""
@@ -354,7 +355,7 @@ func decide(access store.AgentAccess) (store.Connection, store.LinkKind) {
 	switch {
 	case len(access.Connections) == 0:
 		return store.Connection{}, store.LinkConnect
-	case slices.ContainsFunc(access.Connections, func(x store.Connection) bool { return x.Status == store.ConnectionActive }):
+	case slices.ContainsFunc(access.Connections, func(x store.Connection) bool { return x.Status.Usable() }):
 		return store.Connection{}, store.LinkAllow
 	default:
 		return store.Connection{}, store.LinkReconnect

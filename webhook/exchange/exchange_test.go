@@ -209,13 +209,24 @@ func TestEveryExchangeSeesTheLatestPermission(t *testing.T) {
 
 	h.Allow(ct.AliceEmail, lt.Agent, home)
 	want("allowed again", "200", "gho_home")
-	if _, err := h.Store.UpdateConnection(ctx, ct.ProjectKey, home.ID, func(c store.Connection) (store.Connection, error) {
-		c.Status = store.ConnectionBroken
-		return c, nil
-	}); err != nil {
-		t.Fatal(err)
+	// An expiring connection still hands out its live token; one that needs its person asks
+	// for a reconnect (docs/connection-health.md).
+	for _, tc := range []struct {
+		state        store.ConnectionStatus
+		status, body string
+	}{
+		{store.ConnectionExpiring, "200", "gho_home"},
+		{store.ConnectionNeedsReconnect, "400", exchange.ReasonReconnectRequired},
+		{store.ConnectionRevokedUpstream, "400", exchange.ReasonReconnectRequired},
+	} {
+		if _, err := h.Store.UpdateConnection(ctx, ct.ProjectKey, home.ID, func(c store.Connection) (store.Connection, error) {
+			c.Status = tc.state
+			return c, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		want(string(tc.state), tc.status, tc.body)
 	}
-	want("broken", "400", exchange.ReasonReconnectRequired)
 
 	for _, c := range []store.Connection{home, work} {
 		if err := h.Store.DeleteConnection(ctx, ct.ProjectKey, c.ID); err != nil {

@@ -151,7 +151,7 @@ func (h *handler) offer(w http.ResponseWriter, r *http.Request, o *opened, statu
 	switch o.link.Kind {
 	case store.LinkAllow:
 		for _, c := range conns {
-			if c.Status == store.ConnectionActive {
+			if c.Status.Usable() {
 				d.Accounts = append(d.Accounts, pages.LinkAccount{ID: c.ID, Name: accountName(c)})
 			}
 		}
@@ -208,7 +208,7 @@ func (h *handler) brokenName(r *http.Request, o *opened, conns []store.Connectio
 		}
 	}
 	for _, c := range conns {
-		if c.Status == store.ConnectionBroken {
+		if c.Status.NeedsPerson() {
 			return accountName(c)
 		}
 	}
@@ -284,7 +284,7 @@ func (h *handler) allow(w http.ResponseWriter, r *http.Request) {
 	}
 	chosen := form.Get("connection_id")
 	i := slices.IndexFunc(conns, func(c store.Connection) bool {
-		return c.ID == chosen && c.Status == store.ConnectionActive
+		return c.ID == chosen && c.Status.Usable()
 	})
 	if i < 0 {
 		h.offer(w, r, o, http.StatusBadRequest, pages.T(w, "Choose which %s account %s may use.", ServiceName(o.connector), AgentName(o.agent)))

@@ -82,7 +82,10 @@ type AccountConnection struct {
 	// AccountName is the account's name at the service (the GitHub login).
 	AccountName string
 	ConnectedAt string
-	// Broken: the service stopped accepting the connection; it needs reconnecting.
+	// State is the connection's state (docs/connection-health.md): active, expiring,
+	// needs_reconnect or revoked_upstream; the page says it in words.
+	State string
+	// Broken: only reconnecting can make it work again (needs_reconnect, revoked_upstream).
 	Broken bool
 	Agents []AccountAgent
 }

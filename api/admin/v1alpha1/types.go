@@ -92,8 +92,10 @@ type Connection struct {
 	// Account is how the service names the account (for GitHub, the login).
 	Account   string `json:"account"`
 	AccountID string `json:"accountID"`
-	// State is "live", or "broken" when the service refused a refresh and the person must
-	// reconnect.
+	// State is the connection's state (docs/connection-health.md): "active"; "expiring" (its
+	// token still works but expires soon and Latchkey cannot renew it now); "needs_reconnect"
+	// (its token expired with nothing to renew it); or "revoked_upstream" (the service refused
+	// the refresh: access was revoked there). The last two need the person to reconnect.
 	State     string      `json:"state"`
 	Scopes    []string    `json:"scopes,omitempty"`
 	UpdatedAt metav1.Time `json:"updatedAt"`

@@ -97,7 +97,7 @@ func testConnectionUpdate(t *testing.T, s store.Store) {
 	// A failed refresh leaves the row as it was.
 	boom := errors.New("upstream said no")
 	_, err = s.UpdateConnection(ctx, project, c.ID, func(cur store.Connection) (store.Connection, error) {
-		cur.Status = store.ConnectionBroken
+		cur.Status = store.ConnectionRevokedUpstream
 		return cur, boom
 	})
 	wantErr(t, err, boom)
@@ -107,11 +107,11 @@ func testConnectionUpdate(t *testing.T, s store.Store) {
 
 	// Marking it broken.
 	got, err = s.UpdateConnection(ctx, project, c.ID, func(cur store.Connection) (store.Connection, error) {
-		cur.Status = store.ConnectionBroken
+		cur.Status = store.ConnectionRevokedUpstream
 		return cur, nil
 	})
 	must(t, err)
-	equal(t, "status", got.Status, store.ConnectionBroken)
+	equal(t, "status", got.Status, store.ConnectionRevokedUpstream)
 
 	_, err = s.UpdateConnection(ctx, project, "missing", func(cur store.Connection) (store.Connection, error) { return cur, nil })
 	wantErr(t, err, store.ErrNotFound)
@@ -318,12 +318,12 @@ func testAgentAccess(t *testing.T, s store.Store) {
 	allow("repo-helper", older)
 	equal(t, "re-pointed", access("alice", "github", "repo-helper").Allowed, older.ID)
 	_, err = s.UpdateConnection(ctx, project, older.ID, func(c store.Connection) (store.Connection, error) {
-		c.Status, c.UpdatedAt = store.ConnectionBroken, at(2*time.Hour)
+		c.Status, c.UpdatedAt = store.ConnectionRevokedUpstream, at(2*time.Hour)
 		return c, nil
 	})
 	must(t, err)
 	got, _ = access("alice", "github", "repo-helper").Permitted()
-	equal(t, "broken", got.Status, store.ConnectionBroken)
+	equal(t, "revoked upstream", got.Status, store.ConnectionRevokedUpstream)
 
 	// Withdrawn.
 	must(t, s.DeletePermission(ctx, project, "alice", "github", "repo-helper"))

@@ -100,6 +100,7 @@ type Server struct {
 	refresh   map[string]*token          // by refresh token
 	delay     time.Duration
 	failRef   bool
+	downRef   bool
 	// traceparents holds the last W3C traceparent header received at each path.
 	traceparents map[string]string
 
@@ -235,6 +236,14 @@ func (s *Server) SetDelay(d time.Duration) {
 func (s *Server) SetFailRefresh(fail bool) {
 	s.mu.Lock()
 	s.failRef = fail
+	s.mu.Unlock()
+}
+
+// SetRefreshUnavailable makes every refresh fail as a service outage does: 503 Service
+// Unavailable, the refresh token untouched (it still works once the outage ends).
+func (s *Server) SetRefreshUnavailable(down bool) {
+	s.mu.Lock()
+	s.downRef = down
 	s.mu.Unlock()
 }
 
@@ -657,6 +666,10 @@ func (s *Server) refreshGrant(w http.ResponseWriter, r *http.Request, clientID s
 	defer s.mu.Unlock()
 	now := s.o.Now()
 	rt := r.PostForm.Get("refresh_token")
+	if s.downRef {
+		http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
+		return
+	}
 	t := s.refresh[rt]
 	if s.failRef || t == nil || t.clientID != clientID || !t.live(now) {
 		tokenError(w, r, "bad_refresh_token", "The refresh token passed is incorrect or expired.", "bad-refresh-token")

@@ -104,6 +104,8 @@ type Server struct {
 	access   map[string]*grant
 	refresh  map[string]*grant
 	requests []Request
+	// refreshDown makes refreshes answer 503 (SetRefreshUnavailable).
+	refreshDown bool
 }
 
 type grant struct {
@@ -181,6 +183,29 @@ func (s *Server) LiveRefresh(rt string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.refresh[rt] != nil
+}
+
+// RevokeAll ends every token of login, as the person removing the app in the service's
+// settings does: its refresh tokens are then refused (invalid_grant; Slack's
+// invalid_refresh_token).
+func (s *Server) RevokeAll(login string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range []map[string]*grant{s.access, s.refresh} {
+		for k, g := range m {
+			if g.login == login {
+				delete(m, k)
+			}
+		}
+	}
+}
+
+// SetRefreshUnavailable makes every refresh fail as an outage does: 503 with
+// temporarily_unavailable, the refresh token untouched.
+func (s *Server) SetRefreshUnavailable(down bool) {
+	s.mu.Lock()
+	s.refreshDown = down
+	s.mu.Unlock()
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -353,6 +378,10 @@ func (s *Server) token(w http.ResponseWriter, req Request) {
 		}
 		writeJSON(w, http.StatusOK, s.codeAnswerLocked(g, now))
 	case "refresh_token":
+		if s.refreshDown {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "temporarily_unavailable"})
+			return
+		}
 		g := s.refresh[p.Get("refresh_token")]
 		if g == nil {
 			if s.o.Shape == Slack {
