@@ -53,6 +53,9 @@ type Options struct {
 	// tokens that never expire, without a refresh token unless the provider always gives one
 	// (Provider.AlwaysRefreshToken).
 	AccessTokenTTL time.Duration
+	// TokenDelay holds every token request this long before answering, so concurrent
+	// refreshes overlap as they do against a real provider's latency.
+	TokenDelay time.Duration
 }
 
 // Request is what the server saw of one request.
@@ -467,6 +470,7 @@ func (s *Server) token(w http.ResponseWriter, req Request) {
 	if !s.checkToken(w, req) {
 		return
 	}
+	time.Sleep(s.o.TokenDelay)
 	p := req.Params
 	if p.Get("client_id") != s.o.ClientID || subtle.ConstantTimeCompare([]byte(p.Get("client_secret")), []byte(s.o.ClientSecret)) != 1 {
 		s.tokenError(w, "invalid_client")
