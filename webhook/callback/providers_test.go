@@ -384,7 +384,7 @@ func providerTable(ran map[fakeoauth.Shape]map[string]string) string {
 	for _, st := range providerStories {
 		name := "`" + string(st.shape) + "`"
 		if _, err := os.Stat("../../docs/providers/" + string(st.shape) + ".md"); err == nil {
-			name = fmt.Sprintf("[`%s`](%s.md)", st.shape, st.shape)
+			name = fmt.Sprintf("[%#q](%s.md)", st.shape, st.shape)
 		}
 		sb.WriteString("| " + name)
 		for _, step := range storySteps {
