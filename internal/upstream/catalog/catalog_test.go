@@ -2,7 +2,6 @@ package catalog
 
 import (
 	"slices"
-	"slices"
 	"strings"
 	"testing"
 )
