@@ -43,11 +43,11 @@ func TestFakeConnectorsAreWhatTheControllerCompiles(t *testing.T) {
 			}
 			type view struct {
 				DisplayName, TokenAuth, AccessTokenField, ScopeSeparator, ScopeParam, RevocationStyle string
-				UserInfoMethod, UserInfoBody, AccountIDField, AccountNameField                       string
-				TokenRequestJSON                                                                     bool
-				Scopes                                                                               []string
-				Headers, AuthParams                                                                  map[string]string
-				Auth, Token, UserInfo, Revocation                                                    string
+				UserInfoMethod, UserInfoBody, AccountIDField, AccountNameField                        string
+				TokenRequestJSON                                                                      bool
+				Scopes                                                                                []string
+				Headers, AuthParams                                                                   map[string]string
+				Auth, Token, UserInfo, Revocation                                                     string
 			}
 			of := func(c *config.Connector) view {
 				return view{c.DisplayName, c.TokenAuth, c.AccessTokenField, c.ScopeSeparator, c.ScopeParam, c.RevocationStyle,
