@@ -32,8 +32,12 @@ const (
 const ConnectorUnknownPresetReason = "UnknownPreset"
 
 // ConnectorPresetParameterMissingReason: the preset's endpoints need a value the Connector does
-// not give (spec.tenant for the microsoft preset).
+// not give (spec.tenant for the microsoft preset, spec.baseURL for github-enterprise-server).
 const ConnectorPresetParameterMissingReason = "PresetParameterMissing"
+
+// ConnectorPresetParameterInvalidReason: spec.baseURL is not a clean https base URL, or the
+// preset (or the Connector without one) has no endpoint that starts with it.
+const ConnectorPresetParameterInvalidReason = "PresetParameterInvalid"
 
 // ConnectorInvalidUserInfoReason: spec.userInfo.body is not a JSON document.
 const ConnectorInvalidUserInfoReason = "InvalidUserInfo"
@@ -104,8 +108,8 @@ type ConnectorAPIKey struct {
 }
 
 // ConnectorPreset names a well-known service in Latchkey's catalog of presets
-// (docs/providers/README.md): github, gitlab, google, slack, notion, linear, atlassian,
-// microsoft. The controller checks the name against the catalog, not the schema, so new presets
+// (docs/providers/README.md): github, github-enterprise-server, gitlab, google, slack, notion,
+// linear, atlassian, bitbucket, asana, salesforce, microsoft. The controller checks the name against the catalog, not the schema, so new presets
 // need no CRD change.
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=63
@@ -283,6 +287,18 @@ type ConnectorSpec struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9.-]*$`
 	// +optional
 	Tenant string `json:"tenant,omitempty"`
+
+	// baseURL fills "{baseURL}" in the preset's endpoints: the address of a server of your own
+	// (https://github.example.com for github-enterprise-server, https://gitlab.example.com or
+	// https://example.com/gitlab for gitlab, a My Domain or https://test.salesforce.com for
+	// salesforce). https only, a host and at most a path of plain segments: no user info,
+	// query, fragment, percent-encoding, or "." or ".." segment. A preset that has a default
+	// (gitlab.com, login.salesforce.com) uses it when unset; one without reports
+	// PresetParameterMissing until it is set; a preset whose endpoints do not start with
+	// {baseURL} reports PresetParameterInvalid when it is set. At most 256 characters.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	BaseURL string `json:"baseURL,omitempty"`
 
 	// tokenEndpointAuthMethod is how Latchkey authenticates to the token endpoint:
 	// client_secret_post (client_id and client_secret in the form; the default without a
