@@ -175,7 +175,7 @@ func runProviderStory(t *testing.T, st providerStory, done func(step, cell strin
 		}
 	} else {
 		if _, err := h.Store.UpdateConnection(context.Background(), ct.ProjectKey, conn.ID, func(c store.Connection) (store.Connection, error) {
-			c.Status = store.ConnectionBroken
+			c.Status = store.ConnectionRevokedUpstream
 			return c, nil
 		}); err != nil {
 			t.Fatal(err)
