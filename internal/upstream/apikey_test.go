@@ -1,6 +1,7 @@
 package upstream_test
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,8 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/netguard"
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/upstream"
 )
 
@@ -96,5 +99,31 @@ func TestCheckAPIKey(t *testing.T) {
 				t.Errorf("the service was called %d times, want %d", got, tc.wantHits)
 			}
 		})
+	}
+}
+
+// A key is sealed as a token without refresh token or expiry, handed out without a call to the
+// service, and is a Bearer token only when it is sent as one (RFC 8693's N_A otherwise).
+func TestSealAPIKey(t *testing.T) {
+	v := &upstream.Vault{Keyring: secret.NewRandomKeyring()}
+	for _, tc := range []struct {
+		header, format, want string
+	}{
+		{"Authorization", "Bearer {key}", "Bearer"},
+		{"Authorization", "token {key}", "N_A"},
+		{"X-Api-Key", "{key}", "N_A"},
+	} {
+		c := keyConnector("https://api.example.com/me", false)
+		c.APIKey.Header, c.APIKey.Format = tc.header, tc.format
+		conn := store.Connection{Project: "p", Subject: "alice", Connector: c.Key, AccountID: "1"}
+		v.SealAPIKey(&conn, c, goodKey)
+		if conn.TokenType != tc.want || conn.Expiry != nil || conn.RefreshToken != nil || bytes.Contains(conn.AccessToken, []byte(goodKey)) {
+			t.Errorf("%s %q: sealed %+v", tc.header, tc.format, conn)
+		}
+		conn.ID, conn.Status = "c1", store.ConnectionActive
+		tok, err := v.TokenFor(t.Context(), c, conn)
+		if err != nil || tok.AccessToken != goodKey {
+			t.Errorf("TokenFor = %v, %v", tok, err)
+		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/apikey"
+	"latchkey.dev/latchkey/webhook/callback"
 	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
 	"latchkey.dev/latchkey/webhook/exchange"
 )
@@ -545,5 +546,20 @@ func TestAPIKeyWhenAccessEnds(t *testing.T) {
 				t.Errorf("connection.failed details = %v, want reason access_ended", failed.Details)
 			}
 		})
+	}
+}
+
+// An API-key connector has no authorization URL: nothing may start an OAuth attempt for it,
+// which would send the browser to a relative address built from an empty one.
+func TestNoOAuthAttemptForAnAPIKeyConnector(t *testing.T) {
+	f := setup(t)
+	f.h.Browser().SignIn(ct.AliceEmail, ct.AlicePassword)
+	req := httptest.NewRequest(http.MethodPost, f.h.Issuer+"/account/connect", nil)
+	rec := httptest.NewRecorder()
+	if u, err := callback.Begin(rec, req, f.h.Server.Env(), f.h.Project, f.c, f.h.Person(ct.AliceEmail).ID, callback.PurposeConnect, ""); err == nil {
+		t.Fatalf("Begin started an OAuth attempt for an API-key connector, to %q", u)
+	}
+	if n := f.h.CountRows("callback_states"); n != 0 || len(rec.Result().Cookies()) != 0 {
+		t.Errorf("%d callback states, cookies %v", n, rec.Result().Cookies())
 	}
 }

@@ -115,6 +115,11 @@ func Begin(w http.ResponseWriter, r *http.Request, env *site.Env, p *config.Proj
 	if c == nil || subject == "" {
 		return "", errors.New("callback: Begin needs a connector and a person")
 	}
+	if c.APIKey != nil {
+		// Its key is pasted on Latchkey's own page (webhook/apikey); there is no service to send
+		// the browser to, and an empty authorization URL must not become a redirect.
+		return "", fmt.Errorf("callback: connector %s takes an API key, not OAuth", c.Key)
+	}
 	now := env.Now()
 	state := secret.New("")
 	verifier := upstream.NewVerifier()

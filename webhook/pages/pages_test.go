@@ -20,6 +20,10 @@ func TestRenderEveryPage(t *testing.T) {
 			p.Consent(w, 200, ConsentData{Frame: f, AppName: "<script>", Registered: true, Destination: Destination{URI: "https://a.example/cb", ConfirmRequired: true}})
 		},
 		"error": func(w *httptest.ResponseRecorder) { p.Error(w, 400, ErrorData{Frame: f, Message: "m"}) },
+		// A Connector's hint is its team's text: escaped like every other.
+		"apikey": func(w *httptest.ResponseRecorder) {
+			p.APIKey(w, 400, APIKeyData{Frame: f, Heading: "h", Service: "S", Hint: "<script>", Agent: "<script>", Action: "/x", Back: "/y", CSRF: "c", Error: "e"})
+		},
 		"message": func(w *httptest.ResponseRecorder) {
 			p.Message(w, 200, MessageData{Frame: f, Continue: "/team/demo/authorize?a=1&b=2", Actions: []Action{{Label: "Go", URL: "/x", Post: true}}})
 		},
