@@ -57,6 +57,7 @@ type Store interface {
 	Replays
 	PushedRequests
 	Passkeys
+	SharedConnections
 
 	// GarbageCollect deletes rows that expired before now (sessions, codes, tokens, callback
 	// states, links, delivered events) and reports how many of each it removed. On PostgreSQL
