@@ -128,6 +128,7 @@ func (s *Server) resources() []resource {
 			fields: []string{"action", "actor", "target"},
 			list:   s.listAudit,
 		},
+		sharedResource(s),
 	}
 }
 
