@@ -80,7 +80,8 @@ func TestSharedConnectionStory(t *testing.T) {
 		t.Fatalf("%d connections stored, want only the shared one", n)
 	}
 	rec := h.Trail(events.SharedConnectionOpened, events.SharedConnectionSaved)
-	if rec[events.SharedConnectionOpened].Actor != "kubernetes:ada" || rec[events.SharedConnectionSaved].Details["account"] != ct.MalloryLogin {
+	if rec[events.SharedConnectionOpened].Actor != "kubernetes:ada" || rec[events.SharedConnectionSaved].Details["account"] != ct.MalloryLogin ||
+		h.GitHub.ActiveTokens(ct.MalloryLogin) != 1 {
 		t.Fatalf("records %+v", rec)
 	}
 
@@ -102,6 +103,13 @@ func TestSharedConnectionStory(t *testing.T) {
 	done = admin.Get(admin.Get(res.Location()).Location())
 	if conns := sharedConnections(t, h); done.Status != http.StatusOK || len(conns) != 1 || conns[0].AccountName != ct.AliceLogin {
 		t.Fatalf("reconnect: %d %s; %+v", done.Status, done.Text(), conns)
+	}
+	// The replaced account is revoked at GitHub (the grant withdrawn), and the record says so.
+	if n := h.GitHub.ActiveTokens(ct.MalloryLogin); n != 0 || h.GitHub.Approved(ct.MalloryLogin, ct.ClientID) {
+		t.Fatalf("the replaced account still holds %d tokens at GitHub", n)
+	}
+	if rec := h.Trail(events.SharedConnectionSaved)[events.SharedConnectionSaved]; rec.Details["replaced"] != ct.MalloryLogin || rec.Details["replaced_revoked"] != "yes" {
+		t.Fatalf("record of the replacement %+v", rec)
 	}
 }
 
@@ -185,5 +193,25 @@ func TestBeginKeepsSharedAndPersonalApart(t *testing.T) {
 				t.Fatalf("%d attempts stored", n)
 			}
 		})
+	}
+}
+
+// The account page offers no Connect for an Organisation connector, and a Connect posted for
+// one anyway (a form kept from before the Connector changed) starts nothing.
+func TestAccountPageOffersNoSharedConnect(t *testing.T) {
+	h := ct.New(t, ct.Options{})
+	b := h.Browser()
+	b.SignIn(ct.AliceEmail, ct.AlicePassword)
+	action, fields, ok := b.Account().Form("Connect GitHub")
+	if !ok {
+		t.Fatal("no Connect GitHub while the connector is Personal")
+	}
+	h.Connector.Shared = true
+	if _, _, ok := b.Account().Form("Connect GitHub"); ok {
+		t.Fatal("Connect GitHub offered for an Organisation connector")
+	}
+	res := b.Post(action, fields)
+	if res.Status != http.StatusBadRequest || h.CountRows("callback_states") != 0 {
+		t.Fatalf("Connect posted anyway: %d %s", res.Status, res.Text())
 	}
 }
