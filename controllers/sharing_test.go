@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
@@ -35,6 +36,11 @@ func TestConnectorSharing(t *testing.T) {
 
 	waitReady(t, shared)
 	waitCondition(t, shared, v1alpha1.ConnectorSharedCondition, metav1.ConditionFalse, v1alpha1.ConnectorNoSharedClientsReason)
+	// A Personal Connector the Project does not name has no Shared condition at all.
+	waitReady(t, personal)
+	if c := meta.FindStatusCondition(personal.Status.Conditions, v1alpha1.ConnectorSharedCondition); c != nil {
+		t.Fatalf("Personal connector has %+v", c)
+	}
 
 	update(t, project, func(p *v1alpha1.Project) {
 		p.Spec.SharedConnections = []v1alpha1.SharedConnectionGrant{

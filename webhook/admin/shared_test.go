@@ -120,12 +120,22 @@ func TestSharedConnections(t *testing.T) {
 		AccountID: "42", AccountName: "acme-bot", KeyID: "k", Status: store.ConnectionActive, CreatedAt: now, UpdatedAt: now}
 	_, _, err = st.SaveSharedConnection(ctx, conn)
 	must(t, err)
+	// The shared account is nobody's connection: not listed, got or disconnected as one.
+	var conns adminv1.ConnectionList
+	if code := h.do("GET", base+"/namespaces/team-a/connections", "", &conns); code != 200 || len(conns.Items) != 0 {
+		t.Fatalf("connections: %d %+v", code, conns.Items)
+	}
+	var status metav1.Status
+	for _, m := range []string{"GET", "DELETE"} {
+		if code := h.do(m, base+"/namespaces/team-a/connections/shared-1", "", &status); code != 404 {
+			t.Fatalf("%s the shared account as a connection: %d", m, code)
+		}
+	}
 	var got adminv1.SharedConnection
 	if code := h.do("GET", base+"/namespaces/team-a/sharedconnections/team-a.github", "", &got); code != 200 ||
 		got.State != "live" || got.Account != "acme-bot" || got.StartURL != "" {
 		t.Fatalf("get: %d %+v", code, got)
 	}
-	var status metav1.Status
 	if code := h.do("DELETE", base+"/namespaces/team-b/sharedconnections/team-a.github", "", &status); code != 404 {
 		t.Fatalf("delete from team-b: %d", code)
 	}
