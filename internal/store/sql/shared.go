@@ -46,11 +46,12 @@ func (s *Store) CreateSharedStart(ctx context.Context, x store.SharedStart) (err
 func (s *Store) TakeSharedStart(ctx context.Context, codeHash []byte, now time.Time) (_ store.SharedStart, err error) {
 	defer s.observe(ctx, "TakeSharedStart", time.Now(), &err)
 	var x store.SharedStart
-	if err = s.wrow(ctx, scanSharedStart(&x), qTakeSharedStart, codeHash); err != nil {
-		return store.SharedStart{}, err
+	err = s.wrow(ctx, scanSharedStart(&x), qTakeSharedStart, codeHash)
+	if err == nil && !now.Before(x.ExpiresAt) {
+		err = store.ErrNotFound
 	}
-	if !now.Before(x.ExpiresAt) {
-		return store.SharedStart{}, store.ErrNotFound
+	if err != nil {
+		return store.SharedStart{}, err
 	}
 	return x, nil
 }
