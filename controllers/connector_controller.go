@@ -37,7 +37,7 @@ var connectorKind = statusKind[*v1alpha1.Connector]{
 func (r *ConnectorReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	return reconcileWith(ctx, &r.base, req, &v1alpha1.Connector{}, connectorKind,
 		func(c *v1alpha1.Connector) *connectorScope { return &connectorScope{conn: c, res: r.resolver()} },
-		r.reconcileCallback, r.reconcileReady)
+		r.reconcileCallback, r.reconcileReady, r.reconcileSharing)
 }
 
 // reconcileCallback publishes what the administrator needs to register the OAuth app at the

@@ -771,6 +771,10 @@ func (r *resolver) compileConnector(ctx context.Context, c *v1alpha1.Connector) 
 	if err := applyDialect(out, c); err != nil {
 		return nil, err
 	}
+	if c.Spec.Sharing == v1alpha1.SharingOrganisation {
+		out.Shared = true
+		out.SharedClients, _ = sharedClients(project, c)
+	}
 	return &connectorResult{compiled: out, project: pk.String()}, nil
 }
 

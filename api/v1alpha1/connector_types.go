@@ -376,7 +376,50 @@ type ConnectorSpec struct {
 	// namespace carries, kubernetes.io/metadata.name.
 	// +optional
 	AllowedClientNamespaces *AllowedClientNamespaces `json:"allowedClientNamespaces,omitempty"`
+
+	// sharing says whose account agents use through this Connector. Personal (the default):
+	// each person connects their own account, and an agent gets the token of the person it acts
+	// for. Organisation: people connect nothing; an administrator connects one account (a
+	// service account) for the whole Project through the admin API (kubectl latchkey shared
+	// connect), and the agents of the OAuthClients the Project names for this Connector in its
+	// spec.sharedConnections get that account's token in token exchange, only for a person
+	// whose access is live. Dynamically registered clients never do
+	// (docs/shared-connections.md). Changing it leaves stored connections in place; they are
+	// no longer used until it is changed back.
+	// +optional
+	Sharing ConnectorSharing `json:"sharing,omitempty"`
 }
+
+// ConnectorSharing is whose account a Connector's tokens come from.
+// +kubebuilder:validation:Enum=Personal;Organisation
+type ConnectorSharing string
+
+const (
+	// SharingPersonal: each person connects their own account.
+	SharingPersonal ConnectorSharing = "Personal"
+	// SharingOrganisation: one account an administrator connected serves the Project's
+	// allowed agents (docs/shared-connections.md).
+	SharingOrganisation ConnectorSharing = "Organisation"
+)
+
+// ConnectorSharedCondition reports how a Connector's spec.sharing and the Project's
+// spec.sharedConnections fit together. It is absent on a Personal Connector the Project does
+// not name; True with reason ConnectorSharedReason on an Organisation Connector some
+// OAuthClient may use; False with ConnectorNoSharedClientsReason on one no OAuthClient may
+// use, and with ConnectorSharingMismatchReason on a Personal Connector the Project names.
+const ConnectorSharedCondition = "Shared"
+
+const (
+	// ConnectorSharedReason: the Project lets some OAuthClients use the shared account.
+	ConnectorSharedReason = "Shared"
+	// ConnectorNoSharedClientsReason: the Connector is Organisation, but the Project's
+	// spec.sharedConnections lets no OAuthClient use its shared account, so no agent gets it.
+	ConnectorNoSharedClientsReason = "NoSharedClients"
+	// ConnectorSharingMismatchReason: the Project's spec.sharedConnections names this Connector,
+	// but its spec.sharing is Personal: the entry is ignored and each person connects their own
+	// account.
+	ConnectorSharingMismatchReason = "SharingMismatch"
+)
 
 // AllowedClientNamespaces says which namespaces a grant reaches: a Connector's
 // spec.allowedClientNamespaces (whose OAuthClients may use it), an OAuthClient's

@@ -174,6 +174,20 @@ type ProjectSpec struct {
 	// +optional
 	UpstreamNetwork *UpstreamNetwork `json:"upstreamNetwork,omitempty"`
 
+	// sharedConnections says which OAuthClients' agents may use the shared account of a
+	// Connector whose spec.sharing is Organisation (docs/shared-connections.md). The Project
+	// decides, not the Connector's or the client's team: the account is the organisation's.
+	// A client must also list the Connector in its own spec.connectors, as for any token
+	// exchange. Dynamically registered clients and clients described by metadata documents
+	// never use a shared account, whatever is listed. An entry naming a Personal Connector is
+	// ignored (the Connector reports Shared=False, SharingMismatch). Empty by default: no
+	// client uses any shared account. At most 32 entries.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=connector
+	// +optional
+	SharedConnections []SharedConnectionGrant `json:"sharedConnections,omitempty"`
+
 	// requireDPoP makes every token request to this Project carry a DPoP proof (RFC 9449), for
 	// every client, so every access token is bound to its client's key (cnf.jkt) and a copied
 	// token is useless without the key. A request without a proof is refused with
@@ -285,6 +299,29 @@ type LogoReference struct {
 	// +required
 	Key string `json:"key"`
 }
+
+// SharedConnectionGrant lets some OAuthClients use one Connector's shared account.
+type SharedConnectionGrant struct {
+	// connector is the Organisation Connector, "namespace/name", or "name" in the Project's
+	// namespace.
+	// +required
+	Connector ConnectorName `json:"connector"`
+
+	// clients are the OAuthClients whose agents may use the shared account, each
+	// "namespace/name", or "name" in the Project's namespace. At least 1, at most 64.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	// +required
+	Clients []OAuthClientName `json:"clients"`
+}
+
+// OAuthClientName names an OAuthClient: "name" in the referring object's namespace, or
+// "namespace/name".
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=317
+// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+type OAuthClientName string
 
 // UpstreamNetwork lets a Project's Connectors reach a service that is not on the public
 // internet, such as an identity provider running in the cluster. Each range is opened only to

@@ -34,6 +34,11 @@ Actions:
   kubectl latchkey revoke passkeys P             remove every passkey of P
   kubectl latchkey revoke client-tokens CLIENT   revoke every live token of CLIENT
 
+Shared accounts of Organisation Connectors (docs/shared-connections.md):
+  kubectl latchkey shared                        each one: connector, account, live/broken/not-connected
+  kubectl latchkey shared connect CONNECTOR      print a single-use start URL to open in your browser
+  kubectl latchkey shared disconnect CONNECTOR   disconnect it (revoked at the service where it can be)
+
 P is a person's email or id; CLIENT a client id or a name from the grants view. Put an ID that
 starts with "-" after "--" (revoke passkey -n team-a -- -_8BYQ).
 Flags: -n/--namespace NS, -A/--all-namespaces, --project NAME, -o FORMAT, --kubeconfig FILE,
@@ -88,6 +93,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return c.audit(ctx, out)
 	case "revoke":
 		return c.revoke(ctx, out, pos[1:])
+	case "shared", "sharedconnections":
+		return c.shared(ctx, out, pos[1:])
 	}
 	return fmt.Errorf("unknown command %q (kubectl latchkey --help lists them)", pos[0])
 }

@@ -303,6 +303,14 @@ type Connector struct {
 	// Project's spec.upstreamNetwork.allowedCIDRs. Empty (the default) dials public addresses
 	// only (internal/netguard).
 	AllowedNetworks []netip.Prefix
+
+	// Shared: the Connector's spec.sharing is Organisation. People connect nothing; the one
+	// shared connection (store.SharedSubject) serves the agents of SharedClients
+	// (docs/shared-connections.md).
+	Shared bool
+	// SharedClients are the OAuthClients ("namespace/name", Client.Source) the Project's
+	// spec.sharedConnections lets use the shared account; empty when not Shared.
+	SharedClients []string
 }
 
 // APIKey is how a pasted key is checked and sent. Every field is set (the controllers fill the

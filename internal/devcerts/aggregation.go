@@ -169,6 +169,10 @@ func Served(ctx context.Context, cfg *rest.Config) error {
 	return fmt.Errorf("%s did not answer 200 within a minute (last: %s)", url, last)
 }
 
+// sharedRule: creating a shared connection answers a start URL (docs/shared-connections.md).
+var sharedRule = rbacv1.PolicyRule{APIGroups: []string{adminv1.Group}, Resources: []string{adminv1.ResourceSharedConnections},
+	Verbs: []string{"get", "list", "create", "delete"}}
+
 // Roles are the admin API's RBAC roles as the chart ships them
 // (charts/latchkey/templates/userroles.yaml, named there after the release): latchkey-access-admin for
 // a ClusterRoleBinding, latchkey-access-tenant for a RoleBinding in a tenant's namespace. `make
@@ -177,11 +181,11 @@ var Roles = []rbacv1.ClusterRole{
 	{
 		ObjectMeta: metav1.ObjectMeta{Name: "latchkey-access-admin"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{adminv1.Group}, Resources: []string{"*"},
-			Verbs: []string{"get", "list", "delete"}}},
+			Verbs: []string{"get", "list", "delete"}}, sharedRule},
 	},
 	{
 		ObjectMeta: metav1.ObjectMeta{Name: "latchkey-access-tenant"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{adminv1.Group}, Resources: []string{"*"},
-			Verbs: []string{"get", "list", "delete"}}},
+			Verbs: []string{"get", "list", "delete"}}, sharedRule},
 	},
 }

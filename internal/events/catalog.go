@@ -68,6 +68,28 @@ const (
 	// AdminPasskeyRemoved: an administrator removed one of a person's passkeys; target the
 	// person, details.credential_id the credential (docs/admin.md).
 	AdminPasskeyRemoved = "admin.passkey.removed"
+
+	// Organisation-shared connections (docs/shared-connections.md).
+
+	// SharedTokenExchanged: token exchange handed an agent the token of a shared account; the
+	// subject is the person whose agent used it, details.shared_account the account.
+	SharedTokenExchanged = "token.exchanged_shared"
+	// AdminSharedConnectionStarted: an administrator asked for a start URL; actor
+	// "kubernetes:<username>", details.start names it.
+	AdminSharedConnectionStarted = "admin.shared_connection.started"
+	// AdminSharedConnectionDisconnected: an administrator disconnected a shared account
+	// (revoked at the service where it can be); details.account the account.
+	AdminSharedConnectionDisconnected = "admin.shared_connection.disconnected"
+	// SharedConnectionOpened: a start URL was opened and sent its browser to the service; actor
+	// the administrator who asked for it, details.start the start.
+	SharedConnectionOpened = "shared_connection.opened"
+	// SharedConnectionSaved: the service's callback saved the shared account, in the browser
+	// that opened the start URL; details.replaced names an account it replaced.
+	SharedConnectionSaved = "shared_connection.saved"
+	// SharedConnectionRefused: a start URL that was used, expired or never existed, or a shared
+	// connection's callback in another browser than the one that opened the start URL; nothing
+	// was saved.
+	SharedConnectionRefused = "shared_connection.refused"
 )
 
 // WrittenBehind reports whether records of action are queued (store.Audit.QueueAudit) rather
@@ -90,7 +112,7 @@ func WrittenBehind(action string) bool {
 // written behind (store.Audit.AppendAuditBatched), and a request whose record cannot be stored
 // fails instead of handing the token out (docs/decisions/0054).
 func Handout(action string) bool {
-	return action == TokenExchanged || action == IDJAGIssued
+	return action == TokenExchanged || action == IDJAGIssued || action == SharedTokenExchanged
 }
 
 // Families are action prefixes written by parts of Latchkey that name their own actions: the
@@ -159,6 +181,12 @@ var auditTypes = []struct {
 	{AdminConnectionEnded, store.OutcomeSuccess},
 	{AdminClientTokensRevoked, store.OutcomeSuccess},
 	{AdminPasskeyRemoved, store.OutcomeSuccess},
+	{SharedTokenExchanged, store.OutcomeSuccess},
+	{AdminSharedConnectionStarted, store.OutcomeSuccess},
+	{AdminSharedConnectionDisconnected, store.OutcomeSuccess},
+	{SharedConnectionOpened, store.OutcomeSuccess},
+	{SharedConnectionSaved, store.OutcomeSuccess},
+	{SharedConnectionRefused, store.OutcomeRefused},
 }
 
 // AuditTypes lists every audit type in a stable order: the CloudEvents types sinks receive

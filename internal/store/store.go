@@ -58,6 +58,7 @@ type Store interface {
 	PushedRequests
 	Passkeys
 	ConnectionHealth
+	SharedConnections
 
 	// GarbageCollect deletes rows that expired before now (sessions, codes, tokens, callback
 	// states, links, delivered events) and reports how many of each it removed. On PostgreSQL

@@ -139,7 +139,9 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	}
 	var targets []string
 	for _, c := range sortedConnectors(p) {
-		if !connected[c.Key] {
+		// An Organisation connector's account is the project's, connected by an administrator
+		// (docs/shared-connections.md): nobody connects their own.
+		if !connected[c.Key] && !c.Shared {
 			d.Available = append(d.Available, pages.AccountConnector{Key: c.Key, Service: serviceName(p, c.Key)})
 		}
 		if o := origin(c.AuthURL); o != "" && !slices.Contains(targets, o) {
@@ -179,7 +181,7 @@ func (h *handler) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := p.Connectors[form.Get("connector")]
-	if c == nil {
+	if c == nil || c.Shared {
 		h.env.Pages.Error(w, http.StatusBadRequest, pages.ErrorData{
 			Frame:   pages.Frame{Title: "Unknown service", Project: signin.ProjectName(p), SignedInAs: signin.DisplayName(person)},
 			Message: "This project has no such service. Go back to your account page and try again.",

@@ -42,6 +42,7 @@ type Store interface {
 	RevokeClientTokens(ctx context.Context, project string, clientIDs []string, now time.Time) (map[string]int64, error)
 	CountLiveTokens(ctx context.Context, project string, now time.Time) (map[string]int64, error)
 	AppendAudit(ctx context.Context, r store.AuditRecord) error
+	sharedStore
 }
 
 // Revoker revokes a connection at its service (upstream.Vault); nil skips upstream revocation.

@@ -221,7 +221,8 @@ func TestDiscovery(t *testing.T) {
 		verbs[r.Name] = strings.Join(r.Verbs, ",")
 	}
 	want := map[string]string{"people": "get,list,delete", "grants": "get,list,delete", "connections": "get,list,delete",
-		"passkeys": "get,list,delete", "links": "get,list", "clienttokens": "get,list,delete", "auditrecords": "list"}
+		"passkeys": "get,list,delete", "links": "get,list", "clienttokens": "get,list,delete", "auditrecords": "list",
+		"sharedconnections": "get,list,create,delete"}
 	if fmt.Sprint(verbs) != fmt.Sprint(want) {
 		t.Fatalf("verbs = %v, want %v", verbs, want)
 	}

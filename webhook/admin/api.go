@@ -84,6 +84,8 @@ type resource struct {
 	get  func(ctx context.Context, sc *scope, name string) (item, error)
 	// del ends what the object stands for (or, with dryRun, only checks that it exists).
 	del func(ctx context.Context, sc *scope, name string, dryRun bool) (types.UID, string, error)
+	// create answers a POST to the collection (with dryRun, only checks it); nil refuses it.
+	create func(ctx context.Context, sc *scope, body []byte, dryRun bool) (item, error)
 }
 
 func (s *Server) routes() {
@@ -153,6 +155,10 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) (*resource, bool
 func (s *Server) collection(w http.ResponseWriter, r *http.Request) {
 	res, ok := s.lookup(w, r)
 	if !ok {
+		return
+	}
+	if r.Method == http.MethodPost && res.create != nil {
+		s.create(w, r, res)
 		return
 	}
 	if r.Method != http.MethodGet {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -128,6 +129,7 @@ func (s *Server) resources() []resource {
 			fields: []string{"action", "actor", "target"},
 			list:   s.listAudit,
 		},
+		sharedResource(s),
 	}
 }
 
@@ -451,6 +453,8 @@ func (s *Server) connectionItem(sc *scope, d *directory, c store.Connection) ite
 
 func (s *Server) listConnections(ctx context.Context, sc *scope) ([]item, []string, error) {
 	rows, next, err := s.o.Store.ListConnectionsPage(ctx, sc.query())
+	// Shared accounts are nobody's: they are sharedconnections (docs/shared-connections.md).
+	rows = slices.DeleteFunc(rows, func(c store.Connection) bool { return store.IsSharedSubject(c.Subject) })
 	return page(ctx, s, sc, rows, next, err, s.connectionItem)
 }
 
@@ -458,8 +462,11 @@ func (s *Server) findConnection(ctx context.Context, sc *scope, name string) (st
 	if sc.namespace != "" {
 		for _, p := range sc.projects {
 			c, err := s.o.Store.GetConnection(ctx, p.Key, name)
-			if err == nil {
+			if err == nil && !store.IsSharedSubject(c.Subject) {
 				return c, nil
+			}
+			if err == nil {
+				break // a shared account: disconnect it as a sharedconnection, with its record
 			}
 			if !errors.Is(err, store.ErrNotFound) {
 				return store.Connection{}, err

@@ -120,6 +120,11 @@ func Begin(w http.ResponseWriter, r *http.Request, env *site.Env, p *config.Proj
 		// the browser to, and an empty authorization URL must not become a redirect.
 		return "", fmt.Errorf("callback: connector %s takes an API key, not OAuth", c.Key)
 	}
+	// An Organisation connector's account is connected only as its shared account, through a
+	// start URL, and a Personal connector's never is (docs/shared-connections.md).
+	if c.Shared != store.IsSharedSubject(subject) || (c.Shared && subject != store.SharedSubject(c.Key)) {
+		return "", fmt.Errorf("callback: connector %s is not connected by %s", c.Key, subject)
+	}
 	now := env.Now()
 	state := secret.New("")
 	verifier := upstream.NewVerifier()

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/upstream"
@@ -49,6 +50,8 @@ func Register(rt site.Router, env *site.Env, hooks ...Hook) {
 	}
 	rt.Page("GET "+Pattern, http.HandlerFunc(h.get))
 	rt.Page("POST "+Pattern, http.HandlerFunc(h.post))
+	rt.Page("GET "+SharedStartPattern, http.HandlerFunc(h.sharedStartPage))
+	rt.Page("POST "+SharedStartPattern, http.HandlerFunc(h.sharedStart))
 	rt.Page("GET "+LegacyPath, http.HandlerFunc(h.legacy))
 	rt.Page("POST "+LegacyPath, http.HandlerFunc(h.legacy))
 }
@@ -111,6 +114,10 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	code := q.Get("code")
 	at, ok := h.findAttempt(w, r, p, state, code)
 	if !ok {
+		return
+	}
+	if at.shared {
+		h.sharedCallback(w, r, p, at, code)
 		return
 	}
 	ctx := r.Context()
@@ -182,6 +189,13 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	if at.shared {
+		// A shared connection has no confirmation page: it finishes in the browser that
+		// opened its start address, on the GET, or nowhere.
+		h.record(ctx, p, at.st, events.SharedConnectionRefused, "connector:"+at.c.Key, map[string]string{"reason": "confirmation"})
+		h.refused(w, p)
+		return
+	}
 	if len(token) > maxParam || !checkToken(token, code, at.st) {
 		// The row stays: a forged or stale POST must not cost the genuine person their
 		// attempt. Guessing is hopeless (256-bit tokens) and the row dies with the state.
@@ -221,6 +235,9 @@ type attempt struct {
 	st        store.CallbackState
 	c         *config.Connector
 	here      here
+	// shared: the attempt connects an Organisation connector's shared account
+	// (sharedCallback); who the browser is signed in as plays no part.
+	shared bool
 }
 
 // findAttempt checks a callback's state and code, finds the attempt the state names and who the
@@ -236,6 +253,10 @@ func (h *handler) findAttempt(w http.ResponseWriter, r *http.Request, p *config.
 	var ok bool
 	if at.st, at.c, ok = h.lookup(w, r, p, at.stateHash); !ok {
 		return at, false
+	}
+	if store.IsSharedSubject(at.st.Subject) {
+		at.shared = true
+		return at, true
 	}
 	at.here, ok = h.whoIsHere(w, r, p, at.c, at.stateHash, at.st)
 	return at, ok
@@ -440,6 +461,12 @@ func (h *handler) finish(w http.ResponseWriter, r *http.Request, p *config.Proje
 		UpdatedAt:   now,
 	}
 	h.vault.Seal(&conn, tok)
+	if store.IsSharedSubject(st.Subject) {
+		h.saveShared(w, r, p, c, st, conn, map[string]string{
+			"connector": c.Key, "purpose": st.Purpose, "state": stateDigest(stateHash), "browser": "same",
+		})
+		return
+	}
 	// The person is checked again where the connection is saved, in the same transaction: the
 	// exchange with the service takes time, and a person whose access ended meanwhile (by the
 	// store, or by the project's sign-in as published now) must not come back with a

@@ -137,6 +137,12 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 		return nil, oauth.ErrInvalidGrant.WithDescription(err.Error())
 	}
 
+	// An Organisation connector hands out its one shared account, never a person's
+	// (docs/shared-connections.md): everything above about the person and the agent held.
+	if connector.Shared {
+		return g.shared(ctx, req, subject, agent, connector, requested)
+	}
+
 	// agent is the client the subject token was issued to, whose access subject read with it.
 	conn, kind := decide(access)
 	if kind == "" {

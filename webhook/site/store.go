@@ -127,6 +127,9 @@ type CallbackStore interface {
 	EndCallbackStates(ctx context.Context, project, subject string) (int64, error)
 	GetPerson(ctx context.Context, project, id string) (store.Person, error)
 	FinishConnection(ctx context.Context, c store.Connection, since time.Time, check func(store.Person) error) (store.Connection, error)
+	// Organisation-shared connections (docs/shared-connections.md).
+	TakeSharedStart(ctx context.Context, codeHash []byte, now time.Time) (store.SharedStart, error)
+	SaveSharedConnection(ctx context.Context, c store.Connection) (store.Connection, []store.Connection, error)
 }
 
 // ExchangeStore is what token exchange uses (webhook/exchange, RFC 8693) besides the connect
@@ -136,6 +139,9 @@ type ExchangeStore interface {
 	upstream.ConnectionStore
 	SubjectAccess(ctx context.Context, hash []byte, connector string) (store.Token, store.AgentAccess, error)
 	AgentAccess(ctx context.Context, project, subject, connector, clientID string) (store.AgentAccess, error)
+	// ListConnections with store.SharedSubject reads an Organisation connector's shared
+	// connection (docs/shared-connections.md).
+	ListConnections(ctx context.Context, project, subject string) ([]store.Connection, error)
 }
 
 // IdentityAssertionStore is what ID-JAGs use (webhook/idjag): redeeming one spends its jti,

@@ -45,6 +45,7 @@ var (
 		{name: "used_once", table: "used_once", where: "expires_at < ?"},
 		{name: "pushed_requests", table: "pushed_requests", where: "expires_at < ?"},
 		{name: "rate_buckets", table: "rate_buckets", where: "expires_at < ?"},
+		{name: "shared_starts", table: "shared_starts", where: "expires_at < ?"},
 		// Records still waiting for the relay to the event sinks stay, however old.
 		{name: "audit", table: "audit", where: "time < ? AND pending = 0", retained: true},
 	}
