@@ -86,7 +86,7 @@ func TestPlugin(t *testing.T) {
 	out := ok(ada, "people", "-A")
 	contains("ada: people -A", out, "NAMESPACE", "team-a", "alice@example.com", "team-b", "bob@example.com")
 	out = ok(tina, "connections", "-n", "team-a", "--person", "alice@example.com")
-	contains("tina: alice's connections", out, "PERSON", "alice@example.com", "alice-gh", "live")
+	contains("tina: alice's connections", out, "PERSON", "alice@example.com", "alice-gh", "STATE", "active")
 	out = ok(tina, "grants", "-n", "team-a", "--project", "demo")
 	contains("tina: grants", out, "Repo Helper", "openid repo", "2")
 	out = ok(tina, "tokens", "-n", "team-a")

@@ -247,9 +247,6 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		return err
 	}
 	defer st.Close()
-	if err := metrics.Outbox(prometheus.DefaultRegisterer, st, time.Second); err != nil {
-		return err
-	}
 
 	holder := &config.Holder{}
 	kr, kept, err := setupKeys(mgr, o, st, holder, log)
@@ -262,7 +259,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		Store:     st,
 		Clock:     time.Now,
 	}
-	if err := setupControllers(mgr, o, copts, kept, log); err != nil { //nolint:contextcheck // set-up before the manager starts; no context to pass yet
+	if err := setupControllers(mgr, o, copts, kept, log); err != nil {
 		return err
 	}
 

@@ -35,10 +35,15 @@ func (r *refreshOptions) register(fs *flag.FlagSet) {
 type refreshStore interface {
 	upstream.RefresherStore
 	metrics.ConnectionCounter
+	metrics.OutboxDepther
 }
 
-// setupRefresher adds the background refresher and latchkey_connections.
+// setupRefresher adds the background refresher, and the metrics read from the store at scrape
+// time: latchkey_connections, latchkey_event_outbox_depth and latchkey_store_up.
 func setupRefresher(h host, o refreshOptions, v *upstream.Vault, st refreshStore, holder *config.Holder, log logr.Logger) error {
+	if err := metrics.Outbox(prometheus.DefaultRegisterer, st, time.Second); err != nil {
+		return err
+	}
 	if err := metrics.Connections(prometheus.DefaultRegisterer, st, holder, time.Second); err != nil {
 		return err
 	}

@@ -144,7 +144,7 @@ func cmpOr(d, def time.Duration) time.Duration {
 	return def
 }
 
-// NeedLeaderElection: every replica refreshes (the row lock keeps each refresh single).
+// NeedLeaderElection is false: every replica refreshes (the row lock keeps each refresh single).
 func (r *Refresher) NeedLeaderElection() bool { return false }
 
 // Start runs a pass after each jittered wait (the first one too, so replicas started together
@@ -153,7 +153,7 @@ func (r *Refresher) NeedLeaderElection() bool { return false }
 // new one starts, and the uses not yet recorded are.
 func (r *Refresher) Start(ctx context.Context) error {
 	for {
-		t := time.NewTimer(Jitter(r.every(), rand.Float64()))
+		t := time.NewTimer(Jitter(r.every(), rand.Float64())) //nolint:gosec // a spread of waits, not a secret
 		select {
 		case <-ctx.Done():
 			t.Stop()

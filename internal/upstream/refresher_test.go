@@ -1,7 +1,9 @@
 package upstream_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -243,7 +245,7 @@ func TestRefresherRefusedRefresh(t *testing.T) {
 			}
 			// The agent's exchange is refused with a reconnect, without asking the service.
 			calls := svc.refreshes()
-			if _, err := e.use(t, conn.ID); err != upstream.ErrReconnect {
+			if _, err := e.use(t, conn.ID); !errors.Is(err, upstream.ErrReconnect) {
 				t.Fatalf("exchange of a revoked connection: %v", err)
 			}
 			e.pass(t)
@@ -272,8 +274,8 @@ func TestRefresherTransientFailureAndRecovery(t *testing.T) {
 				t.Fatalf("pass %+v", p)
 			}
 			row := e.state(t, conn.ID)
-			if row.Status != store.ConnectionExpiring || string(row.RefreshToken) != string(conn.RefreshToken) {
-				t.Fatalf("after an outage: %q, refresh token kept %v", row.Status, string(row.RefreshToken) == string(conn.RefreshToken))
+			if row.Status != store.ConnectionExpiring || !bytes.Equal(row.RefreshToken, conn.RefreshToken) {
+				t.Fatalf("after an outage: %q, refresh token kept %v", row.Status, bytes.Equal(row.RefreshToken, conn.RefreshToken))
 			}
 			recs := e.takeRecords()
 			if len(recs) != 1 || recs[0].Action != events.ConnectionRefreshFailed || recs[0].Outcome != store.OutcomeFailed ||
@@ -318,7 +320,7 @@ func TestTransientFailureOnUseIsNotBroken(t *testing.T) {
 	conn := e.save(t, acct, tok)
 	svc.down(true)
 	svc.clk.Advance(2 * time.Hour)
-	if _, err := e.use(t, conn.ID); err == nil || err == upstream.ErrReconnect {
+	if _, err := e.use(t, conn.ID); err == nil || errors.Is(err, upstream.ErrReconnect) {
 		t.Fatalf("exchange during an outage: %v", err)
 	}
 	if got := e.state(t, conn.ID).Status; got != store.ConnectionExpiring {
@@ -367,7 +369,7 @@ func TestRefresherWithoutRefreshToken(t *testing.T) {
 	if e.state(t, conn.ID).Status != store.ConnectionNeedsReconnect || len(recs) != 1 || recs[0].Details["previous_state"] != "expiring" {
 		t.Fatalf("expired: %q, %+v", e.state(t, conn.ID).Status, recs)
 	}
-	if _, err := e.use(t, conn.ID); err != upstream.ErrReconnect {
+	if _, err := e.use(t, conn.ID); !errors.Is(err, upstream.ErrReconnect) {
 		t.Fatalf("exchange: %v", err)
 	}
 }
