@@ -89,6 +89,9 @@ var tests = []test{
 	{"Permission/Lifecycle", testPermissionLifecycle},
 	{"Permission/OtherPersonsConnection", testPermissionOtherPerson},
 	{"Permission/AgentAccess", testAgentAccess},
+	{"Connection/Default", testConnectionDefault},
+	{"Connection/DefaultConcurrent", testConnectionDefaultConcurrent},
+	{"Link/Account", testLinkAccount},
 
 	{"CallbackState/Lifecycle", testCallbackLifecycle},
 	{"CallbackState/CheckKeepsRow", testCallbackCheckKeepsRow},
