@@ -28,6 +28,9 @@ const (
 	// replayed, malformed or missing where required; actor and subject the client.
 	DPoPProofRefused = "dpop.proof_refused"
 	LinkOpened       = "link.opened"
+	// ConnectionDefaultSet: the person made one of their accounts at a connector the default
+	// (docs/several-accounts.md); details name the connector and the account.
+	ConnectionDefaultSet = "connection.default_set"
 	// PolicyChanged is written by the controllers when a Project's or a RedirectPolicy's
 	// compiled policy changes (docs/audit.md).
 	PolicyChanged = "policy.changed"
@@ -118,6 +121,7 @@ var auditTypes = []struct {
 	{"grant.revoked", store.OutcomeSuccess},
 	{"permission.removed", store.OutcomeSuccess},
 	{"connection.disconnected", store.OutcomeSuccess},
+	{ConnectionDefaultSet, store.OutcomeSuccess},
 	{"link.created", store.OutcomeSuccess},
 	{LinkOpened, store.OutcomeSuccess},
 	{LinkWrongPerson, store.OutcomeRefused},
