@@ -125,3 +125,76 @@ func TestExchangeAccountBadInput(t *testing.T) {
 		t.Fatalf("%d links made by bad requests", n)
 	}
 }
+
+// A connect link made for a named account asks the service for that account, and only that
+// account finishes it: Alice signed in at GitHub as another account connects that one, but
+// the agent is not let use it through a link that named another.
+func TestConnectLinkForANamedAccount(t *testing.T) {
+	h := lt.New(t, lt.Options{})
+	h.Connector.SelectAccountParams = map[string]string{"prompt": "select_account"}
+	h.Connector.AccountHintParam = "login"
+	subject := h.AccessToken(ct.AliceEmail, lt.Agent)
+
+	a := exchangeAccount(h, subject, "alice-other")
+	if a.String("reason") != "connect_required" || a.String("account") != "alice-other" ||
+		!strings.Contains(a.String("connect_message"), "alice-other") || !strings.Contains(a.String("error_description"), "alice-other") {
+		t.Fatalf("refusal for a named account: %s", a.Raw)
+	}
+	b := h.Browser()
+	b.SignIn(ct.AliceEmail, ct.AlicePassword)
+	p := b.Get(h.LinkPath(a.String("connect_uri")))
+	if p.Status != http.StatusOK || !strings.Contains(p.Text(), "Connect your GitHub account alice-other") {
+		t.Fatalf("connect page: %d %s", p.Status, p.Text())
+	}
+	action, fields, ok := p.Form("Connect GitHub")
+	if !ok {
+		t.Fatalf("no Connect button: %s", p.Text())
+	}
+	b.SignInGitHub(ct.AliceLogin)
+	h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
+	toGitHub := b.Post(action, fields)
+	loc, err := url.Parse(toGitHub.Location())
+	if err != nil || loc.Query().Get("prompt") != "select_account" || loc.Query().Get("login") != "alice-other" {
+		t.Fatalf("authorization request does not ask for the account: %q", toGitHub.Location())
+	}
+	// The fake GitHub, like GitHub, shows its sign-in on prompt=select_account: Alice picks
+	// the account she is signed in to there, not the one the agent named.
+	picker := b.Follow(toGitHub)
+	ghAction, ghFields, ok := picker.Form("Sign in")
+	if !ok || !strings.Contains(picker.Text(), "Sign in to GitHub") {
+		t.Fatalf("GitHub did not offer to pick the account: %d %s", picker.Status, picker.Text())
+	}
+	ghFields.Set("login", ct.AliceLogin)
+	ghFields.Set("password", ct.AlicePassword)
+	if res := b.Follow(b.Post(h.GitHubURL+ghAction, ghFields)); res.Status != http.StatusOK {
+		t.Fatalf("callback: %d %s", res.Status, res.Text())
+	}
+	if n := len(h.Connections(ct.AliceEmail)); n != 1 {
+		t.Fatalf("%d connections after the callback, want alice-gh's", n)
+	}
+	// alice-gh was connected, and Repo Helper may not use it: the link named another account.
+	if got := exchangeAccount(h, subject, ""); got.String("reason") != "allow_required" {
+		t.Fatalf("after connecting another account than the named one: %d %s", got.Status, got.Raw)
+	}
+	again := exchangeAccount(h, subject, "alice-other")
+	if again.String("reason") != "connect_required" || again.String("connect_id") != a.String("connect_id") {
+		t.Fatalf("the named account is still not connected, and its link still open: %s", again.Raw)
+	}
+
+	// Named as it is: the allow link, then the token.
+	named := exchangeAccount(h, subject, ct.AliceLogin)
+	if named.String("reason") != "allow_required" || named.String("account") != ct.AliceLogin {
+		t.Fatalf("allow for the connected account: %s", named.Raw)
+	}
+	p = b.Get(h.LinkPath(named.String("connect_uri")))
+	if !strings.Contains(p.Text(), "Let Repo Helper use your GitHub account "+ct.AliceLogin+"?") {
+		t.Fatalf("allow page: %s", p.Text())
+	}
+	action, fields, _ = p.Form("Allow")
+	if res := b.Post(action, fields); res.Status != http.StatusOK {
+		t.Fatalf("allow: %d %s", res.Status, res.Text())
+	}
+	if got := exchangeAccount(h, subject, ct.AliceLogin); got.Status != http.StatusOK || got.String("access_token") == "" {
+		t.Fatalf("named account after allowing: %d %s", got.Status, got.Raw)
+	}
+}
