@@ -172,13 +172,14 @@ func TestConnectLinkForANamedAccount(t *testing.T) {
 	if n := len(h.Connections(ct.AliceEmail)); n != 1 {
 		t.Fatalf("%d connections after the callback, want alice-gh's", n)
 	}
-	// alice-gh was connected, and Repo Helper may not use it: the link named another account.
-	if got := exchangeAccount(h, subject, ""); got.String("reason") != "allow_required" {
-		t.Fatalf("after connecting another account than the named one: %d %s", got.Status, got.Raw)
-	}
+	// alice-gh was connected, and Repo Helper may not use it: the link named another account,
+	// and stays open.
 	again := exchangeAccount(h, subject, "alice-other")
 	if again.String("reason") != "connect_required" || again.String("connect_id") != a.String("connect_id") {
 		t.Fatalf("the named account is still not connected, and its link still open: %s", again.Raw)
+	}
+	if got := exchangeAccount(h, subject, ""); got.String("reason") != "allow_required" {
+		t.Fatalf("after connecting another account than the named one: %d %s", got.Status, got.Raw)
 	}
 
 	// Named as it is: the allow link, then the token.
