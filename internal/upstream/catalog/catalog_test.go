@@ -67,6 +67,10 @@ func TestValidateRefuses(t *testing.T) {
 		}, "authParams"},
 		{"unknown auth method", func(p *Preset) { p.TokenEndpointAuthMethod = "private_key_jwt" }, "tokenEndpointAuthMethod"},
 		{"body and query", func(p *Preset) { p.UserInfo = UserInfo{Body: "{}", GraphQLQuery: "{ a }"} }, "not both"},
+		{"reserved select-account param", func(p *Preset) {
+			p.SelectAccount.Params = map[string]string{"state": "x"}
+		}, "selectAccount.params"},
+		{"hint on a reserved parameter", func(p *Preset) { p.SelectAccount.HintParameter = "redirect_uri" }, "hintParameter"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
