@@ -144,3 +144,28 @@ func testLinkAccount(t *testing.T, s store.Store) {
 	must(t, err)
 	equal(t, "replaced keeps its account", byID.Account+" "+string(byID.State), "alice-personal replaced")
 }
+
+// Several first accounts of one person at one connector saved at once: every one is saved,
+// and exactly one is the default.
+func testConnectionFirstConcurrent(t *testing.T, s store.Store) {
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			_, errs[i] = s.SaveConnection(t.Context(), newConnection("alice", "github", "first-"+strconv.Itoa(i)))
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("caller %d: %v", i, err)
+		}
+	}
+	list, err := s.ListConnections(t.Context(), project, "alice")
+	must(t, err)
+	equal(t, "saved", len(list), n)
+	if got := defaults(t, s, "alice", "github"); len(got) != 1 {
+		t.Fatalf("defaults after concurrent first connections = %v, want exactly one", got)
+	}
+}

@@ -91,6 +91,7 @@ var tests = []test{
 	{"Permission/AgentAccess", testAgentAccess},
 	{"Connection/Default", testConnectionDefault},
 	{"Connection/DefaultConcurrent", testConnectionDefaultConcurrent},
+	{"Connection/FirstConcurrent", testConnectionFirstConcurrent},
 	{"Link/Account", testLinkAccount},
 
 	{"CallbackState/Lifecycle", testCallbackLifecycle},

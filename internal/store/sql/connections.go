@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"latchkey.dev/latchkey/internal/store"
 )
 
@@ -85,12 +87,30 @@ func (s *Store) SaveConnection(ctx context.Context, c store.Connection) (_ store
 		defer unlock()
 	}
 	var out store.Connection
-	var version int64
-	err = s.wrow(ctx, scanConnection(&out, &version), qSaveConnection, c.ID, c.Project, c.Subject,
+	err = s.tx(ctx, func(x q) error {
+		var version int64
+		return saveConnection(ctx, x, c, &out, &version)
+	})
+	if err != nil {
+		return store.Connection{}, err
+	}
+	return out, nil
+}
+
+// saveConnection runs qSaveConnection. Two first connections of one person to one connector
+// saved at once on PostgreSQL both find no other and both claim the default mark; the later
+// one collides on the mark's unique index and runs again (errRace), then finds the earlier
+// one and is saved without the mark.
+func saveConnection(ctx context.Context, x q, c store.Connection, out *store.Connection, version *int64) error {
+	err := x.row(ctx, scanConnection(out, version), qSaveConnection, c.ID, c.Project, c.Subject,
 		c.Connector, c.AccountID, c.AccountName, c.KeyID, blob(c.AccessToken), blob(c.RefreshToken), c.TokenType,
 		nullNS(c.Expiry), list(c.Scopes), string(c.Status), ns(c.CreatedAt), ns(c.UpdatedAt),
 		c.Project, c.Subject, c.Connector)
-	return out, conflict(err)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "connections_default" {
+		return errRace
+	}
+	return conflict(err)
 }
 
 // FinishConnection locks the person's row (on SQLite the transaction holds the only write
@@ -127,10 +147,7 @@ func (s *Store) FinishConnection(ctx context.Context, c store.Connection, since 
 			}
 		}
 		var version int64
-		return conflict(x.row(ctx, scanConnection(&out, &version), qSaveConnection, c.ID, c.Project, c.Subject,
-			c.Connector, c.AccountID, c.AccountName, c.KeyID, blob(c.AccessToken), blob(c.RefreshToken), c.TokenType,
-			nullNS(c.Expiry), list(c.Scopes), string(c.Status), ns(c.CreatedAt), ns(c.UpdatedAt),
-			c.Project, c.Subject, c.Connector))
+		return saveConnection(ctx, x, c, &out, &version)
 	})
 	if err != nil {
 		return store.Connection{}, err
