@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -880,6 +881,10 @@ func applyDialect(out *config.Connector, c *v1alpha1.Connector) error {
 	if len(params) > 0 {
 		out.AuthParams = params
 	}
+	if len(p.SelectAccount.Params) > 0 {
+		out.SelectAccountParams = maps.Clone(p.SelectAccount.Params)
+	}
+	out.AccountHintParam = p.SelectAccount.HintParameter
 	return nil
 }
 

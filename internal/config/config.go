@@ -270,6 +270,12 @@ type Connector struct {
 	AuthParams       map[string]string
 	AccountIDField   string // JSON field (or dotted path) of userinfo naming the stable account id ("id")
 	AccountNameField string // JSON field (or dotted path) naming the account for people ("login")
+	// SelectAccountParams are added to the authorization request when the person connects a
+	// further account, so the service lets them pick another one than the one signed in there
+	// (docs/several-accounts.md); AccountHintParam names the parameter that suggests the
+	// account the agent named. Both empty: the service reuses its signed-in session.
+	SelectAccountParams map[string]string
+	AccountHintParam    string
 
 	// The service's dialect (docs/connectors-for-admins.md, docs/decisions/0056). Zero values are
 	// RFC 6749's.

@@ -35,6 +35,9 @@ const (
 	// ConnectionRecovered: a refresh worked again for a connection that was expiring; actor
 	// "system", subject the person.
 	ConnectionRecovered = "connection.recovered"
+	// ConnectionDefaultSet: the person made one of their accounts at a connector the default
+	// (docs/several-accounts.md); details name the connector and the account.
+	ConnectionDefaultSet = "connection.default_set"
 	// PolicyChanged is written by the controllers when a Project's or a RedirectPolicy's
 	// compiled policy changes (docs/audit.md).
 	PolicyChanged = "policy.changed"
@@ -147,6 +150,7 @@ var auditTypes = []struct {
 	{"grant.revoked", store.OutcomeSuccess},
 	{"permission.removed", store.OutcomeSuccess},
 	{"connection.disconnected", store.OutcomeSuccess},
+	{ConnectionDefaultSet, store.OutcomeSuccess},
 	{"link.created", store.OutcomeSuccess},
 	{LinkOpened, store.OutcomeSuccess},
 	{LinkWrongPerson, store.OutcomeRefused},

@@ -19,6 +19,7 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -393,9 +394,15 @@ type Connection struct {
 	Status       ConnectionStatus
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+	// Default marks the person's default account for the connector: at most one of their
+	// connections to it has it. A first connection is saved as the default; another one
+	// becomes it only through SetDefaultConnection, and deleting the default leaves none
+	// (docs/several-accounts.md). SaveConnection and UpdateConnection leave it as it is.
+	Default bool
 }
 
-// AgentPermission lets a client (an agent) use one connection.
+// AgentPermission lets a client (an agent) use one connection. An agent may hold several,
+// one per connection (a work and a personal account at the same service).
 type AgentPermission struct {
 	Project      string
 	Subject      string
@@ -410,14 +417,39 @@ type AgentPermission struct {
 type AgentAccess struct {
 	// Connections are the person's connections to the connector, oldest first.
 	Connections []Connection
-	// Allowed is the ID of the connection in Connections the agent may use; empty if none.
+	// Allowed is the ID of the connection in Connections the agent gets when it names no
+	// account (Choose); empty if it may use none.
 	Allowed string
+	// Permits are the IDs of every connection in Connections the agent may use, in
+	// Connections' order.
+	Permits []string
 	// Person is the token's person as stored, read by SubjectAccess only (AgentAccess leaves
 	// it empty); its ID is empty when the person no longer exists.
 	Person Person
 }
 
-// Permitted returns the connection the agent may use.
+// Choose is the connection the agent gets when it names no account: of those it may use, the
+// person's default, else the oldest (docs/decisions/0059). "" when it may use none.
+func (a AgentAccess) Choose() string {
+	first := ""
+	for _, c := range a.Connections {
+		if !slices.Contains(a.Permits, c.ID) {
+			continue
+		}
+		if c.Default {
+			return c.ID
+		}
+		if first == "" {
+			first = c.ID
+		}
+	}
+	return first
+}
+
+// MayUse reports whether the agent may use the connection id.
+func (a AgentAccess) MayUse(id string) bool { return id != "" && slices.Contains(a.Permits, id) }
+
+// Permitted returns the connection the agent gets when it names no account (Allowed).
 func (a AgentAccess) Permitted() (Connection, bool) {
 	if a.Allowed == "" {
 		return Connection{}, false
@@ -462,15 +494,28 @@ type Connections interface {
 	// exactly one upstream refresh. fn returning an error leaves the row unchanged. fn may not
 	// change ID, Project, Subject, Connector, AccountID or CreatedAt.
 	UpdateConnection(ctx context.Context, project, id string, fn func(Connection) (Connection, error)) (Connection, error)
+	// DeleteConnection deletes the connection and its agent permissions. Deleting the default
+	// makes no other connection the default.
 	DeleteConnection(ctx context.Context, project, id string) error
+	// SetDefaultConnection makes the person subject's connection id their default for its
+	// connector and, in the same transaction, takes the mark off the one that had it.
+	// ErrNotFound unless id is a connection of subject in project.
+	SetDefaultConnection(ctx context.Context, project, subject, id string) error
 
-	// AllowAgent stores (or re-points) the permission; ErrNotFound unless ConnectionID is a
-	// connection of the same person and connector.
+	// AllowAgent lets the client use the connection, beside any other connection of the same
+	// connector it may already use (allowing it again changes nothing); ErrNotFound unless
+	// ConnectionID is a connection of the same person and connector.
 	AllowAgent(ctx context.Context, p AgentPermission) error
-	// FindPermission returns the permission for person×connector×client.
+	// FindPermission returns a permission for person×connector×client: the oldest, when the
+	// client may use several connections.
 	FindPermission(ctx context.Context, project, subject, connector, clientID string) (AgentPermission, error)
 	ListPermissions(ctx context.Context, project, subject string) ([]AgentPermission, error)
+	// DeletePermission withdraws every permission of the client for the person's connections
+	// to connector; ErrNotFound when there was none.
 	DeletePermission(ctx context.Context, project, subject, connector, clientID string) error
+	// DisallowAgent withdraws the client's permission for one connection of the person, and
+	// leaves its permissions for their other connections; ErrNotFound when there was none.
+	DisallowAgent(ctx context.Context, project, subject, connectionID, clientID string) error
 	// AgentAccess reads the person's connections to connector and the one clientID may use in
 	// one query: token exchange asks on every request, and a permission and the connection it
 	// names are then never seen from two different moments.
@@ -594,13 +639,18 @@ type Link struct {
 	ClientID   string
 	Connector  string
 	Kind       LinkKind
-	State      LinkState
-	ExpiresAt  time.Time
-	CreatedAt  time.Time
+	// Account is the account the agent named (token exchange's account parameter, the
+	// account's name or id at the service), "" when it named none: a connect link asks the
+	// person to connect that account, an allow link to let the agent use it.
+	Account   string
+	State     LinkState
+	ExpiresAt time.Time
+	CreatedAt time.Time
 }
 
 type Links interface {
-	// OpenLink returns the open, unexpired link for l's person×agent×connector if it has l.Kind;
+	// OpenLink returns the open, unexpired link for l's person×agent×connector if it has l.Kind
+	// and l.Account;
 	// otherwise it marks any open link replaced and stores l. Atomic under concurrency: many
 	// callers racing end with one open link. created says whether l was stored.
 	OpenLink(ctx context.Context, l Link, now time.Time) (link Link, created bool, err error)

@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -395,4 +396,42 @@ func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFun
 		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, DefaultTimeout)
+}
+
+// AnotherAccount adds to an authorization URL made by AuthURL what asks c's service to let the
+// person pick another account than the one signed in there (c.SelectAccountParams, a prompt
+// joining the prompt already asked for), and, when hint is not empty and the service takes
+// one, the account to suggest (c.AccountHintParam). A service that has neither gets the URL
+// unchanged and reuses its signed-in session (docs/several-accounts.md).
+func AnotherAccount(authURL string, c *config.Connector, selectAccount bool, hint string) string {
+	if authURL == "" || (!selectAccount || len(c.SelectAccountParams) == 0) && (hint == "" || c.AccountHintParam == "") {
+		return authURL
+	}
+	u, err := url.Parse(authURL)
+	if err != nil {
+		return ""
+	}
+	q := u.Query()
+	if selectAccount {
+		for k, v := range c.SelectAccountParams {
+			if reserved[k] {
+				continue
+			}
+			if k == "prompt" && q.Get(k) != "" {
+				prompts := strings.Fields(q.Get(k))
+				for _, p := range strings.Fields(v) {
+					if !slices.Contains(prompts, p) {
+						prompts = append(prompts, p)
+					}
+				}
+				v = strings.Join(prompts, " ")
+			}
+			q.Set(k, v)
+		}
+	}
+	if hint != "" && c.AccountHintParam != "" && !reserved[c.AccountHintParam] {
+		q.Set(c.AccountHintParam, hint)
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
 }

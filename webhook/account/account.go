@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/webhook/apikey"
@@ -35,6 +36,7 @@ const (
 	DisconnectPath = "/account/disconnect"
 	RemoveAgent    = "/account/agents/remove"
 	RevokeApp      = "/account/apps/revoke"
+	DefaultPath    = "/account/default"
 )
 
 const maxFormBytes = 16 << 10
@@ -44,6 +46,7 @@ const maxFormBytes = 16 << 10
 var notices = map[string]string{
 	"disconnected":    "The account was disconnected. Agents can no longer use it.",
 	"removed":         "The agent can no longer use that account.",
+	"default":         "That account is now your default: agents allowed to use it get it unless they name another.",
 	"revoked":         "The app's access was revoked.",
 	"passkey-added":   "The passkey was added. You can sign in with it from now on.",
 	"passkey-removed": "The passkey was removed. It can no longer sign you in.",
@@ -61,6 +64,7 @@ func Register(rt site.Router, env *site.Env) {
 	rt.Page("POST "+ConnectPath, http.HandlerFunc(h.connect))
 	rt.Page("POST "+DisconnectPath, http.HandlerFunc(h.disconnect))
 	rt.Page("POST "+RemoveAgent, http.HandlerFunc(h.removeAgent))
+	rt.Page("POST "+DefaultPath, http.HandlerFunc(h.setDefault))
 	rt.Page("POST "+RevokeApp, http.HandlerFunc(h.revokeApp))
 	h.registerPasskeys(rt)
 }
@@ -107,7 +111,12 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 		DisconnectAction:  base + DisconnectPath,
 		RemoveAgentAction: base + RemoveAgent,
 		RevokeAppAction:   base + RevokeApp,
+		DefaultAction:     base + DefaultPath,
 		SignOut:           base + "/sign-out",
+	}
+	accounts := map[string]int{}
+	for _, c := range conns {
+		accounts[c.Connector]++
 	}
 	names := map[string]string{}
 	name := func(id string) string {
@@ -129,6 +138,10 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 			ConnectedAt: day(c.CreatedAt),
 			State:       string(c.Status),
 			Broken:      c.Status.NeedsPerson(),
+			Default:     c.Default,
+			// Choosing a default matters with several accounts, or when the person deleted
+			// the default and chose none since.
+			CanBeDefault: !c.Default && (accounts[c.Connector] > 1 || !hasDefault(conns, c.Connector)),
 		}
 		for _, perm := range perms {
 			if perm.ConnectionID == c.ID {
@@ -141,8 +154,12 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	for _, c := range sortedConnectors(p) {
 		// An Organisation connector's account is the project's, connected by an administrator
 		// (docs/shared-connections.md): nobody connects their own.
-		if !connected[c.Key] && !c.Shared {
+		switch {
+		case c.Shared:
+		case !connected[c.Key]:
 			d.Available = append(d.Available, pages.AccountConnector{Key: c.Key, Service: serviceName(p, c.Key)})
+		default:
+			d.Another = append(d.Another, pages.AccountConnector{Key: c.Key, Service: serviceName(p, c.Key)})
 		}
 		if o := origin(c.AuthURL); o != "" && !slices.Contains(targets, o) {
 			targets = append(targets, o)
@@ -197,7 +214,10 @@ func (h *handler) connect(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, apikey.Path(p, c, purpose == callback.PurposeReconnect), http.StatusSeeOther)
 		return
 	}
-	authURL, err := callback.Begin(w, r, h.env, p, c, person.ID, purpose, "")
+	// Connecting a further account: the service is asked to let the person pick one
+	// (docs/several-accounts.md); a reconnect is the same account again.
+	another := purpose == callback.PurposeConnect && form.Get("another") == "yes"
+	authURL, err := callback.Begin(w, r, h.env, p, c, person.ID, purpose, "", callback.AnotherAccount(another, ""))
 	if err != nil {
 		h.internal(w, p, err)
 		return
@@ -248,8 +268,20 @@ func (h *handler) removeAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	connector, clientID := form.Get("connector"), form.Get("client_id")
-	err := h.env.Store.DeletePermission(ctx, p.Key, person.ID, connector, clientID)
+	connector, clientID, connID := form.Get("connector"), form.Get("client_id"), form.Get("connection_id")
+	details := map[string]string{"connector": connector}
+	var err error
+	if connID != "" {
+		// One account: the agent keeps the person's other accounts it may use. The store
+		// matches the connection to this person, so another person's id removes nothing.
+		err = h.env.Store.DisallowAgent(ctx, p.Key, person.ID, connID, clientID)
+		details["connection_id"] = connID
+		if conn, cerr := h.env.Store.GetConnection(ctx, p.Key, connID); cerr == nil && conn.Subject == person.ID {
+			details["connector"], details["account"] = conn.Connector, conn.AccountName
+		}
+	} else {
+		err = h.env.Store.DeletePermission(ctx, p.Key, person.ID, connector, clientID)
+	}
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		h.internal(w, p, err)
 		return
@@ -257,10 +289,39 @@ func (h *handler) removeAgent(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		h.env.Record(ctx, store.AuditRecord{
 			Project: p.Key, Actor: person.ID, Action: "permission.removed", Target: "client:" + clientID,
-			Details: map[string]string{"connector": connector},
+			Details: details,
 		})
 	}
 	h.back(w, r, p, "removed")
+}
+
+// setDefault makes one of the person's accounts their default for its service: the account an
+// agent allowed several of them gets when it names none (docs/several-accounts.md).
+func (h *handler) setDefault(w http.ResponseWriter, r *http.Request) {
+	p, person, _, form, ok := h.action(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	id := form.Get("connection_id")
+	// The store changes only a connection of this person: another person's id is not found.
+	err := h.env.Store.SetDefaultConnection(ctx, p.Key, person.ID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		h.back(w, r, p, "")
+		return
+	}
+	if err != nil {
+		h.internal(w, p, err)
+		return
+	}
+	details := map[string]string{}
+	if conn, err := h.env.Store.GetConnection(ctx, p.Key, id); err == nil {
+		details["connector"], details["account"] = conn.Connector, conn.AccountName
+	}
+	h.env.Record(ctx, store.AuditRecord{
+		Project: p.Key, Actor: person.ID, Action: events.ConnectionDefaultSet, Target: "connection:" + id, Details: details,
+	})
+	h.back(w, r, p, "default")
 }
 
 // revokeApp withdraws the person's consent to an app, which ends its tokens, and also every
@@ -364,6 +425,11 @@ func (h *handler) clientName(ctx context.Context, p *config.Project, id string) 
 		return id
 	}
 	return c.Name
+}
+
+// hasDefault reports whether one of conns to connector is the default.
+func hasDefault(conns []store.Connection, connector string) bool {
+	return slices.ContainsFunc(conns, func(c store.Connection) bool { return c.Connector == connector && c.Default })
 }
 
 func serviceName(p *config.Project, key string) string {

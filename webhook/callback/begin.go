@@ -110,8 +110,8 @@ func cookiePath(env *site.Env, p *config.Project, c *config.Connector) string {
 // that started it, if any, and is handed to the hooks when the connection is saved.
 //
 // The redirect URI sent to the service is always c.CallbackURL; nothing in the request can
-// change it.
-func Begin(w http.ResponseWriter, r *http.Request, env *site.Env, p *config.Project, c *config.Connector, subject, purpose, linkID string) (authURL string, err error) {
+// change it. opts ask the service for another account (AnotherAccount).
+func Begin(w http.ResponseWriter, r *http.Request, env *site.Env, p *config.Project, c *config.Connector, subject, purpose, linkID string, opts ...BeginOption) (authURL string, err error) {
 	if c == nil || subject == "" {
 		return "", errors.New("callback: Begin needs a connector and a person")
 	}
@@ -129,6 +129,11 @@ func Begin(w http.ResponseWriter, r *http.Request, env *site.Env, p *config.Proj
 	state := secret.New("")
 	verifier := upstream.NewVerifier()
 	authURL = upstream.AuthURL(c, state, verifier)
+	var o beginOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	authURL = upstream.AnotherAccount(authURL, c, o.selectAccount, o.hint)
 	if authURL == "" {
 		return "", fmt.Errorf("callback: connector %s has no usable authorization URL", c.Key)
 	}
@@ -249,4 +254,22 @@ func EndOnSignOut(env *site.Env) signin.SignOutHook {
 		}
 		return nil
 	}
+}
+
+// BeginOption changes what Begin asks the service for.
+type BeginOption func(*beginOptions)
+
+type beginOptions struct {
+	selectAccount bool
+	hint          string
+}
+
+// AnotherAccount asks the service to let the person pick another account than the one signed
+// in there, where the Connector's service can be asked (config.Connector.SelectAccountParams),
+// and suggests hint, the account's name, where it takes a suggestion ("" suggests none). The
+// person connecting a further account needs it: without it most services hand back the
+// account already signed in (docs/several-accounts.md). Which account arrives is still the
+// person's choice at the service.
+func AnotherAccount(selectAccount bool, hint string) BeginOption {
+	return func(o *beginOptions) { o.selectAccount, o.hint = selectAccount, hint }
 }

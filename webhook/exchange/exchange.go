@@ -104,6 +104,10 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 	if err != nil {
 		return nil, err
 	}
+	account, err := readAccount(f)
+	if err != nil {
+		return nil, err
+	}
 	connector, err := target(p, f["audience"], f["resource"])
 	if err != nil {
 		return nil, err
@@ -144,7 +148,11 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 	}
 
 	// agent is the client the subject token was issued to, whose access subject read with it.
-	conn, kind := decide(access)
+	conn, kind, err := decideAccount(access, account)
+	if err != nil {
+		g.record(ctx, req, subject.Subject, connector, "account_ambiguous", map[string]string{"agent": agent.ID, "account": account})
+		return nil, err
+	}
 	if kind == "" {
 		tok, err := g.token(ctx, connector, conn)
 		switch {
@@ -156,7 +164,7 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 			// The moment an agent receives a person's upstream token: stored before the
 			// answer, or no answer (docs/decisions/0054).
 			if err := g.env.RecordHandout(ctx, auditRecord(req, subject.Subject, connector, "", map[string]string{
-				"agent": agent.ID, "connection_id": conn.ID, "account": conn.AccountName,
+				"agent": agent.ID, "connection_id": conn.ID, "account": conn.AccountName, "account_id": conn.AccountID,
 			})); err != nil {
 				return nil, oauth.Internal(err)
 			}
@@ -174,7 +182,7 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 			if err != nil {
 				return nil, oauth.Internal(err)
 			}
-			if _, kind = decide(access); kind == "" {
+			if _, kind, err = decideAccount(access, account); err == nil && kind == "" {
 				return nil, oauth.ErrTemporarilyUnavailable.WithDescription("the connection changed while it was read; try again")
 			}
 		case errors.Is(err, upstream.ErrTimeout):
@@ -189,8 +197,16 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 			return nil, oauth.Internal(err)
 		}
 	}
-	rerr := g.refuse(ctx, p, subject.Subject, agent, connector, kind, now)
-	g.record(ctx, req, subject.Subject, connector, reason(kind), map[string]string{"agent": agent.ID})
+	if kind == "" {
+		// The account named became ambiguous between the two reads.
+		return nil, errAmbiguous
+	}
+	rerr := g.refuse(ctx, p, subject.Subject, agent, connector, kind, account, now)
+	details := map[string]string{"agent": agent.ID}
+	if account != "" {
+		details["account"] = account
+	}
+	g.record(ctx, req, subject.Subject, connector, reason(kind), details)
 	return nil, rerr
 }
 
@@ -370,19 +386,25 @@ func decide(access store.AgentAccess) (store.Connection, store.LinkKind) {
 
 // refuse is the token-exchange refusal (docs/connections-for-agents.md, "The refusal"), with the
 // person's one open link for this agent and service.
-func (g *Grant) refuse(ctx context.Context, p *config.Project, subject string, agent *site.Client, c *config.Connector, kind store.LinkKind, now time.Time) error {
-	offer, err := links.Open(ctx, g.env, p, links.Request{Subject: subject, Agent: agent.ID, Connector: c, Kind: kind}, now)
+// A request that named an account gets a link for exactly that account, and the refusal's
+// account member says which (docs/several-accounts.md).
+func (g *Grant) refuse(ctx context.Context, p *config.Project, subject string, agent *site.Client, c *config.Connector, kind store.LinkKind, account string, now time.Time) error {
+	offer, err := links.Open(ctx, g.env, p, links.Request{Subject: subject, Agent: agent.ID, Connector: c, Kind: kind, Account: account}, now)
 	if err != nil {
 		return oauth.Internal(err)
 	}
-	desc, msg := links.Texts(offer.Kind, links.ServiceName(c), links.AgentName(agent), p.DefaultLanguage)
-	return oauth.ErrInvalidGrant.WithDescription(desc).WithExtra(map[string]any{
+	desc, msg := links.AccountTexts(offer.Kind, links.ServiceName(c), links.AgentName(agent), account, p.DefaultLanguage)
+	extra := map[string]any{
 		"reason":             reason(offer.Kind),
 		"connect_uri":        offer.URI,
 		"connect_id":         offer.ID,
 		"connect_expires_in": offer.ExpiresIn(now),
 		"connect_message":    msg,
-	})
+	}
+	if account != "" {
+		extra[AccountParam] = account
+	}
+	return oauth.ErrInvalidGrant.WithDescription(desc).WithExtra(extra)
 }
 
 func reason(k store.LinkKind) string {

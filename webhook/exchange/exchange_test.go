@@ -175,8 +175,8 @@ func TestExpiringTokenReportsExpiresIn(t *testing.T) {
 	}
 }
 
-// The exchange reads the agent's permission and the connection it names on every request: a
-// re-pointed permission hands out the other account's token at once, and a withdrawn
+// The exchange reads the agent's permissions and the connections they name on every request: a
+// moved default hands out the other account's token at once, and a withdrawn
 // permission, a connection marked broken and a disconnected account are refused on the very
 // next request.
 func TestEveryExchangeSeesTheLatestPermission(t *testing.T) {
@@ -197,8 +197,14 @@ func TestEveryExchangeSeesTheLatestPermission(t *testing.T) {
 	want("connected, not allowed", "400", exchange.ReasonAllowRequired)
 	h.Allow(ct.AliceEmail, lt.Agent, work)
 	want("allowed", "200", "gho_work")
+	// A second account allowed: the agent naming none still gets the default (the first
+	// connected), and the other one as soon as the person makes it the default.
 	h.Allow(ct.AliceEmail, lt.Agent, home)
-	want("re-pointed", "200", "gho_home")
+	want("a second account allowed", "200", "gho_work")
+	if err := h.Store.SetDefaultConnection(ctx, ct.ProjectKey, alice, home.ID); err != nil {
+		t.Fatal(err)
+	}
+	want("the default moved", "200", "gho_home")
 
 	// Another agent's permission is not this agent's.
 	if err := h.Store.DeletePermission(ctx, ct.ProjectKey, alice, h.Connector.Key, lt.Agent); err != nil {

@@ -33,6 +33,12 @@ func Hook(env *site.Env) HookFunc {
 			link.Connector != conn.Connector || link.State != store.LinkOpen {
 			return nil
 		}
+		// A link made for a named account is finished by that account only: the person may
+		// have signed in to another one at the service. The connection stays theirs, the link
+		// stays open, and the agent gets no account the page did not name.
+		if !AccountMatches(conn, link.Account) {
+			return nil
+		}
 		now := env.Now()
 		if err := env.Store.CloseLink(ctx, link.ID, store.LinkDone, now); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
@@ -48,7 +54,8 @@ func Hook(env *site.Env) HookFunc {
 		}
 		env.Record(ctx, store.AuditRecord{
 			Project: p.Key, Time: now, Actor: link.Subject, Action: "agent.allowed", Target: "client:" + link.ClientID,
-			Details: map[string]string{"connector": link.Connector, "connection_id": conn.ID, "link_id": link.ID, "kind": string(link.Kind)},
+			Details: map[string]string{"connector": link.Connector, "connection_id": conn.ID, "link_id": link.ID, "kind": string(link.Kind),
+				"account": conn.AccountName, "account_id": conn.AccountID},
 		})
 		return nil
 	}

@@ -47,7 +47,7 @@ const maxFormBytes = 8 << 10
 
 // BeginFunc starts connecting subject to connector c in the browser of r and returns the
 // service's authorization URL (callback.Begin).
-type BeginFunc func(w http.ResponseWriter, r *http.Request, env *site.Env, p *config.Project, c *config.Connector, subject, purpose, linkID string) (string, error)
+type BeginFunc func(w http.ResponseWriter, r *http.Request, env *site.Env, p *config.Project, c *config.Connector, subject, purpose, linkID string, opts ...callback.BeginOption) (string, error)
 
 // Options configure the link page.
 type Options struct {
@@ -114,6 +114,32 @@ func Texts(kind store.LinkKind, service, agent, lang string) (description, messa
 	default:
 		return "the person has not connected " + article(service) + " " + service + " account",
 			pages.Sprintf(lang, "Open this link to connect your %s account and let %s use it.", svc, ag)
+	}
+}
+
+// AccountTexts is Texts for a request that named an account ("" is Texts): the description and
+// the message name the account, so the person knows which one the agent asks for.
+func AccountTexts(kind store.LinkKind, service, agent, account, lang string) (description, message string) {
+	if account == "" {
+		return Texts(kind, service, agent, lang)
+	}
+	svc, ag := service, agent
+	if service == "" {
+		service, svc = "the service", pages.Sprintf(lang, "the service")
+	}
+	if agent == "" {
+		agent, ag = "this agent", pages.Sprintf(lang, "this agent")
+	}
+	switch kind {
+	case store.LinkAllow:
+		return "the person has not allowed " + agent + " to use their " + service + " account " + account,
+			pages.Sprintf(lang, "Open this link to let %s use your %s account %s.", ag, svc, account)
+	case store.LinkReconnect:
+		return "the person's " + service + " connection of the account " + account + " stopped working",
+			pages.Sprintf(lang, "Open this link to reconnect your %s account %s so %s can use it again.", svc, account, ag)
+	default:
+		return "the person has not connected the " + service + " account " + account,
+			pages.Sprintf(lang, "Open this link to connect your %s account %s and let %s use it.", svc, account, ag)
 	}
 }
 

@@ -20,6 +20,9 @@ type Request struct {
 	Agent     string
 	Connector *config.Connector
 	Kind      store.LinkKind
+	// Account is the account the agent named, "" for none: the link is for exactly that
+	// account, and a request naming another one replaces it (docs/several-accounts.md).
+	Account string
 }
 
 // Offer is a link as the token-exchange refusal hands it out.
@@ -62,7 +65,7 @@ func Open(ctx context.Context, env *site.Env, p *config.Project, req Request, no
 	l, created, err := env.Store.OpenLink(ctx, store.Link{
 		ID: id, CodeHash: secret.Hash(code), SealedCode: sealed, KeyID: keyID,
 		Project: p.Key, Subject: req.Subject, ClientID: req.Agent, Connector: req.Connector.Key,
-		Kind: req.Kind, State: store.LinkOpen, ExpiresAt: now.Add(life), CreatedAt: now,
+		Kind: req.Kind, Account: req.Account, State: store.LinkOpen, ExpiresAt: now.Add(life), CreatedAt: now,
 	}, now)
 	if err != nil {
 		return Offer{}, fmt.Errorf("links: opening a link: %w", err)
@@ -76,9 +79,13 @@ func Open(ctx context.Context, env *site.Env, p *config.Project, req Request, no
 		}
 		code = string(plain)
 	} else {
+		details := map[string]string{"link_id": l.ID, "kind": string(l.Kind), "connector": l.Connector, "client_id": req.Agent}
+		if l.Account != "" {
+			details["account"] = l.Account
+		}
 		env.Record(ctx, store.AuditRecord{
 			Project: p.Key, Time: now, Actor: "client:" + req.Agent, Action: "link.created", Target: req.Subject,
-			Details: map[string]string{"link_id": l.ID, "kind": string(l.Kind), "connector": l.Connector, "client_id": req.Agent},
+			Details: details,
 		})
 	}
 	return Offer{ID: l.ID, URI: URI(p, code), Kind: l.Kind, ExpiresAt: l.ExpiresAt}, nil

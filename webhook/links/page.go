@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
@@ -142,6 +143,7 @@ func (h *handler) offer(w http.ResponseWriter, r *http.Request, o *opened, statu
 		CSRF:            signin.CSRFToken(h.env, r),
 		Error:           problem,
 		APIKey:          o.connector.APIKey != nil,
+		Account:         o.link.Account,
 	}
 	conns, err := h.connections(r, o)
 	if err != nil {
@@ -151,7 +153,8 @@ func (h *handler) offer(w http.ResponseWriter, r *http.Request, o *opened, statu
 	switch o.link.Kind {
 	case store.LinkAllow:
 		for _, c := range conns {
-			if c.Status.Usable() {
+			// A link made for a named account offers that account only.
+			if c.Status.Usable() && AccountMatches(c, o.link.Account) {
 				d.Accounts = append(d.Accounts, pages.LinkAccount{ID: c.ID, Name: accountName(c)})
 			}
 		}
@@ -164,11 +167,15 @@ func (h *handler) offer(w http.ResponseWriter, r *http.Request, o *opened, statu
 	case store.LinkReconnect:
 		d.Broken = h.brokenName(r, o, conns)
 	}
-	switch store.LinkKind(d.Kind) {
-	case store.LinkAllow:
+	switch {
+	case store.LinkKind(d.Kind) == store.LinkAllow && o.link.Account != "":
+		d.Heading = pages.T(w, "Let %s use your %s account %s?", agent, service, d.Accounts[0].Name)
+	case store.LinkKind(d.Kind) == store.LinkAllow:
 		d.Heading = pages.T(w, "Let %s use your %s account?", agent, service)
-	case store.LinkReconnect:
+	case store.LinkKind(d.Kind) == store.LinkReconnect:
 		d.Heading = pages.T(w, "Reconnect your %s account", service)
+	case o.link.Account != "":
+		d.Heading = pages.T(w, "Connect your %s account %s", service, o.link.Account)
 	default:
 		d.Heading = pages.T(w, "Connect your %s account", service)
 	}
@@ -189,6 +196,13 @@ func (h *handler) connections(r *http.Request, o *opened) ([]store.Connection, e
 	return slices.DeleteFunc(all, func(c store.Connection) bool { return c.Connector != o.link.Connector }), nil
 }
 
+// AccountMatches reports whether c is the account an agent named: by the service's id for it,
+// or by its name, compared without regard to case (service logins and e-mail addresses are
+// case-insensitive). An empty name matches every account.
+func AccountMatches(c store.Connection, account string) bool {
+	return account == "" || c.AccountID == account || (c.AccountName != "" && strings.EqualFold(c.AccountName, account))
+}
+
 func accountName(c store.Connection) string {
 	if c.AccountName != "" {
 		return c.AccountName
@@ -196,9 +210,17 @@ func accountName(c store.Connection) string {
 	return c.AccountID
 }
 
-// brokenName names the account a reconnect link is about: the one the agent was allowed to
-// use, else any broken one.
+// brokenName names the account a reconnect link is about: the one the agent named, else the
+// one the agent was allowed to use, else any broken one.
 func (h *handler) brokenName(r *http.Request, o *opened, conns []store.Connection) string {
+	if o.link.Account != "" {
+		for _, c := range conns {
+			if AccountMatches(c, o.link.Account) {
+				return accountName(c)
+			}
+		}
+		return o.link.Account
+	}
 	perm, err := h.env.Store.FindPermission(r.Context(), o.p.Key, o.person.ID, o.link.Connector, o.link.ClientID)
 	if err == nil {
 		for _, c := range conns {
@@ -262,7 +284,16 @@ func (h *handler) connect(w http.ResponseWriter, r *http.Request) {
 	if o.link.Kind == store.LinkReconnect {
 		purpose = callback.PurposeReconnect
 	}
-	authURL, err := h.begin(w, r, h.env, o.p, o.connector, o.person.ID, purpose, o.link.ID)
+	// A further account, or one the agent named: ask the service to let the person pick it
+	// rather than hand back the account signed in there.
+	conns, err := h.connections(r, o)
+	if err != nil {
+		h.internal(w, o.p, err)
+		return
+	}
+	another := purpose == callback.PurposeConnect && (len(conns) > 0 || o.link.Account != "")
+	authURL, err := h.begin(w, r, h.env, o.p, o.connector, o.person.ID, purpose, o.link.ID,
+		callback.AnotherAccount(another, o.link.Account))
 	if err != nil {
 		h.internal(w, o.p, err)
 		return
@@ -284,7 +315,7 @@ func (h *handler) allow(w http.ResponseWriter, r *http.Request) {
 	}
 	chosen := form.Get("connection_id")
 	i := slices.IndexFunc(conns, func(c store.Connection) bool {
-		return c.ID == chosen && c.Status.Usable()
+		return c.ID == chosen && c.Status.Usable() && AccountMatches(c, o.link.Account)
 	})
 	if i < 0 {
 		h.offer(w, r, o, http.StatusBadRequest, pages.T(w, "Choose which %s account %s may use.", ServiceName(o.connector), AgentName(o.agent)))
@@ -310,7 +341,8 @@ func (h *handler) allow(w http.ResponseWriter, r *http.Request) {
 	}
 	h.env.Record(ctx, store.AuditRecord{
 		Project: o.p.Key, Time: now, Actor: o.person.ID, Action: "agent.allowed", Target: "client:" + o.link.ClientID,
-		Details: map[string]string{"connector": o.link.Connector, "connection_id": conns[i].ID, "link_id": o.link.ID},
+		Details: map[string]string{"connector": o.link.Connector, "connection_id": conns[i].ID, "link_id": o.link.ID,
+			"account": conns[i].AccountName, "account_id": conns[i].AccountID},
 	})
 	h.done(w, o, accountName(conns[i]))
 }

@@ -55,11 +55,15 @@ type AccountData struct {
 	Notice string
 	// Form actions.
 	ConnectAction, DisconnectAction, RemoveAgentAction, RevokeAppAction string
-	Connections                                                         []AccountConnection
+	// DefaultAction makes a connection the person's default for its connector.
+	DefaultAction string
+	Connections   []AccountConnection
 	// Available are connectors the person has not connected yet.
 	Available []AccountConnector
-	Apps      []AccountApp
-	SignOut   string
+	// Another are connectors the person has connected, for connecting a further account.
+	Another []AccountConnector
+	Apps    []AccountApp
+	SignOut string
 	// PasskeysOffered shows the passkeys section: the person's passkeys with a Remove form
 	// each, and an Add button the page's script runs (PasskeyOptions, then PasskeyAdd).
 	PasskeysOffered                           bool
@@ -87,7 +91,9 @@ type AccountConnection struct {
 	State string
 	// Broken: only reconnecting can make it work again (needs_reconnect, revoked_upstream).
 	Broken bool
-	Agents []AccountAgent
+	// Default: the person's default account at the service; CanBeDefault offers to make it so.
+	Default, CanBeDefault bool
+	Agents                []AccountAgent
 }
 
 // AccountAgent is an agent allowed to use a connection.

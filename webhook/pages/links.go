@@ -30,6 +30,9 @@ type LinkData struct {
 	Accounts []LinkAccount
 	// Broken names the account that stopped working, for Kind "reconnect", when known.
 	Broken string
+	// Account is the account the agent named (its name or id at the service), "" for none:
+	// an allow link offers that account only, a connect link asks for it.
+	Account string
 	// Form targets, each a POST carrying CSRF as csrf_token.
 	ConnectAction string
 	AllowAction   string

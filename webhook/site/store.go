@@ -100,6 +100,9 @@ type AccountStore interface {
 	DeleteConnection(ctx context.Context, project, id string) error
 	ListPermissions(ctx context.Context, project, subject string) ([]store.AgentPermission, error)
 	DeletePermission(ctx context.Context, project, subject, connector, clientID string) error
+	// Several accounts per connector (docs/several-accounts.md).
+	SetDefaultConnection(ctx context.Context, project, subject, id string) error
+	DisallowAgent(ctx context.Context, project, subject, connectionID, clientID string) error
 	ListGrants(ctx context.Context, project, subject string) ([]store.Grant, error)
 	DeleteGrant(ctx context.Context, project, subject, clientID string, now time.Time) error
 }

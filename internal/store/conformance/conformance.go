@@ -92,6 +92,10 @@ var tests = []test{
 	{"Permission/Lifecycle", testPermissionLifecycle},
 	{"Permission/OtherPersonsConnection", testPermissionOtherPerson},
 	{"Permission/AgentAccess", testAgentAccess},
+	{"Connection/Default", testConnectionDefault},
+	{"Connection/DefaultConcurrent", testConnectionDefaultConcurrent},
+	{"Connection/FirstConcurrent", testConnectionFirstConcurrent},
+	{"Link/Account", testLinkAccount},
 
 	{"CallbackState/Lifecycle", testCallbackLifecycle},
 	{"CallbackState/CheckKeepsRow", testCallbackCheckKeepsRow},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +32,8 @@ func saveConnection(t testing.TB, s store.Store, subject, connector, account str
 func testConnectionSaveGet(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	c := newConnection("alice", "github", "1001")
+	// The person's first account at the connector is their default.
+	c.Default = true
 	got, err := s.SaveConnection(ctx, c)
 	must(t, err)
 	equal(t, "saved", got, c)
@@ -187,13 +190,16 @@ func testPermissionLifecycle(t *testing.T, s store.Store) {
 	must(t, err)
 	equal(t, "permission", got, p)
 
-	// Allowing again with another account of the same connector switches the permission.
+	// Allowing another account of the same connector adds a permission beside the first;
+	// allowing one again changes nothing.
 	p2 := p
-	p2.ConnectionID = c2.ID
+	p2.ConnectionID, p2.CreatedAt = c2.ID, at(time.Minute)
 	must(t, s.AllowAgent(ctx, p2))
+	must(t, s.AllowAgent(ctx, p2))
+	must(t, s.AllowAgent(ctx, p))
 	got, err = s.FindPermission(ctx, project, "alice", "github", "repo-helper")
 	must(t, err)
-	equal(t, "switched", got.ConnectionID, c2.ID)
+	equal(t, "the oldest of two", got, p)
 
 	must(t, s.AllowAgent(ctx, store.AgentPermission{Project: project, Subject: "alice", Connector: "gitlab",
 		ClientID: "repo-helper", ConnectionID: gl.ID, CreatedAt: base}))
@@ -203,9 +209,22 @@ func testPermissionLifecycle(t *testing.T, s store.Store) {
 	must(t, err)
 	var keys []string
 	for _, p := range list {
-		keys = append(keys, p.Connector+"/"+p.ClientID)
+		keys = append(keys, p.Connector+"/"+p.ClientID+"/"+p.ConnectionID)
 	}
-	equal(t, "permissions", keys, []string{"github/a-bot", "github/repo-helper", "gitlab/repo-helper"})
+	equal(t, "permissions", keys, []string{"github/a-bot/" + c1.ID, "github/repo-helper/" + c1.ID,
+		"github/repo-helper/" + c2.ID, "gitlab/repo-helper/" + gl.ID})
+
+	// Withdrawing one account leaves the agent's other account and the other agent's.
+	must(t, s.DisallowAgent(ctx, project, "alice", c1.ID, "repo-helper"))
+	wantErr(t, s.DisallowAgent(ctx, project, "alice", c1.ID, "repo-helper"), store.ErrNotFound)
+	wantErr(t, s.DisallowAgent(ctx, project, "mallory", c2.ID, "repo-helper"), store.ErrNotFound)
+	got, err = s.FindPermission(ctx, project, "alice", "github", "repo-helper")
+	must(t, err)
+	equal(t, "the account left", got, p2)
+	got, err = s.FindPermission(ctx, project, "alice", "github", "a-bot")
+	must(t, err)
+	equal(t, "the other agent's", got.ConnectionID, c1.ID)
+	must(t, s.AllowAgent(ctx, p))
 
 	must(t, s.DeletePermission(ctx, project, "alice", "github", "repo-helper"))
 	_, err = s.FindPermission(ctx, project, "alice", "github", "repo-helper")
@@ -304,19 +323,28 @@ func testAgentAccess(t *testing.T, s store.Store) {
 	allow("repo-helper", bobs)
 	a = access("alice", "github", "repo-helper")
 	equal(t, "allowed", a.Allowed, newer.ID)
+	equal(t, "permits", a.Permits, []string{newer.ID})
 	got, ok := a.Permitted()
 	equal(t, "permitted", got, newer)
 	equal(t, "permitted found", ok, true)
 	equal(t, "another agent's permission", access("alice", "github", "a-bot").Allowed, older.ID)
 	equal(t, "an agent without one", access("alice", "github", "someone-else"), store.AgentAccess{Connections: []store.Connection{older, newer}})
-	equal(t, "the other connector", access("alice", "gitlab", "repo-helper"), store.AgentAccess{Connections: []store.Connection{gitlab}, Allowed: gitlab.ID})
+	equal(t, "the other connector", access("alice", "gitlab", "repo-helper"),
+		store.AgentAccess{Connections: []store.Connection{gitlab}, Allowed: gitlab.ID, Permits: []string{gitlab.ID}})
 	equal(t, "bob", ids(access("bob", "github", "repo-helper")), []string{bobs.ID})
 	equal(t, "mallory", access("mallory", "github", "repo-helper"), store.AgentAccess{})
 	equal(t, "alice in the other project", ids(accessIn("team-b/main", "alice", "github", "repo-helper")), []string{elsewhere.ID})
 
-	// Re-pointed, then broken: each shows on the next read.
+	// A second account allowed: without naming one the agent gets the default (the first
+	// account saved), until the person makes the other one the default.
 	allow("repo-helper", older)
-	equal(t, "re-pointed", access("alice", "github", "repo-helper").Allowed, older.ID)
+	a = access("alice", "github", "repo-helper")
+	equal(t, "both permitted", a.Permits, []string{older.ID, newer.ID})
+	equal(t, "the default of the two", a.Allowed, newer.ID)
+	must(t, s.SetDefaultConnection(ctx, project, "alice", older.ID))
+	equal(t, "the new default", access("alice", "github", "repo-helper").Allowed, older.ID)
+	older.Default, newer.Default = true, false
+	// Then broken: it shows on the next read.
 	_, err = s.UpdateConnection(ctx, project, older.ID, func(c store.Connection) (store.Connection, error) {
 		c.Status, c.UpdatedAt = store.ConnectionRevokedUpstream, at(2*time.Hour)
 		return c, nil
@@ -325,11 +353,13 @@ func testAgentAccess(t *testing.T, s store.Store) {
 	got, _ = access("alice", "github", "repo-helper").Permitted()
 	equal(t, "revoked upstream", got.Status, store.ConnectionRevokedUpstream)
 
-	// Withdrawn.
+	// Withdrawn, every account of the connector at once.
 	must(t, s.DeletePermission(ctx, project, "alice", "github", "repo-helper"))
-	equal(t, "withdrawn", access("alice", "github", "repo-helper").Allowed, "")
+	a = access("alice", "github", "repo-helper")
+	equal(t, "withdrawn", a.Allowed+strings.Join(a.Permits, ","), "")
 
-	// A deleted connection takes every permission that named it along.
+	// A deleted connection takes every permission that named it along, and deleting the
+	// default makes no other connection the default.
 	allow("repo-helper", older)
 	must(t, s.DeleteConnection(ctx, project, older.ID))
 	equal(t, "after delete", access("alice", "github", "repo-helper"), store.AgentAccess{Connections: []store.Connection{newer}})
@@ -517,6 +547,7 @@ func testConnectionFinish(t *testing.T, s store.Store) {
 	equal(t, "nothing saved when check refuses", conns("alice"), 0)
 
 	c := newConnection("alice", "github", "1")
+	c.Default = true
 	got, err := s.FinishConnection(ctx, c, since, accept)
 	must(t, err)
 	equal(t, "saved", got, c)

@@ -9,17 +9,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"latchkey.dev/latchkey/internal/store"
 )
 
 const connectionCols = `id, project, subject, connector, account_id, account_name, key_id, access_token,
-refresh_token, token_type, expiry, scopes, status, created_at, updated_at`
+refresh_token, token_type, expiry, scopes, status, created_at, updated_at, is_default`
 
 var (
 	qGetConnection  = sqlText(`SELECT ` + connectionCols + `, version FROM connections WHERE project = ? AND id = ?`)
 	qLockConnection = sqlText(`SELECT ` + connectionCols + `, version FROM connections WHERE project = ? AND id = ?` + forUpdate)
 	qSaveConnection = sqlText(`INSERT INTO connections (` + connectionCols + `, version)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+CASE WHEN EXISTS (SELECT 1 FROM connections WHERE project = ? AND subject = ? AND connector = ?) THEN 0 ELSE 1 END, 1)
 ON CONFLICT (project, subject, connector, account_id) DO UPDATE SET account_name = excluded.account_name,
 key_id = excluded.key_id, access_token = excluded.access_token, refresh_token = excluded.refresh_token,
 token_type = excluded.token_type, expiry = excluded.expiry, scopes = excluded.scopes, status = excluded.status,
@@ -30,6 +33,16 @@ refresh_token = ?, token_type = ?, expiry = ?, scopes = ?, status = ?, updated_a
 WHERE project = ? AND id = ? AND version = ?`)
 	qListConnections  = sqlText(`SELECT ` + connectionCols + `, version FROM connections WHERE project = ? AND subject = ? ORDER BY created_at, id`)
 	qDeleteConnection = sqlText(`DELETE FROM connections WHERE project = ? AND id = ?`)
+	// The two halves of SetDefaultConnection, in this order in one transaction: the unique
+	// index on the flag never sees two defaults.
+	qUnsetDefault = sqlText(`UPDATE connections SET is_default = 0
+WHERE project = ? AND subject = ? AND connector = ? AND is_default = 1 AND id <> ?`)
+	qSetDefault      = sqlText(`UPDATE connections SET is_default = 1 WHERE project = ? AND subject = ? AND id = ?`)
+	qConnectorOfConn = sqlText(`SELECT connector FROM connections WHERE project = ? AND subject = ? AND id = ?`)
+	// On PostgreSQL callers moving the same person's mark queue on the rows of that connector,
+	// locked in one order: a second mover sees the first one's default, not the old one, and
+	// takes the mark off it instead of colliding on the unique index.
+	qLockAccounts = sqlText(`SELECT id FROM connections WHERE project = ? AND subject = ? AND connector = ? ORDER BY id` + forUpdate)
 	// Also removed by the foreign key's cascade; said explicitly so the delete does not depend
 	// on the connection's foreign_keys setting.
 	qDeleteConnectionPerms = sqlText(`DELETE FROM agent_permissions WHERE project = ? AND connection_id = ?`)
@@ -39,11 +52,12 @@ func scanConnection(c *store.Connection, version *int64) func(scanner) error {
 	return func(r scanner) error {
 		var scopes, status string
 		var expiry sql.NullInt64
-		var created, updated int64
+		var created, updated, isDefault int64
 		if err := r.Scan(&c.ID, &c.Project, &c.Subject, &c.Connector, &c.AccountID, &c.AccountName, &c.KeyID,
-			&c.AccessToken, &c.RefreshToken, &c.TokenType, &expiry, &scopes, &status, &created, &updated, version); err != nil {
+			&c.AccessToken, &c.RefreshToken, &c.TokenType, &expiry, &scopes, &status, &created, &updated, &isDefault, version); err != nil {
 			return err
 		}
+		c.Default = isDefault == 1
 		var err error
 		c.Scopes, err = fromList(scopes)
 		c.Status = store.ConnectionStatus(status)
@@ -73,11 +87,30 @@ func (s *Store) SaveConnection(ctx context.Context, c store.Connection) (_ store
 		defer unlock()
 	}
 	var out store.Connection
-	var version int64
-	err = s.wrow(ctx, scanConnection(&out, &version), qSaveConnection, c.ID, c.Project, c.Subject,
+	err = s.tx(ctx, func(x q) error {
+		var version int64
+		return saveConnection(ctx, x, c, &out, &version)
+	})
+	if err != nil {
+		return store.Connection{}, err
+	}
+	return out, nil
+}
+
+// saveConnection runs qSaveConnection. Two first connections of one person to one connector
+// saved at once on PostgreSQL both find no other and both claim the default mark; the later
+// one collides on the mark's unique index and runs again (errRace), then finds the earlier
+// one and is saved without the mark.
+func saveConnection(ctx context.Context, x q, c store.Connection, out *store.Connection, version *int64) error {
+	err := x.row(ctx, scanConnection(out, version), qSaveConnection, c.ID, c.Project, c.Subject,
 		c.Connector, c.AccountID, c.AccountName, c.KeyID, blob(c.AccessToken), blob(c.RefreshToken), c.TokenType,
-		nullNS(c.Expiry), list(c.Scopes), string(c.Status), ns(c.CreatedAt), ns(c.UpdatedAt))
-	return out, conflict(err)
+		nullNS(c.Expiry), list(c.Scopes), string(c.Status), ns(c.CreatedAt), ns(c.UpdatedAt),
+		c.Project, c.Subject, c.Connector)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "connections_default" {
+		return errRace
+	}
+	return conflict(err)
 }
 
 // FinishConnection locks the person's row (on SQLite the transaction holds the only write
@@ -114,9 +147,7 @@ func (s *Store) FinishConnection(ctx context.Context, c store.Connection, since 
 			}
 		}
 		var version int64
-		return conflict(x.row(ctx, scanConnection(&out, &version), qSaveConnection, c.ID, c.Project, c.Subject,
-			c.Connector, c.AccountID, c.AccountName, c.KeyID, blob(c.AccessToken), blob(c.RefreshToken), c.TokenType,
-			nullNS(c.Expiry), list(c.Scopes), string(c.Status), ns(c.CreatedAt), ns(c.UpdatedAt)))
+		return saveConnection(ctx, x, c, &out, &version)
 	})
 	if err != nil {
 		return store.Connection{}, err
@@ -214,7 +245,7 @@ func applyConnection(cur store.Connection, fn func(store.Connection) (store.Conn
 		return store.Connection{}, err
 	}
 	next.ID, next.Project, next.Subject, next.Connector = cur.ID, cur.Project, cur.Subject, cur.Connector
-	next.AccountID, next.CreatedAt = cur.AccountID, cur.CreatedAt
+	next.AccountID, next.CreatedAt, next.Default = cur.AccountID, cur.CreatedAt, cur.Default
 	if next.Status == "" {
 		next.Status = store.ConnectionActive
 	}
@@ -261,6 +292,31 @@ func (s *Store) DeleteConnection(ctx context.Context, project, id string) (err e
 	})
 }
 
+// SetDefaultConnection moves the person's default mark for the connection's connector to the
+// connection, in one transaction: no reader sees two defaults, or none in between.
+func (s *Store) SetDefaultConnection(ctx context.Context, project, subject, id string) (err error) {
+	defer s.observe(ctx, "SetDefaultConnection", time.Now(), &err)
+	return s.tx(ctx, func(x q) error {
+		var connector string
+		if err := x.row(ctx, func(r scanner) error { return r.Scan(&connector) }, qConnectorOfConn, project, subject, id); err != nil {
+			return err
+		}
+		if s.postgres() {
+			if err := x.each(ctx, func(r scanner) error { var id string; return r.Scan(&id) }, qLockAccounts, project, subject, connector); err != nil {
+				return err
+			}
+		}
+		if _, err := x.exec(ctx, qUnsetDefault, project, subject, connector, id); err != nil {
+			return err
+		}
+		n, err := x.execN(ctx, qSetDefault, project, subject, id)
+		if err == nil && n == 0 {
+			err = store.ErrNotFound
+		}
+		return conflict(err)
+	})
+}
+
 // ---------------------------------------------------------------------------------------------
 // Agent permissions
 
@@ -268,17 +324,18 @@ const permissionCols = `project, subject, connector, client_id, connection_id, c
 
 var (
 	qAllowAgent = sqlText(`INSERT INTO agent_permissions (` + permissionCols + `) VALUES (?, ?, ?, ?, ?, ?)
-ON CONFLICT (project, subject, connector, client_id) DO UPDATE SET connection_id = excluded.connection_id`)
+ON CONFLICT (project, subject, connector, client_id, connection_id) DO NOTHING`)
 	qFindPermission = sqlText(`SELECT ` + permissionCols + ` FROM agent_permissions
-WHERE project = ? AND subject = ? AND connector = ? AND client_id = ?`)
+WHERE project = ? AND subject = ? AND connector = ? AND client_id = ? ORDER BY created_at, connection_id LIMIT 1`)
 	qListPermissions = sqlText(`SELECT ` + permissionCols + ` FROM agent_permissions
-WHERE project = ? AND subject = ? ORDER BY connector, client_id`)
+WHERE project = ? AND subject = ? ORDER BY connector, client_id, created_at, connection_id`)
 	qDeletePermission = sqlText(`DELETE FROM agent_permissions WHERE project = ? AND subject = ? AND connector = ? AND client_id = ?`)
+	qDisallowAgent    = sqlText(`DELETE FROM agent_permissions WHERE project = ? AND subject = ? AND connection_id = ? AND client_id = ?`)
 	// The permission's foreign key names a connection of the same person and connector, so the
 	// join finds it among these rows or not at all.
 	qAgentAccess = sqlText(`SELECT c.id, c.project, c.subject, c.connector, c.account_id, c.account_name, c.key_id,
-c.access_token, c.refresh_token, c.token_type, c.expiry, c.scopes, c.status, c.created_at, c.updated_at, c.version,
-p.client_id IS NOT NULL
+c.access_token, c.refresh_token, c.token_type, c.expiry, c.scopes, c.status, c.created_at, c.updated_at,
+c.is_default, c.version, p.client_id IS NOT NULL
 FROM connections c LEFT JOIN agent_permissions p ON p.project = c.project AND p.subject = c.subject
 AND p.connector = c.connector AND p.client_id = ? AND p.connection_id = c.id
 WHERE c.project = ? AND c.subject = ? AND c.connector = ? ORDER BY c.created_at, c.id`)
@@ -294,7 +351,7 @@ t.family_id, t.generation, t.code_hash, t.auth_time, t.issued_at, t.expires_at, 
 COALESCE(c.id, ''), COALESCE(c.project, ''), COALESCE(c.subject, ''), COALESCE(c.connector, ''),
 COALESCE(c.account_id, ''), COALESCE(c.account_name, ''), COALESCE(c.key_id, ''), c.access_token, c.refresh_token,
 COALESCE(c.token_type, ''), c.expiry, COALESCE(c.scopes, ''), COALESCE(c.status, ''), COALESCE(c.created_at, 0),
-COALESCE(c.updated_at, 0), COALESCE(c.version, 0), p.client_id IS NOT NULL,
+COALESCE(c.updated_at, 0), COALESCE(c.is_default, 0), COALESCE(c.version, 0), p.client_id IS NOT NULL,
 COALESCE(pe.project, ''), COALESCE(pe.id, ''), COALESCE(pe.source, ''), COALESCE(pe.source_subject, ''),
 COALESCE(pe.email, ''), COALESCE(pe.name, ''), COALESCE(pe.created_at, 0), COALESCE(pe.access_ended_at, 0)
 FROM tokens t
@@ -315,8 +372,8 @@ func scanPermission(p *store.AgentPermission) func(scanner) error {
 	}
 }
 
-// AllowAgent lets a client use a connection, replacing the connection it was allowed before
-// for that connector. The connection must belong to the same person and connector, else
+// AllowAgent lets a client use a connection, beside the other connections of the connector it
+// may already use. The connection must belong to the same person and connector, else
 // ErrNotFound (a foreign key enforces it).
 func (s *Store) AllowAgent(ctx context.Context, p store.AgentPermission) (err error) {
 	defer s.observe(ctx, "AllowAgent", time.Now(), &err)
@@ -351,7 +408,7 @@ func (s *Store) AgentAccess(ctx context.Context, project, subject, connector, cl
 			return err
 		}
 		if allowed {
-			out.Allowed = c.ID
+			out.Permits = append(out.Permits, c.ID)
 		}
 		out.Connections = append(out.Connections, c)
 		return nil
@@ -359,6 +416,7 @@ func (s *Store) AgentAccess(ctx context.Context, project, subject, connector, cl
 	if err != nil {
 		return store.AgentAccess{}, err
 	}
+	out.Allowed = out.Choose()
 	return out, nil
 }
 
@@ -391,7 +449,7 @@ func (s *Store) SubjectAccess(ctx context.Context, hash []byte, connector string
 			return nil
 		}
 		if allowed {
-			out.Allowed = c.ID
+			out.Permits = append(out.Permits, c.ID)
 		}
 		out.Connections = append(out.Connections, c)
 		return nil
@@ -405,6 +463,16 @@ func (s *Store) SubjectAccess(ctx context.Context, hash []byte, connector string
 	slices.SortFunc(out.Connections, func(a, b store.Connection) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
+	if len(out.Permits) > 0 {
+		permits := make([]string, 0, len(out.Permits))
+		for _, c := range out.Connections {
+			if slices.Contains(out.Permits, c.ID) {
+				permits = append(permits, c.ID)
+			}
+		}
+		out.Permits = permits
+	}
+	out.Allowed = out.Choose()
 	return t, out, nil
 }
 
@@ -424,6 +492,11 @@ func (w withExtra) Scan(dest ...any) error { return w.scanner.Scan(append(dest, 
 func (s *Store) DeletePermission(ctx context.Context, project, subject, connector, clientID string) (err error) {
 	defer s.observe(ctx, "DeletePermission", time.Now(), &err)
 	return s.wexecOne(ctx, qDeletePermission, project, subject, connector, clientID)
+}
+
+func (s *Store) DisallowAgent(ctx context.Context, project, subject, connectionID, clientID string) (err error) {
+	defer s.observe(ctx, "DisallowAgent", time.Now(), &err)
+	return s.wexecOne(ctx, qDisallowAgent, project, subject, connectionID, clientID)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import (
 )
 
 const linkCols = `id, code_hash, sealed_code, key_id, project, subject, client_id, connector, kind, state,
-expires_at, created_at`
+expires_at, created_at, account`
 
 var (
 	qOpenLinkFor = sqlText(`SELECT ` + linkCols + ` FROM links
@@ -20,7 +20,7 @@ WHERE project = ? AND subject = ? AND client_id = ? AND connector = ? AND state 
 WHERE project = ? AND subject = ? AND client_id = ? AND connector = ? AND state = 'open'`)
 	qLinkLock    = `SELECT pg_advisory_xact_lock(hashtextextended(?, 0))`
 	qReplaceLink = sqlText(`UPDATE links SET state = 'replaced', closed_at = ? WHERE id = ? AND state = 'open'`)
-	qInsertLink  = sqlText(`INSERT INTO links (` + linkCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?, ?)`)
+	qInsertLink  = sqlText(`INSERT INTO links (` + linkCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?, ?, ?)`)
 	qLinkByCode  = sqlText(`SELECT ` + linkCols + ` FROM links WHERE code_hash = ? AND state = 'open' AND expires_at > ?`)
 	qCloseLink   = sqlText(`UPDATE links SET state = ?, closed_at = ? WHERE id = ? AND state = 'open'`)
 )
@@ -30,7 +30,7 @@ func scanLink(l *store.Link) func(scanner) error {
 		var kind, state string
 		var expires, created int64
 		if err := r.Scan(&l.ID, &l.CodeHash, &l.SealedCode, &l.KeyID, &l.Project, &l.Subject, &l.ClientID,
-			&l.Connector, &kind, &state, &expires, &created); err != nil {
+			&l.Connector, &kind, &state, &expires, &created, &l.Account); err != nil {
 			return err
 		}
 		l.Kind, l.State = store.LinkKind(kind), store.LinkState(state)
@@ -54,7 +54,7 @@ func (s *Store) OpenLink(ctx context.Context, l store.Link, now time.Time) (_ st
 	var cur store.Link
 	err = s.reader().row(ctx, scanLink(&cur), qOpenLinkRead, l.Project, l.Subject, l.ClientID, l.Connector)
 	switch {
-	case err == nil && cur.Kind == l.Kind && now.Before(cur.ExpiresAt):
+	case err == nil && cur.Kind == l.Kind && cur.Account == l.Account && now.Before(cur.ExpiresAt):
 		return cur, false, nil
 	case err != nil && !errors.Is(err, store.ErrNotFound):
 		return store.Link{}, false, err
@@ -75,17 +75,17 @@ func (s *Store) OpenLink(ctx context.Context, l store.Link, now time.Time) (_ st
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
 			return err
-		case cur.Kind == l.Kind && now.Before(cur.ExpiresAt):
+		case cur.Kind == l.Kind && cur.Account == l.Account && now.Before(cur.ExpiresAt):
 			out = cur
 			return nil
 		default:
-			// Another kind, or expired: the old code must stop working (uniform 404).
+			// Another kind or account, or expired: the old code must stop working (uniform 404).
 			if _, err := x.exec(ctx, qReplaceLink, ns(now), cur.ID); err != nil {
 				return err
 			}
 		}
 		if _, err := x.exec(ctx, qInsertLink, l.ID, l.CodeHash, blob(l.SealedCode), l.KeyID, l.Project,
-			l.Subject, l.ClientID, l.Connector, string(l.Kind), ns(l.ExpiresAt), ns(l.CreatedAt)); err != nil {
+			l.Subject, l.ClientID, l.Connector, string(l.Kind), ns(l.ExpiresAt), ns(l.CreatedAt), l.Account); err != nil {
 			if isUnique(err) {
 				return errRace
 			}

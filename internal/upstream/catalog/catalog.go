@@ -57,6 +57,22 @@ type Preset struct {
 	// is unset (https://gitlab.com); a preset whose endpoints contain {baseURL} without one
 	// needs spec.baseURL (a GitHub Enterprise Server's address).
 	BaseURL string `json:"baseURL,omitempty"`
+	// SelectAccount is how the service's authorization page is asked to let the person pick
+	// another account than the one signed in there, when they connect a further account
+	// (docs/several-accounts.md). Empty: the service has no such request, and reuses the
+	// account signed in there.
+	SelectAccount SelectAccount `json:"selectAccount,omitempty"`
+}
+
+// SelectAccount is a service's way of letting the person choose another account.
+type SelectAccount struct {
+	// Params are added to the authorization request ("prompt": "select_account"); a prompt
+	// joins any prompt of authParams, space-separated as OpenID Connect spells several.
+	Params map[string]string `json:"params,omitempty"`
+	// HintParameter names the authorization request parameter that suggests which account to
+	// sign in with ("login" at GitHub, "login_hint" in OpenID Connect); it carries the account
+	// the agent named.
+	HintParameter string `json:"hintParameter,omitempty"`
 }
 
 // UserInfo is how the user info endpoint is asked.
@@ -286,6 +302,14 @@ func (p *Preset) validateDialect() error {
 		if ReservedAuthParam(k) || k == p.ScopeParameter {
 			return fmt.Errorf("authParams cannot set %q", k)
 		}
+	}
+	for k := range p.SelectAccount.Params {
+		if ReservedAuthParam(k) || k == p.ScopeParameter {
+			return fmt.Errorf("selectAccount.params cannot set %q", k)
+		}
+	}
+	if h := p.SelectAccount.HintParameter; h != "" && (ReservedAuthParam(h) || h == p.ScopeParameter) {
+		return fmt.Errorf("selectAccount.hintParameter cannot be %q", h)
 	}
 	return nil
 }

@@ -90,6 +90,10 @@ func TestValidateRefuses(t *testing.T) {
 		{"a default base URL with a query", func(p *Preset) {
 			p.TokenURL, p.BaseURL = "{baseURL}/t", "https://x.example?a=b"
 		}, "clean"},
+		{"reserved select-account param", func(p *Preset) {
+			p.SelectAccount.Params = map[string]string{"state": "x"}
+		}, "selectAccount.params"},
+		{"hint on a reserved parameter", func(p *Preset) { p.SelectAccount.HintParameter = "redirect_uri" }, "hintParameter"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
