@@ -68,7 +68,7 @@ spec:
   projectRef: {name: p}
   clientID: x
 `,
-		want: []string{`Connector.latchkey.dev "c" is invalid`, "spec.clientSecretRef: Required value"},
+		want: []string{`Connector.latchkey.dev "c" is invalid`, "clientID and clientSecretRef are required unless apiKey is set"},
 	},
 	{
 		name: "enum",

@@ -86,6 +86,8 @@ func testSharedConnectionReplaces(t *testing.T, s store.Store) {
 	subject := store.SharedSubject("team/github")
 	alices := saveConnection(t, s, "alice", "team/github", "1001")
 	first := newConnection(subject, "team/github", "svc-1")
+	// The one shared account is its connector's default, as a person's only account is.
+	first.Default = true
 	got, replaced, err := s.SaveSharedConnection(ctx, first)
 	must(t, err)
 	equal(t, "saved", got, first)
@@ -101,6 +103,7 @@ func testSharedConnectionReplaces(t *testing.T, s store.Store) {
 	equal(t, "nothing replaced", len(replaced), 0)
 
 	other := newConnection(subject, "team/github", "svc-2")
+	other.Default = true
 	got, replaced, err = s.SaveSharedConnection(ctx, other)
 	must(t, err)
 	equal(t, "other account", got, other)

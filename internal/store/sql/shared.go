@@ -91,9 +91,7 @@ func (s *Store) SaveSharedConnection(ctx context.Context, c store.Connection) (_
 			return err
 		}
 		var version int64
-		return conflict(x.row(ctx, scanConnection(&out, &version), qSaveConnection, c.ID, c.Project, c.Subject,
-			c.Connector, c.AccountID, c.AccountName, c.KeyID, blob(c.AccessToken), blob(c.RefreshToken), c.TokenType,
-			nullNS(c.Expiry), list(c.Scopes), string(c.Status), ns(c.CreatedAt), ns(c.UpdatedAt)))
+		return saveConnection(ctx, x, c, &out, &version)
 	})
 	if err != nil {
 		return store.Connection{}, nil, err
