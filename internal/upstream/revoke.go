@@ -23,7 +23,8 @@ import (
 // (the github preset) uses GitHub's own endpoint (DELETE /applications/{client_id}/grant with
 // the app's basic credentials and the token in a JSON body), which also withdraws the approval
 // so GitHub asks again next time. Any other connector gets RFC 7009 revocation of each token
-// held, the client authenticated as at the token endpoint (c.TokenAuth).
+// held, the client authenticated as at the token endpoint (c.TokenAuth; a private_key_jwt
+// client sends a fresh client assertion, added by the dialect transport).
 func (v *Vault) Revoke(ctx context.Context, c *config.Connector, conn store.Connection) error {
 	if c.RevocationURL == "" {
 		return nil
@@ -32,7 +33,7 @@ func (v *Vault) Revoke(ctx context.Context, c *config.Connector, conn store.Conn
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, v.timeout())
+	ctx, cancel := context.WithTimeout(WithClock(ctx, v.Now), v.timeout())
 	defer cancel()
 	if c.RevocationStyle == config.RevokeGitHubGrant {
 		return v.revokeGitHub(ctx, c, at)

@@ -40,6 +40,10 @@ type Preset struct {
 	UserInfoURL      string `json:"userInfoURL,omitempty"`
 	RevocationURL    string `json:"revocationURL,omitempty"`
 	OIDCIssuer       string `json:"oidcIssuer,omitempty"`
+	// RefreshURL is where refresh requests go when not to TokenURL (Figma).
+	RefreshURL string `json:"refreshURL,omitempty"`
+	// TenantClaim is the ID token claim naming the tenant, for issuers templated by tenant.
+	TenantClaim string `json:"tenantClaim,omitempty"`
 
 	TokenEndpointAuthMethod string            `json:"tokenEndpointAuthMethod,omitempty"`
 	TokenRequestFormat      string            `json:"tokenRequestFormat,omitempty"`
@@ -77,7 +81,7 @@ const (
 
 // NeedsTenant reports whether the preset's endpoints contain {tenant}.
 func (p *Preset) NeedsTenant() bool {
-	for _, u := range []string{p.AuthorizationURL, p.TokenURL, p.UserInfoURL, p.RevocationURL, p.OIDCIssuer} {
+	for _, u := range []string{p.AuthorizationURL, p.TokenURL, p.UserInfoURL, p.RevocationURL, p.OIDCIssuer, p.RefreshURL} {
 		if strings.Contains(u, Tenant) {
 			return true
 		}
@@ -167,7 +171,7 @@ func (p *Preset) validate() error {
 // validateEndpoints: every endpoint is https once its placeholders are filled, and
 // {client_id} is filled only in the revocation URL.
 func (p *Preset) validateEndpoints() error {
-	for _, e := range []string{p.AuthorizationURL, p.TokenURL, p.UserInfoURL, p.RevocationURL, p.OIDCIssuer} {
+	for _, e := range []string{p.AuthorizationURL, p.TokenURL, p.UserInfoURL, p.RevocationURL, p.OIDCIssuer, p.RefreshURL} {
 		if e == "" {
 			continue
 		}
@@ -199,7 +203,7 @@ func (p *Preset) validateDialect() error {
 			return fmt.Errorf("%s %q is not one of %q", c.field, c.value, c.allowed[1:])
 		}
 	}
-	for _, f := range []string{p.AccessTokenField, p.Account.IDField, p.Account.NameField, p.ScopeParameter} {
+	for _, f := range []string{p.AccessTokenField, p.Account.IDField, p.Account.NameField, p.ScopeParameter, p.TenantClaim} {
 		if f != "" && !fieldRE.MatchString(f) {
 			return fmt.Errorf("field %q is not a dotted path", f)
 		}
