@@ -183,6 +183,20 @@ func (s *Server) LiveRefresh(rt string) bool {
 	return s.refresh[rt] != nil
 }
 
+// RevokeAll ends every token the service issued to login, as a person who removes the app in
+// the service's settings does: the next refresh is refused.
+func (s *Server) RevokeAll(login string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range []map[string]*grant{s.access, s.refresh} {
+		for k, g := range m {
+			if g.login == login {
+				delete(m, k)
+			}
+		}
+	}
+}
+
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req, ok := s.record(w, r)
 	if !ok {
