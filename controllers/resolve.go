@@ -869,7 +869,9 @@ func applyDialect(out *config.Connector, c *v1alpha1.Connector) error {
 	}
 
 	idField, nameField := cmp.Or(p.Account.IDField, "id"), cmp.Or(p.Account.NameField, "email")
-	if out.OIDCIssuer != "" {
+	if out.OIDCIssuer != "" && (p.OIDCIssuer == "" || p.Account.IDField == "") {
+		// An ID token names the account by sub unless the preset, itself OIDC, names a claim
+		// (Microsoft's oid, which Graph calls id).
 		idField = "sub"
 	}
 	if a := sp.Account; a != nil {

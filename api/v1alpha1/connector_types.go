@@ -125,7 +125,7 @@ const (
 )
 
 // RevocationStyle is how a service revokes tokens at endpoints.revocationURL.
-// +kubebuilder:validation:Enum=RFC7009;GitHubGrant
+// +kubebuilder:validation:Enum=RFC7009;GitHubGrant;Bearer
 type RevocationStyle string
 
 const (
@@ -134,6 +134,10 @@ const (
 	// RevocationGitHubGrant is GitHub's DELETE /applications/{client_id}/grant with the app's
 	// Basic credentials and the access token in a JSON body; it also withdraws the approval.
 	RevocationGitHubGrant RevocationStyle = "GitHubGrant"
+	// RevocationBearer posts with the access token as the Bearer credential and no body, which
+	// revokes that token and its refresh token (Dropbox's auth/token/revoke). An access token
+	// that has expired is refreshed first, so the refresh token is revoked too.
+	RevocationBearer RevocationStyle = "Bearer"
 )
 
 // HTTPMethod is GET or POST.
@@ -339,8 +343,10 @@ type ConnectorSpec struct {
 	Headers map[string]HeaderValue `json:"headers,omitempty"`
 
 	// revocationStyle is how endpoints.revocationURL is called on disconnect: RFC7009 (the
-	// default without a preset) or GitHubGrant. "{client_id}" in the URL is replaced by the
-	// client id. Overrides the preset's.
+	// default without a preset: each token posted, the client authenticated as at the token
+	// endpoint), GitHubGrant (DELETE with Basic credentials and the token in a JSON body), or
+	// Bearer (the access token as the credential, no body). "{client_id}" in the URL is
+	// replaced by the client id whatever the style. Overrides the preset's.
 	// +optional
 	RevocationStyle RevocationStyle `json:"revocationStyle,omitempty"`
 

@@ -293,7 +293,7 @@ type Connector struct {
 	UserInfoBody   string
 	// Headers are sent on every call to the service.
 	Headers map[string]string
-	// RevocationStyle is RevokeRFC7009 (also when empty) or RevokeGitHubGrant.
+	// RevocationStyle is RevokeRFC7009 (also when empty), RevokeGitHubGrant or RevokeBearer.
 	RevocationStyle string
 	// RefreshURL, when set, is where refresh requests go instead of TokenURL (Figma).
 	RefreshURL string
@@ -341,6 +341,9 @@ const (
 	RevokeRFC7009 = "RFC7009"
 	// RevokeGitHubGrant is GitHub's DELETE /applications/{client_id}/grant.
 	RevokeGitHubGrant = "GitHubGrant"
+	// RevokeBearer posts to the revocation endpoint with the access token as the Bearer
+	// credential and no body (Dropbox's auth/token/revoke).
+	RevokeBearer = "Bearer"
 )
 
 // CallbackPath is a connector's callback path under its Project's issuer.

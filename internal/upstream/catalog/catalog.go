@@ -195,7 +195,7 @@ func (p *Preset) validateDialect() error {
 		{"tokenEndpointAuthMethod", p.TokenEndpointAuthMethod, []string{"", "client_secret_basic", "client_secret_post", "none"}},
 		{"tokenRequestFormat", p.TokenRequestFormat, []string{"", "form", "json"}},
 		{"scopeSeparator", p.ScopeSeparator, []string{"", "space", "comma"}},
-		{"revocationStyle", p.RevocationStyle, []string{"", "RFC7009", "GitHubGrant"}},
+		{"revocationStyle", p.RevocationStyle, []string{"", "RFC7009", "GitHubGrant", "Bearer"}},
 		{"userInfo.method", p.UserInfo.Method, []string{"", "GET", "POST"}},
 	}
 	for _, c := range checks {
