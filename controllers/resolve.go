@@ -803,12 +803,16 @@ func applyDialect(out *config.Connector, c *v1alpha1.Connector) error {
 				"the %s preset's endpoints need spec.tenant (the directory id or domain)", sp.Preset)
 		}
 	}
-	tenant := strings.NewReplacer(catalog.Tenant, sp.Tenant)
+	base, err := presetBaseURL(p, sp)
+	if err != nil {
+		return err
+	}
+	placeholders := strings.NewReplacer(catalog.Tenant, sp.Tenant, catalog.BaseURL, base)
 	fill := func(spec v1alpha1.EndpointURL, preset string) string {
 		if spec != "" {
 			return string(spec)
 		}
-		return tenant.Replace(preset)
+		return placeholders.Replace(preset)
 	}
 	e := sp.Endpoints
 	if e == nil {
@@ -893,6 +897,33 @@ func applyDialect(out *config.Connector, c *v1alpha1.Connector) error {
 		out.AuthParams = params
 	}
 	return nil
+}
+
+// presetBaseURL is what {baseURL} stands for in the preset's endpoints: spec.baseURL, checked
+// (catalog.CleanBaseURL), or the preset's default. A base URL the endpoints have no place for
+// is refused rather than ignored, so a Connector meant for a server of its own never talks to
+// the public service instead (docs/decisions/0062).
+func presetBaseURL(p *catalog.Preset, sp *v1alpha1.ConnectorSpec) (string, error) {
+	if !p.TakesBaseURL() {
+		if sp.BaseURL != "" {
+			return "", notReadyf(v1alpha1.ConnectorPresetParameterInvalidReason,
+				"spec.baseURL is set, but %s has no endpoint that starts with a server's address; presets that take one: %s",
+				cmp.Or(string(sp.Preset), "a Connector without a preset"), strings.Join(catalog.NamesTakingBaseURL(), ", "))
+		}
+		return "", nil
+	}
+	if sp.BaseURL == "" {
+		if p.BaseURL == "" {
+			return "", notReadyf(v1alpha1.ConnectorPresetParameterMissingReason,
+				"the %s preset's endpoints need spec.baseURL (the server's https address)", sp.Preset)
+		}
+		return p.BaseURL, nil
+	}
+	clean, err := catalog.CleanBaseURL(sp.BaseURL)
+	if err != nil {
+		return "", notReadyf(v1alpha1.ConnectorPresetParameterInvalidReason, "spec.baseURL: %v", err)
+	}
+	return clean, nil
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -35,6 +35,10 @@ const ConnectorUnknownPresetReason = "UnknownPreset"
 // not give (spec.tenant for the microsoft preset).
 const ConnectorPresetParameterMissingReason = "PresetParameterMissing"
 
+// ConnectorPresetParameterInvalidReason: spec.baseURL is not a clean https base URL, or the
+// preset (or the Connector without one) has no endpoint that starts with it.
+const ConnectorPresetParameterInvalidReason = "PresetParameterInvalid"
+
 // ConnectorInvalidUserInfoReason: spec.userInfo.body is not a JSON document.
 const ConnectorInvalidUserInfoReason = "InvalidUserInfo"
 
@@ -257,6 +261,18 @@ type ConnectorSpec struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9.-]*$`
 	// +optional
 	Tenant string `json:"tenant,omitempty"`
+
+	// baseURL fills "{baseURL}" in the preset's endpoints: the address of a server of your own
+	// (https://github.example.com for github-enterprise-server, https://gitlab.example.com or
+	// https://example.com/gitlab for gitlab, a My Domain or https://test.salesforce.com for
+	// salesforce). https only, a host and at most a path of plain segments: no user info,
+	// query, fragment, percent-encoding, or "." or ".." segment. A preset that has a default
+	// (gitlab.com, login.salesforce.com) uses it when unset; one without reports
+	// PresetParameterMissing until it is set; a preset whose endpoints do not start with
+	// {baseURL} reports PresetParameterInvalid when it is set. At most 256 characters.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	BaseURL string `json:"baseURL,omitempty"`
 
 	// tokenEndpointAuthMethod is how Latchkey authenticates to the token endpoint:
 	// client_secret_post (client_id and client_secret in the form; the default without a

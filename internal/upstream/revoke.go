@@ -87,7 +87,9 @@ func (v *Vault) revokeBearer(ctx context.Context, c *config.Connector, conn stor
 }
 
 // revokeRFC7009 posts one token. Its form becomes JSON on the way for a connector whose token
-// requests are JSON (the dialect transport).
+// requests are JSON (the dialect transport). RFC 7009 §2.2 answers 200 for a token the server
+// no longer knows; Salesforce answers 400 invalid_token instead (its refresh token's
+// revocation ends the access token first), which counts as revoked too.
 func (v *Vault) revokeRFC7009(ctx context.Context, c *config.Connector, tok, hint string) error {
 	form := url.Values{"token": {tok}, "token_type_hint": {hint}}
 	basic := c.TokenAuth == config.TokenAuthBasic && c.ClientSecret != ""
@@ -106,11 +108,14 @@ func (v *Vault) revokeRFC7009(ctx context.Context, c *config.Connector, tok, hin
 		req.SetBasicAuth(url.QueryEscape(c.ClientID), url.QueryEscape(c.ClientSecret))
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	return v.doRevoke(ctx, c, req)
+	return v.doRevoke(ctx, c, req, goneInvalidToken)
 }
 
+// goneInvalidToken, as a "gone" status, is 400 with the error invalid_token.
+const goneInvalidToken = -http.StatusBadRequest
+
 // doRevoke sends req; any 2xx, or one of gone (the service's way of saying it no longer knows
-// the token), is success.
+// the token; goneInvalidToken for a 400 whose JSON error is invalid_token), is success.
 func (v *Vault) doRevoke(ctx context.Context, c *config.Connector, req *http.Request, gone ...int) error {
 	hc, err := client(v.HTTP, c)
 	if err != nil {
@@ -121,14 +126,22 @@ func (v *Vault) doRevoke(ctx context.Context, c *config.Connector, req *http.Req
 		return classify(ctx, "revocation", err)
 	}
 	defer resp.Body.Close()
-	// Draining lets the connection be reused; a failed drain costs only that.
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+	// Reading all of it lets the connection be reused; a failed read costs only that.
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if resp.StatusCode/100 == 2 {
 		return nil
 	}
 	for _, g := range gone {
 		if resp.StatusCode == g {
 			return nil
+		}
+		if g == goneInvalidToken && resp.StatusCode == http.StatusBadRequest {
+			var e struct {
+				Error string `json:"error"`
+			}
+			if json.Unmarshal(body, &e) == nil && e.Error == "invalid_token" {
+				return nil
+			}
 		}
 	}
 	return classify(ctx, "revocation", &statusError{resp.StatusCode})

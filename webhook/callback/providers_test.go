@@ -37,12 +37,20 @@ type providerStory struct {
 	revokes bool
 	// why explains, in the table, a step the provider does not have.
 	why map[string]string
+	// after, when set, checks what an agent does next with the token it was handed.
+	after func(t *testing.T, sv *ct.Service, token string)
 }
 
 var providerStories = []providerStory{
 	{shape: fakeoauth.Slack, ttl: 12 * time.Hour, rotates: true, revokes: true},
 	{shape: fakeoauth.Notion, revokes: true, why: map[string]string{stepRefresh: "tokens do not expire", stepRotation: "no refresh token"}},
-	{shape: fakeoauth.Linear, ttl: 24 * time.Hour, rotates: true, revokes: true},
+	{shape: fakeoauth.Linear, ttl: 24 * time.Hour, rotates: true, why: map[string]string{stepRevoke: "no revocation URL in the preset"}},
+	{shape: fakeoauth.GHES, ttl: 8 * time.Hour, rotates: true, revokes: true},
+	{shape: fakeoauth.GitLab, ttl: 2 * time.Hour, rotates: true, revokes: true},
+	{shape: fakeoauth.Atlassian, ttl: time.Hour, rotates: true, why: map[string]string{stepRevoke: "no revocation endpoint"}, after: atlassianSites},
+	{shape: fakeoauth.Bitbucket, ttl: 2 * time.Hour, why: map[string]string{stepRevoke: "no revocation endpoint"}},
+	{shape: fakeoauth.Asana, ttl: time.Hour, revokes: true},
+	{shape: fakeoauth.Salesforce, revokes: true, why: map[string]string{stepRefresh: "no expires_in", stepRotation: "refresh token kept, never used"}},
 }
 
 // The steps of a story, the columns of the table.
@@ -109,8 +117,8 @@ func runProviderStory(t *testing.T, st providerStory, done func(step, cell strin
 	b.Jar.SetCookies(u, []*http.Cookie{sv.Fake.SessionCookie(ct.AliceLogin)})
 	connectThroughProvider(t, b, sv, paths, "Connect "+sv.Connector.DisplayName)
 	conn := aliceConnection(t, h, sv)
-	if conn.AccountID != "U0ALICE" || conn.Status != store.ConnectionActive {
-		t.Fatalf("connection = %+v; want Alice's account U0ALICE", conn)
+	if want := sv.Fake.AccountID(ct.AliceLogin); conn.AccountID != want || conn.Status != store.ConnectionActive {
+		t.Fatalf("connection = %+v; want Alice's account %s", conn, want)
 	}
 	if st.ttl == 0 && conn.Expiry != nil {
 		t.Fatalf("a token without expires_in was stored as expiring at %v", conn.Expiry)
@@ -122,6 +130,9 @@ func runProviderStory(t *testing.T, st providerStory, done func(step, cell strin
 	last := exchangeFor(t, h, subject, sv.Connector.Audience)
 	if !sv.Fake.Live(last) {
 		t.Fatalf("token exchange handed out %q, not a live token the provider issued", last)
+	}
+	if st.after != nil {
+		st.after(t, sv, last)
 	}
 	done(stepExchange, "yes")
 
@@ -195,8 +206,19 @@ func runProviderStory(t *testing.T, st providerStory, done func(step, cell strin
 		if sv.Fake.Live(last) {
 			t.Fatal("the provider still honours the token after Alice disconnected")
 		}
-		if len(requestsTo(paths.Revoke, func(r fakeoauth.Request) bool { return r.Params.Get("token") == last })) == 0 {
+		carries := func(r fakeoauth.Request) bool {
+			for _, v := range r.Params {
+				if len(v) > 0 && v[0] == last {
+					return true
+				}
+			}
+			return false
+		}
+		if len(requestsTo(sv.Fake.RevokePath(), carries)) == 0 {
 			t.Fatal("no revocation of the access token reached the provider")
+		}
+		if rec := h.Trail("connection.disconnected")["connection.disconnected"]; rec.Details["revoked"] != "yes" {
+			t.Fatalf("the disconnection was recorded with revoked=%q; want yes", rec.Details["revoked"])
 		}
 		done(stepRevoke, "yes")
 	} else if sent := sv.Fake.Requests()[before:]; len(sent) != 0 {
@@ -208,6 +230,23 @@ func runProviderStory(t *testing.T, st providerStory, done func(step, cell strin
 				t.Errorf("%s %s without Notion-Version", r.Method, r.Path)
 			}
 		}
+	}
+}
+
+// atlassianSites: the token handed out finds the Atlassian sites it reaches (their cloud ids
+// are in every Jira and Confluence API URL) at accessible-resources.
+func atlassianSites(t *testing.T, sv *ct.Service, token string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, sv.URL+fakeoauth.AccessibleResourcesPath, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sites []struct{ ID, URL string }
+	if err := json.NewDecoder(resp.Body).Decode(&sites); err != nil || resp.StatusCode != http.StatusOK || len(sites) != 1 || sites[0].ID == "" {
+		t.Fatalf("accessible-resources answered %d %+v (%v)", resp.StatusCode, sites, err)
 	}
 }
 

@@ -56,6 +56,11 @@ type Preset struct {
 	Headers                 map[string]string `json:"headers,omitempty"`
 	Account                 Account           `json:"account,omitempty"`
 	RevocationStyle         string            `json:"revocationStyle,omitempty"`
+
+	// BaseURL is what {baseURL} in the endpoints stands for when the Connector's spec.baseURL
+	// is unset (https://gitlab.com); a preset whose endpoints contain {baseURL} without one
+	// needs spec.baseURL (a GitHub Enterprise Server's address).
+	BaseURL string `json:"baseURL,omitempty"`
 }
 
 // UserInfo is how the user info endpoint is asked.
@@ -77,11 +82,54 @@ const (
 	Tenant = "{tenant}"
 	// ClientID is filled with the client id, in the revocation URL only.
 	ClientID = "{client_id}"
+	// BaseURL is filled from spec.baseURL, or the preset's BaseURL; it may only start an
+	// endpoint.
+	BaseURL = "{baseURL}"
 )
+
+func (p *Preset) endpoints() []string {
+	return []string{p.AuthorizationURL, p.TokenURL, p.UserInfoURL, p.RevocationURL, p.OIDCIssuer, p.RefreshURL}
+}
+
+// TakesBaseURL reports whether the preset's endpoints contain {baseURL}.
+func (p *Preset) TakesBaseURL() bool {
+	for _, u := range p.endpoints() {
+		if strings.Contains(u, BaseURL) {
+			return true
+		}
+	}
+	return false
+}
+
+// CleanBaseURL checks a base URL given for {baseURL} and returns it without a trailing slash:
+// https, a host, at most a path of plain segments (a GitLab under https://example.com/gitlab),
+// and nothing that could move an endpoint elsewhere once the preset's path is appended: no
+// user info, query, fragment, percent-encoding, backslash, or "." or ".." segment.
+func CleanBaseURL(s string) (string, error) {
+	if s == "" || len(s) > 256 || strings.ContainsAny(s, "?#%\\@ \t\r\n") {
+		return "", fmt.Errorf("%q is not an https URL of a host and a plain path", s)
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "https" || u.Host == "" || u.Hostname() == "" || u.User != nil || u.Opaque != "" {
+		return "", fmt.Errorf("%q is not an https URL of a host and a plain path", s)
+	}
+	p := strings.TrimSuffix(u.Path, "/")
+	if p != "" && !baseURLPathRE.MatchString(p) {
+		return "", fmt.Errorf("%q: the path may only be plain segments, as in https://example.com/gitlab", s)
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "." || seg == ".." {
+			return "", fmt.Errorf("%q: the path may not contain . or ..", s)
+		}
+	}
+	return "https://" + u.Host + p, nil
+}
+
+var baseURLPathRE = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)+$`)
 
 // NeedsTenant reports whether the preset's endpoints contain {tenant}.
 func (p *Preset) NeedsTenant() bool {
-	for _, u := range []string{p.AuthorizationURL, p.TokenURL, p.UserInfoURL, p.RevocationURL, p.OIDCIssuer, p.RefreshURL} {
+	for _, u := range p.endpoints() {
 		if strings.Contains(u, Tenant) {
 			return true
 		}
@@ -139,6 +187,17 @@ func Names() []string {
 	return out
 }
 
+// NamesTakingBaseURL lists the presets whose endpoints start with {baseURL}, sorted.
+func NamesTakingBaseURL() []string {
+	var out []string
+	for _, n := range Names() {
+		if all()[n].TakesBaseURL() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 var (
 	nameRE   = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
 	fieldRE  = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
@@ -171,11 +230,22 @@ func (p *Preset) validate() error {
 // validateEndpoints: every endpoint is https once its placeholders are filled, and
 // {client_id} is filled only in the revocation URL.
 func (p *Preset) validateEndpoints() error {
-	for _, e := range []string{p.AuthorizationURL, p.TokenURL, p.UserInfoURL, p.RevocationURL, p.OIDCIssuer, p.RefreshURL} {
+	if p.BaseURL != "" {
+		if !p.TakesBaseURL() {
+			return fmt.Errorf("baseURL is set but no endpoint contains %s", BaseURL)
+		}
+		if clean, err := CleanBaseURL(p.BaseURL); err != nil || clean != p.BaseURL {
+			return fmt.Errorf("baseURL %q is not a clean https base URL", p.BaseURL)
+		}
+	}
+	for _, e := range p.endpoints() {
 		if e == "" {
 			continue
 		}
-		filled := strings.NewReplacer(Tenant, "tenant", ClientID, "client").Replace(e)
+		if strings.Contains(e, BaseURL) && !strings.HasPrefix(e, BaseURL+"/") {
+			return fmt.Errorf("endpoint %q: %s may only start an endpoint, followed by its path", e, BaseURL)
+		}
+		filled := strings.NewReplacer(Tenant, "tenant", ClientID, "client", BaseURL, "https://base.example").Replace(e)
 		if u, err := url.Parse(filled); err != nil || u.Scheme != "https" || u.Host == "" || u.Fragment != "" {
 			return fmt.Errorf("endpoint %q is not an https URL", e)
 		}

@@ -1,10 +1,9 @@
-// Package fakeoauth is an in-process OAuth 2.0 service that answers in the wire format of one
-// of three services whose dialects differ from RFC 6749, so tests can run a connection through
-// the real callback and vault code against each: Slack (user scopes in user_scope, the person's
-// token nested in authed_user, errors as HTTP 200 {"ok": false}), Notion (JSON token requests
-// with Basic credentials, a Notion-Version header on every call, the account in the bot user's
-// owner) and Linear (comma-separated scopes, a GraphQL API). Each shape's fixtures name the
-// documentation page they follow.
+// Package fakeoauth is an in-process OAuth 2.0 provider that answers in the wire format of one
+// real provider, so tests can run a connection through the real callback and vault code against
+// each: the token answer's shape, its error bodies, whether refresh tokens rotate, the user info
+// answer and revocation. Each provider is a Provider value in its own file (slack.go,
+// gitlab.go, …) whose comments name the documentation pages it follows, and what could not be
+// confirmed there.
 //
 // Like fakegithub, it skips its approval page: a browser holding SessionCookie(login) is sent
 // straight back to the callback with a code. It records every request (Requests) so a test can
@@ -21,30 +20,25 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/netguard"
+	"latchkey.dev/latchkey/internal/upstream/catalog"
 )
 
-// Shape is the service whose wire format the server speaks.
+// Shape names a provider: its catalog preset's name.
 type Shape string
 
-// The shapes.
-const (
-	Slack  Shape = "slack"
-	Notion Shape = "notion"
-	Linear Shape = "linear"
-)
-
-// NotionVersion is the Notion-Version the Notion shape requires on its API calls.
-const NotionVersion = "2022-06-28"
-
-// Account is a person at the service.
+// Account is a person at the provider.
 type Account struct {
 	ID, Login, Name, Email string
+	// Number is the account's id at providers whose ids are numbers (GitHub, GitLab).
+	Number int64
 }
 
 // Options configure a Server.
@@ -55,9 +49,13 @@ type Options struct {
 	RedirectURI string
 	Accounts    []Account
 	Now         func() time.Time
-	// AccessTokenTTL > 0 issues expiring access tokens with a rotating refresh token (Slack with
-	// token rotation on, Linear); 0 issues tokens without expires_in and without refresh token.
+	// AccessTokenTTL > 0 issues access tokens that expire, with a refresh token; 0 issues
+	// tokens that never expire, without a refresh token unless the provider always gives one
+	// (Provider.AlwaysRefreshToken).
 	AccessTokenTTL time.Duration
+	// TokenDelay holds every token request this long before answering, so concurrent
+	// refreshes overlap as they do against a real provider's latency.
+	TokenDelay time.Duration
 }
 
 // Request is what the server saw of one request.
@@ -73,30 +71,88 @@ type Request struct {
 	Params url.Values
 }
 
-// Paths of each shape, relative to the server's URL.
+// Paths of a provider, relative to the server's URL: those of the real provider's hosts, one
+// server standing for all of them. Revoke may contain "{client_id}".
 type Paths struct {
 	Authorize, Token, UserInfo, Revoke string
 }
 
-// PathsOf returns the paths a shape serves, those of the real service.
-func PathsOf(s Shape) Paths {
-	switch s {
-	case Slack:
-		// https://docs.slack.dev/authentication/installing-with-oauth
-		return Paths{"/oauth/v2/authorize", "/api/oauth.v2.access", "/api/auth.test", "/api/auth.revoke"}
-	case Notion:
-		// https://developers.notion.com/reference/authorization
-		return Paths{"/v1/oauth/authorize", "/v1/oauth/token", "/v1/users/me", "/v1/oauth/revoke"}
-	default:
-		// https://linear.app/developers/oauth-2-0-authentication
-		return Paths{"/oauth/authorize", "/oauth/token", "/graphql", "/oauth/revoke"}
-	}
+// Issued is what the provider issues for one token answer.
+type Issued struct {
+	Access, Refresh, Scope string
+	// ExpiresIn is the access token's lifetime in seconds, 0 when it does not expire.
+	ExpiresIn int64
+	// Refreshed: an answer to a refresh rather than to a code.
+	Refreshed bool
 }
 
-// Server is the fake service. It is an http.Handler and safe for concurrent use.
+// Provider is one provider's wire format. Nil funcs mean RFC 6749 / RFC 7009 behaviour.
+type Provider struct {
+	Shape Shape
+	// Paths are the documented paths of the provider's endpoints.
+	Paths Paths
+	// TokenPrefix starts every token the provider issues, as the real ones do.
+	TokenPrefix string
+	// Scopes are what test connectors ask for; nil: the preset's default scopes.
+	Scopes []string
+	// ClientAuth is how the token endpoint wants the client authenticated: "basic", "post", or
+	// "" for either.
+	ClientAuth string
+	// JSONRequests: the token endpoint wants a JSON body rather than a form.
+	JSONRequests bool
+	// RotatesRefresh: a refresh answer carries a new refresh token and the one used dies. Else
+	// the refresh token is kept.
+	RotatesRefresh bool
+	// AlwaysRefreshToken: a refresh token comes with every code answer, even when access
+	// tokens do not say when they expire (Salesforce).
+	AlwaysRefreshToken bool
+	// RevokeRefusesUnknown: RFC 7009 revocation of a token the provider does not know is
+	// answered 400 {"error": "invalid_token"} rather than 200 (Salesforce).
+	RevokeRefusesUnknown bool
+	// Extra serves further paths of the provider's API (Atlassian's accessible-resources).
+	Extra map[string]func(*Server, http.ResponseWriter, *http.Request)
+	// AccountIDOf is the id the provider's user info gives an account; nil: Account.ID.
+	AccountIDOf func(Account) string
+	// Authorize checks provider-specific authorization parameters and returns the granted
+	// scope, or a refusal.
+	Authorize func(q url.Values) (scope, refusal string)
+	// TokenError writes a refused token request in the provider's shape; code is RFC 6749's,
+	// refresh says whether a refresh was refused.
+	TokenError func(w http.ResponseWriter, code string, refresh bool)
+	// CheckToken refuses a token request the provider would refuse for its format; nil checks
+	// JSONRequests and ClientAuth.
+	CheckToken func(w http.ResponseWriter, req Request) bool
+	// Answer is the token answer's body.
+	Answer func(is Issued, a Account) map[string]any
+	// UserInfo answers the user info request for a (ok false: no live token).
+	UserInfo func(w http.ResponseWriter, r *http.Request, req Request, a Account, ok bool)
+	// Revoke answers a revocation request after checking its form; it returns the token to
+	// revoke, or "" when it refused (and answered).
+	Revoke func(w http.ResponseWriter, req Request) string
+}
+
+var providers = map[Shape]*Provider{}
+
+// register adds a provider; each provider's file calls it from init.
+func register(p *Provider) { providers[p.Shape] = p }
+
+// Shapes lists the registered providers, sorted.
+func Shapes() []Shape {
+	out := make([]Shape, 0, len(providers))
+	for s := range providers {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// PathsOf returns the paths a shape serves, those of the real provider.
+func PathsOf(s Shape) Paths { return providers[s].Paths }
+
+// Server is the fake provider. It is an http.Handler and safe for concurrent use.
 type Server struct {
-	o     Options
-	paths Paths
+	o Options
+	p *Provider
 
 	mu       sync.Mutex
 	sessions map[string]string // cookie value → login
@@ -112,47 +168,90 @@ type grant struct {
 	pair                    string
 }
 
-// New returns a server for o.
+// New returns a server for o; o.Shape must be a registered provider.
 func New(o Options) *Server {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Server{o: o, paths: PathsOf(o.Shape), sessions: map[string]string{}, codes: map[string]*grant{},
+	p := providers[o.Shape]
+	if p == nil {
+		panic("fakeoauth: no provider " + string(o.Shape))
+	}
+	return &Server{o: o, p: p, sessions: map[string]string{}, codes: map[string]*grant{},
 		access: map[string]*grant{}, refresh: map[string]*grant{}}
 }
 
-// Connector is a compiled connector for this server at baseURL as the catalog's preset of the
-// shape describes it (internal/upstream/catalog/presets), with the service's URLs replaced.
+// Connector is a compiled connector for this server at baseURL, built from the catalog's
+// preset of the shape as the controller builds it for a Connector that names only the preset
+// and its client (controllers.applyDialect), with every endpoint's origin replaced by baseURL
+// ({baseURL} filled with it). So the preset's own paths, dialect and account fields are what a
+// story exercises: a preset whose path differs from the provider's documented one fails.
 func (s *Server) Connector(baseURL, key, callbackURL string) *config.Connector {
+	p, ok := catalog.Get(string(s.o.Shape))
+	if !ok {
+		panic("fakeoauth: no preset " + string(s.o.Shape))
+	}
 	ns, name, _ := strings.Cut(key, "/")
+	local := func(u string) string {
+		if u == "" {
+			return ""
+		}
+		u = strings.ReplaceAll(u, catalog.BaseURL, "https://base.invalid")
+		rest := strings.TrimPrefix(u, "https://")
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			return baseURL + rest[i:]
+		}
+		return baseURL
+	}
 	c := &config.Connector{
-		Key: key, Namespace: ns, Name: name, DisplayName: map[Shape]string{Slack: "Slack", Notion: "Notion", Linear: "Linear"}[s.o.Shape],
-		Preset: string(s.o.Shape), Audience: string(s.o.Shape),
+		Key: key, Namespace: ns, Name: name, DisplayName: p.DisplayName, Preset: p.Name, Audience: p.Name,
 		CallbackURL: callbackURL, ClientID: s.o.ClientID, ClientSecret: s.o.ClientSecret, PKCE: true,
-		AuthURL: baseURL + s.paths.Authorize, TokenURL: baseURL + s.paths.Token, UserInfoURL: baseURL + s.paths.UserInfo,
-		RevocationURL: baseURL + s.paths.Revoke, RevocationStyle: config.RevokeRFC7009, UserInfoMethod: "GET",
-		TokenAuth:       config.TokenAuthPost,
+		AuthURL: local(p.AuthorizationURL), TokenURL: local(p.TokenURL), UserInfoURL: local(p.UserInfoURL),
+		RevocationURL:    local(p.RevocationURL),
+		TokenAuth:        orDefault(p.TokenEndpointAuthMethod, config.TokenAuthPost),
+		TokenRequestJSON: p.TokenRequestFormat == "json", AccessTokenField: p.AccessTokenField,
+		ScopeParam: p.ScopeParameter, Scopes: append([]string(nil), p.DefaultScopes...),
+		RevocationStyle: orDefault(p.RevocationStyle, config.RevokeRFC7009),
+		UserInfoMethod:  orDefault(p.UserInfo.Method, "GET"),
+		AccountIDField:  orDefault(p.Account.IDField, "id"), AccountNameField: orDefault(p.Account.NameField, "email"),
 		AllowedNetworks: netguard.Loopback,
 	}
-	switch s.o.Shape {
-	case Slack:
-		c.TokenAuth, c.AccessTokenField, c.ScopeSeparator, c.ScopeParam = config.TokenAuthBasic, "authed_user.access_token", ",", "user_scope"
-		c.UserInfoMethod, c.AccountIDField, c.AccountNameField = "POST", "user_id", "user"
-		c.Scopes = []string{"channels:history", "chat:write"}
-	case Notion:
-		c.TokenAuth, c.TokenRequestJSON = config.TokenAuthBasic, true
-		c.Headers = map[string]string{"Notion-Version": NotionVersion}
-		c.AuthParams = map[string]string{"owner": "user"}
-		c.AccountIDField, c.AccountNameField = "bot.owner.user.id", "bot.owner.user.person.email"
-	case Linear:
-		c.ScopeSeparator, c.Scopes = ",", []string{"read", "write"}
-		c.UserInfoMethod, c.UserInfoBody = "POST", `{"query":"{ viewer { id name email } }"}`
-		c.AccountIDField, c.AccountNameField = "data.viewer.id", "data.viewer.email"
+	if p.ScopeSeparator == "comma" {
+		c.ScopeSeparator = ","
+	}
+	if s.p.Scopes != nil {
+		c.Scopes = append([]string(nil), s.p.Scopes...)
+	}
+	switch {
+	case p.UserInfo.GraphQLQuery != "":
+		b, _ := json.Marshal(map[string]string{"query": p.UserInfo.GraphQLQuery})
+		c.UserInfoBody, c.UserInfoMethod = string(b), "POST"
+	case p.UserInfo.Body != "":
+		c.UserInfoBody, c.UserInfoMethod = p.UserInfo.Body, "POST"
+	}
+	for k, v := range p.Headers {
+		if c.Headers == nil {
+			c.Headers = map[string]string{}
+		}
+		c.Headers[http.CanonicalHeaderKey(k)] = v
+	}
+	for k, v := range p.AuthParams {
+		if c.AuthParams == nil {
+			c.AuthParams = map[string]string{}
+		}
+		c.AuthParams[k] = v
 	}
 	return c
 }
 
-// SessionCookie signs login in at the service, for a browser's jar.
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// SessionCookie signs login in at the provider, for a browser's jar.
 func (s *Server) SessionCookie(login string) *http.Cookie {
 	v := random(24)
 	s.mu.Lock()
@@ -167,6 +266,20 @@ func (s *Server) Requests() []Request {
 	defer s.mu.Unlock()
 	return append([]Request(nil), s.requests...)
 }
+
+// AccountID is the id the provider gives login's account, as Latchkey stores it.
+func (s *Server) AccountID(login string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.accountLocked(login)
+	if s.p.AccountIDOf != nil {
+		return s.p.AccountIDOf(a)
+	}
+	return a.ID
+}
+
+// RevokePath is the path of the provider's revocation endpoint for this server's client.
+func (s *Server) RevokePath() string { return s.revokePath() }
 
 // Live reports whether the access token works.
 func (s *Server) Live(at string) bool {
@@ -183,8 +296,8 @@ func (s *Server) LiveRefresh(rt string) bool {
 	return s.refresh[rt] != nil
 }
 
-// RevokeAll ends every token the service issued to login, as a person who removes the app in
-// the service's settings does: the next refresh is refused.
+// RevokeAll ends every token the provider issued to login, as a person who removes the app in
+// the provider's settings does: the next refresh is refused.
 func (s *Server) RevokeAll(login string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -197,21 +310,38 @@ func (s *Server) RevokeAll(login string) {
 	}
 }
 
+func (s *Server) revokePath() string {
+	return strings.ReplaceAll(s.p.Paths.Revoke, "{client_id}", url.PathEscape(s.o.ClientID))
+}
+
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req, ok := s.record(w, r)
 	if !ok {
 		return
 	}
 	switch {
-	case r.URL.Path == s.paths.Authorize && r.Method == http.MethodGet:
+	case r.URL.Path == s.p.Paths.Authorize && r.Method == http.MethodGet:
 		s.authorize(w, r)
-	case r.URL.Path == s.paths.Token && r.Method == http.MethodPost:
+	case r.URL.Path == s.p.Paths.Token && r.Method == http.MethodPost:
 		s.token(w, req)
-	case r.URL.Path == s.paths.UserInfo:
-		s.userInfo(w, r, req)
-	case r.URL.Path == s.paths.Revoke && r.Method == http.MethodPost:
+	case r.URL.Path == s.p.Paths.UserInfo:
+		a, ok := s.bearer(r)
+		if s.p.UserInfo == nil {
+			if !ok {
+				writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_token"})
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"id": a.ID, "email": a.Email, "name": a.Name})
+			return
+		}
+		s.p.UserInfo(w, r, req, a, ok)
+	case s.p.Paths.Revoke != "" && r.URL.Path == s.revokePath():
 		s.revoke(w, req)
 	default:
+		if h := s.p.Extra[r.URL.Path]; h != nil {
+			h(s, w, r)
+			return
+		}
 		http.NotFound(w, r)
 	}
 }
@@ -280,26 +410,19 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "PKCE S256 required", http.StatusBadRequest)
 		return
 	}
+	scope := q.Get("scope")
+	if s.p.Authorize != nil {
+		var refusal string
+		if scope, refusal = s.p.Authorize(q); refusal != "" {
+			http.Error(w, refusal, http.StatusBadRequest)
+			return
+		}
+	}
 	c, err := r.Cookie("fake_session")
 	s.mu.Lock()
 	login := ""
 	if err == nil {
 		login = s.sessions[c.Value]
-	}
-	var scope string
-	switch s.o.Shape {
-	case Slack:
-		// https://docs.slack.dev/authentication/installing-with-oauth: user_scope, comma-separated.
-		scope = q.Get("user_scope")
-	case Notion:
-		if q.Get("owner") != "user" {
-			s.mu.Unlock()
-			http.Error(w, "owner=user required", http.StatusBadRequest)
-			return
-		}
-	default:
-		// https://linear.app/developers/oauth-2-0-authentication: "Comma separated list of scopes".
-		scope = q.Get("scope")
 	}
 	code := random(20)
 	if login != "" {
@@ -318,33 +441,37 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, u.String(), http.StatusFound)
 }
 
-// tokenError answers a refused token request in the shape's format.
-func (s *Server) tokenError(w http.ResponseWriter, code string) {
-	if s.o.Shape == Slack {
-		// https://docs.slack.dev/reference/methods/oauth.v2.access: errors are HTTP 200 with
-		// {"ok": false, "error": ...}.
-		writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": code})
+// tokenError answers a refused token request in the provider's format.
+func (s *Server) tokenError(w http.ResponseWriter, code string, refresh ...bool) {
+	if s.p.TokenError != nil {
+		s.p.TokenError(w, code, len(refresh) > 0 && refresh[0])
 		return
 	}
 	writeJSON(w, http.StatusBadRequest, map[string]any{"error": code})
 }
 
-func (s *Server) token(w http.ResponseWriter, req Request) {
-	p := req.Params
-	switch s.o.Shape {
-	case Notion:
-		// https://developers.notion.com/reference/create-a-token: a JSON body and the client's
-		// Basic credentials.
-		if req.ContentType != "application/json" || req.ClientAuth != "basic" {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"object": "error", "status": 400, "code": "invalid_request", "message": "body must be JSON, client authenticated with Basic"})
-			return
-		}
-	default:
-		if req.ContentType != "application/x-www-form-urlencoded" {
-			s.tokenError(w, "invalid_request")
-			return
-		}
+// checkToken refuses a token request in a format the provider does not take.
+func (s *Server) checkToken(w http.ResponseWriter, req Request) bool {
+	if s.p.CheckToken != nil {
+		return s.p.CheckToken(w, req)
 	}
+	want := "application/x-www-form-urlencoded"
+	if s.p.JSONRequests {
+		want = "application/json"
+	}
+	if req.ContentType != want || (s.p.ClientAuth != "" && req.ClientAuth != s.p.ClientAuth) || req.ClientAuth == "both" {
+		s.tokenError(w, "invalid_request")
+		return false
+	}
+	return true
+}
+
+func (s *Server) token(w http.ResponseWriter, req Request) {
+	if !s.checkToken(w, req) {
+		return
+	}
+	time.Sleep(s.o.TokenDelay)
+	p := req.Params
 	if p.Get("client_id") != s.o.ClientID || subtle.ConstantTimeCompare([]byte(p.Get("client_secret")), []byte(s.o.ClientSecret)) != 1 {
 		s.tokenError(w, "invalid_client")
 		return
@@ -353,96 +480,86 @@ func (s *Server) token(w http.ResponseWriter, req Request) {
 	defer s.mu.Unlock()
 	now := s.o.Now()
 	switch p.Get("grant_type") {
-	case "authorization_code", "":
+	case "authorization_code":
 		g := s.codes[p.Get("code")]
 		delete(s.codes, p.Get("code"))
 		if g == nil || !now.Before(g.expires) || p.Get("redirect_uri") != s.o.RedirectURI {
-			s.tokenError(w, "invalid_code")
+			s.tokenError(w, "invalid_grant")
 			return
 		}
 		sum := sha256.Sum256([]byte(p.Get("code_verifier")))
 		if base64.RawURLEncoding.EncodeToString(sum[:]) != g.challenge {
-			s.tokenError(w, "invalid_code_verifier")
+			s.tokenError(w, "invalid_grant")
 			return
 		}
-		writeJSON(w, http.StatusOK, s.codeAnswerLocked(g, now))
+		is := s.issueLocked(g.login, g.scope, now, "")
+		writeJSON(w, http.StatusOK, s.answer(is, s.accountLocked(g.login)))
 	case "refresh_token":
-		g := s.refresh[p.Get("refresh_token")]
+		rt := p.Get("refresh_token")
+		g := s.refresh[rt]
 		if g == nil {
-			if s.o.Shape == Slack {
-				s.tokenError(w, "invalid_refresh_token")
-			} else {
-				s.tokenError(w, "invalid_grant")
-			}
+			s.tokenError(w, "invalid_grant", true)
 			return
 		}
-		delete(s.refresh, p.Get("refresh_token")) // rotation
 		delete(s.access, g.pair)
-		at, rt, exp := s.issueLocked(g.login, g.scope, now)
-		// https://docs.slack.dev/authentication/using-token-rotation: a refresh answers at the
-		// top level, for the token refreshed; Linear answers as RFC 6749 does.
-		out := map[string]any{"access_token": at, "token_type": "Bearer", "expires_in": exp, "refresh_token": rt, "scope": g.scope}
-		if s.o.Shape == Slack {
-			out["ok"], out["token_type"] = true, "user"
+		keep := ""
+		if s.p.RotatesRefresh {
+			delete(s.refresh, rt)
+		} else {
+			keep = rt
 		}
-		writeJSON(w, http.StatusOK, out)
+		is := s.issueLocked(g.login, g.scope, now, keep)
+		is.Refreshed = true
+		writeJSON(w, http.StatusOK, s.answer(is, s.accountLocked(g.login)))
 	default:
 		s.tokenError(w, "unsupported_grant_type")
 	}
 }
 
-func (s *Server) codeAnswerLocked(g *grant, now time.Time) map[string]any {
-	at, rt, exp := s.issueLocked(g.login, g.scope, now)
-	a := s.accountLocked(g.login)
-	switch s.o.Shape {
-	case Slack:
-		// https://docs.slack.dev/reference/methods/oauth.v2.access: the app's bot token at the
-		// top level, the person's token in authed_user.
-		user := map[string]any{"id": a.ID, "scope": g.scope, "access_token": at, "token_type": "user"}
-		if rt != "" {
-			user["refresh_token"], user["expires_in"] = rt, exp
-		}
-		bot := "xoxb-" + random(24)
-		s.access[bot] = &grant{login: "bot"}
-		return map[string]any{"ok": true, "app_id": "A0FAKE", "authed_user": user, "scope": "commands",
-			"token_type": "bot", "access_token": bot, "bot_user_id": "B0FAKE",
-			"team": map[string]any{"id": "T0FAKE", "name": "Fake Team"}, "enterprise": nil, "is_enterprise_install": false}
-	case Notion:
-		// https://developers.notion.com/reference/create-a-token
-		out := map[string]any{"access_token": at, "token_type": "bearer", "bot_id": "b0t-" + a.ID,
-			"workspace_name": "Fake Workspace", "workspace_id": "w0rkspace", "workspace_icon": nil,
-			"owner": map[string]any{"type": "user", "user": notionUser(a)}, "duplicated_template_id": nil, "request_id": random(8)}
-		if rt != "" {
-			out["refresh_token"] = rt
-		}
-		return out
-	default:
-		// https://linear.app/developers/oauth-2-0-authentication
-		out := map[string]any{"access_token": at, "token_type": "Bearer", "scope": strings.ReplaceAll(g.scope, ",", " ")}
-		if rt != "" {
-			out["refresh_token"], out["expires_in"] = rt, exp
-		}
-		return out
+func (s *Server) answer(is Issued, a Account) map[string]any {
+	if s.p.Answer != nil {
+		return s.p.Answer(is, a)
 	}
+	return RFC6749Answer(is)
 }
 
-func notionUser(a Account) map[string]any {
-	return map[string]any{"object": "user", "id": a.ID, "name": a.Name, "avatar_url": nil, "type": "person", "person": map[string]any{"email": a.Email}}
+// NumberID names an account by its number (GitHub, GitLab).
+func NumberID(a Account) string { return strconv.FormatInt(a.Number, 10) }
+
+// RFC6749Answer is the token answer of RFC 6749 §5.1.
+func RFC6749Answer(is Issued) map[string]any {
+	out := map[string]any{"access_token": is.Access, "token_type": "Bearer"}
+	if is.Scope != "" {
+		out["scope"] = is.Scope
+	}
+	if is.ExpiresIn > 0 {
+		out["expires_in"] = is.ExpiresIn
+	}
+	if is.Refresh != "" {
+		out["refresh_token"] = is.Refresh
+	}
+	return out
 }
 
-// issueLocked issues an access token, and a refresh token when tokens expire.
-func (s *Server) issueLocked(login, scope string, now time.Time) (at, rt string, expiresIn int64) {
-	prefix := map[Shape]string{Slack: "xoxp-", Notion: "ntn_", Linear: "lin_oauth_"}[s.o.Shape]
-	at = prefix + random(24)
+// issueLocked issues an access token and, when tokens expire (or the provider always gives
+// one), a refresh token: keep when the provider keeps the one used, else a new one.
+func (s *Server) issueLocked(login, scope string, now time.Time, keep string) Issued {
+	is := Issued{Access: s.p.TokenPrefix + random(24), Scope: scope}
 	g := &grant{login: login, scope: scope}
-	s.access[at] = g
-	if s.o.AccessTokenTTL > 0 {
-		rt = prefix + "refresh-" + random(24)
-		g.expires, g.pair = now.Add(s.o.AccessTokenTTL), rt
-		s.refresh[rt] = &grant{login: login, scope: scope, pair: at}
-		expiresIn = int64(s.o.AccessTokenTTL / time.Second)
+	s.access[is.Access] = g
+	if s.o.AccessTokenTTL > 0 || s.p.AlwaysRefreshToken {
+		is.Refresh = keep
+		if is.Refresh == "" {
+			is.Refresh = s.p.TokenPrefix + "refresh-" + random(24)
+		}
+		g.pair = is.Refresh
+		s.refresh[is.Refresh] = &grant{login: login, scope: scope, pair: is.Access}
 	}
-	return at, rt, expiresIn
+	if s.o.AccessTokenTTL > 0 {
+		g.expires = now.Add(s.o.AccessTokenTTL)
+		is.ExpiresIn = int64(s.o.AccessTokenTTL / time.Second)
+	}
+	return is
 }
 
 func (s *Server) accountLocked(login string) Account {
@@ -463,63 +580,46 @@ func (s *Server) bearer(r *http.Request) (Account, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := s.access[tok]
-	if g == nil || (!g.expires.IsZero() && !s.o.Now().Before(g.expires)) || g.login == "bot" {
+	if g == nil || (!g.expires.IsZero() && !s.o.Now().Before(g.expires)) {
 		return Account{}, false
 	}
 	return s.accountLocked(g.login), true
 }
 
-func (s *Server) userInfo(w http.ResponseWriter, r *http.Request, req Request) {
-	switch s.o.Shape {
-	case Slack:
-		// https://docs.slack.dev/reference/methods/auth.test
-		a, ok := s.bearer(r)
-		if !ok {
-			writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": "invalid_auth"})
+func (s *Server) revoke(w http.ResponseWriter, req Request) {
+	var tok string
+	if s.p.Revoke != nil {
+		if tok = s.p.Revoke(w, req); tok == "" {
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "url": "https://fake.slack.com/", "team": "Fake Team",
-			"user": a.Login, "team_id": "T0FAKE", "user_id": a.ID, "is_enterprise_install": false})
-	case Notion:
-		// https://developers.notion.com/changelog/retrieve-information-about-your-token (the
-		// bot user and its owner; the version header is required on every API call).
-		if r.Method != http.MethodGet || r.Header.Get("Notion-Version") != NotionVersion {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"object": "error", "status": 400, "code": "missing_version", "message": "Notion-Version header failed validation"})
+	} else {
+		// RFC 7009 §2.1: a form, the client authenticated as at the token endpoint; §2.2: 200
+		// whether or not the token was known.
+		if req.ContentType != "application/x-www-form-urlencoded" || req.Params.Get("client_id") != s.o.ClientID ||
+			subtle.ConstantTimeCompare([]byte(req.Params.Get("client_secret")), []byte(s.o.ClientSecret)) != 1 {
+			writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_client"})
 			return
 		}
-		a, ok := s.bearer(r)
-		if !ok {
-			writeJSON(w, http.StatusUnauthorized, map[string]any{"object": "error", "status": 401, "code": "unauthorized"})
+		tok = req.Params.Get("token")
+		if s.p.RevokeRefusesUnknown && !s.known(tok) {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_token", "error_description": "invalid token"})
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"object": "user", "id": "b0t-" + a.ID, "name": "Latchkey", "type": "bot",
-			"bot": map[string]any{"owner": map[string]any{"type": "user", "user": notionUser(a)}, "workspace_name": "Fake Workspace"}})
-	default:
-		// https://linear.app/developers/graphql: POST, a JSON body with the query.
-		if r.Method != http.MethodPost || req.ContentType != "application/json" || !strings.Contains(req.Params.Get("query"), "viewer") {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"errors": []any{map[string]any{"message": "POST a JSON body with a query"}}})
-			return
-		}
-		a, ok := s.bearer(r)
-		if !ok {
-			writeJSON(w, http.StatusUnauthorized, map[string]any{"errors": []any{map[string]any{"message": "Authentication required"}}})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"data": map[string]any{"viewer": map[string]any{"id": a.ID, "name": a.Name, "email": a.Email}}})
+		w.WriteHeader(http.StatusOK)
 	}
+	s.RevokeToken(tok)
 }
 
-func (s *Server) revoke(w http.ResponseWriter, req Request) {
-	tok := req.Params.Get("token")
-	if s.o.Shape == Notion {
-		// https://developers.notion.com/reference/revoke-token: Basic credentials, JSON {token},
-		// Notion-Version.
-		if req.ClientAuth != "basic" || req.ContentType != "application/json" || req.Header.Get("Notion-Version") != NotionVersion {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"object": "error", "status": 400, "code": "invalid_request"})
-			return
-		}
-	}
+func (s *Server) known(tok string) bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.access[tok] != nil || s.refresh[tok] != nil
+}
+
+// RevokeToken ends tok and the token paired with it.
+func (s *Server) RevokeToken(tok string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if g := s.access[tok]; g != nil {
 		delete(s.access, tok)
 		delete(s.refresh, g.pair)
@@ -528,13 +628,6 @@ func (s *Server) revoke(w http.ResponseWriter, req Request) {
 		delete(s.refresh, tok)
 		delete(s.access, g.pair)
 	}
-	s.mu.Unlock()
-	if s.o.Shape == Slack {
-		// https://docs.slack.dev/reference/methods/auth.revoke
-		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "revoked": true})
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"request_id": random(8)})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -233,8 +233,8 @@ func New(t testing.TB, o Options) *Harness {
 			Shape: shape, ClientID: ClientID, ClientSecret: ClientSecret, RedirectURI: cb, Now: h.Clock.Now,
 			AccessTokenTTL: o.ServiceTokenTTL,
 			Accounts: []fakeoauth.Account{
-				{ID: "U0ALICE", Login: AliceLogin, Name: "Alice", Email: AliceEmail},
-				{ID: "U0MALLORY", Login: MalloryLogin, Name: "Mallory", Email: MalloryEmail},
+				{ID: "U0ALICE", Number: AliceGitHubID, Login: AliceLogin, Name: "Alice", Email: AliceEmail},
+				{ID: "U0MALLORY", Number: MalloryGitHubID, Login: MalloryLogin, Name: "Mallory", Email: MalloryEmail},
 			},
 		})
 		srv := httptest.NewServer(fake)

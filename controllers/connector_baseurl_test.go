@@ -1,0 +1,74 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"latchkey.dev/latchkey/api/v1alpha1"
+	"latchkey.dev/latchkey/internal/config"
+)
+
+// TestPresetBaseURL: spec.baseURL fills a preset's {baseURL}, and a tenant's Connector cannot
+// use it to send its people's codes, tokens or client secret anywhere but where the base URL
+// says. A base URL whose parts could move an endpoint once the preset's path is appended (a
+// query, a fragment, user info, a dot segment, percent-encoding) is refused with
+// PresetParameterInvalid, as is a base URL given to a preset whose endpoints do not start with
+// one: a github Connector with a GitHub Enterprise Server address would otherwise talk to
+// github.com.
+func TestPresetBaseURL(t *testing.T) {
+	tests := []struct {
+		name, preset, baseURL string
+		// wantToken is the compiled token URL, or "" for a refusal with reason.
+		wantToken, reason string
+	}{
+		{"gitlab.com by default", "gitlab", "", "https://gitlab.com/oauth/token", ""},
+		{"self-managed gitlab", "gitlab", "https://gitlab.example.com", "https://gitlab.example.com/oauth/token", ""},
+		{"gitlab under a relative URL, trailing slash", "gitlab", "https://example.com/gitlab/", "https://example.com/gitlab/oauth/token", ""},
+		{"a port", "gitlab", "https://gitlab.example.com:8443", "https://gitlab.example.com:8443/oauth/token", ""},
+		{"ghes", "github-enterprise-server", "https://github.example.com", "https://github.example.com/login/oauth/access_token", ""},
+		{"ghes needs its address", "github-enterprise-server", "", "", v1alpha1.ConnectorPresetParameterMissingReason},
+		{"salesforce sandbox", "salesforce", "https://test.salesforce.com", "https://test.salesforce.com/services/oauth2/token", ""},
+		{"plain http", "gitlab", "http://gitlab.example.com", "", v1alpha1.ConnectorPresetParameterInvalidReason},
+		{"a query swallows the path", "gitlab", "https://evil.example/?x=", "", v1alpha1.ConnectorPresetParameterInvalidReason},
+		{"a fragment swallows the path", "gitlab", "https://evil.example/#", "", v1alpha1.ConnectorPresetParameterInvalidReason},
+		{"user info before another host", "gitlab", "https://gitlab.example.com@evil.example", "", v1alpha1.ConnectorPresetParameterInvalidReason},
+		{"a dot-dot segment", "gitlab", "https://gitlab.example.com/a/..", "", v1alpha1.ConnectorPresetParameterInvalidReason},
+		{"an encoded dot-dot", "gitlab", "https://gitlab.example.com/%2e%2e", "", v1alpha1.ConnectorPresetParameterInvalidReason},
+		{"a backslash", "gitlab", `https://gitlab.example.com\@evil.example`, "", v1alpha1.ConnectorPresetParameterInvalidReason},
+		{"no host", "gitlab", "https:///oauth", "", v1alpha1.ConnectorPresetParameterInvalidReason},
+		{"a preset without {baseURL}", "github", "https://github.example.com", "", v1alpha1.ConnectorPresetParameterInvalidReason},
+		{"no preset", "", "https://idp.example", "", v1alpha1.ConnectorPresetParameterInvalidReason},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &v1alpha1.Connector{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "svc"}}
+			c.Spec.Preset = v1alpha1.ConnectorPreset(tt.preset)
+			c.Spec.BaseURL = tt.baseURL
+			if tt.preset == "" {
+				c.Spec.Endpoints = &v1alpha1.ConnectorEndpoints{AuthorizationURL: "https://idp.example/a", TokenURL: "https://idp.example/t", UserInfoURL: "https://idp.example/u"}
+			}
+			out := &config.Connector{}
+			err := applyDialect(out, c)
+			if tt.reason != "" {
+				nr, ok := asNotReady(err)
+				if !ok || nr.reason != tt.reason {
+					t.Fatalf("err = %v, want reason %s; compiled token URL %q", err, tt.reason, out.TokenURL)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.TokenURL != tt.wantToken {
+				t.Errorf("token URL %q, want %q", out.TokenURL, tt.wantToken)
+			}
+			for _, u := range []string{out.AuthURL, out.UserInfoURL, out.RevocationURL} {
+				if strings.Contains(u, "{baseURL}") || !strings.HasPrefix(u, tt.wantToken[:strings.Index(tt.wantToken[len("https://"):], "/")+len("https://")]) {
+					t.Errorf("endpoint %q not filled", u)
+				}
+			}
+		})
+	}
+}
