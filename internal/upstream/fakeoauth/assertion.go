@@ -2,6 +2,7 @@ package fakeoauth
 
 import (
 	"crypto"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"slices"
@@ -68,4 +69,37 @@ func (c AssertionCheck) VerifyClientAssertion(raw, tokenEndpoint string, now tim
 	}
 	seen[claims.ID] = true
 	return nil
+}
+
+// clientAuthenticated checks the token request's client: its secret, or, where the server
+// takes private_key_jwt (Options.ClientAssertion), a client assertion for the token endpoint at
+// base, with no secret beside it.
+func (s *Server) clientAuthenticated(req Request, base string) bool {
+	p := req.Params
+	if p.Get("client_id") != s.o.ClientID {
+		return false
+	}
+	s.mu.Lock()
+	check := s.o.ClientAssertion
+	s.mu.Unlock()
+	if check == nil {
+		return subtle.ConstantTimeCompare([]byte(p.Get("client_secret")), []byte(s.o.ClientSecret)) == 1
+	}
+	if p.Get("client_secret") != "" || p.Get("client_assertion_type") != ClientAssertionType {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.jtis == nil {
+		s.jtis = map[string]bool{}
+	}
+	return check.VerifyClientAssertion(p.Get("client_assertion"), base+s.p.Paths.Token, s.o.Now(), s.jtis) == nil
+}
+
+// RequireClientAssertion makes the token endpoint take private_key_jwt (as Options.ClientAssertion
+// does) from now on, for a test whose harness made the server.
+func (s *Server) RequireClientAssertion(c AssertionCheck) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.o.ClientAssertion = &c
 }
