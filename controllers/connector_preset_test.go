@@ -203,11 +203,11 @@ func TestConnectorUnknownPreset(t *testing.T) {
 		StringData: map[string]string{"clientSecret": "upstream-secret"},
 	})
 	conn := newConnector(ns, "svc", "proj", "app")
-	conn.Spec.Preset = "dropbox"
+	conn.Spec.Preset = "no-such-service"
 	create(t, conn)
 
 	cond := waitNotReady(t, conn, v1alpha1.ConnectorUnknownPresetReason)
-	if !strings.Contains(cond.Message, `"dropbox"`) || !strings.Contains(cond.Message, "gitlab") {
+	if !strings.Contains(cond.Message, `"no-such-service"`) || !strings.Contains(cond.Message, "gitlab") {
 		t.Errorf("message %q does not name the preset and the known ones", cond.Message)
 	}
 	waitSnapshot(t, "project without the connector", func(s *config.Snapshot) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"net/http"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -30,9 +31,10 @@ func WithClock(ctx context.Context, now func() time.Time) context.Context {
 	return context.WithValue(ctx, clockKey{}, now)
 }
 
-func clock(ctx context.Context) time.Time {
-	if now, ok := ctx.Value(clockKey{}).(func() time.Time); ok {
-		return now()
+// now is the time on the clock of r's context (WithClock), else the wall clock.
+func now(r *http.Request) time.Time {
+	if f, ok := r.Context().Value(clockKey{}).(func() time.Time); ok {
+		return f()
 	}
 	return time.Now()
 }
@@ -41,7 +43,7 @@ func clock(ctx context.Context) time.Time {
 // §9: iss and sub are the client id, aud is the token endpoint (which RFC 7523 §3 allows and
 // every service we know accepts), jti is fresh so a captured assertion cannot be replayed
 // where the service remembers them, and exp is minutes away.
-func clientAssertion(ctx context.Context, c *config.Connector) (string, error) {
+func clientAssertion(r *http.Request, c *config.Connector) (string, error) {
 	a := c.Assertion
 	opts := (&jose.SignerOptions{}).WithType("JWT")
 	if a.KeyID != "" {
@@ -57,7 +59,7 @@ func clientAssertion(ctx context.Context, c *config.Connector) (string, error) {
 	if err != nil {
 		return "", fail(ErrService, "client assertion: the key cannot sign", nil)
 	}
-	now := clock(ctx)
+	at := now(r)
 	jti := make([]byte, 18)
 	_, _ = rand.Read(jti)
 	claims := jwt.Claims{
@@ -65,9 +67,9 @@ func clientAssertion(ctx context.Context, c *config.Connector) (string, error) {
 		Subject:   c.ClientID,
 		Audience:  jwt.Audience{c.TokenURL},
 		ID:        base64.RawURLEncoding.EncodeToString(jti),
-		IssuedAt:  jwt.NewNumericDate(now),
-		NotBefore: jwt.NewNumericDate(now),
-		Expiry:    jwt.NewNumericDate(now.Add(assertionLifetime)),
+		IssuedAt:  jwt.NewNumericDate(at),
+		NotBefore: jwt.NewNumericDate(at),
+		Expiry:    jwt.NewNumericDate(at.Add(assertionLifetime)),
 	}
 	out, err := jwt.Signed(signer).Claims(claims).Serialize()
 	if err != nil {

@@ -59,7 +59,7 @@ func (d dialect) RoundTrip(r *http.Request) (*http.Response, error) {
 		if d.c.TokenAuth == config.TokenAuthPrivateKeyJWT && d.c.Assertion != nil {
 			// RFC 7523 §2.2: the assertion is the client's credential, one per request; a
 			// client secret never goes along.
-			a, err := clientAssertion(r.Context(), d.c)
+			a, err := clientAssertion(r, d.c)
 			if err != nil {
 				return nil, err
 			}
