@@ -1,9 +1,12 @@
 package controllers
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
@@ -71,4 +74,46 @@ func TestPresetBaseURL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConnectorBaseURLConditions: a github-enterprise-server Connector says it needs
+// spec.baseURL, then that a base URL with a query is not one, and is compiled against the
+// server's address once it is clean; nothing is compiled meanwhile.
+func TestConnectorBaseURLConditions(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t, nil)
+	newProject(t, ns, "proj", nil)
+	create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app", Labels: forConnector()},
+		StringData: map[string]string{"clientSecret": "upstream-secret"},
+	})
+	conn := newConnector(ns, "ghes", "proj", "app")
+	conn.Spec.Preset = "github-enterprise-server"
+	create(t, conn)
+	if cond := waitNotReady(t, conn, v1alpha1.ConnectorPresetParameterMissingReason); !strings.Contains(cond.Message, "spec.baseURL") {
+		t.Errorf("message %q does not name spec.baseURL", cond.Message)
+	}
+
+	update(t, conn, func(c *v1alpha1.Connector) { c.Spec.BaseURL = "https://evil.example/?" })
+	waitNotReady(t, conn, v1alpha1.ConnectorPresetParameterInvalidReason)
+	waitSnapshot(t, "project without the connector", func(s *config.Snapshot) error {
+		if p := s.Project(ns + "/proj"); p == nil || len(p.Connectors) != 0 {
+			return errors.New("a connector with an unusable base URL is compiled, or no project")
+		}
+		return nil
+	})
+
+	update(t, conn, func(c *v1alpha1.Connector) { c.Spec.BaseURL = "https://github.example.com/" })
+	waitReady(t, conn)
+	waitSnapshot(t, "connector compiled", func(s *config.Snapshot) error {
+		c := inProject(s, ns+"/proj").Connectors[ns+"/ghes"]
+		if c == nil {
+			return errors.New("not compiled")
+		}
+		if c.TokenURL != "https://github.example.com/login/oauth/access_token" || c.UserInfoURL != "https://github.example.com/api/v3/user" ||
+			c.RevocationURL != "https://github.example.com/api/v3/applications/{client_id}/grant" || c.Audience != "github-enterprise-server" {
+			return fmt.Errorf("compiled %+v", *c)
+		}
+		return nil
+	})
 }

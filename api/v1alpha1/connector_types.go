@@ -32,7 +32,7 @@ const (
 const ConnectorUnknownPresetReason = "UnknownPreset"
 
 // ConnectorPresetParameterMissingReason: the preset's endpoints need a value the Connector does
-// not give (spec.tenant for the microsoft preset).
+// not give (spec.tenant for the microsoft preset, spec.baseURL for github-enterprise-server).
 const ConnectorPresetParameterMissingReason = "PresetParameterMissing"
 
 // ConnectorPresetParameterInvalidReason: spec.baseURL is not a clean https base URL, or the
@@ -43,8 +43,8 @@ const ConnectorPresetParameterInvalidReason = "PresetParameterInvalid"
 const ConnectorInvalidUserInfoReason = "InvalidUserInfo"
 
 // ConnectorPreset names a well-known service in Latchkey's catalog of presets
-// (docs/providers/README.md): github, gitlab, google, slack, notion, linear, atlassian,
-// microsoft. The controller checks the name against the catalog, not the schema, so new presets
+// (docs/providers/README.md): github, github-enterprise-server, gitlab, google, slack, notion,
+// linear, atlassian, bitbucket, asana, salesforce, microsoft. The controller checks the name against the catalog, not the schema, so new presets
 // need no CRD change.
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=63

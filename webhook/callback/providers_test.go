@@ -232,8 +232,13 @@ func runProviderStory(t *testing.T, st providerStory, done func(step, cell strin
 			t.Fatalf("the disconnection was recorded with revoked=%q; want yes", rec.Details["revoked"])
 		}
 		done(stepRevoke, "yes")
-	} else if sent := sv.Fake.Requests()[before:]; len(sent) != 0 {
-		t.Fatalf("Disconnect sent %d requests to a provider without revocation (first %s %s)", len(sent), sent[0].Method, sent[0].Path)
+	} else {
+		if sent := sv.Fake.Requests()[before:]; len(sent) != 0 {
+			t.Fatalf("Disconnect sent %d requests to a provider without revocation (first %s %s)", len(sent), sent[0].Method, sent[0].Path)
+		}
+		if rec := h.Trail("connection.disconnected")["connection.disconnected"]; rec.Details["revoked"] != "not_supported" {
+			t.Fatalf("the disconnection was recorded with revoked=%q; want not_supported", rec.Details["revoked"])
+		}
 	}
 	if st.shape == fakeoauth.Notion {
 		for _, r := range sv.Fake.Requests() {
@@ -395,7 +400,7 @@ func providerTable(ran map[fakeoauth.Shape]map[string]string) string {
 	for _, st := range providerStories {
 		name := "`" + string(st.shape) + "`"
 		if _, err := os.Stat("../../docs/providers/" + string(st.shape) + ".md"); err == nil {
-			name = fmt.Sprintf("[`%s`](%s.md)", st.shape, st.shape)
+			name = fmt.Sprintf("[%#q](%s.md)", st.shape, st.shape)
 		}
 		sb.WriteString("| " + name)
 		for _, step := range storySteps {

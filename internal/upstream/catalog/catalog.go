@@ -119,7 +119,7 @@ func CleanBaseURL(s string) (string, error) {
 	}
 	for _, seg := range strings.Split(p, "/") {
 		if seg == "." || seg == ".." {
-			return "", fmt.Errorf("%q: the path may not contain . or ..", s)
+			return "", fmt.Errorf("%q: the path may not contain a . or .. segment", s)
 		}
 	}
 	return "https://" + u.Host + p, nil

@@ -45,6 +45,20 @@ func TestMicrosoftNeedsTenant(t *testing.T) {
 	}
 }
 
+// TestBaseURLPresets: the presets for servers of your own take {baseURL}; gitlab and
+// salesforce default to their public service, github-enterprise-server has no default.
+func TestBaseURLPresets(t *testing.T) {
+	want := map[string]string{"gitlab": "https://gitlab.com", "salesforce": "https://login.salesforce.com", "github-enterprise-server": ""}
+	for n, def := range want {
+		if !slices.Contains(NamesTakingBaseURL(), n) {
+			t.Errorf("%s does not take a base URL", n)
+		}
+		if p, _ := Get(n); p.BaseURL != def {
+			t.Errorf("%s: default base URL %q, want %q", n, p.BaseURL, def)
+		}
+	}
+}
+
 // TestValidateRefuses: a preset file cannot do what a Connector's CRD validation forbids.
 func TestValidateRefuses(t *testing.T) {
 	ok := func() Preset {
@@ -67,6 +81,12 @@ func TestValidateRefuses(t *testing.T) {
 		}, "authParams"},
 		{"unknown auth method", func(p *Preset) { p.TokenEndpointAuthMethod = "private_key_jwt" }, "tokenEndpointAuthMethod"},
 		{"body and query", func(p *Preset) { p.UserInfo = UserInfo{Body: "{}", GraphQLQuery: "{ a }"} }, "not both"},
+		{"base URL inside a host's path", func(p *Preset) { p.TokenURL = "https://x.example/{baseURL}/t" }, "only start"},
+		{"base URL without its path", func(p *Preset) { p.TokenURL = "{baseURL}" }, "only start"},
+		{"a default base URL nothing uses", func(p *Preset) { p.BaseURL = "https://x.example" }, "no endpoint"},
+		{"a default base URL with a query", func(p *Preset) {
+			p.TokenURL, p.BaseURL = "{baseURL}/t", "https://x.example?a=b"
+		}, "clean"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
