@@ -21,8 +21,8 @@ import (
 //   - https://dropbox.tech/developers/using-oauth-2-0-with-offline-access
 //
 // Not confirmed there: the exact error_description texts, and what auth/token/revoke answers
-// for a token it no longer knows (the fake answers 401 invalid_access_token as the API does for
-// any call with such a token).
+// for a token that expired or that it no longer knows (the fake answers 401
+// invalid_access_token, as the API does for any call with such a token, and revokes nothing).
 const Dropbox Shape = "dropbox"
 
 func init() {
@@ -68,10 +68,15 @@ func init() {
 				"name":  map[string]any{"given_name": a.Name, "surname": "", "familiar_name": a.Name, "display_name": a.Name, "abbreviated_name": a.Name[:1]},
 				"email": a.Email, "email_verified": true, "disabled": false, "account_type": map[string]any{".tag": "basic"}})
 		},
-		Revoke: func(w http.ResponseWriter, req Request) string {
+		RevokeLive: func(w http.ResponseWriter, req Request, live func(string) bool) string {
 			scheme, tok, _ := strings.Cut(req.Header.Get("Authorization"), " ")
 			if !strings.EqualFold(scheme, "bearer") || tok == "" || len(req.Params) > 0 {
 				writeJSON(w, http.StatusBadRequest, map[string]any{"error_summary": "bad request", "error": map[string]any{".tag": "other"}})
+				return ""
+			}
+			if !live(tok) {
+				// An expired token cannot authenticate the call that would revoke it.
+				writeJSON(w, http.StatusUnauthorized, dropboxInvalidToken)
 				return ""
 			}
 			writeJSON(w, http.StatusOK, nil)

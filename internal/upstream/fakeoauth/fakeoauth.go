@@ -143,6 +143,9 @@ type Provider struct {
 	Revoke func(w http.ResponseWriter, req Request) string
 	// Tenant fills {tenant} in the preset's endpoints ("common" for a multi-tenant app).
 	Tenant string
+	// RevokeLive, when set, answers revocation instead of Revoke, told which access tokens
+	// still work (Dropbox's revocation is a call made with the token, refused once it expired).
+	RevokeLive func(w http.ResponseWriter, req Request, live func(access string) bool) string
 	// RefreshPath, when set, is where refreshes go instead of Paths.Token (Figma); Paths.Token
 	// then refuses them, so a connector that ignores its refreshURL fails.
 	RefreshPath string
@@ -627,7 +630,11 @@ func (s *Server) bearer(r *http.Request) (Account, bool) {
 
 func (s *Server) revoke(w http.ResponseWriter, req Request) {
 	var tok string
-	if s.p.Revoke != nil {
+	if s.p.RevokeLive != nil {
+		if tok = s.p.RevokeLive(w, req, s.Live); tok == "" {
+			return
+		}
+	} else if s.p.Revoke != nil {
 		if tok = s.p.Revoke(w, req); tok == "" {
 			return
 		}
