@@ -630,15 +630,16 @@ func (s *Server) bearer(r *http.Request) (Account, bool) {
 
 func (s *Server) revoke(w http.ResponseWriter, req Request) {
 	var tok string
-	if s.p.RevokeLive != nil {
+	switch {
+	case s.p.RevokeLive != nil:
 		if tok = s.p.RevokeLive(w, req, s.Live); tok == "" {
 			return
 		}
-	} else if s.p.Revoke != nil {
+	case s.p.Revoke != nil:
 		if tok = s.p.Revoke(w, req); tok == "" {
 			return
 		}
-	} else {
+	default:
 		// RFC 7009 §2.1: a form, the client authenticated as at the token endpoint; §2.2: 200
 		// whether or not the token was known.
 		if req.ContentType != "application/x-www-form-urlencoded" || req.Params.Get("client_id") != s.o.ClientID ||
