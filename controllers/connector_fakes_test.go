@@ -30,6 +30,9 @@ func TestFakeConnectorsAreWhatTheControllerCompiles(t *testing.T) {
 			if shape == fakeoauth.GHES {
 				c.Spec.BaseURL = base
 			}
+			if shape == fakeoauth.Microsoft {
+				c.Spec.Tenant = "common"
+			}
 			out := &config.Connector{Scopes: scopeStrings(c.Spec.Scopes)}
 			if err := applyDialect(out, c); err != nil {
 				t.Fatal(err)
@@ -48,11 +51,13 @@ func TestFakeConnectorsAreWhatTheControllerCompiles(t *testing.T) {
 				Scopes                                                                                []string
 				Headers, AuthParams                                                                   map[string]string
 				Auth, Token, UserInfo, Revocation                                                     string
+				Refresh, OIDCIssuer, TenantClaim                                                      string
 			}
 			of := func(c *config.Connector) view {
 				return view{c.DisplayName, c.TokenAuth, c.AccessTokenField, c.ScopeSeparator, c.ScopeParam, c.RevocationStyle,
 					c.UserInfoMethod, c.UserInfoBody, c.AccountIDField, c.AccountNameField, c.TokenRequestJSON, c.Scopes,
-					c.Headers, c.AuthParams, path(c.AuthURL), path(c.TokenURL), path(c.UserInfoURL), path(c.RevocationURL)}
+					c.Headers, c.AuthParams, path(c.AuthURL), path(c.TokenURL), path(c.UserInfoURL), path(c.RevocationURL),
+					path(c.RefreshURL), path(c.OIDCIssuer), c.TenantClaim}
 			}
 			if got, want := of(fake), of(out); !reflect.DeepEqual(got, want) {
 				t.Errorf("fakeoauth builds\n%+v\nthe controller compiles\n%+v", got, want)

@@ -88,8 +88,46 @@ func TestApplyDialect(t *testing.T) {
 			}
 			return nil
 		}, ""},
+		{"microsoft for many tenants: the ID token's tenant, restricted", base(func(s *v1alpha1.ConnectorSpec) {
+			s.Preset = "microsoft"
+			s.Tenant = "organizations"
+			s.AllowedTenants = []string{"72f988bf-86f1-41af-91ab-2d7cd011db47"}
+		}), func(c *config.Connector) error {
+			if c.OIDCIssuer != "https://login.microsoftonline.com/organizations/v2.0" || c.TenantClaim != "tid" ||
+				len(c.AllowedTenants) != 1 || c.AccountIDField != "oid" || c.AccountNameField != "preferred_username" ||
+				!strings.Contains(strings.Join(c.Scopes, " "), "offline_access") {
+				return fmt.Errorf("%+v", *c)
+			}
+			return nil
+		}, ""},
+		{"allowedTenants without a tenant claim", base(func(s *v1alpha1.ConnectorSpec) {
+			s.Preset = "github"
+			s.AllowedTenants = []string{"contoso"}
+		}), nil, v1alpha1.ConnectorInvalidTenantsReason},
+		{"an OIDC issuer set on a preset without one names the account by sub", base(func(s *v1alpha1.ConnectorSpec) {
+			s.Preset = "gitlab"
+			s.Endpoints = &v1alpha1.ConnectorEndpoints{OIDCIssuer: "https://gitlab.com"}
+		}), func(c *config.Connector) error {
+			if c.AccountIDField != "sub" {
+				return fmt.Errorf("idField %q", c.AccountIDField)
+			}
+			return nil
+		}, ""},
+		{"dropbox: offline access, RPC user info, Bearer revocation", base(func(s *v1alpha1.ConnectorSpec) { s.Preset = "dropbox" }), func(c *config.Connector) error {
+			if c.AuthParams["token_access_type"] != "offline" || c.UserInfoMethod != "POST" || c.UserInfoBody != "" ||
+				c.RevocationStyle != config.RevokeBearer || c.AccountIDField != "account_id" {
+				return fmt.Errorf("%+v", *c)
+			}
+			return nil
+		}, ""},
+		{"figma: refreshes at its own endpoint", base(func(s *v1alpha1.ConnectorSpec) { s.Preset = "figma" }), func(c *config.Connector) error {
+			if c.RefreshURL != "https://api.figma.com/v1/oauth/refresh" || c.TokenAuth != config.TokenAuthBasic || c.RevocationURL != "" {
+				return fmt.Errorf("%+v", *c)
+			}
+			return nil
+		}, ""},
 		{"microsoft without a tenant", base(func(s *v1alpha1.ConnectorSpec) { s.Preset = "microsoft" }), nil, v1alpha1.ConnectorPresetParameterMissingReason},
-		{"a preset the catalog does not have", base(func(s *v1alpha1.ConnectorSpec) { s.Preset = "dropbox" }), nil, v1alpha1.ConnectorUnknownPresetReason},
+		{"a preset the catalog does not have", base(func(s *v1alpha1.ConnectorSpec) { s.Preset = "no-such-service" }), nil, v1alpha1.ConnectorUnknownPresetReason},
 		{"no preset: RFC 6749 defaults", base(func(s *v1alpha1.ConnectorSpec) {
 			s.Endpoints = &v1alpha1.ConnectorEndpoints{AuthorizationURL: "https://idp.example/a", TokenURL: "https://idp.example/t", UserInfoURL: "https://idp.example/u"}
 		}), func(c *config.Connector) error {
@@ -137,7 +175,7 @@ func TestApplyDialect(t *testing.T) {
 // TestUnknownPresetSaysWhichExist: the condition names the presets there are, and nothing of
 // the Connector's Secret.
 func TestUnknownPresetSaysWhichExist(t *testing.T) {
-	c := &v1alpha1.Connector{Spec: v1alpha1.ConnectorSpec{Preset: "dropbox"}}
+	c := &v1alpha1.Connector{Spec: v1alpha1.ConnectorSpec{Preset: "no-such-service"}}
 	err := applyDialect(&config.Connector{ClientSecret: "upstream-secret"}, c)
 	nr, ok := asNotReady(err)
 	if !ok {
@@ -165,11 +203,11 @@ func TestConnectorUnknownPreset(t *testing.T) {
 		StringData: map[string]string{"clientSecret": "upstream-secret"},
 	})
 	conn := newConnector(ns, "svc", "proj", "app")
-	conn.Spec.Preset = "dropbox"
+	conn.Spec.Preset = "no-such-service"
 	create(t, conn)
 
 	cond := waitNotReady(t, conn, v1alpha1.ConnectorUnknownPresetReason)
-	if !strings.Contains(cond.Message, `"dropbox"`) || !strings.Contains(cond.Message, "gitlab") {
+	if !strings.Contains(cond.Message, `"no-such-service"`) || !strings.Contains(cond.Message, "gitlab") {
 		t.Errorf("message %q does not name the preset and the known ones", cond.Message)
 	}
 	waitSnapshot(t, "project without the connector", func(s *config.Snapshot) error {

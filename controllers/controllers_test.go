@@ -901,7 +901,7 @@ func TestValidation(t *testing.T) {
 		{"connector GET user info with a body", connector(func(s *v1alpha1.ConnectorSpec) {
 			s.UserInfo = &v1alpha1.ConnectorUserInfo{Method: "GET", GraphQLQuery: "{ viewer { id } }"}
 		}), []string{"a GET request has no body"}},
-		{"connector unknown auth method", connector(func(s *v1alpha1.ConnectorSpec) { s.TokenEndpointAuthMethod = "private_key_jwt" }), []string{"spec.tokenEndpointAuthMethod", "Unsupported value"}},
+		{"connector unknown auth method", connector(func(s *v1alpha1.ConnectorSpec) { s.TokenEndpointAuthMethod = "tls_client_auth" }), []string{"spec.tokenEndpointAuthMethod", "Unsupported value"}},
 		{"connector authParams overriding redirect_uri", connector(func(s *v1alpha1.ConnectorSpec) {
 			s.AuthParams = map[string]v1alpha1.AuthParamValue{"redirect_uri": "https://evil.example/"}
 		}), []string{"spec.authParams", "must not set"}},

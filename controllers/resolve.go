@@ -776,6 +776,20 @@ func (r *resolver) compileConnector(ctx context.Context, c *v1alpha1.Connector) 
 		out.Shared = true
 		out.SharedClients, _ = sharedClients(project, c)
 	}
+	if out.TokenAuth == config.TokenAuthPrivateKeyJWT {
+		// The Secret's value is the private key: it signs assertions and is never sent.
+		out.ClientSecret = ""
+		var cert []byte
+		if ca := c.Spec.ClientAssertion; ca != nil && ca.CertificateKey != "" {
+			ref := v1alpha1.SecretKeyReference{Name: c.Spec.ClientSecretRef.Name, Key: ca.CertificateKey}
+			if cert, err = r.secretValue(ctx, c.Namespace, ref, "spec.clientAssertion.certificateKey", v1alpha1.SecretUseConnector); err != nil {
+				return nil, err
+			}
+		}
+		if out.Assertion, err = clientAssertionKey(sec, cert, c.Spec.ClientAssertion); err != nil {
+			return nil, err
+		}
+	}
 	return &connectorResult{compiled: out, project: pk.String()}, nil
 }
 
@@ -818,6 +832,13 @@ func applyDialect(out *config.Connector, c *v1alpha1.Connector) error {
 	out.UserInfoURL = fill(e.UserInfoURL, p.UserInfoURL)
 	out.RevocationURL = fill(e.RevocationURL, p.RevocationURL)
 	out.OIDCIssuer = fill(e.OIDCIssuer, p.OIDCIssuer)
+	out.RefreshURL = fill(e.RefreshURL, p.RefreshURL)
+	out.TenantClaim = cmp.Or(sp.TenantClaim, p.TenantClaim)
+	out.AllowedTenants = slices.Clone(sp.AllowedTenants)
+	if len(out.AllowedTenants) > 0 && (out.OIDCIssuer == "" || out.TenantClaim == "") {
+		return notReadyf(v1alpha1.ConnectorInvalidTenantsReason,
+			"spec.allowedTenants needs an OIDC issuer and a tenantClaim (from the spec or the preset) to check ID tokens against")
+	}
 
 	out.TokenAuth = cmp.Or(string(sp.TokenEndpointAuthMethod), p.TokenEndpointAuthMethod, config.TokenAuthPost)
 	out.TokenRequestJSON = cmp.Or(sp.TokenRequestFormat, p.TokenRequestFormat) == "json"
@@ -860,7 +881,9 @@ func applyDialect(out *config.Connector, c *v1alpha1.Connector) error {
 	}
 
 	idField, nameField := cmp.Or(p.Account.IDField, "id"), cmp.Or(p.Account.NameField, "email")
-	if out.OIDCIssuer != "" {
+	if out.OIDCIssuer != "" && (p.OIDCIssuer == "" || p.Account.IDField == "") {
+		// An ID token names the account by sub unless the preset, itself OIDC, names a claim
+		// (Microsoft's oid, which Graph calls id).
 		idField = "sub"
 	}
 	if a := sp.Account; a != nil {

@@ -109,8 +109,9 @@ type ConnectorAPIKey struct {
 
 // ConnectorPreset names a well-known service in Latchkey's catalog of presets
 // (docs/providers/README.md): github, github-enterprise-server, gitlab, google, slack, notion,
-// linear, atlassian, bitbucket, asana, salesforce, microsoft. The controller checks the name against the catalog, not the schema, so new presets
-// need no CRD change.
+// linear, atlassian, bitbucket, asana, salesforce, microsoft, box, dropbox, zoom, figma. The
+// controller checks the name against the catalog, not the schema, so new presets need no CRD
+// change.
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=63
 // +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`
@@ -125,7 +126,7 @@ const (
 
 // UpstreamAuthMethod is how Latchkey authenticates to a service's token endpoint (RFC 6749
 // §2.3.1, the names of RFC 7591).
-// +kubebuilder:validation:Enum=client_secret_basic;client_secret_post;none
+// +kubebuilder:validation:Enum=client_secret_basic;client_secret_post;none;private_key_jwt
 type UpstreamAuthMethod string
 
 const (
@@ -135,7 +136,52 @@ const (
 	UpstreamAuthPost UpstreamAuthMethod = "client_secret_post"
 	// UpstreamAuthNone sends only client_id: a public client, kept apart by PKCE alone.
 	UpstreamAuthNone UpstreamAuthMethod = "none"
+	// UpstreamAuthPrivateKeyJWT sends client_id and a client assertion (RFC 7523 §2.2) signed
+	// with the private key in spec.clientSecretRef; no secret leaves the cluster.
+	UpstreamAuthPrivateKeyJWT UpstreamAuthMethod = "private_key_jwt"
 )
+
+// ConnectorInvalidClientKeyReason: spec.tokenEndpointAuthMethod is private_key_jwt and the
+// Secret's value is not a PEM private key Latchkey can sign with (RSA of at least 2048 bits, or
+// ECDSA P-256), spec.clientAssertion.algorithm does not fit the key, or the certificate of
+// spec.clientAssertion.certificateKey is missing, not PEM, or not the key's.
+const ConnectorInvalidClientKeyReason = "InvalidClientKey"
+
+// ConnectorInvalidTenantsReason: spec.allowedTenants is set on a Connector whose ID tokens are
+// not checked per tenant (no OIDC issuer, or no tenantClaim from the spec or its preset).
+const ConnectorInvalidTenantsReason = "InvalidTenants"
+
+// ClientAssertionAlgorithm is the JWS algorithm of a private_key_jwt client assertion.
+// +kubebuilder:validation:Enum=RS256;PS256;ES256
+type ClientAssertionAlgorithm string
+
+// ConnectorClientAssertion says how the client assertion of private_key_jwt is made. The
+// private key itself is the value of spec.clientSecretRef.
+type ConnectorClientAssertion struct {
+	// algorithm signs the assertion: RS256 or PS256 for an RSA key, ES256 for an ECDSA P-256
+	// key. Defaults to RS256 for RSA and ES256 for ECDSA. A value that does not fit the key
+	// reports Ready=False with reason InvalidClientKey.
+	// +optional
+	Algorithm ClientAssertionAlgorithm `json:"algorithm,omitempty"`
+
+	// keyID is sent as the assertion's kid header, for a service that finds the key by id
+	// (a JWKS registered with it). Defaults to the key's JWK thumbprint (RFC 7638) when
+	// certificateKey is unset, and to no kid when it is set. At most 128 printable characters.
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[!-~]+$`
+	// +optional
+	KeyID string `json:"keyID,omitempty"`
+
+	// certificateKey names a key of the same Secret as spec.clientSecretRef holding the PEM
+	// certificate of the private key (tls.crt of a kubernetes.io/tls Secret). The assertion then
+	// carries the certificate's SHA-256 and SHA-1 thumbprints as x5t#S256 and x5t, which is how
+	// Microsoft Entra ID finds an app's certificate credential. The certificate must be the
+	// key's. At most 253 characters.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +optional
+	CertificateKey string `json:"certificateKey,omitempty"`
+}
 
 // ScopeSeparator joins the scopes of an authorization request.
 // +kubebuilder:validation:Enum=space;comma
@@ -149,7 +195,7 @@ const (
 )
 
 // RevocationStyle is how a service revokes tokens at endpoints.revocationURL.
-// +kubebuilder:validation:Enum=RFC7009;GitHubGrant
+// +kubebuilder:validation:Enum=RFC7009;GitHubGrant;Bearer
 type RevocationStyle string
 
 const (
@@ -158,6 +204,10 @@ const (
 	// RevocationGitHubGrant is GitHub's DELETE /applications/{client_id}/grant with the app's
 	// Basic credentials and the access token in a JSON body; it also withdraws the approval.
 	RevocationGitHubGrant RevocationStyle = "GitHubGrant"
+	// RevocationBearer posts with the access token as the Bearer credential and no body, which
+	// revokes that token and its refresh token (Dropbox's auth/token/revoke). An access token
+	// that has expired is refreshed first, so the refresh token is revoked too.
+	RevocationBearer RevocationStyle = "Bearer"
 )
 
 // HTTPMethod is GET or POST.
@@ -200,6 +250,7 @@ type AuthParamValue string
 // +kubebuilder:validation:XValidation:rule="has(self.apiKey) || has(self.preset) || (has(self.endpoints) && has(self.endpoints.authorizationURL) && has(self.endpoints.tokenURL) && (has(self.endpoints.userInfoURL) || has(self.endpoints.oidcIssuer)))",message="endpoints: a Connector without a preset or apiKey needs endpoints.authorizationURL, endpoints.tokenURL, and endpoints.userInfoURL or endpoints.oidcIssuer"
 // +kubebuilder:validation:XValidation:rule="has(self.apiKey) || (has(self.clientID) && has(self.clientSecretRef))",message="clientID and clientSecretRef are required unless apiKey is set"
 // +kubebuilder:validation:XValidation:rule="!has(self.apiKey) || !(has(self.preset) || has(self.endpoints) || has(self.clientID) || has(self.clientSecretRef) || has(self.scopes) || has(self.authParams) || has(self.userInfo) || has(self.account))",message="apiKey: an API-key Connector has no preset, endpoints, clientID, clientSecretRef, scopes, authParams, userInfo or account"
+// +kubebuilder:validation:XValidation:rule="!has(self.clientAssertion) || (has(self.tokenEndpointAuthMethod) && self.tokenEndpointAuthMethod == 'private_key_jwt')",message="clientAssertion is only for tokenEndpointAuthMethod private_key_jwt"
 type ConnectorSpec struct {
 	// projectRef is the Project whose people connect this service.
 	// +required
@@ -213,8 +264,8 @@ type ConnectorSpec struct {
 	DisplayName string `json:"displayName,omitempty"`
 
 	// preset fills the endpoints, token endpoint dialect, user info request and account fields
-	// of a well-known service from Latchkey's catalog (docs/providers/README.md): github, gitlab,
-	// google, slack, notion, linear, atlassian, microsoft. A name not in the catalog reports
+	// of a well-known service from Latchkey's catalog (docs/providers/README.md lists them, from
+	// github to figma). A name not in the catalog reports
 	// Ready=False with reason UnknownPreset. Fields set in the spec override the preset's, which
 	// is how tests and `make run` point the github preset at a fake GitHub on a loopback address.
 	// Without a preset, endpoints must be given.
@@ -234,8 +285,10 @@ type ConnectorSpec struct {
 	// +optional
 	ClientID string `json:"clientID,omitempty"`
 
-	// clientSecretRef names the Secret key holding that app's client secret. The Secret must
-	// carry the label latchkey.dev/use=connector: its value goes to this Connector's token
+	// clientSecretRef names the Secret key holding that app's client secret, or, when
+	// tokenEndpointAuthMethod is private_key_jwt, the PEM private key (PKCS #8, PKCS #1 or SEC 1)
+	// that signs its client assertions. The Secret must carry the label
+	// latchkey.dev/use=connector: its value goes to (or signs for) this Connector's token
 	// endpoint, so only a Secret its owner opted in may be named. Until such a Secret exists the
 	// Connector reports Ready=False with reason SecretMissing, which reads the same for a Secret
 	// that exists without the label; no secret is invented. Required unless apiKey is set.
@@ -302,10 +355,42 @@ type ConnectorSpec struct {
 
 	// tokenEndpointAuthMethod is how Latchkey authenticates to the token endpoint:
 	// client_secret_post (client_id and client_secret in the form; the default without a
-	// preset), client_secret_basic (an HTTP Basic header), or none (client_id only; PKCE keeps
-	// the code bound). Overrides the preset's.
+	// preset), client_secret_basic (an HTTP Basic header), none (client_id only; PKCE keeps
+	// the code bound), or private_key_jwt (client_id and a client assertion signed with the
+	// private key of clientSecretRef, RFC 7523; see clientAssertion). Revocation requests
+	// authenticate the same way. Overrides the preset's.
 	// +optional
 	TokenEndpointAuthMethod UpstreamAuthMethod `json:"tokenEndpointAuthMethod,omitempty"`
+
+	// clientAssertion says how private_key_jwt assertions are signed: algorithm, kid, and the
+	// certificate whose thumbprints Microsoft needs. Only with tokenEndpointAuthMethod
+	// private_key_jwt.
+	// +optional
+	ClientAssertion *ConnectorClientAssertion `json:"clientAssertion,omitempty"`
+
+	// allowedTenants, for a multi-tenant identity provider whose ID tokens name their tenant
+	// (the microsoft preset with tenant "organizations" or "common": the tid claim), are the
+	// only tenants whose accounts may connect; an ID token of any other tenant is refused.
+	// Unset admits every tenant the identity provider signs for. Needs an OIDC issuer and a
+	// tenantClaim (the microsoft preset has both), else Ready=False with reason InvalidTenants.
+	// At most 64, each at most 128 characters.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=128
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9][A-Za-z0-9.-]*$`
+	// +listType=set
+	// +optional
+	AllowedTenants []string `json:"allowedTenants,omitempty"`
+
+	// tenantClaim names the ID token claim that says which tenant signed the person in ("tid"
+	// at Microsoft). With it, the issuer of the OIDC discovery document may be a template
+	// holding "{tenantid}" (Microsoft's common and organizations documents are): an ID token is
+	// accepted only when its iss is that issuer with {tenantid} replaced by the token's own
+	// tenant claim, so a token that names one tenant in iss and another in the claim is
+	// refused. Overrides the preset's. At most 64 characters.
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_-]+$`
+	// +optional
+	TenantClaim string `json:"tenantClaim,omitempty"`
 
 	// tokenRequestFormat is how the token request's parameters are sent: form
 	// (application/x-www-form-urlencoded, RFC 6749; the default without a preset) or json (an
@@ -353,8 +438,10 @@ type ConnectorSpec struct {
 	Headers map[string]HeaderValue `json:"headers,omitempty"`
 
 	// revocationStyle is how endpoints.revocationURL is called on disconnect: RFC7009 (the
-	// default without a preset) or GitHubGrant. "{client_id}" in the URL is replaced by the
-	// client id. Overrides the preset's.
+	// default without a preset: each token posted, the client authenticated as at the token
+	// endpoint), GitHubGrant (DELETE with Basic credentials and the token in a JSON body), or
+	// Bearer (the access token as the credential, no body). "{client_id}" in the URL is
+	// replaced by the client id whatever the style. Overrides the preset's.
 	// +optional
 	RevocationStyle RevocationStyle `json:"revocationStyle,omitempty"`
 
@@ -458,9 +545,15 @@ type ConnectorEndpoints struct {
 	UserInfoURL EndpointURL `json:"userInfoURL,omitempty"`
 
 	// revocationURL revokes upstream tokens on disconnect (RFC 7009). Unset means disconnecting
-	// only forgets them.
+	// only forgets them. "{client_id}" in it is replaced by the client id (GitHub's
+	// https://api.github.com/applications/{client_id}/grant).
 	// +optional
 	RevocationURL EndpointURL `json:"revocationURL,omitempty"`
+
+	// refreshURL is where refresh requests go, for a service that refreshes at another
+	// endpoint than tokenURL (Figma). Unset refreshes at tokenURL.
+	// +optional
+	RefreshURL EndpointURL `json:"refreshURL,omitempty"`
 
 	// oidcIssuer makes the connector OpenID Connect: the account is read from the verified ID
 	// token of this issuer instead of userInfoURL.
@@ -469,8 +562,9 @@ type ConnectorEndpoints struct {
 }
 
 // ConnectorAccount names the fields of the service's user info (or ID token) that identify an
-// account. A field is a top-level JSON name or a dotted path into nested objects
-// ("data.viewer.id"); a top-level name that itself contains dots wins over the path.
+// account. A field is a dotted path into nested objects ("data.viewer.id", Dropbox's
+// "name.display_name") or a top-level name; a top-level name that itself contains dots wins
+// over the path.
 type ConnectorAccount struct {
 	// idField holds the account's stable id; reconnecting the same account keeps its
 	// permissions. Defaults to "sub" when endpoints.oidcIssuer is set, else the preset's, else

@@ -25,7 +25,7 @@ func TestConnectorDialectSchema(t *testing.T) {
 		spec string
 		want []string // nil: admitted
 	}{
-		{"a preset the CRD has never heard of", "  preset: dropbox\n", nil},
+		{"a preset the CRD has never heard of", "  preset: no-such-service\n", nil},
 		{"slack written out", `  endpoints:
     authorizationURL: https://slack.com/oauth/v2/authorize
     tokenURL: https://slack.com/api/oauth.v2.access
@@ -49,7 +49,13 @@ func TestConnectorDialectSchema(t *testing.T) {
 		{"scopeParameter on redirect_uri", "  preset: slack\n  scopeParameter: redirect_uri\n", []string{"spec.scopeParameter"}},
 		{"GET with a GraphQL query", "  preset: linear\n  userInfo: {method: GET, graphQLQuery: '{ viewer { id } }'}\n", []string{"a GET request has no body"}},
 		{"body and query", "  preset: linear\n  userInfo: {body: '{}', graphQLQuery: '{ viewer { id } }'}\n", []string{"set body or graphQLQuery, not both"}},
-		{"unknown client authentication", "  preset: slack\n  tokenEndpointAuthMethod: private_key_jwt\n", []string{"spec.tokenEndpointAuthMethod", "Unsupported value"}},
+		{"unknown client authentication", "  preset: slack\n  tokenEndpointAuthMethod: tls_client_auth\n", []string{"spec.tokenEndpointAuthMethod", "Unsupported value"}},
+		{"private_key_jwt with a certificate", "  preset: microsoft\n  tenant: organizations\n  tokenEndpointAuthMethod: private_key_jwt\n  clientAssertion: {algorithm: PS256, certificateKey: tls.crt}\n  allowedTenants: [72f988bf-86f1-41af-91ab-2d7cd011db47]\n", nil},
+		{"clientAssertion without private_key_jwt", "  preset: microsoft\n  tenant: common\n  clientAssertion: {keyID: k1}\n", []string{"clientAssertion is only for tokenEndpointAuthMethod private_key_jwt"}},
+		{"clientAssertion with an HMAC algorithm", "  preset: microsoft\n  tenant: common\n  tokenEndpointAuthMethod: private_key_jwt\n  clientAssertion: {algorithm: HS256}\n", []string{"spec.clientAssertion.algorithm", "Unsupported value"}},
+		{"an allowed tenant that is a path", "  preset: microsoft\n  tenant: common\n  allowedTenants: [../evil]\n", []string{"spec.allowedTenants"}},
+		{"Bearer revocation and a refresh URL", "  preset: dropbox\n  revocationStyle: Bearer\n  endpoints: {refreshURL: 'https://api.example.com/refresh'}\n", nil},
+		{"a refresh URL in the clear", "  preset: figma\n  endpoints: {refreshURL: 'http://api.example.com/refresh'}\n", []string{"spec.endpoints.refreshURL"}},
 		{"unknown separator", "  preset: slack\n  scopeSeparator: semicolon\n", []string{"spec.scopeSeparator", "Unsupported value"}},
 		{"token path with a space", "  preset: slack\n  accessTokenField: 'authed user.token'\n", []string{"spec.accessTokenField"}},
 		{"tenant that is a path", "  preset: microsoft\n  tenant: ../evil\n", []string{"spec.tenant"}},

@@ -8,6 +8,7 @@
 package config
 
 import (
+	"crypto"
 	"net/netip"
 	"strings"
 	"sync/atomic"
@@ -298,12 +299,22 @@ type Connector struct {
 	UserInfoBody   string
 	// Headers are sent on every call to the service.
 	Headers map[string]string
-	// RevocationStyle is RevokeRFC7009 (also when empty) or RevokeGitHubGrant.
+	// RevocationStyle is RevokeRFC7009 (also when empty), RevokeGitHubGrant or RevokeBearer.
 	RevocationStyle string
 	// APIKey, when set, makes this a connector people connect by pasting an API key or personal
 	// access token on a Latchkey page (docs/api-key-connectors.md); the OAuth fields above are
 	// then empty, and CallbackURL too.
 	APIKey *APIKey
+	// RefreshURL, when set, is where refresh requests go instead of TokenURL (Figma).
+	RefreshURL string
+	// Assertion signs the client assertion of TokenAuthPrivateKeyJWT (RFC 7523); nil otherwise.
+	Assertion *ClientAssertion
+	// TenantClaim, when set, lets the ID token issuer be a template: the issuer of the OIDC
+	// discovery document may contain "{tenantid}", filled from this claim of each ID token
+	// ("tid" at Microsoft) before it is compared with the token's iss.
+	TenantClaim string
+	// AllowedTenants, when set, are the only values TenantClaim may have.
+	AllowedTenants []string
 	// AllowedNetworks are the address ranges outside the public internet that the server may
 	// dial for this connector's token, userinfo, discovery, key and revocation endpoints: the
 	// Project's spec.upstreamNetwork.allowedCIDRs. Empty (the default) dials public addresses
@@ -357,7 +368,23 @@ const (
 	TokenAuthPost  = "client_secret_post"
 	TokenAuthBasic = "client_secret_basic"
 	TokenAuthNone  = "none"
+	// TokenAuthPrivateKeyJWT signs a client assertion with Connector.Assertion (RFC 7523 §2.2).
+	TokenAuthPrivateKeyJWT = "private_key_jwt"
 )
+
+// ClientAssertion is the key a private_key_jwt Connector signs its client assertions with.
+type ClientAssertion struct {
+	// Key signs; it is an *rsa.PrivateKey or *ecdsa.PrivateKey.
+	Key crypto.Signer
+	// Algorithm is the JWS algorithm: RS256, PS256 or ES256.
+	Algorithm string
+	// KeyID, when set, is the assertion's kid header.
+	KeyID string
+	// X5TS256 and X5T, when set, are the base64url SHA-256 and SHA-1 thumbprints of the key's
+	// certificate, sent as the x5t#S256 and x5t headers (Microsoft finds certificate credentials
+	// by them).
+	X5TS256, X5T string
+}
 
 // Revocation styles of a Connector.
 const (
@@ -365,6 +392,9 @@ const (
 	RevokeRFC7009 = "RFC7009"
 	// RevokeGitHubGrant is GitHub's DELETE /applications/{client_id}/grant.
 	RevokeGitHubGrant = "GitHubGrant"
+	// RevokeBearer posts to the revocation endpoint with the access token as the Bearer
+	// credential and no body (Dropbox's auth/token/revoke).
+	RevokeBearer = "Bearer"
 )
 
 // CallbackPath is a connector's callback path under its Project's issuer.

@@ -26,7 +26,8 @@ type dialect struct {
 
 // needsDialect reports whether c talks anything but RFC 6749.
 func needsDialect(c *config.Connector) bool {
-	return len(c.Headers) > 0 || c.TokenRequestJSON || c.AccessTokenField != ""
+	return len(c.Headers) > 0 || c.TokenRequestJSON || c.AccessTokenField != "" ||
+		c.TokenAuth == config.TokenAuthPrivateKeyJWT || c.RefreshURL != ""
 }
 
 // tokenFields are what an RFC 6749 token answer says about the token (§5.1), moved together
@@ -38,7 +39,8 @@ func (d dialect) RoundTrip(r *http.Request) (*http.Response, error) {
 	for k, v := range d.c.Headers {
 		r.Header.Set(k, v)
 	}
-	atToken := r.Method == http.MethodPost && sameEndpoint(r.URL, d.c.TokenURL)
+	atToken := r.Method == http.MethodPost &&
+		(sameEndpoint(r.URL, d.c.TokenURL) || (d.c.RefreshURL != "" && sameEndpoint(r.URL, d.c.RefreshURL)))
 	atRevocation := r.Method == http.MethodPost && d.c.RevocationURL != "" && sameEndpoint(r.URL, revocationURL(d.c))
 	var form url.Values
 	if (atToken || atRevocation) && isForm(r.Header.Get("Content-Type")) && r.GetBody != nil {
@@ -54,17 +56,32 @@ func (d dialect) RoundTrip(r *http.Request) (*http.Response, error) {
 		if form, err = url.ParseQuery(string(b)); err != nil {
 			return nil, err
 		}
+		if d.c.TokenAuth == config.TokenAuthPrivateKeyJWT && d.c.Assertion != nil {
+			// RFC 7523 §2.2: the assertion is the client's credential, one per request; a
+			// client secret never goes along.
+			a, err := clientAssertion(r, d.c)
+			if err != nil {
+				return nil, err
+			}
+			form.Del("client_secret")
+			form.Set("client_id", d.c.ClientID)
+			form.Set("client_assertion_type", ClientAssertionType)
+			form.Set("client_assertion", a)
+			r.Header.Del("Authorization")
+		}
+		enc, ct := []byte(form.Encode()), "application/x-www-form-urlencoded"
 		if d.c.TokenRequestJSON {
 			obj := make(map[string]string, len(form))
 			for k := range form {
 				obj[k] = form.Get(k)
 			}
-			j, _ := json.Marshal(obj)
-			r.Body = io.NopCloser(bytes.NewReader(j))
-			r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(j)), nil }
-			r.ContentLength = int64(len(j))
-			r.Header.Set("Content-Type", "application/json")
+			enc, _ = json.Marshal(obj)
+			ct = "application/json"
 		}
+		r.Body = io.NopCloser(bytes.NewReader(enc))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(enc)), nil }
+		r.ContentLength = int64(len(enc))
+		r.Header.Set("Content-Type", ct)
 	}
 	resp, err := d.base.RoundTrip(r)
 	if err != nil || !atToken || d.c.AccessTokenField == "" || d.c.AccessTokenField == "access_token" {

@@ -22,8 +22,11 @@ import (
 // "{client_id}" in the RevocationURL is replaced by the client id. RevocationStyle GitHubGrant
 // (the github preset) uses GitHub's own endpoint (DELETE /applications/{client_id}/grant with
 // the app's basic credentials and the token in a JSON body), which also withdraws the approval
-// so GitHub asks again next time. Any other connector gets RFC 7009 revocation of each token
-// held, the client authenticated as at the token endpoint (c.TokenAuth).
+// so GitHub asks again next time. RevocationStyle Bearer (the dropbox preset) presents the
+// access token as its own credential (revokeBearer). Any other connector gets RFC 7009
+// revocation of each token
+// held, the client authenticated as at the token endpoint (c.TokenAuth; a private_key_jwt
+// client sends a fresh client assertion, added by the dialect transport).
 func (v *Vault) Revoke(ctx context.Context, c *config.Connector, conn store.Connection) error {
 	if c.RevocationURL == "" {
 		return nil
@@ -32,10 +35,13 @@ func (v *Vault) Revoke(ctx context.Context, c *config.Connector, conn store.Conn
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, v.timeout())
+	ctx, cancel := context.WithTimeout(WithClock(ctx, v.Now), v.timeout())
 	defer cancel()
-	if c.RevocationStyle == config.RevokeGitHubGrant {
+	switch c.RevocationStyle {
+	case config.RevokeGitHubGrant:
 		return v.revokeGitHub(ctx, c, at)
+	case config.RevokeBearer:
+		return v.revokeBearer(ctx, c, conn, at, rt)
 	}
 	var errs []error
 	if rt != "" {
@@ -55,6 +61,29 @@ func (v *Vault) revokeGitHub(ctx context.Context, c *config.Connector, access st
 	req.Header.Set("Accept", "application/vnd.github+json")
 	req.Header.Set("Content-Type", "application/json")
 	return v.doRevoke(ctx, c, req, http.StatusNotFound, http.StatusUnprocessableEntity)
+}
+
+// revokeBearer is Dropbox's auth/token/revoke: the access token revokes itself, presented as
+// the Bearer credential of a POST without a body, and takes its refresh token with it. An access
+// token that has expired cannot do that, so one is refreshed first (and used only for this); a
+// 401 then means the service no longer knows the token.
+func (v *Vault) revokeBearer(ctx context.Context, c *config.Connector, conn store.Connection, access, refresh string) error {
+	if !fresh(conn, v.now()) && refresh != "" {
+		tok, err := v.refresh(ctx, c, refresh)
+		if err != nil {
+			if rejected(err) {
+				return nil // the refresh token is dead already: nothing is left to revoke
+			}
+			return err
+		}
+		access = tok.AccessToken
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, revocationURL(c), nil)
+	if err != nil {
+		return fail(ErrService, "revocation: the URL is not usable", nil)
+	}
+	req.Header.Set("Authorization", "Bearer "+access)
+	return v.doRevoke(ctx, c, req, http.StatusUnauthorized)
 }
 
 // revokeRFC7009 posts one token. Its form becomes JSON on the way for a connector whose token

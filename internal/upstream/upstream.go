@@ -121,14 +121,16 @@ func NewVerifier() string { return oauth2.GenerateVerifier() }
 
 // oauthConfig is the x/oauth2 view of a connector. Client credentials go where c.TokenAuth
 // says: in the request body unless it says otherwise (every GitHub-like service accepts that),
-// in a Basic header for client_secret_basic, and only client_id for none. The style is fixed,
+// in a Basic header for client_secret_basic, only client_id for none, and client_id with a
+// signed client assertion for private_key_jwt (RFC 7523, added by the dialect). The style is fixed,
 // never guessed by x/oauth2's trial of both, so a secret goes only where the service wants it.
 func oauthConfig(c *config.Connector) *oauth2.Config {
 	style, secret := oauth2.AuthStyleInParams, c.ClientSecret
 	switch c.TokenAuth {
 	case config.TokenAuthBasic:
 		style = oauth2.AuthStyleInHeader
-	case config.TokenAuthNone:
+	case config.TokenAuthNone, config.TokenAuthPrivateKeyJWT:
+		// private_key_jwt: the dialect transport adds the client assertion to the form.
 		secret = ""
 	}
 	return &oauth2.Config{
@@ -193,6 +195,13 @@ func accountFromIDToken(ctx context.Context, c *config.Connector, tok *oauth2.To
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {
 		return Account{}, fail(ErrService, "no id_token in the token response", nil)
+	}
+	if c.TenantClaim != "" {
+		claims, err := verifyTenantIDToken(ctx, c, raw)
+		if err != nil {
+			return Account{}, err
+		}
+		return accountFrom(claims, orDefault(c.AccountIDField, "sub"), c.AccountNameField, "preferred_username", "email", "name")
 	}
 	p, err := oidc.NewProvider(ctx, c.OIDCIssuer)
 	if err != nil {
@@ -327,11 +336,18 @@ func isTimeout(ctx context.Context, err error) bool {
 // preset) has nothing to compare with and accepts any response: its own callback URL, which no
 // other connector shares, is what keeps responses apart there.
 //
+// A connector whose issuer is templated by tenant (TenantClaim, Microsoft's common and
+// organizations) needs iss to be the discovered issuer of a tenant it admits; the ID token then
+// pins the tenant.
+//
 // Errors: ErrIssuer when the response fails the check; otherwise what reading the discovery
 // document failed with (ErrNotAllowed, ErrTimeout, ErrService).
 func CheckIssuer(ctx context.Context, hc *http.Client, c *config.Connector, iss string, present bool) error {
 	if c.OIDCIssuer == "" {
 		return nil
+	}
+	if c.TenantClaim != "" {
+		return checkTenantIssuer(ctx, hc, c, iss, present)
 	}
 	if present {
 		if iss != c.OIDCIssuer {

@@ -459,7 +459,11 @@ func (v *Vault) refresh(ctx context.Context, c *config.Connector, refreshToken s
 	if err != nil {
 		return nil, classify(ctx, "token endpoint", err)
 	}
-	tok, err = oauthConfig(c).TokenSource(ctx, &oauth2.Token{RefreshToken: refreshToken}).Token()
+	conf := oauthConfig(c)
+	if c.RefreshURL != "" {
+		conf.Endpoint.TokenURL = c.RefreshURL
+	}
+	tok, err = conf.TokenSource(WithClock(ctx, v.Now), &oauth2.Token{RefreshToken: refreshToken}).Token()
 	if err != nil {
 		return nil, classify(ctx, "token endpoint", err)
 	}

@@ -444,7 +444,7 @@ func (h *handler) finish(w http.ResponseWriter, r *http.Request, p *config.Proje
 	if !c.PKCE {
 		verifier = nil
 	}
-	acct, tok, err := upstream.Exchange(ctx, h.http, c, code, string(verifier))
+	acct, tok, err := upstream.Exchange(upstream.WithClock(ctx, h.env.Clock), h.http, c, code, string(verifier))
 	if err != nil {
 		h.exchangeFailed(w, r, p, c, st, err)
 		return
@@ -526,6 +526,10 @@ func (h *handler) exchangeFailed(w http.ResponseWriter, r *http.Request, p *conf
 		reason = "address_not_allowed"
 	case errors.Is(err, upstream.ErrTimeout):
 		reason, status = "timeout", http.StatusGatewayTimeout
+	case errors.Is(err, upstream.ErrTenant):
+		reason, status = "tenant_not_allowed", http.StatusForbidden
+	case errors.Is(err, upstream.ErrIssuer):
+		reason, status = "wrong_issuer", http.StatusBadRequest
 	case errors.As(err, &re) && (re.ErrorCode == "bad_verification_code" || re.ErrorCode == "invalid_grant"):
 		// A code that is wrong, expired or already used is the request's fault, not ours.
 		reason, status = "bad_code", http.StatusBadRequest
@@ -537,6 +541,11 @@ func (h *handler) exchangeFailed(w http.ResponseWriter, r *http.Request, p *conf
 		"upstream_status", upstreamStatus, "upstream_error", upstreamCode)
 	h.record(r.Context(), p, st, "connection.failed", "connector:"+c.Key, map[string]string{"reason": reason})
 	name := serviceName(c)
+	if reason == "tenant_not_allowed" {
+		h.page(w, p, status, pages.T(w, "%s accounts of this organisation cannot be connected here", name),
+			"This connector admits accounts of some organisations only, and yours is not one of them. Nothing was connected. Sign in to the service with another account, or ask whoever runs this project.")
+		return
+	}
 	if reason == "address_not_allowed" {
 		h.page(w, p, status, pages.T(w, "%s cannot be reached from here", name),
 			"This service's address is not one this server may call, so nothing was sent to it and nothing was connected. "+

@@ -51,6 +51,13 @@ var providerStories = []providerStory{
 	{shape: fakeoauth.Bitbucket, ttl: 2 * time.Hour, why: map[string]string{stepRevoke: "no revocation endpoint"}},
 	{shape: fakeoauth.Asana, ttl: time.Hour, revokes: true},
 	{shape: fakeoauth.Salesforce, revokes: true, why: map[string]string{stepRefresh: "no expires_in", stepRotation: "refresh token kept, never used"}},
+	{shape: fakeoauth.Google, ttl: time.Hour, revokes: true},
+	{shape: fakeoauth.Microsoft, ttl: time.Hour, rotates: true, why: map[string]string{stepRevoke: "no revocation endpoint"}},
+	{shape: fakeoauth.Box, ttl: time.Hour, rotates: true, revokes: true},
+	{shape: fakeoauth.Dropbox, ttl: 4 * time.Hour, revokes: true},
+	{shape: fakeoauth.Zoom, ttl: time.Hour, rotates: true, revokes: true},
+	// Figma's tokens last 90 days; a day keeps the story within the agent token's lifetime.
+	{shape: fakeoauth.Figma, ttl: 24 * time.Hour, why: map[string]string{stepRevoke: "no revocation endpoint"}},
 }
 
 // The steps of a story, the columns of the table.
@@ -107,7 +114,7 @@ func runProviderStory(t *testing.T, st providerStory, done func(step, cell strin
 		return out
 	}
 	refreshes := func() []fakeoauth.Request {
-		return requestsTo(paths.Token, func(r fakeoauth.Request) bool { return r.Params.Get("grant_type") == "refresh_token" })
+		return requestsTo(sv.Fake.RefreshPath(), func(r fakeoauth.Request) bool { return r.Params.Get("grant_type") == "refresh_token" })
 	}
 
 	// Connect.
@@ -207,6 +214,10 @@ func runProviderStory(t *testing.T, st providerStory, done func(step, cell strin
 			t.Fatal("the provider still honours the token after Alice disconnected")
 		}
 		carries := func(r fakeoauth.Request) bool {
+			// Dropbox's token revokes itself as the request's Bearer credential.
+			if r.Header.Get("Authorization") == "Bearer "+last {
+				return true
+			}
 			for _, v := range r.Params {
 				if len(v) > 0 && v[0] == last {
 					return true

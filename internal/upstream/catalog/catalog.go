@@ -40,6 +40,10 @@ type Preset struct {
 	UserInfoURL      string `json:"userInfoURL,omitempty"`
 	RevocationURL    string `json:"revocationURL,omitempty"`
 	OIDCIssuer       string `json:"oidcIssuer,omitempty"`
+	// RefreshURL is where refresh requests go when not to TokenURL (Figma).
+	RefreshURL string `json:"refreshURL,omitempty"`
+	// TenantClaim is the ID token claim naming the tenant, for issuers templated by tenant.
+	TenantClaim string `json:"tenantClaim,omitempty"`
 
 	TokenEndpointAuthMethod string            `json:"tokenEndpointAuthMethod,omitempty"`
 	TokenRequestFormat      string            `json:"tokenRequestFormat,omitempty"`
@@ -100,7 +104,7 @@ const (
 )
 
 func (p *Preset) endpoints() []string {
-	return []string{p.AuthorizationURL, p.TokenURL, p.UserInfoURL, p.RevocationURL, p.OIDCIssuer}
+	return []string{p.AuthorizationURL, p.TokenURL, p.UserInfoURL, p.RevocationURL, p.OIDCIssuer, p.RefreshURL}
 }
 
 // TakesBaseURL reports whether the preset's endpoints contain {baseURL}.
@@ -277,7 +281,7 @@ func (p *Preset) validateDialect() error {
 		{"tokenEndpointAuthMethod", p.TokenEndpointAuthMethod, []string{"", "client_secret_basic", "client_secret_post", "none"}},
 		{"tokenRequestFormat", p.TokenRequestFormat, []string{"", "form", "json"}},
 		{"scopeSeparator", p.ScopeSeparator, []string{"", "space", "comma"}},
-		{"revocationStyle", p.RevocationStyle, []string{"", "RFC7009", "GitHubGrant"}},
+		{"revocationStyle", p.RevocationStyle, []string{"", "RFC7009", "GitHubGrant", "Bearer"}},
 		{"userInfo.method", p.UserInfo.Method, []string{"", "GET", "POST"}},
 	}
 	for _, c := range checks {
@@ -285,7 +289,7 @@ func (p *Preset) validateDialect() error {
 			return fmt.Errorf("%s %q is not one of %q", c.field, c.value, c.allowed[1:])
 		}
 	}
-	for _, f := range []string{p.AccessTokenField, p.Account.IDField, p.Account.NameField, p.ScopeParameter} {
+	for _, f := range []string{p.AccessTokenField, p.Account.IDField, p.Account.NameField, p.ScopeParameter, p.TenantClaim} {
 		if f != "" && !fieldRE.MatchString(f) {
 			return fmt.Errorf("field %q is not a dotted path", f)
 		}

@@ -12,6 +12,7 @@ package fakeoauth
 
 import (
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -56,6 +57,9 @@ type Options struct {
 	// TokenDelay holds every token request this long before answering, so concurrent
 	// refreshes overlap as they do against a real provider's latency.
 	TokenDelay time.Duration
+	// ClientAssertion, when set, is how the client authenticates at the token endpoint
+	// (private_key_jwt): a client_assertion this check accepts instead of a client secret.
+	ClientAssertion *AssertionCheck
 }
 
 // Request is what the server saw of one request.
@@ -84,6 +88,14 @@ type Issued struct {
 	ExpiresIn int64
 	// Refreshed: an answer to a refresh rather than to a code.
 	Refreshed bool
+	// Base is the server's own URL as the token request reached it, for an ID token's issuer.
+	Base string
+	// Sign signs an ID token's claims with the server's key, published by ServeJWKS.
+	Sign func(claims map[string]any) string
+	// Forged are claims a test wants the next ID token to say instead (ForgeIDToken).
+	Forged map[string]any
+	// ClientID is the client the answer is for, an ID token's audience.
+	ClientID string
 }
 
 // Provider is one provider's wire format. Nil funcs mean RFC 6749 / RFC 7009 behaviour.
@@ -129,6 +141,14 @@ type Provider struct {
 	// Revoke answers a revocation request after checking its form; it returns the token to
 	// revoke, or "" when it refused (and answered).
 	Revoke func(w http.ResponseWriter, req Request) string
+	// Tenant fills {tenant} in the preset's endpoints ("common" for a multi-tenant app).
+	Tenant string
+	// RevokeLive, when set, answers revocation instead of Revoke, told which access tokens
+	// still work (Dropbox's revocation is a call made with the token, refused once it expired).
+	RevokeLive func(w http.ResponseWriter, req Request, live func(access string) bool) string
+	// RefreshPath, when set, is where refreshes go instead of Paths.Token (Figma); Paths.Token
+	// then refuses them, so a connector that ignores its refreshURL fails.
+	RefreshPath string
 }
 
 var providers = map[Shape]*Provider{}
@@ -162,6 +182,12 @@ type Server struct {
 	requests []Request
 	// refreshDown makes refreshes answer 503 (SetRefreshUnavailable).
 	refreshDown bool
+
+	// ID tokens (idtoken.go) and client assertions (assertion.go).
+	idKey     *rsa.PrivateKey
+	idKeyOnce sync.Once
+	forged    map[string]any
+	jtis      map[string]bool
 }
 
 type grant struct {
@@ -205,11 +231,16 @@ func (s *Server) Connector(baseURL, key, callbackURL string) *config.Connector {
 		}
 		return baseURL
 	}
+	if s.p.Tenant != "" {
+		plain := local
+		local = func(u string) string { return strings.ReplaceAll(plain(u), catalog.Tenant, s.p.Tenant) }
+	}
 	c := &config.Connector{
 		Key: key, Namespace: ns, Name: name, DisplayName: p.DisplayName, Preset: p.Name, Audience: p.Name,
 		CallbackURL: callbackURL, ClientID: s.o.ClientID, ClientSecret: s.o.ClientSecret, PKCE: true,
 		AuthURL: local(p.AuthorizationURL), TokenURL: local(p.TokenURL), UserInfoURL: local(p.UserInfoURL),
-		RevocationURL:    local(p.RevocationURL),
+		RevocationURL: local(p.RevocationURL), RefreshURL: local(p.RefreshURL), OIDCIssuer: local(p.OIDCIssuer),
+		TenantClaim:      p.TenantClaim,
 		TokenAuth:        orDefault(p.TokenEndpointAuthMethod, config.TokenAuthPost),
 		TokenRequestJSON: p.TokenRequestFormat == "json", AccessTokenField: p.AccessTokenField,
 		ScopeParam: p.ScopeParameter, Scopes: append([]string(nil), p.DefaultScopes...),
@@ -280,6 +311,9 @@ func (s *Server) AccountID(login string) string {
 	return a.ID
 }
 
+// RefreshPath is where the provider takes refreshes: Provider.RefreshPath, else Paths.Token.
+func (s *Server) RefreshPath() string { return orDefault(s.p.RefreshPath, s.p.Paths.Token) }
+
 // RevokePath is the path of the provider's revocation endpoint for this server's client.
 func (s *Server) RevokePath() string { return s.revokePath() }
 
@@ -333,7 +367,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == s.p.Paths.Authorize && r.Method == http.MethodGet:
 		s.authorize(w, r)
 	case r.URL.Path == s.p.Paths.Token && r.Method == http.MethodPost:
-		s.token(w, req)
+		if s.p.RefreshPath != "" && req.Params.Get("grant_type") == "refresh_token" {
+			s.tokenError(w, "unsupported_grant_type", true)
+			return
+		}
+		s.token(w, req, "http://"+r.Host)
+	case s.p.RefreshPath != "" && r.URL.Path == s.p.RefreshPath && r.Method == http.MethodPost:
+		s.token(w, req, "http://"+r.Host)
 	case r.URL.Path == s.p.Paths.UserInfo:
 		a, ok := s.bearer(r)
 		if s.p.UserInfo == nil {
@@ -476,13 +516,13 @@ func (s *Server) checkToken(w http.ResponseWriter, req Request) bool {
 	return true
 }
 
-func (s *Server) token(w http.ResponseWriter, req Request) {
+func (s *Server) token(w http.ResponseWriter, req Request, base string) {
 	if !s.checkToken(w, req) {
 		return
 	}
 	time.Sleep(s.o.TokenDelay)
 	p := req.Params
-	if p.Get("client_id") != s.o.ClientID || subtle.ConstantTimeCompare([]byte(p.Get("client_secret")), []byte(s.o.ClientSecret)) != 1 {
+	if !s.clientAuthenticated(req, base) {
 		s.tokenError(w, "invalid_client")
 		return
 	}
@@ -503,6 +543,8 @@ func (s *Server) token(w http.ResponseWriter, req Request) {
 			return
 		}
 		is := s.issueLocked(g.login, g.scope, now, "")
+		is.Base, is.Sign, is.Forged, is.ClientID = base, s.signIDToken, s.forged, s.o.ClientID
+		s.forged = nil
 		writeJSON(w, http.StatusOK, s.answer(is, s.accountLocked(g.login)))
 	case "refresh_token":
 		if s.refreshDown {
@@ -523,7 +565,7 @@ func (s *Server) token(w http.ResponseWriter, req Request) {
 			keep = rt
 		}
 		is := s.issueLocked(g.login, g.scope, now, keep)
-		is.Refreshed = true
+		is.Refreshed, is.Base, is.Sign, is.ClientID = true, base, s.signIDToken, s.o.ClientID
 		writeJSON(w, http.StatusOK, s.answer(is, s.accountLocked(g.login)))
 	default:
 		s.tokenError(w, "unsupported_grant_type")
@@ -602,11 +644,16 @@ func (s *Server) bearer(r *http.Request) (Account, bool) {
 
 func (s *Server) revoke(w http.ResponseWriter, req Request) {
 	var tok string
-	if s.p.Revoke != nil {
+	switch {
+	case s.p.RevokeLive != nil:
+		if tok = s.p.RevokeLive(w, req, s.Live); tok == "" {
+			return
+		}
+	case s.p.Revoke != nil:
 		if tok = s.p.Revoke(w, req); tok == "" {
 			return
 		}
-	} else {
+	default:
 		// RFC 7009 §2.1: a form, the client authenticated as at the token endpoint; §2.2: 200
 		// whether or not the token was known.
 		if req.ContentType != "application/x-www-form-urlencoded" || req.Params.Get("client_id") != s.o.ClientID ||
