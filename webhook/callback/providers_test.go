@@ -51,6 +51,7 @@ var providerStories = []providerStory{
 	{shape: fakeoauth.Bitbucket, ttl: 2 * time.Hour, why: map[string]string{stepRevoke: "no revocation endpoint"}},
 	{shape: fakeoauth.Asana, ttl: time.Hour, revokes: true},
 	{shape: fakeoauth.Salesforce, revokes: true, why: map[string]string{stepRefresh: "no expires_in", stepRotation: "refresh token kept, never used"}},
+	{shape: fakeoauth.Airtable, ttl: time.Hour, rotates: true, why: map[string]string{stepRevoke: "no revocation endpoint"}},
 	{shape: fakeoauth.HubSpot, ttl: 30 * time.Minute, why: map[string]string{stepRevoke: "only with the token in the URL path"}},
 }
 
