@@ -52,6 +52,7 @@ var providerStories = []providerStory{
 	{shape: fakeoauth.Asana, ttl: time.Hour, revokes: true},
 	{shape: fakeoauth.Salesforce, revokes: true, why: map[string]string{stepRefresh: "no expires_in", stepRotation: "refresh token kept, never used"}},
 	{shape: fakeoauth.Airtable, ttl: time.Hour, rotates: true, why: map[string]string{stepRevoke: "no revocation endpoint"}},
+	{shape: fakeoauth.Zendesk, ttl: 30 * time.Minute, rotates: true, why: map[string]string{stepRevoke: "revocation is not RFC 7009"}},
 	{shape: fakeoauth.HubSpot, ttl: 30 * time.Minute, why: map[string]string{stepRevoke: "only with the token in the URL path"}},
 }
 
