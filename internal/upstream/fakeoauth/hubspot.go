@@ -2,6 +2,7 @@ package fakeoauth
 
 import (
 	"net/http"
+	"strconv"
 )
 
 // HubSpot, OAuth v1: POST /oauth/v1/token takes a form with client_id and client_secret in it
@@ -26,9 +27,11 @@ import (
 // at /oauth/authorize (the v1 token request lists code_verifier).
 const HubSpot Shape = "hubspot"
 
-// hubspotPortal is the portal an account installs the app in: the id the account
-// information API gives every person of that portal.
-func hubspotPortal(a Account) string { return NumberID(a) }
+// HubSpotPortalID is the one portal every account of the fake belongs to, so two people's
+// connections name the same HubSpot account, as two users of one portal's do.
+const HubSpotPortalID = 24681357
+
+func hubspotPortal(Account) string { return strconv.Itoa(HubSpotPortalID) }
 
 func init() {
 	register(&Provider{
@@ -60,7 +63,7 @@ func init() {
 					"category": "INVALID_AUTHENTICATION", "correlationId": random(12)})
 				return
 			}
-			writeJSON(w, http.StatusOK, map[string]any{"portalId": a.Number, "accountType": "STANDARD", "timeZone": "US/Eastern",
+			writeJSON(w, http.StatusOK, map[string]any{"portalId": HubSpotPortalID, "accountType": "STANDARD", "timeZone": "US/Eastern",
 				"companyCurrency": "USD", "additionalCurrencies": []any{}, "utcOffset": "-05:00", "utcOffsetMilliseconds": -18000000,
 				"uiDomain": "app.hubspot.com", "dataHostingLocation": "na1"})
 		},
