@@ -11,6 +11,7 @@ import (
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/upstream/catalog"
 )
 
 // TestPresetBaseURL: spec.baseURL fills a preset's {baseURL}, and a tenant's Connector cannot
@@ -32,6 +33,8 @@ func TestPresetBaseURL(t *testing.T) {
 		{"a port", "gitlab", "https://gitlab.example.com:8443", "https://gitlab.example.com:8443/oauth/token", ""},
 		{"ghes", "github-enterprise-server", "https://github.example.com", "https://github.example.com/login/oauth/access_token", ""},
 		{"ghes needs its address", "github-enterprise-server", "", "", v1alpha1.ConnectorPresetParameterMissingReason},
+		{"a zendesk account", "zendesk", "https://example.zendesk.com", "https://example.zendesk.com/oauth/tokens", ""},
+		{"zendesk needs its account's address", "zendesk", "", "", v1alpha1.ConnectorPresetParameterMissingReason},
 		{"salesforce sandbox", "salesforce", "https://test.salesforce.com", "https://test.salesforce.com/services/oauth2/token", ""},
 		{"plain http", "gitlab", "http://gitlab.example.com", "", v1alpha1.ConnectorPresetParameterInvalidReason},
 		{"a query swallows the path", "gitlab", "https://evil.example/?x=", "", v1alpha1.ConnectorPresetParameterInvalidReason},
@@ -67,7 +70,11 @@ func TestPresetBaseURL(t *testing.T) {
 			if out.TokenURL != tt.wantToken {
 				t.Errorf("token URL %q, want %q", out.TokenURL, tt.wantToken)
 			}
-			for _, u := range []string{out.AuthURL, out.UserInfoURL, out.RevocationURL} {
+			filled := []string{out.AuthURL, out.UserInfoURL}
+			if p, ok := catalog.Get(tt.preset); !ok || p.RevocationURL != "" {
+				filled = append(filled, out.RevocationURL)
+			}
+			for _, u := range filled {
 				if strings.Contains(u, "{baseURL}") || !strings.HasPrefix(u, tt.wantToken[:strings.Index(tt.wantToken[len("https://"):], "/")+len("https://")]) {
 					t.Errorf("endpoint %q not filled", u)
 				}

@@ -108,10 +108,8 @@ type ConnectorAPIKey struct {
 }
 
 // ConnectorPreset names a well-known service in Latchkey's catalog of presets
-// (docs/providers/README.md): github, github-enterprise-server, gitlab, google, slack, notion,
-// linear, atlassian, bitbucket, asana, salesforce, microsoft, box, dropbox, zoom, figma. The
-// controller checks the name against the catalog, not the schema, so new presets need no CRD
-// change.
+// (docs/providers/README.md). The controller checks the name against the catalog, not the
+// schema, so new presets need no CRD change.
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=63
 // +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`
@@ -264,11 +262,13 @@ type ConnectorSpec struct {
 	DisplayName string `json:"displayName,omitempty"`
 
 	// preset fills the endpoints, token endpoint dialect, user info request and account fields
-	// of a well-known service from Latchkey's catalog (docs/providers/README.md lists them, from
-	// github to figma). A name not in the catalog reports
-	// Ready=False with reason UnknownPreset. Fields set in the spec override the preset's, which
-	// is how tests and `make run` point the github preset at a fake GitHub on a loopback address.
-	// Without a preset, endpoints must be given.
+	// of a well-known service from Latchkey's catalog (docs/providers/README.md, a page per
+	// provider): airtable, asana, atlassian, bitbucket, box, dropbox, figma, github,
+	// github-enterprise-server, gitlab, google, hubspot, linear, microsoft, notion, salesforce,
+	// slack, zendesk, zoom. A name not in the catalog reports Ready=False with reason
+	// UnknownPreset; a later release's catalog may have more names than this list. Fields set in
+	// the spec override the preset's, which is how tests and `make run` point the github preset
+	// at a fake GitHub on a loopback address. Without a preset, endpoints must be given.
 	// +optional
 	Preset ConnectorPreset `json:"preset,omitempty"`
 

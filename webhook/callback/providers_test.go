@@ -58,6 +58,9 @@ var providerStories = []providerStory{
 	{shape: fakeoauth.Zoom, ttl: time.Hour, rotates: true, revokes: true},
 	// Figma's tokens last 90 days; a day keeps the story within the agent token's lifetime.
 	{shape: fakeoauth.Figma, ttl: 24 * time.Hour, why: map[string]string{stepRevoke: "no revocation endpoint"}},
+	{shape: fakeoauth.Airtable, ttl: time.Hour, rotates: true, why: map[string]string{stepRevoke: "no revocation endpoint"}},
+	{shape: fakeoauth.Zendesk, ttl: 30 * time.Minute, rotates: true, why: map[string]string{stepRevoke: "revocation is not RFC 7009"}},
+	{shape: fakeoauth.HubSpot, ttl: 30 * time.Minute, why: map[string]string{stepRevoke: "only with the token in the URL path"}},
 }
 
 // The steps of a story, the columns of the table.

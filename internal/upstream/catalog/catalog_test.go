@@ -49,9 +49,10 @@ func TestMicrosoftNeedsTenant(t *testing.T) {
 }
 
 // TestBaseURLPresets: the presets for servers of your own take {baseURL}; gitlab and
-// salesforce default to their public service, github-enterprise-server has no default.
+// salesforce default to their public service, github-enterprise-server and zendesk (one
+// account's subdomain) have no default.
 func TestBaseURLPresets(t *testing.T) {
-	want := map[string]string{"gitlab": "https://gitlab.com", "salesforce": "https://login.salesforce.com", "github-enterprise-server": ""}
+	want := map[string]string{"gitlab": "https://gitlab.com", "salesforce": "https://login.salesforce.com", "github-enterprise-server": "", "zendesk": ""}
 	for n, def := range want {
 		if !slices.Contains(NamesTakingBaseURL(), n) {
 			t.Errorf("%s does not take a base URL", n)
