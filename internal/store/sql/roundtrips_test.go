@@ -112,6 +112,35 @@ func TestPostgresRoundTrips(t *testing.T) {
 				return err
 			}
 		}},
+		// A person with five accounts at the connector (the agent allowed the third) costs the
+		// exchange the same one round trip as a person with one.
+		{"SubjectAccess (5 connections)", 1, func() func() error {
+			bob := next("bob")
+			var allowed string
+			for i := range 5 {
+				c, err := s.SaveConnection(ctx, store.Connection{
+					ID: next("conn"), Project: project, Subject: bob, Connector: connector, AccountID: next("acct"),
+					AccountName: fmt.Sprintf("bob-%d", i), KeyID: "k", AccessToken: []byte("sealed"), TokenType: "bearer",
+					CreatedAt: now, UpdatedAt: now,
+				})
+				must(err)
+				if i == 2 {
+					allowed = c.ID
+				}
+			}
+			must(s.AllowAgent(ctx, store.AgentPermission{Project: project, Subject: bob, Connector: connector,
+				ClientID: client, ConnectionID: allowed, CreatedAt: now}))
+			tok := token(store.AccessToken, next("fam"), 0)
+			tok.Subject = bob
+			must(s.CreateTokens(ctx, tok))
+			return func() error {
+				_, a, err := s.SubjectAccess(ctx, tok.Hash, connector)
+				if err == nil && (a.Allowed != allowed || len(a.Connections) != 5) {
+					err = fmt.Errorf("allowed %q of %d connections, want %q of 5", a.Allowed, len(a.Connections), allowed)
+				}
+				return err
+			}
+		}},
 		// What QueueAudit's writer does with the records of 300 requests: one statement. The
 		// queue is filled directly, so the writer's own timing cannot split the batch here.
 		{"AppendAudits (300 queued records)", 1, func() func() error {
@@ -184,6 +213,81 @@ func TestPostgresRoundTrips(t *testing.T) {
 			if got != tc.want {
 				t.Errorf("%s: %d round trips to PostgreSQL, want %d", tc.name, got, tc.want)
 			}
+		}
+	}
+}
+
+// BenchmarkExchangeReads is token exchange's read of the subject token and the agent's access
+// (SubjectAccess) for a person with 1 and with 5 accounts at the connector, on SQLite and, when
+// LATCHKEY_TEST_POSTGRES_DSN is set, PostgreSQL, where it also reports round trips per read
+// (docs/performance.md, "Several accounts per person"):
+//
+//	go test ./internal/store/sql -run '^$' -bench ExchangeReads -benchtime 3s
+func BenchmarkExchangeReads(b *testing.B) {
+	open := map[string]func(b *testing.B, c *roundTrips) *Store{
+		"sqlite": func(b *testing.B, _ *roundTrips) *Store {
+			s, err := Open(context.Background(), "sqlite:"+b.TempDir()+"/bench.db")
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s
+		},
+		"postgres": func(b *testing.B, c *roundTrips) *Store {
+			s, err := Open(context.Background(), pgtest.DSN(b), countRoundTrips(c))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s
+		},
+	}
+	for _, backend := range []string{"sqlite", "postgres"} {
+		for _, n := range []int{1, 5} {
+			b.Run(fmt.Sprintf("%s/%d-connections", backend, n), func(b *testing.B) {
+				var c roundTrips
+				s := open[backend](b, &c)
+				b.Cleanup(func() { s.Close() })
+				ctx := context.Background()
+				now := time.Now().UTC().Truncate(time.Microsecond)
+				const project, client, subject, connector = "ns/p", "agent", "alice", "ns/github"
+				var allowed string
+				for i := range n {
+					conn, err := s.SaveConnection(ctx, store.Connection{
+						ID: fmt.Sprintf("conn-%d", i), Project: project, Subject: subject, Connector: connector,
+						AccountID: fmt.Sprintf("%d", i), AccountName: fmt.Sprintf("alice-%d", i), KeyID: "k",
+						AccessToken: []byte("sealed"), TokenType: "bearer", CreatedAt: now, UpdatedAt: now,
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+					allowed = conn.ID
+				}
+				if err := s.AllowAgent(ctx, store.AgentPermission{Project: project, Subject: subject, Connector: connector,
+					ClientID: client, ConnectionID: allowed, CreatedAt: now}); err != nil {
+					b.Fatal(err)
+				}
+				tok := store.Token{Hash: hashOf("tok"), Kind: store.AccessToken, Project: project, ClientID: client,
+					Subject: subject, Scopes: []string{"openid"}, FamilyID: "fam", AuthTime: now, IssuedAt: now,
+					ExpiresAt: now.Add(time.Hour)}
+				if err := s.CreateTokens(ctx, tok); err != nil {
+					b.Fatal(err)
+				}
+				if _, _, err := s.SubjectAccess(ctx, tok.Hash, connector); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				before := c.n.Load()
+				b.ResetTimer()
+				for range b.N {
+					_, a, err := s.SubjectAccess(ctx, tok.Hash, connector)
+					if err != nil || a.Allowed != allowed || len(a.Connections) != n {
+						b.Fatalf("allowed %q of %d connections (%v)", a.Allowed, len(a.Connections), err)
+					}
+				}
+				b.StopTimer()
+				if backend == "postgres" {
+					b.ReportMetric(float64(c.n.Load()-before)/float64(b.N), "round-trips/op")
+				}
+			})
 		}
 	}
 }
