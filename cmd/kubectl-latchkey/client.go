@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -69,14 +70,26 @@ func (c *client) path(resource, name string, all bool) string {
 // do sends a request to the kube-apiserver and decodes a 2xx answer into out; any other
 // answer becomes an error carrying the server's Status message, as kubectl prints it.
 func (c *client) do(ctx context.Context, method, path string, q url.Values, accept string, out any) error {
+	return c.send(ctx, method, path, q, accept, nil, out)
+}
+
+// send is do with a JSON request body (none when body is nil).
+func (c *client) send(ctx context.Context, method, path string, q url.Values, accept string, body []byte, out any) error {
 	u := c.host + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
 	// The host is the kubeconfig's cluster: the user's own choice of server.
-	req, err := http.NewRequestWithContext(ctx, method, u, nil) //nolint:gosec // G704: see above
+	req, err := http.NewRequestWithContext(ctx, method, u, rd) //nolint:gosec // G704: see above
 	if err != nil {
 		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", accept)
 	resp, err := c.http.Do(req) //nolint:gosec // G704: the kubeconfig's server

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -81,35 +80,12 @@ func (c *client) connectShared(ctx context.Context, out io.Writer, name string) 
 	if err != nil {
 		return err
 	}
-	u := c.host + c.path(adminv1.ResourceSharedConnections, "", false)
+	var q url.Values
 	if c.o.dryRun {
-		u += "?dryRun=All"
-	}
-	// The host is the kubeconfig's cluster: the user's own choice of server.
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body)) //nolint:gosec // G704: see above
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	resp, err := c.http.Do(req) //nolint:gosec // G704: the kubeconfig's server
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		var st metav1.Status
-		if json.Unmarshal(b, &st) == nil && st.Message != "" {
-			return &statusError{st}
-		}
-		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
+		q = url.Values{"dryRun": {"All"}}
 	}
 	var sc adminv1.SharedConnection
-	if err := json.Unmarshal(b, &sc); err != nil {
+	if err := c.send(ctx, http.MethodPost, c.path(adminv1.ResourceSharedConnections, "", false), q, "application/json", body, &sc); err != nil {
 		return err
 	}
 	if c.o.dryRun {
