@@ -259,7 +259,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		Store:     st,
 		Clock:     time.Now,
 	}
-	if err := setupControllers(mgr, o, copts, kept, log); err != nil {
+	if err := setupControllers(mgr, o, copts, kept, log); err != nil { //nolint:contextcheck // set-up before the manager starts; no context to pass yet
 		return err
 	}
 

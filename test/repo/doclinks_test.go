@@ -12,7 +12,7 @@ import (
 )
 
 var (
-	fence    = regexp.MustCompile("(?ms)^\\s*```.*?^\\s*```")
+	fence    = regexp.MustCompile("(?ms)^\\s*```.*?\\n\\s*```")
 	heading  = regexp.MustCompile(`(?m)^#{1,6} (.*)$`)
 	inline   = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
 	htmlID   = regexp.MustCompile(`<a (?:name|id)="([^"]+)"`)
