@@ -42,6 +42,7 @@ type providerStory struct {
 }
 
 var providerStories = []providerStory{
+	{shape: fakeoauth.GitHub, why: map[string]string{stepRefresh: "OAuth app tokens do not expire", stepRotation: "no refresh token", stepRevoke: "no revocation URL in the preset"}},
 	{shape: fakeoauth.Slack, ttl: 12 * time.Hour, rotates: true, revokes: true},
 	{shape: fakeoauth.Notion, revokes: true, why: map[string]string{stepRefresh: "tokens do not expire", stepRotation: "no refresh token"}},
 	{shape: fakeoauth.Linear, ttl: 24 * time.Hour, rotates: true, why: map[string]string{stepRevoke: "no revocation URL in the preset"}},

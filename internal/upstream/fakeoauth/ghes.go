@@ -19,11 +19,25 @@ import (
 //   - https://docs.github.com/en/enterprise-server@latest/rest/apps/oauth-applications#delete-an-app-authorization
 const GHES Shape = "github-enterprise-server"
 
+// GitHub is github.com with the github preset: the same wire format at github.com and
+// api.github.com (the user at /user), OAuth app tokens that never expire (gho_, no refresh
+// token: a story runs it with tokens without expires_in), and no revocation URL in the preset.
+//
+//   - https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps
+//   - https://docs.github.com/en/rest/users/users#get-the-authenticated-user
+const GitHub Shape = "github"
+
 func init() {
-	register(&Provider{
-		Shape:          GHES,
-		Paths:          Paths{"/login/oauth/authorize", "/login/oauth/access_token", "/api/v3/user", "/api/v3/applications/{client_id}/grant"},
-		TokenPrefix:    "ghu_",
+	register(githubShaped(GHES, Paths{"/login/oauth/authorize", "/login/oauth/access_token", "/api/v3/user", "/api/v3/applications/{client_id}/grant"}, "ghu_"))
+	register(githubShaped(GitHub, Paths{"/login/oauth/authorize", "/login/oauth/access_token", "/user", ""}, "gho_"))
+}
+
+// githubShaped is GitHub's token endpoint, user API and grant revocation at paths.
+func githubShaped(shape Shape, paths Paths, prefix string) *Provider {
+	return &Provider{
+		Shape:          shape,
+		Paths:          paths,
+		TokenPrefix:    prefix,
 		Scopes:         []string{"repo"},
 		RotatesRefresh: true,
 		AccountIDOf:    NumberID,
@@ -69,5 +83,5 @@ func init() {
 			w.WriteHeader(http.StatusNoContent)
 			return req.Params.Get("access_token")
 		},
-	})
+	}
 }

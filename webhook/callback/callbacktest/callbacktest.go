@@ -227,8 +227,14 @@ func New(t testing.TB, o Options) *Harness {
 	}
 	h.Services = map[fakeoauth.Shape]*Service{}
 	for _, shape := range o.Services {
-		key := "default/" + string(shape)
-		cb := h.Issuer + config.CallbackPath("default", string(shape))
+		// The github preset's fake sits beside the fake GitHub the harness always has
+		// (default/github, audience github, "GitHub"): its connector takes other names.
+		name := string(shape)
+		if shape == fakeoauth.GitHub {
+			name = "github-preset"
+		}
+		key := "default/" + name
+		cb := h.Issuer + config.CallbackPath("default", name)
 		fake := fakeoauth.New(fakeoauth.Options{
 			Shape: shape, ClientID: ClientID, ClientSecret: ClientSecret, RedirectURI: cb, Now: h.Clock.Now,
 			AccessTokenTTL: o.ServiceTokenTTL,
@@ -240,6 +246,9 @@ func New(t testing.TB, o Options) *Harness {
 		srv := httptest.NewServer(fake)
 		t.Cleanup(srv.Close)
 		sv := &Service{Fake: fake, URL: srv.URL, Connector: fake.Connector(srv.URL, key, cb)}
+		if shape == fakeoauth.GitHub {
+			sv.Connector.Audience, sv.Connector.DisplayName = name, "GitHub (preset)"
+		}
 		h.Services[shape] = sv
 		h.Project.Connectors[key] = sv.Connector
 		h.Project.ConnectorsByAudience[sv.Connector.Audience] = sv.Connector
