@@ -194,6 +194,8 @@ func TestSamples(t *testing.T) {
 		AccountIDField: "id", AccountNameField: "login",
 		// The github preset's dialect, from internal/upstream/catalog/presets/github.yaml.
 		TokenAuth: config.TokenAuthPost, UserInfoMethod: "GET", RevocationStyle: config.RevokeGitHubGrant,
+		// Its account picker, for connecting a further account (docs/several-accounts.md).
+		SelectAccountParams: map[string]string{"prompt": "select_account"}, AccountHintParam: "login",
 		// The demo Project allows the fake GitHub's loopback address explicitly.
 		AllowedNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 	}
