@@ -404,6 +404,15 @@ func (r *resolver) compileOIDC(ctx context.Context, p *v1alpha1.Project, out *co
 	if o.RecheckInterval != nil {
 		out.SignIn.OIDC.RecheckInterval = o.RecheckInterval.Duration
 	}
+	for _, d := range o.AllowedEmailDomains {
+		out.SignIn.OIDC.AllowedEmailDomains = append(out.SignIn.OIDC.AllowedEmailDomains, strings.ToLower(string(d)))
+	}
+	for _, g := range o.AllowedGroups {
+		out.SignIn.OIDC.AllowedGroups = append(out.SignIn.OIDC.AllowedGroups, string(g))
+	}
+	if len(o.AllowedGroups) > 0 {
+		out.SignIn.OIDC.GroupsClaim = cmp.Or(o.GroupsClaim, "groups")
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"html"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -67,6 +68,8 @@ type fakeIDP struct {
 type idpUser struct {
 	email, name string
 	disabled    bool
+	// claims, when set, are added to (or replace) the claims of the person's ID tokens.
+	claims map[string]any
 }
 
 type idpGrant struct{ sub, sid string }
@@ -173,6 +176,7 @@ func newFakeIDP(t *testing.T, now func() time.Time) *fakeIDP {
 			"iss": f.srv.URL, "sub": c.sub, "aud": "latchkey", "exp": now.Add(time.Hour).Unix(), "iat": now.Unix(),
 			"nonce": c.nonce, "email": u.email, "name": u.name, "sid": sid,
 		}
+		maps.Copy(claims, u.claims)
 		authTime := f.authTime
 		resp := map[string]any{"access_token": "idp-at", "token_type": "Bearer", "expires_in": 3600}
 		if slices.Contains(strings.Fields(c.scope), "offline_access") {

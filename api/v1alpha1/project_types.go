@@ -461,7 +461,43 @@ type OIDCSignIn struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1m') && duration(self) <= duration('24h')",message="oidc.recheckInterval must be between 1m and 24h"
 	// +optional
 	RecheckInterval *metav1.Duration `json:"recheckInterval,omitempty"`
+
+	// allowedEmailDomains, when set, admits only people whose ID token carries an email in one
+	// of these domains and email_verified true: the part after the email's last "@", lower-cased,
+	// must equal a listed domain exactly (no subdomains, no wildcards). Anyone else is refused
+	// at sign-in. Lower-case domain names, at most 64 (docs/projects-and-clients.md).
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	// +optional
+	AllowedEmailDomains []EmailDomain `json:"allowedEmailDomains,omitempty"`
+
+	// allowedGroups, when set, admits only people whose ID token's groupsClaim names at least
+	// one of these groups, compared exactly. A token without the claim is refused. At most 64.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	// +optional
+	AllowedGroups []SignInGroup `json:"allowedGroups,omitempty"`
+
+	// groupsClaim is the ID token claim that lists a person's groups, read when allowedGroups is
+	// set: a list of strings, or one string. Defaults to "groups".
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[!-~]+$`
+	// +optional
+	GroupsClaim string `json:"groupsClaim,omitempty"`
 }
+
+// EmailDomain is a lower-case DNS domain name such as "example.com": no "@", no wildcard, no
+// trailing dot.
+// +kubebuilder:validation:MinLength=3
+// +kubebuilder:validation:MaxLength=253
+// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`
+type EmailDomain string
+
+// SignInGroup is a group name as the provider writes it in its groups claim.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=256
+type SignInGroup string
 
 // Lifetimes of what a Project issues. Values are Go durations ("90s", "15m", "720h").
 type Lifetimes struct {

@@ -139,6 +139,12 @@ type OIDCProvider struct {
 	// RecheckInterval, when not zero, is how long the provider's word that a person may still
 	// sign in is trusted before a refresh asks it again (docs/leavers.md).
 	RecheckInterval time.Duration
+	// AllowedEmailDomains, when not empty, are the only email domains (lower-case, exact) whose
+	// people may sign in, and only with email_verified true (decision 0063).
+	AllowedEmailDomains []string
+	// AllowedGroups, when not empty, admits only people whose GroupsClaim names one of them.
+	AllowedGroups []string
+	GroupsClaim   string
 }
 
 // Lifetimes of everything a project issues. Controllers fill defaults, so every field is set.

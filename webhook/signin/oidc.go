@@ -295,6 +295,15 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		h.upstreamFailed(w, r, p, st, err)
 		return
 	}
+	var all map[string]json.RawMessage
+	if err := idt.Claims(&all); err != nil {
+		h.upstreamFailed(w, r, p, st, err)
+		return
+	}
+	if ok, reason := admitted(o, all); !ok {
+		h.notAllowed(w, r, p, reason)
+		return
+	}
 	authTime, err := sessionAuthTime(p, st, claims.AuthTime, now)
 	if errors.Is(err, errNotRecent) {
 		h.notRecent(w, p, st, claims.AuthTime != nil)
@@ -403,6 +412,25 @@ func (h *handler) notRecent(w http.ResponseWriter, p *config.Project, st oidcSta
 			"Sign in again. If you see this page again, tell the project's administrator: the sign-in service must honour prompt=login and max_age, and report auth_time.",
 		},
 		Actions: []pages.Action{{Label: "Sign in again", URL: URL(p, st.ReturnTo, true), Primary: true}},
+	})
+}
+
+// notAllowed refuses a person the provider vouched for but whom the project's
+// allowedEmailDomains or allowedGroups do not admit: no person is recorded, no session starts.
+func (h *handler) notAllowed(w http.ResponseWriter, r *http.Request, p *config.Project, reason string) {
+	h.env.Metrics.SignIn(p.Key, metrics.SignInOIDC, metrics.SignInFailed)
+	h.env.Record(r.Context(), store.AuditRecord{
+		Project: p.Key, Actor: "anonymous", Action: events.SignInFailed, Outcome: store.OutcomeRefused, Reason: reason,
+		Details: map[string]string{"method": "oidc"},
+	})
+	first := "Your organisation's sign-in service signed you in, but this project admits only people with a verified email address in the domains it names. You are not signed in here."
+	if reason == reasonGroupNotAllowed {
+		first = "Your organisation's sign-in service signed you in, but this project admits only members of the groups it names, and you are not in one of them. You are not signed in here."
+	}
+	h.env.Pages.Message(w, http.StatusForbidden, pages.MessageData{
+		Frame:      pages.Frame{Title: "Not allowed to sign in", Project: projectName(p)},
+		Heading:    "You may not sign in to this project",
+		Paragraphs: []string{first, "If you think you should have access, ask the project's administrator."},
 	})
 }
 

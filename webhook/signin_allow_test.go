@@ -1,0 +1,85 @@
+package webhook_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
+	"latchkey.dev/latchkey/internal/store"
+)
+
+// TestSignInAllowedDomainsAndGroups plays people whom the company's provider signs in but whom
+// the project does not admit (decision 0063): someone from another domain, someone who typed a
+// colleague's domain into an unverified address, look-alike domains, someone outside the
+// allowed groups, a provider that sends no groups. Each is refused with a page, an audit record
+// and no session; the admitted person signs in.
+func TestSignInAllowedDomainsAndGroups(t *testing.T) {
+	type claims = map[string]any
+	domain := func(p *config.OIDCProvider) { p.AllowedEmailDomains = []string{"example.com"} }
+	group := func(p *config.OIDCProvider) { p.AllowedGroups = []string{"latchkey-users"}; p.GroupsClaim = "groups" }
+	both := func(p *config.OIDCProvider) { domain(p); group(p) }
+	for _, tc := range []struct {
+		name   string
+		rule   func(*config.OIDCProvider)
+		claims claims
+		reason string // empty: admitted
+	}{
+		{"another domain", domain, claims{"email": "mallory@other.test", "email_verified": true}, "domain_not_allowed"},
+		{"unverified email in the domain", domain, claims{"email": "mallory@example.com", "email_verified": false}, "domain_not_allowed"},
+		{"email_verified missing", domain, claims{"email": "mallory@example.com"}, "domain_not_allowed"},
+		{"domain as a prefix", domain, claims{"email": "mallory@example.com.evil.test", "email_verified": true}, "domain_not_allowed"},
+		{"domain as a suffix", domain, claims{"email": "mallory@evilexample.com", "email_verified": true}, "domain_not_allowed"},
+		{"subdomain", domain, claims{"email": "mallory@eu.example.com", "email_verified": true}, "domain_not_allowed"},
+		{"second @", domain, claims{"email": "mallory@example.com@evil.test", "email_verified": true}, "domain_not_allowed"},
+		{"no email", domain, claims{"email": "", "email_verified": true}, "domain_not_allowed"},
+		{"not in the group", group, claims{"groups": []string{"everyone", "latchkey-users-old"}}, "group_not_allowed"},
+		{"groups claim missing", group, claims{}, "group_not_allowed"},
+		{"groups claim not a list", group, claims{"groups": map[string]any{"latchkey-users": true}}, "group_not_allowed"},
+		{"right group, wrong domain", both, claims{"email": "mallory@other.test", "email_verified": true, "groups": []string{"latchkey-users"}}, "domain_not_allowed"},
+		{"right domain, no group", both, claims{"email": "carol@example.com", "email_verified": true, "groups": []string{"everyone"}}, "group_not_allowed"},
+		{"admitted by domain", domain, claims{"email": "carol@Example.COM", "email_verified": true}, ""},
+		{"admitted by domain, verified as a string", domain, claims{"email": "carol@example.com", "email_verified": "true"}, ""},
+		{"admitted by group", group, claims{"groups": []string{"everyone", "latchkey-users"}}, ""},
+		{"admitted by a single-string group", group, claims{"groups": "latchkey-users"}, ""},
+		{"admitted by both", both, claims{"email": "carol@example.com", "email_verified": true, "groups": []string{"latchkey-users"}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, idp := oidcHarness(t, 0)
+			h.update(func(p *config.Project) { tc.rule(p.SignIn.OIDC) })
+			idp.mu.Lock()
+			idp.users["carol-123"].claims = tc.claims
+			idp.mu.Unlock()
+			b := h.browser()
+			p := b.get(h.base + "/sign-in/oidc?return_to=%2Fteam%2Fdemo%2Faccount")
+			for range 5 {
+				if p.status != http.StatusFound && p.status != http.StatusSeeOther {
+					break
+				}
+				p = b.get(p.location())
+			}
+			acct := b.get(h.base + "/account")
+			signedIn := acct.status == http.StatusOK && strings.Contains(acct.body, "Sign out")
+			failed := h.audit(events.SignInFailed)
+			if tc.reason == "" {
+				if !signedIn || len(failed) != 0 {
+					t.Fatalf("admitted person not signed in: %d %s; failures %+v", acct.status, acct.body, failed)
+				}
+				return
+			}
+			if signedIn {
+				t.Fatalf("refused person is signed in")
+			}
+			if p.status != http.StatusForbidden || !strings.Contains(p.body, "You may not sign in to this project") {
+				t.Errorf("refusal page: %d %s", p.status, p.body)
+			}
+			if len(failed) != 1 || failed[0].Reason != tc.reason || failed[0].Outcome != store.OutcomeRefused || failed[0].Details["method"] != "oidc" {
+				t.Errorf("audit: %+v, want one %s", failed, tc.reason)
+			}
+			if n := len(h.audit(events.SignInSucceeded)); n != 0 {
+				t.Errorf("%d sign-ins recorded", n)
+			}
+		})
+	}
+}
