@@ -59,6 +59,9 @@ type fakeIDP struct {
 	down      bool
 	sessions  int
 	sids      map[string]string // sub -> sid of their latest sign-in
+	// refreshIDToken: refresh_token grants answer with an ID token too, carrying the person's
+	// current claims.
+	refreshIDToken bool
 	// keyFetches counts requests for its key set; nextKey, when set, is published beside key
 	// as "idp-next" (a rotation under way).
 	keyFetches int
@@ -153,8 +156,17 @@ func newFakeIDP(t *testing.T, now func() time.Time) *fakeIDP {
 			}
 			rt := "idp-rt-" + secret.New("")
 			f.refresh[rt] = g
+			resp := map[string]any{"access_token": "idp-at", "token_type": "Bearer", "expires_in": 3600, "refresh_token": rt}
+			if f.refreshIDToken {
+				now := f.now()
+				claims := map[string]any{"iss": f.srv.URL, "sub": g.sub, "aud": "latchkey", "exp": now.Add(time.Hour).Unix(), "iat": now.Unix(),
+					"email": f.users[g.sub].email}
+				maps.Copy(claims, f.users[g.sub].claims)
+				maps.DeleteFunc(claims, func(_ string, v any) bool { return v == nil }) // nil: left out
+				resp["id_token"] = f.sign(key, "idp", "JWT", claims)
+			}
 			w.Header().Set("Content-Type", "application/json")
-			json.NewEncoder(w).Encode(map[string]any{"access_token": "idp-at", "token_type": "Bearer", "expires_in": 3600, "refresh_token": rt})
+			json.NewEncoder(w).Encode(resp)
 			return
 		}
 		f.mu.Lock()

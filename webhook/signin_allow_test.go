@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
@@ -82,4 +83,61 @@ func TestSignInAllowedDomainsAndGroups(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRecheckAppliesAllowedDomainsAndGroups: with recheckInterval set, the provider's refreshed
+// ID token is held to the same rule as a sign-in. Alice is moved out of the allowed group and
+// Bob's address moves to another domain: past the interval their agents' refreshes are refused
+// and all their access ends. Carol's refreshed token leaves the claims out, which says nothing
+// about her: her agent goes on.
+func TestRecheckAppliesAllowedDomainsAndGroups(t *testing.T) {
+	const n = 10 * time.Minute
+	h, idp := oidcHarness(t, n)
+	h.update(func(p *config.Project) {
+		p.SignIn.OIDC.AllowedEmailDomains = []string{"corp.example"}
+		p.SignIn.OIDC.AllowedGroups = []string{"staff"}
+		p.SignIn.OIDC.GroupsClaim = "groups"
+	})
+	idp.mu.Lock()
+	for _, sub := range []string{"alice-1", "bob-2", "carol-123"} {
+		idp.users[sub].claims = map[string]any{"email_verified": true, "groups": []string{"staff"}}
+	}
+	idp.refreshIDToken = true
+	idp.mu.Unlock()
+	alice := h.signInAt(idp, "alice-1", "alice@corp.example")
+	aliceAgent := h.agentFor(alice)
+	bob := h.signInAt(idp, "bob-2", "bob@corp.example")
+	bobAgent := h.agentFor(bob)
+	carol := h.signInAt(idp, "carol-123", "carol@corp.example")
+	carolAgent := h.agentFor(carol)
+
+	idp.mu.Lock()
+	idp.users["alice-1"].claims = map[string]any{"email_verified": true, "groups": []string{"contractors"}}
+	idp.users["bob-2"].claims = map[string]any{"email": "bob@corp.example.evil.test", "email_verified": true, "groups": []string{"staff"}}
+	idp.users["carol-123"].claims = map[string]any{"email": nil, "groups": nil}
+	idp.mu.Unlock()
+	// Inside the interval nothing is asked, so nothing changes.
+	h.clock.Advance(n - time.Minute)
+	aliceAgent = h.stillIn("alice", alice, aliceAgent)
+
+	h.clock.Advance(2 * time.Minute)
+	for _, who := range []struct {
+		name  string
+		b     *browser
+		agent tokenResult
+	}{{"alice", alice, aliceAgent}, {"bob", bob, bobAgent}} {
+		r := h.refresh("web", webSecret, who.agent.str("refresh_token"))
+		if r.status != http.StatusBadRequest || r.str("error") != "invalid_grant" {
+			t.Fatalf("%s's agent after leaving: %d %s", who.name, r.status, r.raw)
+		}
+		h.signedOut(who.name, who.b, who.agent)
+	}
+	reasons := map[string]bool{}
+	for _, r := range h.audit(events.RecheckFailed) {
+		reasons[r.Details["reason"]] = true
+	}
+	if len(reasons) != 2 || !reasons["group_not_allowed"] || !reasons["domain_not_allowed"] {
+		t.Errorf("re-check reasons: %v", reasons)
+	}
+	h.stillIn("carol", carol, carolAgent)
 }

@@ -3,6 +3,7 @@ package signin
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"time"
@@ -155,18 +156,16 @@ func (h *handler) recheckPerson(ctx context.Context, p *config.Project, person s
 		// The provider no longer honours the person's grant: disabled, deleted, or their
 		// sessions revoked there. Other error codes (invalid_client: our own registration is
 		// wrong) say nothing about the person.
-		ended, eerr := h.env.Store.EndSignIns(ctx, p.Key, person.ID, now)
-		if eerr != nil {
-			return eerr
-		}
-		h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: "system", Action: events.RecheckFailed, Target: person.ID,
-			Details: map[string]string{"issuer": o.Issuer, "reason": "invalid_grant",
-				"sessions": strconv.FormatInt(ended.Sessions, 10), "tokens": strconv.FormatInt(ended.Tokens, 10),
-				"passkeys": strconv.FormatInt(ended.Passkeys, 10)}})
-		return site.ErrPersonEnded
+		return h.endPerson(ctx, p, person, now, "invalid_grant")
 	}
+	var notAdmitted string
 	if err == nil {
-		err = h.sameSubject(cctx, p, prov, person, tok)
+		notAdmitted, err = h.sameSubject(cctx, p, prov, person, tok)
+	}
+	if err == nil && notAdmitted != "" {
+		// The provider's fresh ID token says the person left the allowed domains or groups
+		// (decision 0063).
+		return h.endPerson(ctx, p, person, now, notAdmitted)
 	}
 	if err != nil {
 		reason := err.Error()
@@ -195,21 +194,53 @@ func (h *handler) recheckPerson(ctx context.Context, p *config.Project, person s
 	return err
 }
 
-// sameSubject checks an ID token the provider returned with the refreshed tokens: OpenID
-// Connect Core §12.2 requires the same sub, and one for anyone else is a provider fault.
-func (h *handler) sameSubject(ctx context.Context, p *config.Project, prov *provider, person store.Person, tok *oauth2.Token) error {
-	raw, _ := tok.Extra("id_token").(string)
-	if raw == "" {
-		return nil
-	}
-	idt, err := prov.Verifier(&oidc.Config{ClientID: p.SignIn.OIDC.ClientID, Now: h.env.Now}).Verify(ctx, raw)
+// endPerson ends all of a person's sessions, tokens and passkeys after the provider's answer to a
+// re-check refused them, and records why.
+func (h *handler) endPerson(ctx context.Context, p *config.Project, person store.Person, now time.Time, reason string) error {
+	ended, err := h.env.Store.EndSignIns(ctx, p.Key, person.ID, now)
 	if err != nil {
 		return err
 	}
-	if idt.Issuer+"|"+idt.Subject != person.SourceSubject {
-		return errors.New("refreshed ID token names another person")
+	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: "system", Action: events.RecheckFailed, Target: person.ID,
+		Details: map[string]string{"issuer": p.SignIn.OIDC.Issuer, "reason": reason,
+			"sessions": strconv.FormatInt(ended.Sessions, 10), "tokens": strconv.FormatInt(ended.Tokens, 10),
+			"passkeys": strconv.FormatInt(ended.Passkeys, 10)}})
+	return site.ErrPersonEnded
+}
+
+// sameSubject checks an ID token the provider returned with the refreshed tokens: OpenID
+// Connect Core §12.2 requires the same sub, and one for anyone else is a provider fault. When
+// the token is there, the project's allowedEmailDomains and allowedGroups are applied to it
+// and notAdmitted is the reason it fails them. Without an ID token in the answer, or without
+// the claim a rule reads, the sign-in's claims stand (docs/leavers.md).
+func (h *handler) sameSubject(ctx context.Context, p *config.Project, prov *provider, person store.Person, tok *oauth2.Token) (notAdmitted string, err error) {
+	raw, _ := tok.Extra("id_token").(string)
+	if raw == "" {
+		return "", nil
 	}
-	return nil
+	idt, err := prov.Verifier(&oidc.Config{ClientID: p.SignIn.OIDC.ClientID, Now: h.env.Now}).Verify(ctx, raw)
+	if err != nil {
+		return "", err
+	}
+	if idt.Issuer+"|"+idt.Subject != person.SourceSubject {
+		return "", errors.New("refreshed ID token names another person")
+	}
+	var all map[string]json.RawMessage
+	if err := idt.Claims(&all); err != nil {
+		return "", err
+	}
+	// A refreshed ID token may leave claims out (OpenID Connect Core §12.2 requires only iss,
+	// sub and aud to match): a rule is applied only when the claim it reads is in the token,
+	// so silence is not taken for a departure.
+	o := *p.SignIn.OIDC
+	if _, ok := all["email"]; !ok {
+		o.AllowedEmailDomains = nil
+	}
+	if _, ok := all[o.GroupsClaim]; !ok {
+		o.AllowedGroups = nil
+	}
+	_, reason := admitted(&o, all)
+	return reason, nil
 }
 
 // unconfirmed decides a refresh the provider could not confirm: it goes on while the
