@@ -913,6 +913,18 @@ func TestValidation(t *testing.T) {
 			s.SignIn.OIDC = &v1alpha1.OIDCSignIn{Issuer: "https://idp.example", ClientID: "latchkey",
 				ClientSecretRef: v1alpha1.SecretKeyReference{Name: "idp", Key: "secret"}, RecheckInterval: dur("30s")}
 		}), []string{"oidc.recheckInterval must be between 1m and 24h"}},
+		{"allowed email domain with an @", project(func(s *v1alpha1.ProjectSpec) {
+			s.SignIn.OIDC = &v1alpha1.OIDCSignIn{Issuer: "https://idp.example", ClientID: "latchkey",
+				ClientSecretRef: v1alpha1.SecretKeyReference{Name: "idp", Key: "secret"}, AllowedEmailDomains: []v1alpha1.EmailDomain{"example.com", "@example.com"}}
+		}), []string{"spec.signIn.oidc.allowedEmailDomains[1]", "should match"}},
+		{"allowed email domain as a wildcard", project(func(s *v1alpha1.ProjectSpec) {
+			s.SignIn.OIDC = &v1alpha1.OIDCSignIn{Issuer: "https://idp.example", ClientID: "latchkey",
+				ClientSecretRef: v1alpha1.SecretKeyReference{Name: "idp", Key: "secret"}, AllowedEmailDomains: []v1alpha1.EmailDomain{"*.example.com"}}
+		}), []string{"spec.signIn.oidc.allowedEmailDomains[0]", "should match"}},
+		{"allowed email domain in capitals", project(func(s *v1alpha1.ProjectSpec) {
+			s.SignIn.OIDC = &v1alpha1.OIDCSignIn{Issuer: "https://idp.example", ClientID: "latchkey",
+				ClientSecretRef: v1alpha1.SecretKeyReference{Name: "idp", Key: "secret"}, AllowedEmailDomains: []v1alpha1.EmailDomain{"Example.com"}}
+		}), []string{"spec.signIn.oidc.allowedEmailDomains[0]", "should match"}},
 		{"no way to sign in", project(func(s *v1alpha1.ProjectSpec) { s.SignIn = v1alpha1.SignIn{} }), []string{"signIn must set passwordSecretRef, oidc, or both"}},
 		{"selector missing", project(func(s *v1alpha1.ProjectSpec) {
 			s.AllowedNamespaces = &v1alpha1.AllowedNamespaces{From: v1alpha1.NamespacesFromSelector}
