@@ -617,7 +617,9 @@ func TestProjectSecretsTurnOffFeatures(t *testing.T) {
 				PasswordSecretRef: &v1alpha1.SecretKeyReference{Name: "pw", Key: "passwords.yaml"},
 				OIDC: &v1alpha1.OIDCSignIn{
 					Issuer: "https://idp.example.com", ClientID: "latchkey",
-					ClientSecretRef: v1alpha1.SecretKeyReference{Name: "oidc", Key: "clientSecret"},
+					ClientSecretRef:     v1alpha1.SecretKeyReference{Name: "oidc", Key: "clientSecret"},
+					AllowedEmailDomains: []v1alpha1.EmailDomain{"example.com"},
+					AllowedGroups:       []v1alpha1.SignInGroup{"staff"},
 				},
 			},
 			Registration: &v1alpha1.Registration{
@@ -657,6 +659,12 @@ func TestProjectSecretsTurnOffFeatures(t *testing.T) {
 		}
 		if o := pr.SignIn.OIDC; o == nil || !o.Unavailable || o.Issuer != "https://idp.example.com" || o.ClientSecret != "" {
 			return fmt.Errorf("oidc %+v", o)
+		}
+		// Who may sign in stays compiled while the provider is unavailable: it narrows, it
+		// never opens.
+		if o := pr.SignIn.OIDC; !slices.Equal(o.AllowedEmailDomains, []string{"example.com"}) ||
+			!slices.Equal(o.AllowedGroups, []string{"staff"}) || o.GroupsClaim != "groups" {
+			return fmt.Errorf("oidc allowed %+v", o)
 		}
 		if pr.SignIn.PasswordsUnavailable || len(pr.SignIn.Passwords) != 1 {
 			return errors.New("password sign-in affected")
