@@ -507,10 +507,29 @@ func TestPasskeySignInAsksTheProvider(t *testing.T) {
 		{"the provider confirms the person", func(*fakeIDP) {}, ""},
 		{"the provider let the person go", func(f *fakeIDP) { f.disable("alice-1") }, "recheck_failed"},
 		{"the provider does not answer", func(f *fakeIDP) { f.mu.Lock(); f.down = true; f.mu.Unlock() }, "recheck_unavailable"},
+		// allowedGroups (decision 0063): the provider still honours alice's grant, but its
+		// refreshed ID token says she left the only allowed group.
+		{"the person left the allowed group", func(f *fakeIDP) {
+			f.mu.Lock()
+			f.refreshIDToken = true
+			f.users["alice-1"].claims = map[string]any{"groups": []string{"contractors"}}
+			f.mu.Unlock()
+		}, "recheck_failed"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEndsEnv(t, true)
 			c.idp(e.idp)
+			e.publish(func(p *config.Project) {
+				o := *p.SignIn.OIDC
+				o.AllowedGroups, o.GroupsClaim = []string{"staff"}, "groups"
+				p.SignIn.OIDC = &o
+			})
+			e.idp.mu.Lock()
+			if e.idp.users["alice-1"].claims == nil {
+				e.idp.refreshIDToken = true
+				e.idp.users["alice-1"].claims = map[string]any{"groups": []string{"staff"}}
+			}
+			e.idp.mu.Unlock()
 			// Inside the interval the provider is not asked: the sign-in itself was its word.
 			if st, out := e.passkeySignIn(); st != http.StatusOK {
 				t.Fatalf("passkey sign-in inside the interval: %d %v", st, out)
