@@ -76,16 +76,11 @@ func accountKey(c store.Connection) string {
 // stored as active.
 func (s *Store) SaveConnection(ctx context.Context, c store.Connection) (_ store.Connection, err error) {
 	defer s.observe(ctx, "SaveConnection", time.Now(), &err)
-	if c.Status == "" {
-		c.Status = store.ConnectionActive
+	unlock, err := s.holdAccount(ctx, &c)
+	if err != nil {
+		return store.Connection{}, err
 	}
-	if !s.postgres() {
-		unlock, err := s.rows.lock(ctx, accountKey(c))
-		if err != nil {
-			return store.Connection{}, err
-		}
-		defer unlock()
-	}
+	defer unlock()
 	var out store.Connection
 	err = s.tx(ctx, func(x q) error {
 		var version int64
@@ -95,6 +90,19 @@ func (s *Store) SaveConnection(ctx context.Context, c store.Connection) (_ store
 		return store.Connection{}, err
 	}
 	return out, nil
+}
+
+// holdAccount readies c for a save: an empty Status is stored as active, and on SQLite the
+// account's row lock is taken (an upstream refresh of the same account, UpdateConnection, holds
+// it; PostgreSQL's row locks do that inside the transaction). The caller defers unlock.
+func (s *Store) holdAccount(ctx context.Context, c *store.Connection) (unlock func(), err error) {
+	if c.Status == "" {
+		c.Status = store.ConnectionActive
+	}
+	if s.postgres() {
+		return func() {}, nil
+	}
+	return s.rows.lock(ctx, accountKey(*c))
 }
 
 // saveConnection runs qSaveConnection. Two first connections of one person to one connector
@@ -118,17 +126,11 @@ func saveConnection(ctx context.Context, x q, c store.Connection, out *store.Con
 // later finds the connection saved.
 func (s *Store) FinishConnection(ctx context.Context, c store.Connection, since time.Time, check func(store.Person) error) (_ store.Connection, err error) {
 	defer s.observe(ctx, "FinishConnection", time.Now(), &err)
-	if c.Status == "" {
-		c.Status = store.ConnectionActive
+	unlock, err := s.holdAccount(ctx, &c)
+	if err != nil {
+		return store.Connection{}, err
 	}
-	if !s.postgres() {
-		// As SaveConnection: an upstream refresh of the same account (UpdateConnection) holds it.
-		unlock, err := s.rows.lock(ctx, accountKey(c))
-		if err != nil {
-			return store.Connection{}, err
-		}
-		defer unlock()
-	}
+	defer unlock()
 	var out store.Connection
 	err = s.tx(ctx, func(x q) error {
 		out = store.Connection{}

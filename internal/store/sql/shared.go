@@ -63,17 +63,11 @@ func (s *Store) SaveSharedConnection(ctx context.Context, c store.Connection) (_
 	if c.Subject != store.SharedSubject(c.Connector) {
 		return store.Connection{}, nil, errNotShared
 	}
-	if c.Status == "" {
-		c.Status = store.ConnectionActive
+	unlock, err := s.holdAccount(ctx, &c)
+	if err != nil {
+		return store.Connection{}, nil, err
 	}
-	if !s.postgres() {
-		// As SaveConnection: an upstream refresh of the same account (UpdateConnection) holds it.
-		unlock, err := s.rows.lock(ctx, accountKey(c))
-		if err != nil {
-			return store.Connection{}, nil, err
-		}
-		defer unlock()
-	}
+	defer unlock()
 	var out store.Connection
 	var replaced []store.Connection
 	err = s.tx(ctx, func(x q) error {
