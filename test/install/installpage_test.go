@@ -132,7 +132,7 @@ type fenced struct{ lang, text string }
 // fencedBlocks returns the page's ``` blocks with their language.
 func fencedBlocks(page string) []fenced {
 	var out []fenced
-	for _, m := range regexp.MustCompile("(?ms)^```([a-z]*)\\n(.*?)^```").FindAllStringSubmatch(page, -1) {
+	for _, m := range regexp.MustCompile("(?s)```([a-z]*)\\n(.*?\\n)```").FindAllStringSubmatch(page, -1) {
 		out = append(out, fenced{m[1], m[2]})
 	}
 	return out
@@ -195,4 +195,3 @@ func kindName(s string) string {
 	}
 	return kind[1] + "/" + name[1]
 }
-
