@@ -127,25 +127,34 @@ func BuildCommit(t testing.TB, commit string) (bin, tree string) {
 	}
 	cache, err := os.UserCacheDir()
 	if err != nil {
-		t.Fatal(err)
+		cache = os.TempDir() // no $HOME: built again by each run
 	}
 	dir := filepath.Join(cache, "latchkey", "previous", commit)
 	bin = filepath.Join(dir, "latchkey")
 	src := filepath.Join(dir, "src")
-	_, errSrc := os.Stat(filepath.Join(src, ".complete"))
-	if _, err := os.Stat(bin); err == nil && errSrc == nil {
+	complete := func() bool {
+		_, err := os.Stat(filepath.Join(src, ".complete"))
+		return err == nil
+	}
+	if _, err := os.Stat(bin); err == nil && complete() {
 		return bin, src
 	}
-	if errSrc != nil {
-		// An interrupted extraction is redone whole.
-		if err := os.RemoveAll(src); err != nil {
+	if !complete() {
+		// The tree is extracted beside and renamed into place whole, so a run that is
+		// interrupted, or another one at the same time, never builds from half a tree.
+		tmpSrc := fmt.Sprintf("%s.%d.tmp", src, os.Getpid())
+		if err := os.RemoveAll(tmpSrc); err != nil {
 			t.Fatal(err)
 		}
-		if err := extract(root, commit, src); err != nil {
+		defer os.RemoveAll(tmpSrc)
+		if err := extract(root, commit, tmpSrc); err != nil {
 			t.Fatalf("git archive %s: %v", commit, err)
 		}
-		if err := os.WriteFile(filepath.Join(src, ".complete"), nil, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(tmpSrc, ".complete"), nil, 0o644); err != nil {
 			t.Fatal(err)
+		}
+		if err := os.Rename(tmpSrc, src); err != nil && !complete() {
+			t.Fatalf("%v (remove %s and run again)", err, src)
 		}
 	}
 	tmp := fmt.Sprintf("%s.%d.tmp", bin, os.Getpid())
