@@ -247,7 +247,7 @@ func goBuild(pkg, dir, out, version string) error {
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	start := time.Now()
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s in %s: %v\n%s", pkg, dir, err, b)
+		return fmt.Errorf("go build %s in %s: %w\n%s", pkg, dir, err, b)
 	}
 	if testing.Verbose() {
 		fmt.Printf("lkproc: built %s from %s in %s\n", pkg, dir, time.Since(start).Round(time.Second))

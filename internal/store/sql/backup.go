@@ -126,7 +126,7 @@ func checkCopy(ctx context.Context, path string) (int64, error) {
 	if err := db.Close(); err != nil {
 		return 0, err
 	}
-	f, err := os.Open(path)
+	f, err := os.Open(path) //nolint:gosec // the copy this backup just wrote, beside the --to path
 	if err != nil {
 		return 0, err
 	}
