@@ -96,6 +96,7 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "check-issuer" {
 		os.Exit(checkIssuer(os.Args[2:], os.Stdout, os.Stderr))
 	}
+	exitIfBackup(os.Args[1:])
 	var o options
 	fs := flag.CommandLine // controller-runtime registers --kubeconfig here
 	fs.StringVar(&o.publicURL, "public-url", "http://127.0.0.1:8080",
