@@ -57,7 +57,7 @@ var (
 	errOpenAPI  error
 )
 
-func loadOpenAPI() (openAPIDocs, error) {
+func loadOpenAPI(resources []resource) (openAPIDocs, error) {
 	openAPIOnce.Do(func() {
 		docs, err := typeDocs()
 		if err != nil {
@@ -68,7 +68,7 @@ func loadOpenAPI() (openAPIDocs, error) {
 		openAPI.v3, _ = json.Marshal(map[string]any{
 			"openapi":    "3.0.0",
 			"info":       map[string]any{"title": "Latchkey admin API", "version": adminv1.Version},
-			"paths":      map[string]any{},
+			"paths":      paths(resources, "#/components/schemas/", true),
 			"components": map[string]any{"schemas": v3},
 		})
 		sum := sha512.Sum512(openAPI.v3)
@@ -76,7 +76,7 @@ func loadOpenAPI() (openAPIDocs, error) {
 		openAPI.v2, _ = json.Marshal(map[string]any{
 			"swagger":     "2.0",
 			"info":        map[string]any{"title": "Latchkey admin API", "version": adminv1.Version},
-			"paths":       map[string]any{},
+			"paths":       paths(resources, "#/definitions/", false),
 			"definitions": schemas(docs, "#/definitions/"),
 		})
 	})
@@ -86,7 +86,7 @@ func loadOpenAPI() (openAPIDocs, error) {
 func (s *Server) openAPIRoutes() {
 	serve := func(pick func(openAPIDocs) []byte) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
-			d, err := loadOpenAPI()
+			d, err := loadOpenAPI(s.resources())
 			if err != nil {
 				s.fail(w, r, err)
 				return
@@ -105,6 +105,36 @@ func (s *Server) openAPIRoutes() {
 	}))
 	s.mux.HandleFunc("GET /openapi/v3/"+openAPIGroupPath, serve(func(d openAPIDocs) []byte { return d.v3 }))
 	s.mux.HandleFunc("GET /openapi/v2", serve(func(d openAPIDocs) []byte { return d.v2 }))
+}
+
+// paths describes each resource's operations, each naming its group, version and kind:
+// kubectl explain finds a resource's kind through the GET operation of its path.
+func paths(resources []resource, ref string, v3 bool) map[string]any {
+	out := map[string]any{}
+	for _, res := range resources {
+		gvk := map[string]string{"group": adminv1.Group, "version": adminv1.Version, "kind": res.kind}
+		op := func(action, schema string) map[string]any {
+			ok := map[string]any{"description": "OK"}
+			if v3 {
+				ok["content"] = map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": ref + schema}}}
+			} else {
+				ok["schema"] = map[string]any{"$ref": ref + schema}
+			}
+			return map[string]any{
+				"operationId":                     action + res.kind,
+				"x-kubernetes-action":             action,
+				"x-kubernetes-group-version-kind": gvk,
+				"responses":                       map[string]any{"200": ok},
+			}
+		}
+		list := map[string]any{"get": op("list", schemaPrefix+res.kind+"List")}
+		out["/"+openAPIGroupPath+"/"+res.name] = list
+		out["/"+openAPIGroupPath+"/namespaces/{namespace}/"+res.name] = list
+		if res.get != nil {
+			out["/"+openAPIGroupPath+"/namespaces/{namespace}/"+res.name+"/{name}"] = map[string]any{"get": op("get", schemaPrefix+res.kind)}
+		}
+	}
+	return out
 }
 
 // goDocs are the doc comments of a type and of its fields, by Go name.
