@@ -103,8 +103,10 @@ func TestAggregatedListWatchExplain(t *testing.T) {
 	}
 	syncCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	informers, stop := context.WithCancel(ctx)
+	factory.Start(informers.Done())
+	defer factory.Shutdown() // after stop: Shutdown waits for the informers to end
+	defer stop()
 	for res, ok := range factory.WaitForCacheSync(syncCtx.Done()) {
 		if !ok {
 			t.Fatalf("informer on %s did not sync", res.Resource)

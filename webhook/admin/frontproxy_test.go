@@ -28,7 +28,7 @@ func TestFrontProxyRotation(t *testing.T) {
 		t.Fatalf("old CA's certificate on an open connection: %d, want 401", code)
 	}
 	// A new connection with the old CA's certificate: refused at the handshake or with a 401.
-	req, _ := http.NewRequestWithContext(t.Context(), "GET", h.url+base+"/namespaces/team-a/people", nil)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, h.url+base+"/namespaces/team-a/people", nil)
 	req.Header.Set("X-Remote-User", "ada")
 	if resp, err := h.client(h.certs.serving, h.certs.proxyCA, "front-proxy-client").Do(req); err == nil {
 		resp.Body.Close()

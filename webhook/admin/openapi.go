@@ -251,12 +251,12 @@ func fieldSchema(t reflect.Type, docs map[string]goDocs, ref string) map[string]
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	switch {
-	case t == timeType:
+	switch t {
+	case timeType:
 		return map[string]any{"type": "string", "format": "date-time"}
-	case t == objectMetaType:
+	case objectMetaType:
 		return map[string]any{"allOf": []any{map[string]any{"$ref": ref + objectMetaName}}, "default": map[string]any{}}
-	case t == listMetaType:
+	case listMetaType:
 		return map[string]any{"allOf": []any{map[string]any{"$ref": ref + listMetaName}}, "default": map[string]any{}}
 	}
 	switch t.Kind() {

@@ -49,34 +49,39 @@ type stream interface {
 	version() string
 }
 
-func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *resource, sc *scope) {
+// watchParams reads a watch's parameters as the kube-apiserver validates them.
+func (s *Server) watchParams(r *http.Request, sc *scope) (rv string, initial, bookmarks bool, timeout time.Duration, _ *apiError) {
 	q := r.URL.Query()
 	rv, match := q.Get("resourceVersion"), q.Get("resourceVersionMatch")
-	initial, bookmarks := q.Get("sendInitialEvents") == "true", q.Get("allowWatchBookmarks") == "true"
+	initial, bookmarks = q.Get("sendInitialEvents") == "true", q.Get("allowWatchBookmarks") == "true"
 	switch {
 	case sc.token != nil:
-		writeStatus(w, r, badRequest("continue is not allowed on a watch"))
-		return
+		return "", false, false, 0, badRequest("continue is not allowed on a watch")
 	case initial && match != string(metav1.ResourceVersionMatchNotOlderThan):
-		writeStatus(w, r, badRequest("sendInitialEvents needs resourceVersionMatch=NotOlderThan"))
-		return
+		return "", false, false, 0, badRequest("sendInitialEvents needs resourceVersionMatch=NotOlderThan")
 	case initial && !bookmarks:
-		writeStatus(w, r, badRequest("sendInitialEvents needs allowWatchBookmarks=true"))
-		return
+		return "", false, false, 0, badRequest("sendInitialEvents needs allowWatchBookmarks=true")
 	case !initial && match != "":
-		writeStatus(w, r, badRequest("resourceVersionMatch is not allowed on a watch without sendInitialEvents=true"))
-		return
+		return "", false, false, 0, badRequest("resourceVersionMatch is not allowed on a watch without sendInitialEvents=true")
 	}
-	timeout := s.o.WatchTimeout
+	timeout = s.o.WatchTimeout
 	if v := q.Get("timeoutSeconds"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			writeStatus(w, r, badRequest("timeoutSeconds must be a number of seconds, not "+strconv.Quote(v)))
-			return
+			return "", false, false, 0, badRequest("timeoutSeconds must be a number of seconds, not " + strconv.Quote(v))
 		}
 		if n > 0 && time.Duration(n)*time.Second < timeout {
 			timeout = time.Duration(n) * time.Second
 		}
+	}
+	return rv, initial, bookmarks, timeout, nil
+}
+
+func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *resource, sc *scope) {
+	rv, initial, bookmarks, timeout, perr := s.watchParams(r, sc)
+	if perr != nil {
+		writeStatus(w, r, perr)
+		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
@@ -176,7 +181,7 @@ func (ww *watchWriter) write(typ string, obj any) error {
 
 func (ww *watchWriter) send(evs []event) error {
 	for _, e := range evs {
-		var obj any = e.it.obj
+		obj := any(e.it.obj)
 		if ww.table {
 			// As the kube-apiserver does for kubectl get --watch: a Table of one row, the
 			// column definitions with the first only.

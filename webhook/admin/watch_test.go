@@ -87,13 +87,13 @@ type watchEvent struct {
 // watchStream opens a watch as the front proxy does for ada and returns its events.
 func (h *harness) watchStream(path string) <-chan watchEvent {
 	h.t.Helper()
-	req, _ := http.NewRequestWithContext(h.t.Context(), "GET", h.url+path, nil)
+	req, _ := http.NewRequestWithContext(h.t.Context(), http.MethodGet, h.url+path, nil)
 	req.Header.Set("X-Remote-User", "ada")
 	resp, err := h.proxy.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if resp.StatusCode != 200 {
+	if resp.StatusCode != http.StatusOK {
 		h.t.Fatalf("watch %s: %d", path, resp.StatusCode)
 	}
 	out := make(chan watchEvent, 64)
