@@ -12,8 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	adminv1 "latchkey.dev/latchkey/api/admin/v1alpha1"
+	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
+	"latchkey.dev/latchkey/internal/store/sql/pgtest"
 )
 
 // TestListWithoutLimitIsWhole: a client that does not page gets every object, across the
@@ -263,5 +265,44 @@ func TestAuditTooOld(t *testing.T) {
 	e, m := next(t, h.watchStream(base+"/namespaces/team-a/auditrecords?watch=true&resourceVersion=2"))
 	if e.Type != "ADDED" || m.Name != "3" {
 		t.Fatalf("watch from just before the oldest kept: %s %s", e.Type, m.Name)
+	}
+}
+
+// TestWatchSeesOtherReplicas: on PostgreSQL, with two replicas on one database, a watch served
+// by one sees a connection and an audit record written through the other.
+func TestWatchSeesOtherReplicas(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	ctx := t.Context()
+	replicas := make([]*sqlstore.Store, 2)
+	for i := range replicas {
+		st, err := sqlstore.Open(ctx, dsn)
+		must(t, err)
+		t.Cleanup(func() { st.Close() })
+		replicas[i] = st
+	}
+	holder := &config.Holder{}
+	holder.Store(&config.Snapshot{Projects: map[string]*config.Project{"team-a/demo": project("team-a", "demo")}})
+	h := startAdmin(t, replicas[0], holder, func() time.Time { return now }, nil)
+	must(t, upsert(ctx, replicas[1], "team-a/demo", "alice", "alice@example.com"))
+
+	var conns adminv1.ConnectionList
+	h.do("GET", base+"/namespaces/team-a/connections", "", &conns)
+	var audit adminv1.AuditRecordList
+	h.do("GET", base+"/namespaces/team-a/auditrecords", "", &audit)
+	connEvents := h.watchStream(base + "/namespaces/team-a/connections?watch=true&resourceVersion=" + conns.ResourceVersion)
+	auditEvents := h.watchStream(base + "/namespaces/team-a/auditrecords?watch=true&resourceVersion=" + audit.ResourceVersion)
+
+	_, err := replicas[1].SaveConnection(ctx, store.Connection{ID: "conn-elsewhere", Project: "team-a/demo", Subject: "alice",
+		Connector: "team-a/github", AccountID: "1", AccountName: "alice-gh", KeyID: "k", TokenType: "bearer", CreatedAt: now, UpdatedAt: now})
+	must(t, err)
+	must(t, replicas[1].AppendAudit(ctx, store.AuditRecord{Project: "team-a/demo", Time: now, Actor: "alice", Action: "elsewhere"}))
+	if e, m := next(t, connEvents); e.Type != "ADDED" || m.Name != "conn-elsewhere" {
+		t.Fatalf("connection from the other replica: %s %s", e.Type, m.Name)
+	}
+	e, _ := next(t, auditEvents)
+	var r adminv1.AuditRecord
+	must(t, json.Unmarshal(e.Object, &r))
+	if e.Type != "ADDED" || r.Action != "elsewhere" {
+		t.Fatalf("audit record from the other replica: %s %+v", e.Type, r)
 	}
 }
