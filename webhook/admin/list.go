@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -31,6 +32,9 @@ import (
 // content, and a list's is the sum of its objects' digests with their names, so any replica
 // computes the same version for the same state, and a watch can tell, from a version alone,
 // whether the state it would start from is still the state the client saw.
+
+// listPageWrite is how long writing one page of a list may take.
+const listPageWrite = time.Minute
 
 // continueToken is what a continue parameter carries.
 type continueToken struct {
@@ -253,6 +257,9 @@ func (lw *listWriter) start() {
 
 func (lw *listWriter) add(items []item) error {
 	lw.start()
+	// A whole list can take longer to write than the listener's write timeout allows one
+	// request; each page gets that long again.
+	_ = http.NewResponseController(lw.w).SetWriteDeadline(time.Now().Add(listPageWrite))
 	for _, it := range items {
 		var b []byte
 		if lw.table {

@@ -83,6 +83,11 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *resource, sc
 		writeStatus(w, r, perr)
 		return
 	}
+	// The listener's read and write timeouts bound ordinary requests (a minute); a watch lasts
+	// until its own timeout, and a client that stops reading still cannot hold it past that.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Now().Add(timeout + time.Minute))
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 
@@ -100,7 +105,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *resource, sc
 		s.fail(w, r, err)
 		return
 	}
-	ww := &watchWriter{w: w, r: r, res: res, rc: http.NewResponseController(w), table: wantsTable(r.Header.Get("Accept"))}
+	ww := &watchWriter{w: w, r: r, res: res, rc: rc, table: wantsTable(r.Header.Get("Accept"))}
 	ww.w.Header().Set("Content-Type", "application/json")
 	ww.w.Header().Set("X-Content-Type-Options", "nosniff")
 	ww.w.WriteHeader(http.StatusOK)

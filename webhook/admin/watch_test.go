@@ -306,3 +306,24 @@ func TestWatchSeesOtherReplicas(t *testing.T) {
 		t.Fatalf("audit record from the other replica: %s %+v", e.Type, r)
 	}
 }
+
+// TestWatchOutlivesServerTimeouts: the listener's read and write timeouts bound ordinary
+// requests (cmd/latchkey sets a minute); a watch outlives them and still delivers. The
+// timeouts are net/http's own deadlines on the real clock, so the test waits past them.
+func TestWatchOutlivesServerTimeouts(t *testing.T) {
+	h := newHarness(t)
+	h.server.Config.ReadTimeout, h.server.Config.WriteTimeout = 100*time.Millisecond, 100*time.Millisecond
+	h.seed()
+	// A fresh connection, so the server's new timeouts apply to it.
+	h.proxy = h.client(h.certs.serving, h.certs.proxyCA, "front-proxy-client")
+	var l adminv1.ConnectionList
+	h.do("GET", base+"/namespaces/team-a/connections", "", &l)
+	events := h.watchStream(base + "/namespaces/team-a/connections?watch=true&resourceVersion=" + l.ResourceVersion)
+	time.Sleep(300 * time.Millisecond) // three times both timeouts
+	_, err := h.st.SaveConnection(t.Context(), store.Connection{ID: "conn-late", Project: "team-a/demo", Subject: "alice",
+		Connector: "team-a/linear", AccountID: "2", AccountName: "alice-linear", KeyID: "k", TokenType: "bearer", CreatedAt: now, UpdatedAt: now})
+	must(t, err)
+	if e, m := next(t, events); e.Type != "ADDED" || m.Name != "conn-late" {
+		t.Fatalf("after the timeouts: %s %s", e.Type, m.Name)
+	}
+}
