@@ -186,7 +186,7 @@ func (ww *watchWriter) write(typ string, obj any) error {
 
 func (ww *watchWriter) send(evs []event) error {
 	for _, e := range evs {
-		obj := any(e.it.obj)
+		obj := e.it.obj
 		if ww.table {
 			// As the kube-apiserver does for kubectl get --watch: a Table of one row, the
 			// column definitions with the first only.
