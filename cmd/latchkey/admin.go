@@ -56,8 +56,10 @@ var errNoFrontProxy = errors.New("the kube-apiserver publishes no front-proxy CA
 
 // frontProxy returns how to recognise the kube-apiserver's aggregator: from the flags when
 // --admin-requestheader-client-ca-file is set, else from the ConfigMap the kube-apiserver
-// publishes, read once at start (the HTTP handlers never call the Kubernetes API).
-func frontProxy(ctx context.Context, o adminOptions, cfg *rest.Config) (admin.FrontProxy, error) {
+// publishes, through cl. It is read at start and again every minute (frontProxyReloader), so
+// a rotated front-proxy CA takes effect without a restart; the HTTP handlers never call the
+// Kubernetes API.
+func frontProxy(ctx context.Context, o adminOptions, cl client.Reader) (admin.FrontProxy, error) {
 	if o.clientCAFile != "" {
 		pemBytes, err := os.ReadFile(o.clientCAFile)
 		if err != nil {
@@ -69,14 +71,10 @@ func frontProxy(ctx context.Context, o adminOptions, cfg *rest.Config) (admin.Fr
 		}
 		return admin.FrontProxy{ClientCA: pool, AllowedNames: splitList(o.allowedNames)}, nil
 	}
-	cl, err := client.New(cfg, client.Options{})
-	if err != nil {
-		return admin.FrontProxy{}, err
-	}
 	var cm corev1.ConfigMap
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	err = cl.Get(ctx, client.ObjectKey{Namespace: authConfigMapNamespace, Name: authConfigMapName}, &cm)
+	err := cl.Get(ctx, client.ObjectKey{Namespace: authConfigMapNamespace, Name: authConfigMapName}, &cm)
 	if apierrors.IsNotFound(err) {
 		return admin.FrontProxy{}, fmt.Errorf("%w: no %s/%s", errNoFrontProxy, authConfigMapNamespace, authConfigMapName)
 	}
@@ -186,7 +184,11 @@ func servingCert(mgr manager.Manager, o adminOptions, log logr.Logger) (func(*tl
 // itself unavailable.
 func addAdminServer(ctx context.Context, mgr manager.Manager, o options, cfg *rest.Config, holder *config.Holder,
 	st *sqlstore.Store, kr *secret.Keyring, events func(context.Context, store.AuditRecord), log logr.Logger) error {
-	fp, err := frontProxy(ctx, o.admin, cfg)
+	cl, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return err
+	}
+	fp, err := frontProxy(ctx, o.admin, cl)
 	if errors.Is(err, errNoFrontProxy) {
 		log.Error(err, "the admin API is off; OAuth and the pages are served as usual")
 		return nil
@@ -199,6 +201,9 @@ func addAdminServer(ctx context.Context, mgr manager.Manager, o options, cfg *re
 		Revoker: &upstream.Vault{Store: st, Keyring: kr, Now: time.Now, Timeout: o.upstreamWait},
 	})
 	if err != nil {
+		return err
+	}
+	if err := mgr.Add(newFrontProxyReloader(o.admin, cl, asrv, fp, log)); err != nil {
 		return err
 	}
 	cert, err := servingCert(mgr, o.admin, log)

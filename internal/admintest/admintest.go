@@ -82,7 +82,9 @@ func Start(t *testing.T, projects []*config.Project, now func() time.Time) *Env 
 	}
 	e.Config = &config.Holder{}
 	e.Config.Store(snap)
-	srv, err := admin.New(admin.Options{Config: e.Config, Store: e.Store, Proxy: admin.FrontProxy{ClientCA: agg.ProxyCA.Pool(), AllowedNames: []string{devcerts.ProxyName}}, Logger: logr.Discard(), Now: now})
+	srv, err := admin.New(admin.Options{Config: e.Config, Store: e.Store, Proxy: admin.FrontProxy{ClientCA: agg.ProxyCA.Pool(), AllowedNames: []string{devcerts.ProxyName}}, Logger: logr.Discard(), Now: now,
+		// Watches read the store this often: a test waits little for an event.
+		WatchPoll: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -171,7 +171,7 @@ func Served(ctx context.Context, cfg *rest.Config) error {
 
 // sharedRule: creating a shared connection answers a start URL (docs/shared-connections.md).
 var sharedRule = rbacv1.PolicyRule{APIGroups: []string{adminv1.Group}, Resources: []string{adminv1.ResourceSharedConnections},
-	Verbs: []string{"get", "list", "create", "delete"}}
+	Verbs: []string{"get", "list", "watch", "create", "delete"}}
 
 // Roles are the admin API's RBAC roles as the chart ships them
 // (charts/latchkey/templates/userroles.yaml, named there after the release): latchkey-access-admin for
@@ -181,11 +181,11 @@ var Roles = []rbacv1.ClusterRole{
 	{
 		ObjectMeta: metav1.ObjectMeta{Name: "latchkey-access-admin"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{adminv1.Group}, Resources: []string{"*"},
-			Verbs: []string{"get", "list", "delete"}}, sharedRule},
+			Verbs: []string{"get", "list", "watch", "delete"}}, sharedRule},
 	},
 	{
 		ObjectMeta: metav1.ObjectMeta{Name: "latchkey-access-tenant"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{adminv1.Group}, Resources: []string{"*"},
-			Verbs: []string{"get", "list", "delete"}}, sharedRule},
+			Verbs: []string{"get", "list", "watch", "delete"}}, sharedRule},
 	},
 }

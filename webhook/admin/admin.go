@@ -18,6 +18,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -42,6 +43,7 @@ type Store interface {
 	RevokeClientTokens(ctx context.Context, project string, clientIDs []string, now time.Time) (map[string]int64, error)
 	CountLiveTokens(ctx context.Context, project string, now time.Time) (map[string]int64, error)
 	AppendAudit(ctx context.Context, r store.AuditRecord) error
+	store.AdminWatch
 	sharedStore
 }
 
@@ -76,32 +78,60 @@ type Options struct {
 	Now     func() time.Time
 	// Events, when set, is told of every audit record written (the security event sinks).
 	Events func(ctx context.Context, r store.AuditRecord)
+	// WatchPoll is how often a watch reads the store (2s when zero); WatchBookmark how often
+	// it sends a bookmark to a client that allows them (a minute); WatchTimeout the longest a
+	// watch runs (30 minutes; a client's shorter timeoutSeconds wins).
+	WatchPoll, WatchBookmark, WatchTimeout time.Duration
 }
 
 // Server is the admin API's HTTP handler.
 type Server struct {
-	o   Options
-	mux *http.ServeMux
+	o     Options
+	mux   *http.ServeMux
+	proxy atomic.Pointer[FrontProxy]
 }
 
 // New returns the admin API handler. Serve it over TLS with TLSConfig, which asks for the
 // aggregator's client certificate; the handler refuses any request without one.
 func New(o Options) (*Server, error) {
-	if o.Config == nil || o.Store == nil || o.Proxy.ClientCA == nil {
-		return nil, errors.New("admin: Config, Store and Proxy.ClientCA are required")
+	if o.Config == nil || o.Store == nil {
+		return nil, errors.New("admin: Config and Store are required")
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if len(o.Proxy.UsernameHeaders) == 0 {
-		o.Proxy.UsernameHeaders = []string{"X-Remote-User"}
+	if o.WatchPoll <= 0 {
+		o.WatchPoll = defaultWatchPoll
 	}
-	if len(o.Proxy.GroupHeaders) == 0 {
-		o.Proxy.GroupHeaders = []string{"X-Remote-Group"}
+	if o.WatchBookmark <= 0 {
+		o.WatchBookmark = defaultWatchBookmark
+	}
+	if o.WatchTimeout <= 0 {
+		o.WatchTimeout = defaultWatchTimeout
 	}
 	s := &Server{o: o, mux: http.NewServeMux()}
+	if err := s.SetFrontProxy(o.Proxy); err != nil {
+		return nil, err
+	}
 	s.routes()
 	return s, nil
+}
+
+// SetFrontProxy replaces how the server recognises the aggregator, as when the front-proxy CA
+// rotates. It applies to new connections and, because every request's certificate is checked
+// again, to the requests of connections already open.
+func (s *Server) SetFrontProxy(fp FrontProxy) error {
+	if fp.ClientCA == nil {
+		return errors.New("admin: the front proxy's ClientCA is required")
+	}
+	if len(fp.UsernameHeaders) == 0 {
+		fp.UsernameHeaders = []string{"X-Remote-User"}
+	}
+	if len(fp.GroupHeaders) == 0 {
+		fp.GroupHeaders = []string{"X-Remote-Group"}
+	}
+	s.proxy.Store(&fp)
+	return nil
 }
 
 // TLSConfig returns the listener's TLS configuration: cert is the serving certificate, and a
@@ -109,13 +139,20 @@ func New(o Options) (*Server, error) {
 // without one reach ServeHTTP, which refuses them with a Kubernetes Status (a TLS handshake
 // failure would tell a caller less).
 func (s *Server) TLSConfig(cert func(*tls.ClientHelloInfo) (*tls.Certificate, error)) *tls.Config {
-	return &tls.Config{
+	base := &tls.Config{
 		MinVersion:     tls.VersionTLS12,
 		GetCertificate: cert,
 		ClientAuth:     tls.VerifyClientCertIfGiven,
-		ClientCAs:      s.o.Proxy.ClientCA,
 		NextProtos:     []string{"h2", "http/1.1"},
 	}
+	// The CA a handshake verifies against is the one current at that handshake.
+	base.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		c := base.Clone()
+		c.GetConfigForClient = nil
+		c.ClientCAs = s.proxy.Load().ClientCA
+		return c, nil
+	}
+	return base
 }
 
 // user is the Kubernetes user a request comes from, as the front proxy names them.
@@ -144,13 +181,25 @@ func (s *Server) authenticate(r *http.Request) (user, bool) {
 		return user{}, false
 	}
 	// VerifiedChains is set only when the certificate verified against ClientCAs for client
-	// authentication (crypto/tls checks the extended key usage).
-	leaf := r.TLS.VerifiedChains[0][0]
-	if len(s.o.Proxy.AllowedNames) > 0 && !slices.Contains(s.o.Proxy.AllowedNames, leaf.Subject.CommonName) {
+	// authentication (crypto/tls checks the extended key usage), at the handshake. A
+	// connection outlives a CA rotation, so the certificate is checked again against the CA
+	// current now: a certificate of a CA that was rotated out is refused on a connection
+	// opened before.
+	fp := s.proxy.Load()
+	leaf := r.TLS.PeerCertificates[0]
+	inter := x509.NewCertPool()
+	for _, c := range r.TLS.PeerCertificates[1:] {
+		inter.AddCert(c)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: fp.ClientCA, Intermediates: inter,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		return user{}, false
+	}
+	if len(fp.AllowedNames) > 0 && !slices.Contains(fp.AllowedNames, leaf.Subject.CommonName) {
 		return user{}, false
 	}
 	var u user
-	for _, h := range s.o.Proxy.UsernameHeaders {
+	for _, h := range fp.UsernameHeaders {
 		if v := r.Header.Get(h); v != "" {
 			u.name = v
 			break
@@ -159,7 +208,7 @@ func (s *Server) authenticate(r *http.Request) (user, bool) {
 	if u.name == "" {
 		return user{}, false
 	}
-	for _, h := range s.o.Proxy.GroupHeaders {
+	for _, h := range fp.GroupHeaders {
 		u.groups = append(u.groups, r.Header.Values(h)...)
 	}
 	return u, true

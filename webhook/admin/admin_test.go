@@ -35,9 +35,11 @@ type harness struct {
 	url    string
 	proxy  *http.Client // presents the front-proxy certificate
 	server *httptest.Server
+	admin  *admin.Server
 	certs  struct {
 		proxyCA *devcerts.CA
 		other   *devcerts.CA
+		serving *devcerts.CA
 	}
 }
 
@@ -99,6 +101,8 @@ func startAdmin(t *testing.T, st admin.Store, holder *config.Holder, clock func(
 	srv, err := admin.New(admin.Options{
 		Config: holder, Store: st, Logger: testr.New(t), Now: clock, Revoker: revoker,
 		Proxy: admin.FrontProxy{ClientCA: h.certs.proxyCA.Pool(), AllowedNames: []string{"front-proxy-client"}},
+		// Watches read the store this often: often enough that a test waits little.
+		WatchPoll: 20 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +115,8 @@ func startAdmin(t *testing.T, st admin.Store, holder *config.Holder, clock func(
 	ts.TLS.Certificates = []tls.Certificate{sc} // else httptest puts its own in
 	ts.StartTLS()
 	t.Cleanup(ts.Close)
-	h.server, h.url = ts, ts.URL
+	h.server, h.url, h.admin = ts, ts.URL, srv
+	h.certs.serving = servingCA
 	h.proxy = h.client(servingCA, h.certs.proxyCA, "front-proxy-client")
 	return h
 }
@@ -220,9 +225,9 @@ func TestDiscovery(t *testing.T) {
 		}
 		verbs[r.Name] = strings.Join(r.Verbs, ",")
 	}
-	want := map[string]string{"people": "get,list,delete", "grants": "get,list,delete", "connections": "get,list,delete",
-		"passkeys": "get,list,delete", "links": "get,list", "clienttokens": "get,list,delete", "auditrecords": "list",
-		"sharedconnections": "get,list,create,delete"}
+	want := map[string]string{"people": "get,list,watch,delete", "grants": "get,list,watch,delete", "connections": "get,list,watch,delete",
+		"passkeys": "get,list,watch,delete", "links": "get,list,watch", "clienttokens": "get,list,watch,delete", "auditrecords": "list,watch",
+		"sharedconnections": "get,list,watch,create,delete"}
 	if fmt.Sprint(verbs) != fmt.Sprint(want) {
 		t.Fatalf("verbs = %v, want %v", verbs, want)
 	}
@@ -377,17 +382,32 @@ func TestPagesAndTables(t *testing.T) {
 
 func TestBadRequests(t *testing.T) {
 	h := newHarness(t)
+	// A continue token handed out for another resource.
+	must(t, upsert(t.Context(), h.st, "team-a/demo", "alice", "alice@example.com"))
+	must(t, upsert(t.Context(), h.st, "team-a/demo", "bob", "bob@example.com"))
+	var people adminv1.PersonList
+	h.do("GET", base+"/namespaces/team-a/people?limit=1", "", &people)
+	peopleToken := people.Continue
+	if peopleToken == "" {
+		t.Fatal("no continue token for people")
+	}
 	for path, want := range map[string]int{
-		"/namespaces/team-a/connections?limit=ten":                     400,
-		"/namespaces/team-a/connections?continue=not-ours":             400,
-		"/namespaces/team-a/connections?fieldSelector=spec.secret%3Dx": 400,
-		"/namespaces/team-a/connections?labelSelector=%3D%3D%3D":       400,
-		"/namespaces/team-a/auditrecords?since=yesterday":              400,
-		"/namespaces/team-a/connections?watch=true":                    405,
-		"/namespaces/team-a/widgets":                                   404,
-		"/namespaces/team-a/people/nobody":                             404,
-		"/namespaces/team-a/grants/no-dot":                             404,
-		"/namespaces/team-a/auditrecords/1":                            405,
+		"/namespaces/team-a/connections?limit=ten":                                                           400,
+		"/namespaces/team-a/connections?continue=not-ours":                                                   400,
+		"/namespaces/team-a/connections?fieldSelector=spec.secret%3Dx":                                       400,
+		"/namespaces/team-a/connections?labelSelector=%3D%3D%3D":                                             400,
+		"/namespaces/team-a/auditrecords?since=yesterday":                                                    400,
+		"/namespaces/team-a/connections?watch=true&resourceVersionMatch=Exact":                               400,
+		"/namespaces/team-a/connections?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan": 400,
+		"/namespaces/team-a/connections?watch=true&timeoutSeconds=soon":                                      400,
+		"/namespaces/team-a/auditrecords?watch=true&resourceVersion=yesterday":                               400,
+		"/namespaces/team-a/connections?resourceVersionMatch=Sometime&resourceVersion=1":                     400,
+		"/namespaces/team-a/connections?continue=" + peopleToken:                                             400,
+		"/namespaces/team-a/connections?resourceVersion=12345&resourceVersionMatch=Exact":                    410,
+		"/namespaces/team-a/widgets":                                                                         404,
+		"/namespaces/team-a/people/nobody":                                                                   404,
+		"/namespaces/team-a/grants/no-dot":                                                                   404,
+		"/namespaces/team-a/auditrecords/1":                                                                  405,
 	} {
 		var st metav1.Status
 		if code := h.do("GET", base+path, "", &st); code != want || st.Kind != "Status" || st.Code != int32(want) {

@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,8 +43,11 @@ type scope struct {
 	projects  []*config.Project
 	labels    labels.Selector
 	fields    fields.Selector
-	limit     int
-	after     []string
+	// limit is the page size the client asked for; 0 lists everything.
+	limit int
+	// after is the keyset position to continue after; token the continue token it came from.
+	after []string
+	token *continueToken
 	// person is the person the selectors pin down (latchkey.dev/person or the person field).
 	person string
 	raw    url.Values
@@ -98,6 +100,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc(prefix+"/{resource}", s.collection)
 	s.mux.HandleFunc(prefix+"/namespaces/{namespace}/{resource}", s.collection)
 	s.mux.HandleFunc(prefix+"/namespaces/{namespace}/{resource}/{name}", s.object)
+	s.openAPIRoutes()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, r, &apiError{http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource", nil})
 	})
@@ -165,31 +168,16 @@ func (s *Server) collection(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, r, notAllowed(r.Method+" is not supported on "+res.name+": delete objects one by one"))
 		return
 	}
-	if r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1" {
-		writeStatus(w, r, notAllowed("watch is not supported on "+res.name+"; list again (kubectl latchkey audit --follow polls)"))
-		return
-	}
 	sc, err := s.scope(r, res)
 	if err != nil {
 		writeStatus(w, r, err)
 		return
 	}
-	items, next, lerr := res.list(r.Context(), sc)
-	if lerr != nil {
-		s.fail(w, r, lerr)
+	if v := r.URL.Query().Get("watch"); v == "true" || v == "1" {
+		s.watch(w, r, res, sc)
 		return
 	}
-	kept := items[:0]
-	for _, it := range items {
-		if sc.labels.Matches(labels.Set(it.meta.Labels)) && sc.fields.Matches(it.fields) {
-			kept = append(kept, it)
-		}
-	}
-	lm := metav1.ListMeta{}
-	if next != nil {
-		lm.Continue = encodeContinue(next)
-	}
-	s.respond(w, r, res, kept, lm, true)
+	s.list(w, r, res, sc)
 }
 
 func (s *Server) object(w http.ResponseWriter, r *http.Request) {
@@ -214,7 +202,7 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, err)
 			return
 		}
-		s.respond(w, r, res, []item{it}, metav1.ListMeta{}, false)
+		s.respond(w, r, res, it)
 	case http.MethodDelete:
 		if res.del == nil {
 			writeStatus(w, r, notAllowed("delete is not supported on "+res.name))
@@ -303,11 +291,11 @@ func (s *Server) scope(r *http.Request, res *resource) (*scope, *apiError) {
 		sc.limit = n
 	}
 	if v := q.Get("continue"); v != "" {
-		after, ok := decodeContinue(v)
-		if !ok {
-			return nil, badRequest("continue: not a token this server handed out")
+		t, err := decodeContinue(res.name, v)
+		if err != nil {
+			return nil, err
 		}
-		sc.after = after
+		sc.after, sc.token = t.Key, &t
 	}
 
 	snap := s.o.Config.Load()
@@ -359,64 +347,19 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func encodeContinue(key []string) string {
-	b, _ := json.Marshal(key)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodeContinue(s string) ([]string, bool) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return nil, false
-	}
-	var key []string
-	if err := json.Unmarshal(b, &key); err != nil || len(key) == 0 {
-		return nil, false
-	}
-	return key, true
-}
-
-// respond writes items as a list (or, for a get, the one object), or as a meta.k8s.io/v1
-// Table when the Accept header asks for one, as kubectl get does.
-func (s *Server) respond(w http.ResponseWriter, r *http.Request, res *resource, items []item, lm metav1.ListMeta, isList bool) {
+// respond writes one object, or a meta.k8s.io/v1 Table of it when the Accept header asks for
+// one, as kubectl get does.
+func (s *Server) respond(w http.ResponseWriter, r *http.Request, res *resource, it item) {
+	stamp(res, []item{it})
 	if wantsTable(r.Header.Get("Accept")) {
-		t := &metav1.Table{
+		writeJSON(w, http.StatusOK, &metav1.Table{
 			TypeMeta:          metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/v1"},
-			ListMeta:          lm,
 			ColumnDefinitions: res.columns,
-			Rows:              make([]metav1.TableRow, 0, len(items)),
-		}
-		include := r.URL.Query().Get("includeObject")
-		for _, it := range items {
-			row := metav1.TableRow{Cells: it.cells}
-			switch include {
-			case "None":
-			case "Object":
-				row.Object.Raw, _ = json.Marshal(it.obj)
-			default:
-				row.Object.Raw, _ = json.Marshal(&metav1.PartialObjectMetadata{
-					TypeMeta:   metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"},
-					ObjectMeta: *it.meta,
-				})
-			}
-			t.Rows = append(t.Rows, row)
-		}
-		writeJSON(w, http.StatusOK, t)
+			Rows:              []metav1.TableRow{tableRow(r, it)},
+		})
 		return
 	}
-	if !isList {
-		writeJSON(w, http.StatusOK, items[0].obj)
-		return
-	}
-	objs := make([]any, len(items))
-	for i, it := range items {
-		objs[i] = it.obj
-	}
-	writeJSON(w, http.StatusOK, struct {
-		metav1.TypeMeta `json:",inline"`
-		metav1.ListMeta `json:"metadata"`
-		Items           []any `json:"items"`
-	}{metav1.TypeMeta{Kind: res.kind + "List", APIVersion: adminv1.GroupVersion}, lm, objs})
+	writeJSON(w, http.StatusOK, it.obj)
 }
 
 // wantsTable reports whether an Accept header asks for a meta.k8s.io/v1 Table (kubectl get

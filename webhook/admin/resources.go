@@ -31,7 +31,7 @@ func col(name, typ, desc string, priority int32) metav1.TableColumnDefinition {
 func (s *Server) resources() []resource {
 	return []resource{
 		{
-			name: adminv1.ResourcePeople, singular: "person", kind: "Person", verbs: []string{"get", "list", "delete"},
+			name: adminv1.ResourcePeople, singular: "person", kind: "Person", verbs: []string{"get", "list", "watch", "delete"},
 			columns: []metav1.TableColumnDefinition{
 				col("Name", "string", "the person's subject identifier", 0),
 				col("Email", "string", "", 0),
@@ -45,7 +45,7 @@ func (s *Server) resources() []resource {
 			list:   s.listPeople, get: s.getPerson, del: s.endPerson,
 		},
 		{
-			name: adminv1.ResourceGrants, singular: "grant", kind: "Grant", verbs: []string{"get", "list", "delete"},
+			name: adminv1.ResourceGrants, singular: "grant", kind: "Grant", verbs: []string{"get", "list", "watch", "delete"},
 			columns: []metav1.TableColumnDefinition{
 				col("Name", "string", "person.client", 0),
 				col("Person", "string", "the person's email", 0),
@@ -60,7 +60,7 @@ func (s *Server) resources() []resource {
 			list:   s.listGrants, get: s.getGrant, del: s.revokeGrant,
 		},
 		{
-			name: adminv1.ResourceConnections, singular: "connection", kind: "Connection", verbs: []string{"get", "list", "delete"},
+			name: adminv1.ResourceConnections, singular: "connection", kind: "Connection", verbs: []string{"get", "list", "watch", "delete"},
 			columns: []metav1.TableColumnDefinition{
 				col("Name", "string", "the connection's id", 0),
 				col("Person", "string", "the person's email", 0),
@@ -75,7 +75,7 @@ func (s *Server) resources() []resource {
 			list:   s.listConnections, get: s.getConnection, del: s.disconnect,
 		},
 		{
-			name: adminv1.ResourcePasskeys, singular: "passkey", kind: "Passkey", verbs: []string{"get", "list", "delete"},
+			name: adminv1.ResourcePasskeys, singular: "passkey", kind: "Passkey", verbs: []string{"get", "list", "watch", "delete"},
 			columns: []metav1.TableColumnDefinition{
 				col("Name", "string", "the credential ID", 0),
 				col("Person", "string", "the person's email", 0),
@@ -90,7 +90,7 @@ func (s *Server) resources() []resource {
 			list:   s.listPasskeys, get: s.getPasskey, del: s.removePasskey,
 		},
 		{
-			name: adminv1.ResourceLinks, singular: "link", kind: "Link", verbs: []string{"get", "list"},
+			name: adminv1.ResourceLinks, singular: "link", kind: "Link", verbs: []string{"get", "list", "watch"},
 			columns: []metav1.TableColumnDefinition{
 				col("Name", "string", "the link's connect_id", 0),
 				col("Person", "string", "the person's email", 0),
@@ -104,7 +104,7 @@ func (s *Server) resources() []resource {
 			list:   s.listLinks, get: s.getLink,
 		},
 		{
-			name: adminv1.ResourceClientTokens, singular: "clienttokens", kind: "ClientTokens", verbs: []string{"get", "list", "delete"},
+			name: adminv1.ResourceClientTokens, singular: "clienttokens", kind: "ClientTokens", verbs: []string{"get", "list", "watch", "delete"},
 			columns: []metav1.TableColumnDefinition{
 				col("Name", "string", "the client", 0),
 				col("Client", "string", "the client's name", 0),
@@ -114,7 +114,7 @@ func (s *Server) resources() []resource {
 			list: s.listClientTokens, get: s.getClientTokens, del: s.revokeClientTokens,
 		},
 		{
-			name: adminv1.ResourceAuditRecords, singular: "auditrecord", kind: "AuditRecord", verbs: []string{"list"},
+			name: adminv1.ResourceAuditRecords, singular: "auditrecord", kind: "AuditRecord", verbs: []string{"list", "watch"},
 			columns: []metav1.TableColumnDefinition{
 				col("Name", "string", "the record's id", 0),
 				col("Time", "string", "", 0),
@@ -653,12 +653,13 @@ func (s *Server) listAudit(ctx context.Context, sc *scope) ([]item, []string, er
 	q.Action, _ = sc.fields.RequiresExactMatch("action")
 	q.Actor, _ = sc.fields.RequiresExactMatch("actor")
 	q.Target, _ = sc.fields.RequiresExactMatch("target")
+	byName := false
 	if v, ok := sc.fields.RequiresExactMatch("metadata.name"); ok {
 		id, _ := strconv.ParseInt(v, 10, 64)
 		if id < 1 {
 			return nil, nil, nil // not a record's name: nothing matches
 		}
-		q.AfterID, q.Limit = max(q.AfterID, id-1), 1
+		q.AfterID, q.Limit, byName = max(q.AfterID, id-1), 1, true
 	}
 	rows, err := s.o.Store.ListAuditPage(ctx, q)
 	if err != nil {
@@ -681,7 +682,7 @@ func (s *Server) listAudit(ctx context.Context, sc *scope) ([]item, []string, er
 				"target": r.Target}}
 	}
 	var next []string
-	if len(rows) == (store.AdminQuery{Limit: q.Limit}).PageLimit() {
+	if !byName && len(rows) == (store.AdminQuery{Limit: q.Limit}).PageLimit() {
 		next = []string{strconv.FormatInt(rows[len(rows)-1].ID, 10)}
 	}
 	return out, next, nil

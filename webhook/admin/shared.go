@@ -39,7 +39,7 @@ type sharedStore interface {
 func sharedResource(s *Server) resource {
 	return resource{
 		name: adminv1.ResourceSharedConnections, singular: "sharedconnection", kind: "SharedConnection",
-		verbs: []string{"get", "list", "create", "delete"},
+		verbs: []string{"get", "list", "watch", "create", "delete"},
 		columns: []metav1.TableColumnDefinition{
 			col("Name", "string", "the Connector's namespace.name", 0),
 			col("Connector", "string", "", 0),

@@ -57,3 +57,9 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// expired is 410 Expired: what the client holds (a resourceVersion, a continue token) names
+// a state this server can no longer start from; client-go relists on it.
+func expired(msg string) *apiError {
+	return &apiError{http.StatusGone, metav1.StatusReasonExpired, msg, nil}
+}
