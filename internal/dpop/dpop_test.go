@@ -132,10 +132,32 @@ func TestSameURI(t *testing.T) {
 	}
 }
 
-// RFC 7638 §3.1's example key and thumbprint, through a proof header.
+// Problem is what the client reads in error_description.
 func TestProblem(t *testing.T) {
 	_, err := dpop.Verify("a.b", dpop.Check{})
 	if got := dpop.Problem(err); got != "the proof is not a compact JWS" {
 		t.Errorf("Problem = %q", got)
+	}
+}
+
+// BenchmarkVerify is the cost of checking one proof, by algorithm, without any store; the mcp
+// module's BenchmarkVerify measures its verifier the same way.
+func BenchmarkVerify(b *testing.B) {
+	now, vs := loadVectors(b)
+	for _, name := range []string{"ES256", "EdDSA", "PS256"} {
+		i := slices.IndexFunc(vs, func(v vector) bool { return v.Name == name })
+		if i < 0 {
+			b.Fatalf("no vector %s", name)
+		}
+		v := vs[i]
+		b.Run(name, func(b *testing.B) {
+			check := dpop.Check{Method: v.Method, URL: v.URL, Now: now}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := dpop.Verify(v.Proof, check); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
