@@ -289,6 +289,15 @@ type jwk struct {
 	Priv *json.RawMessage `json:"priv"`
 }
 
+func (k *jwk) private() bool {
+	for _, m := range []*json.RawMessage{k.D, k.P, k.Q, k.DP, k.DQ, k.QI, k.Oth, k.K, k.Priv} {
+		if m != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // ParseJWK reads a public JWK (EC P-256, OKP Ed25519 or RSA) and returns the key and its
 // RFC 7638 thumbprint. A JWK with private members is refused.
 func ParseJWK(raw []byte) (crypto.PublicKey, string, error) {
@@ -299,7 +308,7 @@ func ParseJWK(raw []byte) (crypto.PublicKey, string, error) {
 	if err := json.Unmarshal(raw, &k); err != nil {
 		return nil, "", errors.New("jwk does not parse")
 	}
-	if k.D != nil || k.P != nil || k.Q != nil || k.DP != nil || k.DQ != nil || k.QI != nil || k.Oth != nil || k.K != nil || k.Priv != nil {
+	if k.private() {
 		return nil, "", errors.New("jwk holds private key material")
 	}
 	switch k.Kty {

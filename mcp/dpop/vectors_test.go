@@ -336,16 +336,6 @@ func ath(token string) string {
 	return enc.EncodeToString(sum[:])
 }
 
-// replaceLast swaps the last character of the compact proof's part i for c.
-func replaceLast(part int, c string) func(string) string {
-	return func(s string) string {
-		parts := strings.Split(s, ".")
-		p := parts[part]
-		parts[part] = p[:len(p)-1] + c
-		return strings.Join(parts, ".")
-	}
-}
-
 func (g *generator) vectors() []Vector {
 	now := g.now.Unix()
 	P, T := "POST", tokenURL

@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -34,7 +35,7 @@ func TestServerDoesNotImportTheMCPModule(t *testing.T) {
 	out, err := cmd.Output()
 	if err != nil {
 		var stderr string
-		if e, ok := err.(*exec.ExitError); ok {
+		if e := (*exec.ExitError)(nil); errors.As(err, &e) {
 			stderr = string(e.Stderr)
 		}
 		t.Fatalf("go list: %v\n%s", err, stderr)
