@@ -262,7 +262,7 @@ func accepted(alg string) bool {
 // thumbprint. go-jose has already refused private members and keys off their curve.
 func publicKey(k *jose.JSONWebKey, header string) (string, error) {
 	if !k.IsPublic() || !k.Valid() {
-		return "", errors.New("jwk holds private key material")
+		return "", errors.New("jwk is not a valid public key")
 	}
 	switch pub := k.Key.(type) {
 	case *ecdsa.PublicKey:

@@ -132,11 +132,35 @@ func TestSameURI(t *testing.T) {
 	}
 }
 
-// Problem is what the client reads in error_description.
+// Problem is what the client reads in error_description: it names what to fix.
 func TestProblem(t *testing.T) {
-	_, err := dpop.Verify("a.b", dpop.Check{})
-	if got := dpop.Problem(err); got != "the proof is not a compact JWS" {
-		t.Errorf("Problem = %q", got)
+	now, vs := loadVectors(t)
+	want := map[string]string{
+		"typ JWT":                             "typ must be dpop+jwt",
+		"alg none, no signature":              `alg "none" is not accepted`,
+		"alg HS256 keyed with the public jwk": `alg "HS256" is not accepted`,
+		"jwk with the EC private key":         "jwk holds private key material",
+		"jwk RSA-1024":                        "RSA key size is not accepted",
+		"crit b64 false":                      "crit is not supported",
+		"signature with a bit flipped":        "the signature does not verify",
+		"htu of another endpoint":             "htu does not match the request URL",
+		"iat too old":                         "iat is outside the accepted window",
+		"ath of another token":                "ath does not match the access token",
+		"two parts":                           "the proof is not a compact JWS",
+	}
+	for _, v := range vs {
+		w, ok := want[v.Name]
+		if !ok {
+			continue
+		}
+		delete(want, v.Name)
+		_, err := dpop.Verify(v.Proof, dpop.Check{Method: v.Method, URL: v.URL, Now: now, AccessToken: v.AccessToken})
+		if err == nil || dpop.Problem(err) != w {
+			t.Errorf("%s: %v, want %q", v.Name, err, w)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("no vectors %v", want)
 	}
 }
 
