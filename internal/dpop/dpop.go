@@ -137,9 +137,15 @@ func Verify(proof string, c Check) (*Proof, error) {
 			return nil, invalid("the proof is not a compact JWS")
 		}
 	}
+	// The header as sent, member by member (go-jose drops members whose value is null).
+	hb, _ := b64.DecodeString(parts[0]) // canonical has decoded it
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(hb, &raw); err != nil {
+		return nil, invalid("the proof's header does not parse")
+	}
 	jws, err := jose.ParseSignedCompact(proof, joseAlgorithms)
 	if err != nil {
-		return nil, refusedHeader(parts[0])
+		return nil, refusedHeader(raw)
 	}
 	if len(jws.Signatures) != 1 {
 		return nil, invalid("the proof is not a compact JWS")
@@ -150,16 +156,16 @@ func Verify(proof string, c Check) (*Proof, error) {
 	}
 	// go-jose understands crit ["b64"] (an unencoded payload, RFC 7797); a proof has no use for
 	// either, and the mcp module's verifier knows neither.
-	if _, ok := h.ExtraHeaders["crit"]; ok {
+	if _, ok := raw["crit"]; ok {
 		return nil, invalid("crit is not supported")
 	}
-	if _, ok := h.ExtraHeaders["b64"]; ok {
+	if _, ok := raw["b64"]; ok {
 		return nil, invalid("b64 is not supported")
 	}
 	if h.JSONWebKey == nil {
 		return nil, invalid("jwk is missing")
 	}
-	jkt, err := publicKey(h.JSONWebKey, parts[0])
+	jkt, err := publicKey(h.JSONWebKey, raw["jwk"])
 	if err != nil {
 		return nil, invalid("%v", err)
 	}
@@ -218,15 +224,7 @@ func canonical(s string) bool {
 
 // refusedHeader names why go-jose refused to parse a proof, for the client: the problems a
 // client can fix, in the words the mcp module's verifier uses.
-func refusedHeader(seg string) error {
-	raw, err := b64.DecodeString(seg)
-	if err != nil {
-		return invalid("the proof's header does not parse")
-	}
-	var h map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &h); err != nil {
-		return invalid("the proof's header does not parse")
-	}
+func refusedHeader(h map[string]json.RawMessage) error {
 	var alg string
 	if err := json.Unmarshal(h["alg"], &alg); err != nil || !accepted(alg) {
 		return invalid("alg %q is not accepted", alg)
@@ -260,7 +258,7 @@ func accepted(alg string) bool {
 
 // publicKey checks that the proof's key is one a proof may carry and returns its RFC 7638
 // thumbprint. go-jose has already refused private members and keys off their curve.
-func publicKey(k *jose.JSONWebKey, header string) (string, error) {
+func publicKey(k *jose.JSONWebKey, raw json.RawMessage) (string, error) {
 	if !k.IsPublic() || !k.Valid() {
 		return "", errors.New("jwk is not a valid public key")
 	}
@@ -279,7 +277,7 @@ func publicKey(k *jose.JSONWebKey, header string) (string, error) {
 		}
 		// go-jose reads n and e with leading zero octets as the same numbers, and the
 		// thumbprint of such a key would not be the one its holder computes from what it sent.
-		if err := minimalRSA(header); err != nil {
+		if err := minimalRSA(raw); err != nil {
 			return "", err
 		}
 	default:
@@ -294,11 +292,9 @@ func publicKey(k *jose.JSONWebKey, header string) (string, error) {
 
 // minimalRSA refuses an RSA jwk whose n or e starts with a zero octet (RFC 7518 §2's
 // Base64urlUInt is the minimal encoding).
-func minimalRSA(header string) error {
-	raw, _ := b64.DecodeString(header)
-	var h map[string]json.RawMessage
+func minimalRSA(raw json.RawMessage) error {
 	var k struct{ N, E string }
-	if json.Unmarshal(raw, &h) != nil || json.Unmarshal(h["jwk"], &k) != nil {
+	if json.Unmarshal(raw, &k) != nil {
 		return errors.New("RSA key is malformed")
 	}
 	n, err1 := base64.RawURLEncoding.DecodeString(k.N)

@@ -375,6 +375,8 @@ func (g *generator) vectors() []Vector {
 	g.invalid("crit", proof{header: map[string]any{"crit": []string{"exp"}, "exp": 1}}, P, T, "")
 	g.invalid("crit b64 false", proof{header: map[string]any{"crit": []string{"b64"}, "b64": false}}, P, T, "")
 	g.invalid("b64 true", proof{header: map[string]any{"b64": true}}, P, T, "")
+	g.invalid("crit null", proof{header: map[string]any{"crit": json.RawMessage("null")}}, P, T, "")
+	g.invalid("b64 null", proof{header: map[string]any{"b64": json.RawMessage("null")}}, P, T, "")
 	g.invalid("header not JSON", proof{rawHeader: "{typ"}, P, T, "")
 
 	// Refused: the key.
