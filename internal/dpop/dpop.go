@@ -143,6 +143,15 @@ func Verify(proof string, c Check) (*Proof, error) {
 	if err := json.Unmarshal(hb, &raw); err != nil {
 		return nil, invalid("the proof's header does not parse")
 	}
+	// The key is the jwk; a certificate chain beside it (which go-jose would parse and check)
+	// means nothing to a proof, and the mcp module's verifier refuses it too.
+	if _, ok := raw["x5c"]; ok {
+		return nil, invalid("x5c is not supported")
+	}
+	var key map[string]json.RawMessage
+	if json.Unmarshal(raw["jwk"], &key) == nil && key["x5c"] != nil && string(key["x5c"]) != "null" {
+		return nil, invalid("jwk must not carry x5c")
+	}
 	jws, err := jose.ParseSignedCompact(proof, joseAlgorithms)
 	if err != nil {
 		return nil, refusedHeader(raw)
@@ -173,6 +182,16 @@ func Verify(proof string, c Check) (*Proof, error) {
 	if err != nil {
 		return nil, invalid("the signature does not verify")
 	}
+	p, err := checkClaims(payload, c)
+	if err != nil {
+		return nil, err
+	}
+	p.JKT, p.Algorithm = jkt, h.Algorithm
+	return p, nil
+}
+
+// checkClaims checks a verified proof's claims against the request.
+func checkClaims(payload []byte, c Check) (*Proof, error) {
 	var cl claims
 	if err := json.Unmarshal(payload, &cl); err != nil {
 		return nil, invalid("the proof's claims do not parse")
@@ -206,10 +225,7 @@ func Verify(proof string, c Check) (*Proof, error) {
 			return nil, invalid("ath does not match the access token")
 		}
 	}
-	return &Proof{
-		JKT: jkt, JTI: cl.JTI, IssuedAt: iat, Nonce: cl.Nonce,
-		ReplayUntil: iat.Add(window), Algorithm: h.Algorithm,
-	}, nil
+	return &Proof{JTI: cl.JTI, IssuedAt: iat, Nonce: cl.Nonce, ReplayUntil: iat.Add(window)}, nil
 }
 
 // canonical reports whether s is base64url without padding that decodes to exactly what it
@@ -293,12 +309,14 @@ func publicKey(k *jose.JSONWebKey, raw json.RawMessage) (string, error) {
 // minimalRSA refuses an RSA jwk whose n or e starts with a zero octet (RFC 7518 §2's
 // Base64urlUInt is the minimal encoding).
 func minimalRSA(raw json.RawMessage) error {
-	var k struct{ N, E string }
-	if json.Unmarshal(raw, &k) != nil {
+	// By the members' exact names, as go-jose reads them.
+	var k map[string]json.RawMessage
+	var ns, es string
+	if json.Unmarshal(raw, &k) != nil || json.Unmarshal(k["n"], &ns) != nil || json.Unmarshal(k["e"], &es) != nil {
 		return errors.New("RSA key is malformed")
 	}
-	n, err1 := base64.RawURLEncoding.DecodeString(k.N)
-	e, err2 := base64.RawURLEncoding.DecodeString(k.E)
+	n, err1 := base64.RawURLEncoding.DecodeString(ns)
+	e, err2 := base64.RawURLEncoding.DecodeString(es)
 	if err1 != nil || err2 != nil || len(n) == 0 || n[0] == 0 || len(e) == 0 || e[0] == 0 {
 		return errors.New("RSA key is malformed")
 	}

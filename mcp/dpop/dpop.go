@@ -102,6 +102,7 @@ type header struct {
 	JWK  json.RawMessage
 	Crit bool
 	B64  bool
+	X5C  bool
 }
 
 func parseHeader(seg string) (header, error) {
@@ -120,6 +121,7 @@ func parseHeader(seg string) (header, error) {
 	h.JWK = m["jwk"]
 	_, h.Crit = m["crit"]
 	_, h.B64 = m["b64"]
+	_, h.X5C = m["x5c"]
 	return h, nil
 }
 
@@ -167,6 +169,10 @@ func Verify(proof string, c Check) (*Proof, error) {
 	}
 	if h.B64 {
 		return nil, invalid("b64 is not supported")
+	}
+	// The key is the jwk; a certificate chain means nothing to a proof.
+	if h.X5C {
+		return nil, invalid("x5c is not supported")
 	}
 	if !accepted(h.Alg) {
 		return nil, invalid("alg %q is not accepted", h.Alg)
@@ -270,32 +276,42 @@ func normalise(raw string) (string, bool) {
 	return scheme + "://" + host + path, true
 }
 
+// jwk holds the members a proof's key is checked for.
 type jwk struct {
-	Kty string `json:"kty"`
-	Crv string `json:"crv"`
-	X   string `json:"x"`
-	Y   string `json:"y"`
-	N   string `json:"n"`
-	E   string `json:"e"`
-	// Private and symmetric members (RFC 7518 §6): a proof's key must be public only.
-	D    *json.RawMessage `json:"d"`
-	P    *json.RawMessage `json:"p"`
-	Q    *json.RawMessage `json:"q"`
-	DP   *json.RawMessage `json:"dp"`
-	DQ   *json.RawMessage `json:"dq"`
-	QI   *json.RawMessage `json:"qi"`
-	Oth  *json.RawMessage `json:"oth"`
-	K    *json.RawMessage `json:"k"`
-	Priv *json.RawMessage `json:"priv"`
+	Kty, Crv, X, Y, N, E string
+	// private: it has a member of a private or symmetric key (RFC 7518 §6).
+	private bool
+	// x5c: it carries a certificate chain, which a proof's key must not.
+	x5c bool
 }
 
-func (k *jwk) private() bool {
-	for _, m := range []*json.RawMessage{k.D, k.P, k.Q, k.DP, k.DQ, k.QI, k.Oth, k.K, k.Priv} {
-		if m != nil {
-			return true
+// privateMembers are the JWK members of private and symmetric keys (RFC 7518 §6).
+var privateMembers = []string{"d", "p", "q", "dp", "dq", "qi", "oth", "k", "priv"}
+
+// readJWK reads a JWK's members by their exact names, as go-jose does (encoding/json would match
+// "X" for "x"); a member whose value is null counts as absent.
+func readJWK(raw []byte) (jwk, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return jwk{}, err
+	}
+	var k jwk
+	for name, dst := range map[string]*string{"kty": &k.Kty, "crv": &k.Crv, "x": &k.X, "y": &k.Y, "n": &k.N, "e": &k.E} {
+		if v, ok := m[name]; ok {
+			if err := json.Unmarshal(v, dst); err != nil {
+				return jwk{}, err
+			}
 		}
 	}
-	return false
+	present := func(name string) bool {
+		v, ok := m[name]
+		return ok && string(v) != "null"
+	}
+	for _, name := range privateMembers {
+		k.private = k.private || present(name)
+	}
+	k.x5c = present("x5c")
+	return k, nil
 }
 
 // ParseJWK reads a public JWK (EC P-256, OKP Ed25519 or RSA) and returns the key and its
@@ -304,12 +320,15 @@ func ParseJWK(raw []byte) (crypto.PublicKey, string, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, "", errors.New("jwk is missing")
 	}
-	var k jwk
-	if err := json.Unmarshal(raw, &k); err != nil {
+	k, err := readJWK(raw)
+	if err != nil {
 		return nil, "", errors.New("jwk does not parse")
 	}
-	if k.private() {
+	if k.private {
 		return nil, "", errors.New("jwk holds private key material")
+	}
+	if k.x5c {
+		return nil, "", errors.New("jwk must not carry x5c")
 	}
 	switch k.Kty {
 	case "EC":

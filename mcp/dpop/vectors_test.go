@@ -358,6 +358,9 @@ func (g *generator) vectors() []Vector {
 	g.valid("ath not asked for", proof{claims: map[string]any{"ath": ath("tok")}}, P, T, "")
 	g.valid("kid and unknown header members", proof{header: map[string]any{"kid": "k1", "x-extra": true}}, P, T, "")
 	g.valid("jwk with alg, use and kid", proof{header: map[string]any{"jwk": merge(jwk(g.ec), map[string]any{"alg": "ES256", "use": "sig", "kid": "k1"})}}, P, T, "")
+	g.valid("jwk with upper-case D and X5C, which are no JWK members", proof{header: map[string]any{"jwk": merge(jwk(g.ec), map[string]any{"D": "AAAA", "X5C": []string{"AAAA"}})}}, P, T, "")
+	g.valid("jwk with x5c null", proof{header: map[string]any{"jwk": merge(jwk(g.ec), map[string]any{"x5c": json.RawMessage("null")})}}, P, T, "")
+	g.valid("jwk with d null", proof{header: map[string]any{"jwk": merge(jwk(g.ec), map[string]any{"d": json.RawMessage("null")})}}, P, T, "")
 	g.valid("jti of the longest length", proof{claims: map[string]any{"jti": strings.Repeat("j", dpop.MaxJTILength)}}, P, T, "")
 
 	// Refused: the header.
@@ -377,6 +380,8 @@ func (g *generator) vectors() []Vector {
 	g.invalid("b64 true", proof{header: map[string]any{"b64": true}}, P, T, "")
 	g.invalid("crit null", proof{header: map[string]any{"crit": json.RawMessage("null")}}, P, T, "")
 	g.invalid("b64 null", proof{header: map[string]any{"b64": json.RawMessage("null")}}, P, T, "")
+	g.invalid("x5c in the header", proof{header: map[string]any{"x5c": []string{"AAAA"}}}, P, T, "")
+	g.invalid("x5c in the jwk", proof{header: map[string]any{"jwk": merge(jwk(g.ec), map[string]any{"x5c": []string{"AAAA"}})}}, P, T, "")
 	g.invalid("header not JSON", proof{rawHeader: "{typ"}, P, T, "")
 
 	// Refused: the key.
@@ -393,6 +398,8 @@ func (g *generator) vectors() []Vector {
 	g.invalid("jwk X25519", proof{key: g.ed, alg: "EdDSA", header: map[string]any{"jwk": map[string]any{"kty": "OKP", "crv": "X25519", "x": jwk(g.ed)["x"]}}}, P, T, "")
 	g.invalid("jwk EC point off the curve", proof{header: map[string]any{"jwk": merge(jwk(g.ec), map[string]any{"y": jwk(g.other)["y"]})}}, P, T, "")
 	g.invalid("jwk EC coordinate short", proof{header: map[string]any{"jwk": merge(jwk(g.ec), map[string]any{"x": enc.EncodeToString(make([]byte, 31))})}}, P, T, "")
+	g.invalid("jwk members X and Y in upper case", proof{header: map[string]any{"jwk": map[string]any{"kty": "EC", "crv": "P-256", "X": jwk(g.ec)["x"], "Y": jwk(g.ec)["y"]}}}, P, T, "")
+	g.invalid("jwk RSA members N and E in upper case", proof{key: g.rsa, alg: "PS256", header: map[string]any{"jwk": map[string]any{"kty": "RSA", "N": jwk(g.rsa)["n"], "E": jwk(g.rsa)["e"]}}}, P, T, "")
 	g.invalid("jwk kty missing", proof{header: map[string]any{"jwk": merge(jwk(g.ec), map[string]any{"kty": nil})}}, P, T, "")
 	g.invalid("jwk RSA-1024", proof{key: g.rsa1k, alg: "PS256"}, P, T, "")
 	bigN := make([]byte, 4160/8)
