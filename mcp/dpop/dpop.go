@@ -118,6 +118,16 @@ func parseHeader(seg string) (header, error) {
 			}
 		}
 	}
+	// kid and nonce are not used, but a header where they are not strings is malformed (and
+	// go-jose, which the authorization server's verifier uses, refuses it).
+	for _, name := range []string{"kid", "nonce"} {
+		if raw, ok := m[name]; ok && string(raw) != "null" {
+			var v string
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return header{}, err
+			}
+		}
+	}
 	h.JWK = m["jwk"]
 	_, h.Crit = m["crit"]
 	_, h.B64 = m["b64"]

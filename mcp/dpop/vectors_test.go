@@ -357,6 +357,7 @@ func (g *generator) vectors() []Vector {
 	g.valid("ath of the access token", proof{claims: map[string]any{"htm": "GET", "htu": mcpURL, "ath": ath("tok")}}, "GET", mcpURL, "tok")
 	g.valid("ath not asked for", proof{claims: map[string]any{"ath": ath("tok")}}, P, T, "")
 	g.valid("kid and unknown header members", proof{header: map[string]any{"kid": "k1", "x-extra": true}}, P, T, "")
+	g.valid("kid null", proof{header: map[string]any{"kid": json.RawMessage("null")}}, P, T, "")
 	g.valid("jwk with alg, use and kid", proof{header: map[string]any{"jwk": merge(jwk(g.ec), map[string]any{"alg": "ES256", "use": "sig", "kid": "k1"})}}, P, T, "")
 	g.valid("jwk with upper-case D and X5C, which are no JWK members", proof{header: map[string]any{"jwk": merge(jwk(g.ec), map[string]any{"D": "AAAA", "X5C": []string{"AAAA"}})}}, P, T, "")
 	g.valid("jwk with x5c null", proof{header: map[string]any{"jwk": merge(jwk(g.ec), map[string]any{"x5c": json.RawMessage("null")})}}, P, T, "")
@@ -382,6 +383,8 @@ func (g *generator) vectors() []Vector {
 	g.invalid("b64 null", proof{header: map[string]any{"b64": json.RawMessage("null")}}, P, T, "")
 	g.invalid("x5c in the header", proof{header: map[string]any{"x5c": []string{"AAAA"}}}, P, T, "")
 	g.invalid("x5c in the jwk", proof{header: map[string]any{"jwk": merge(jwk(g.ec), map[string]any{"x5c": []string{"AAAA"}})}}, P, T, "")
+	g.invalid("kid a number", proof{header: map[string]any{"kid": 1}}, P, T, "")
+	g.invalid("nonce header a number", proof{header: map[string]any{"nonce": 1}}, P, T, "")
 	g.invalid("header not JSON", proof{rawHeader: "{typ"}, P, T, "")
 
 	// Refused: the key.
