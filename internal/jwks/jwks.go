@@ -1,13 +1,18 @@
-// Package jwks fetches and keeps the JSON Web Key Sets that clients publish at a jwks_uri, for
-// private_key_jwt client authentication (RFC 7523 §2.2). The URL is the client's choice (a
-// tenant's OAuthClient, or a client ID metadata document anyone can write), so every fetch goes
-// through the address guard (internal/netguard): public addresses only, no proxy, no redirects,
-// a size and time limit.
+// Package jwks fetches, keeps and picks from the JSON Web Key Sets whose keys verify what others
+// sign for Latchkey: the keys clients publish at a jwks_uri for private_key_jwt client
+// authentication (RFC 7523 §2.2), a trusted identity provider's keys for ID-JAGs, and the
+// sign-in provider's keys for ID tokens and logout tokens. It is the one place that does so
+// (docs/decisions/0071-one-jose-stack.md).
 //
-// Sets are cached for TTL. A client rotates keys by publishing the new one and signing with it:
-// an assertion naming a key id the cached set lacks makes the caller ask for Refresh, which
-// fetches again at most once per MinRefresh per URL, so assertions with made-up key ids cannot
-// turn the server into a request generator.
+// A client's URL is the client's choice (a tenant's OAuthClient, or a client ID metadata
+// document anyone can write), so by default every fetch goes through the address guard
+// (internal/netguard): public addresses only (Options.Allowed adds the Project's own networks),
+// no proxy, no redirects, a size and time limit, https only.
+//
+// Sets are cached for TTL. A signer rotates keys by publishing the new one and signing with it:
+// a JWS naming a key id the cached set lacks makes the caller ask for Refresh, which fetches
+// again at most once per MinRefresh per URL, so JWSs with made-up key ids cannot turn the server
+// into a request generator.
 package jwks
 
 import (
@@ -19,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -48,8 +54,19 @@ type Options struct {
 	TTL        time.Duration
 	MinRefresh time.Duration
 	MaxEntries int
+	// MaxKeys bounds the usable keys of a set; zero means MaxKeys.
+	MaxKeys int
 	// AllowLoopback lets tests serve sets on 127.0.0.1; never in production.
 	AllowLoopback bool
+	// Allowed are networks the guard lets fetches reach besides public addresses: a Project's
+	// spec.upstreamNetwork.allowedCIDRs for the keys of an issuer it trusts.
+	Allowed netguard.Allowed
+	// AllowHTTP accepts http URLs: for URLs an administrator wrote, which the CRDs allow over
+	// http only to a loopback host. Never for a client's URL.
+	AllowHTTP bool
+	// Client, when set, fetches instead of the guarded client: for the sign-in provider, whose
+	// discovery document the administrator named and which is reached like the rest of it.
+	Client *http.Client
 	// RootCAs, when set, replaces the trusted roots (tests trust their own server); otherwise
 	// they are trust.Roots: the system's, plus the operator's --ca-bundle.
 	RootCAs *x509.CertPool
@@ -96,20 +113,23 @@ func New(o Options) *Fetcher {
 	if o.MaxEntries <= 0 {
 		o.MaxEntries = DefaultMaxEntries
 	}
+	if o.MaxKeys <= 0 {
+		o.MaxKeys = MaxKeys
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	var allowed netguard.Allowed
-	if o.AllowLoopback {
-		allowed = netguard.Loopback
+	client := o.Client
+	if client == nil {
+		allowed := slices.Clone(o.Allowed)
+		if o.AllowLoopback {
+			allowed = append(allowed, netguard.Loopback...)
+		}
+		// Key sets are fetched like client metadata documents: guarded, and trusting the
+		// operator's --ca-bundle besides the system's roots (internal/trust).
+		client = netguard.Client(o.Timeout, allowed, cmp.Or(o.RootCAs, trust.Roots()))
 	}
-	// Key sets are fetched like client metadata documents: guarded, and trusting the
-	// operator's --ca-bundle besides the system's roots (internal/trust).
-	return &Fetcher{
-		o:      o,
-		client: netguard.Client(o.Timeout, allowed, cmp.Or(o.RootCAs, trust.Roots())),
-		cache:  map[string]entry{},
-	}
+	return &Fetcher{o: o, client: client, cache: map[string]entry{}}
 }
 
 // Get returns the set at uri, cached for TTL (a failure for MinRefresh).
@@ -175,7 +195,8 @@ func (f *Fetcher) store(uri string, e entry) {
 }
 
 func (f *Fetcher) fetch(ctx context.Context, uri string) (*jose.JSONWebKeySet, error) {
-	if !strings.HasPrefix(uri, "https://") && !(f.o.AllowLoopback && strings.HasPrefix(uri, "http://127.0.0.1")) {
+	if !strings.HasPrefix(uri, "https://") && !(f.o.AllowHTTP && strings.HasPrefix(uri, "http://")) &&
+		!(f.o.AllowLoopback && strings.HasPrefix(uri, "http://127.0.0.1")) {
 		return nil, problem("jwks_uri must be an https URL")
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.o.Timeout)
@@ -203,13 +224,17 @@ func (f *Fetcher) fetch(ctx context.Context, uri string) (*jose.JSONWebKeySet, e
 	if err != nil {
 		return nil, problem("the key set could not be read")
 	}
-	return Parse(body)
+	return parse(body, f.o.MaxKeys)
 }
 
 // Parse reads a JSON Web Key Set and keeps what can verify a client assertion: public signing
 // keys (EC, RSA of 2048 bits or more, Ed25519). A set holding private key material is refused
 // whole: whoever published it has leaked it.
 func Parse(raw []byte) (*jose.JSONWebKeySet, error) {
+	return parse(raw, MaxKeys)
+}
+
+func parse(raw []byte, maxKeys int) (*jose.JSONWebKeySet, error) {
 	var set jose.JSONWebKeySet
 	if err := json.Unmarshal(raw, &set); err != nil {
 		return nil, problem("the key set is not a JSON Web Key Set")
@@ -233,8 +258,29 @@ func Parse(raw []byte) (*jose.JSONWebKeySet, error) {
 	if len(out.Keys) == 0 {
 		return nil, problem("the key set holds no usable signing key")
 	}
-	if len(out.Keys) > MaxKeys {
-		return nil, problem("the key set holds more than %d keys", MaxKeys)
+	if len(out.Keys) > maxKeys {
+		return nil, problem("the key set holds more than %d keys", maxKeys)
 	}
 	return out, nil
+}
+
+// Select returns the keys of set that may verify a JWS whose header names kid and alg: valid
+// public keys for signatures (use "sig" or none) that declare alg or no algorithm, with key id
+// kid, or every such key when kid is "". A key never verifies for an algorithm other than the
+// one it declares (RFC 7517 §4.4), and private key material is never used.
+func Select(set *jose.JSONWebKeySet, kid, alg string) []jose.JSONWebKey {
+	if set == nil {
+		return nil
+	}
+	var out []jose.JSONWebKey
+	for _, k := range set.Keys {
+		if !k.Valid() || !k.IsPublic() || (k.Use != "" && k.Use != "sig") || (k.Algorithm != "" && k.Algorithm != alg) {
+			continue
+		}
+		if kid != "" && k.KeyID != kid {
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
 }

@@ -1,10 +1,10 @@
 // Package dpop verifies and makes DPoP proofs (RFC 9449): the JWT a client sends in the DPoP
 // header to show it holds the private key an access or refresh token is bound to.
 //
-// It is the one proof verifier of Latchkey: the authorization server checks proofs at its token
-// endpoint with it, and mcp.ResourceServer checks them on every request that carries a DPoP-bound
-// token. It lives in the mcp module, which depends on nothing but the standard library here, so
-// an MCP server gets it without Latchkey's server (docs/decisions/0037-dpop.md).
+// mcp.ResourceServer checks proofs with it on every request that carries a DPoP-bound token. It
+// depends on nothing but the standard library, so an MCP server gets it without Latchkey's
+// server. The authorization server has its own verifier on go-jose; both run the test vectors
+// in testdata/vectors.json and agree on every one (docs/decisions/0071-one-jose-stack.md).
 //
 // Verify checks one proof's form, signature and claims. What needs memory is the caller's: a jti
 // seen before (replay), the nonce the server handed out, and whether the key is the one the token
@@ -41,9 +41,13 @@ const (
 	MaxJTILength = 256
 	// MinRSABits is the smallest RSA modulus accepted.
 	MinRSABits = 2048
-	// MaxRSABits bounds the cost of an RSA verification.
-	MaxRSABits = 8192
+	// MaxRSABits bounds the cost of an RSA verification; it is also what the authorization
+	// server's verifier (go-jose) accepts.
+	MaxRSABits = 4096
 )
+
+// maxIAT bounds iat (in the year 36812) so that it converts to a time exactly.
+const maxIAT = 1 << 40
 
 // DefaultWindow is how far iat may be from the verifier's clock, in either direction, when
 // Check.Window is zero. A jti must be remembered for as long (see Proof.ReplayUntil).
@@ -89,11 +93,46 @@ type Proof struct {
 	Algorithm string
 }
 
+// header holds the members a proof's header is checked for. JOSE member names are
+// case-sensitive (RFC 7515 §4), so it is read from a map, not by encoding/json's
+// case-insensitive field matching.
 type header struct {
-	Typ  string          `json:"typ"`
-	Alg  string          `json:"alg"`
-	JWK  json.RawMessage `json:"jwk"`
-	Crit json.RawMessage `json:"crit"`
+	Typ  string
+	Alg  string
+	JWK  json.RawMessage
+	Crit bool
+	B64  bool
+	X5C  bool
+}
+
+func parseHeader(seg string) (header, error) {
+	var m map[string]json.RawMessage
+	if err := decodeJSON(seg, &m); err != nil {
+		return header{}, err
+	}
+	var h header
+	for name, dst := range map[string]*string{"typ": &h.Typ, "alg": &h.Alg} {
+		if raw, ok := m[name]; ok {
+			if err := json.Unmarshal(raw, dst); err != nil {
+				return header{}, err
+			}
+		}
+	}
+	// kid and nonce are not used, but a header where they are not strings is malformed (and
+	// go-jose, which the authorization server's verifier uses, refuses it).
+	for _, name := range []string{"kid", "nonce"} {
+		if raw, ok := m[name]; ok && string(raw) != "null" {
+			var v string
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return header{}, err
+			}
+		}
+	}
+	h.JWK = m["jwk"]
+	_, h.Crit = m["crit"]
+	_, h.B64 = m["b64"]
+	_, h.X5C = m["x5c"]
+	return h, nil
 }
 
 type claims struct {
@@ -105,7 +144,13 @@ type claims struct {
 	Nonce string   `json:"nonce"`
 }
 
-var b64 = base64.RawURLEncoding
+// b64 decodes strictly: a proof is refused unless each part is exactly the base64url encoding
+// of what it holds, so what was signed and what is read cannot differ.
+var b64 = base64.RawURLEncoding.Strict()
+
+// jwkMember decodes a JWK's members as go-jose does; the thumbprint is taken over their
+// canonical encoding whatever the client sent.
+var jwkMember = base64.RawURLEncoding
 
 // Verify checks a DPoP proof against the request it came with: compact JWS, typ dpop+jwt, an
 // accepted alg, a public jwk in the header that the signature verifies with, htm and htu of
@@ -119,18 +164,25 @@ func Verify(proof string, c Check) (*Proof, error) {
 		return nil, invalid("the proof is too long")
 	}
 	parts := strings.Split(proof, ".")
-	if len(parts) != 3 {
+	if len(parts) != 3 || strings.ContainsAny(proof, "\r\n") {
 		return nil, invalid("the proof is not a compact JWS")
 	}
-	var h header
-	if err := decodeJSON(parts[0], &h); err != nil {
+	h, err := parseHeader(parts[0])
+	if err != nil {
 		return nil, invalid("the proof's header does not parse")
 	}
 	if h.Typ != "dpop+jwt" {
 		return nil, invalid("typ must be dpop+jwt")
 	}
-	if len(h.Crit) > 0 {
+	if h.Crit {
 		return nil, invalid("crit is not supported")
+	}
+	if h.B64 {
+		return nil, invalid("b64 is not supported")
+	}
+	// The key is the jwk; a certificate chain means nothing to a proof.
+	if h.X5C {
+		return nil, invalid("x5c is not supported")
 	}
 	if !accepted(h.Alg) {
 		return nil, invalid("alg %q is not accepted", h.Alg)
@@ -161,6 +213,9 @@ func Verify(proof string, c Check) (*Proof, error) {
 	}
 	if cl.IAT == nil {
 		return nil, invalid("iat is missing")
+	}
+	if *cl.IAT < 0 || *cl.IAT > maxIAT {
+		return nil, invalid("iat is not a time")
 	}
 	window := c.Window
 	if window <= 0 {
@@ -231,19 +286,42 @@ func normalise(raw string) (string, bool) {
 	return scheme + "://" + host + path, true
 }
 
+// jwk holds the members a proof's key is checked for.
 type jwk struct {
-	Kty string `json:"kty"`
-	Crv string `json:"crv"`
-	X   string `json:"x"`
-	Y   string `json:"y"`
-	N   string `json:"n"`
-	E   string `json:"e"`
-	// Private members: a proof's key must be public only.
-	D  *json.RawMessage `json:"d"`
-	P  *json.RawMessage `json:"p"`
-	Q  *json.RawMessage `json:"q"`
-	K  *json.RawMessage `json:"k"`
-	DP *json.RawMessage `json:"dp"`
+	Kty, Crv, X, Y, N, E string
+	// private: it has a member of a private or symmetric key (RFC 7518 §6).
+	private bool
+	// x5c: it carries a certificate chain, which a proof's key must not.
+	x5c bool
+}
+
+// privateMembers are the JWK members of private and symmetric keys (RFC 7518 §6).
+var privateMembers = []string{"d", "p", "q", "dp", "dq", "qi", "oth", "k", "priv"}
+
+// readJWK reads a JWK's members by their exact names, as go-jose does (encoding/json would match
+// "X" for "x"); a member whose value is null counts as absent.
+func readJWK(raw []byte) (jwk, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return jwk{}, err
+	}
+	var k jwk
+	for name, dst := range map[string]*string{"kty": &k.Kty, "crv": &k.Crv, "x": &k.X, "y": &k.Y, "n": &k.N, "e": &k.E} {
+		if v, ok := m[name]; ok {
+			if err := json.Unmarshal(v, dst); err != nil {
+				return jwk{}, err
+			}
+		}
+	}
+	present := func(name string) bool {
+		v, ok := m[name]
+		return ok && string(v) != "null"
+	}
+	for _, name := range privateMembers {
+		k.private = k.private || present(name)
+	}
+	k.x5c = present("x5c")
+	return k, nil
 }
 
 // ParseJWK reads a public JWK (EC P-256, OKP Ed25519 or RSA) and returns the key and its
@@ -252,20 +330,23 @@ func ParseJWK(raw []byte) (crypto.PublicKey, string, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, "", errors.New("jwk is missing")
 	}
-	var k jwk
-	if err := json.Unmarshal(raw, &k); err != nil {
+	k, err := readJWK(raw)
+	if err != nil {
 		return nil, "", errors.New("jwk does not parse")
 	}
-	if k.D != nil || k.P != nil || k.Q != nil || k.K != nil || k.DP != nil {
+	if k.private {
 		return nil, "", errors.New("jwk holds private key material")
+	}
+	if k.x5c {
+		return nil, "", errors.New("jwk must not carry x5c")
 	}
 	switch k.Kty {
 	case "EC":
 		if k.Crv != "P-256" {
 			return nil, "", errors.New("only the P-256 curve is accepted")
 		}
-		x, err1 := b64.DecodeString(k.X)
-		y, err2 := b64.DecodeString(k.Y)
+		x, err1 := jwkMember.DecodeString(k.X)
+		y, err2 := jwkMember.DecodeString(k.Y)
 		if err1 != nil || err2 != nil || len(x) != 32 || len(y) != 32 {
 			return nil, "", errors.New("EC key coordinates are malformed")
 		}
@@ -278,15 +359,15 @@ func ParseJWK(raw []byte) (crypto.PublicKey, string, error) {
 		if k.Crv != "Ed25519" {
 			return nil, "", errors.New("only the Ed25519 curve is accepted")
 		}
-		x, err := b64.DecodeString(k.X)
+		x, err := jwkMember.DecodeString(k.X)
 		if err != nil || len(x) != ed25519.PublicKeySize {
 			return nil, "", errors.New("Ed25519 key is malformed")
 		}
 		return ed25519.PublicKey(x), thumb(`{"crv":"Ed25519","kty":"OKP","x":"` + b64.EncodeToString(x) + `"}`), nil
 	case "RSA":
-		n, err1 := b64.DecodeString(k.N)
-		e, err2 := b64.DecodeString(k.E)
-		if err1 != nil || err2 != nil || len(e) == 0 || len(e) > 4 || len(n) == 0 || n[0] == 0 {
+		n, err1 := jwkMember.DecodeString(k.N)
+		e, err2 := jwkMember.DecodeString(k.E)
+		if err1 != nil || err2 != nil || len(e) == 0 || len(e) > 4 || e[0] == 0 || len(n) == 0 || n[0] == 0 {
 			return nil, "", errors.New("RSA key is malformed")
 		}
 		pub := &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: int(new(big.Int).SetBytes(e).Int64())}
@@ -336,7 +417,9 @@ func verifySignature(alg string, key crypto.PublicKey, input, sig []byte) error 
 		if alg == "RS256" {
 			err = rsa.VerifyPKCS1v15(pub, crypto.SHA256, sum[:], sig)
 		} else {
-			err = rsa.VerifyPSS(pub, crypto.SHA256, sum[:], sig, &rsa.PSSOptions{SaltLength: rsa.PSSSaltLengthEqualsHash})
+			// Any salt length, as go-jose (the authorization server's verifier) accepts: the
+			// salt is the signer's own randomness, and RFC 7518 §3.5's length is for signers.
+			err = rsa.VerifyPSS(pub, crypto.SHA256, sum[:], sig, &rsa.PSSOptions{SaltLength: rsa.PSSSaltLengthAuto})
 		}
 		if err != nil {
 			return bad

@@ -5,6 +5,9 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -42,6 +45,36 @@ func (e *env) proof(key crypto.Signer, method, u string, c dpop.Claims) string {
 		e.t.Fatal(err)
 	}
 	return p
+}
+
+// forgeProof changes the header of a proof by key and signs it again with key (alg none: not at
+// all), so that the edit is the proof's only defect.
+func forgeProof(t *testing.T, key crypto.Signer, proof string, edit func(h map[string]any)) string {
+	t.Helper()
+	parts := strings.Split(proof, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(parts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h map[string]any
+	if err := json.Unmarshal(raw, &h); err != nil {
+		t.Fatal(err)
+	}
+	edit(h)
+	raw, _ = json.Marshal(h)
+	input := base64.RawURLEncoding.EncodeToString(raw) + "." + parts[1]
+	if h["alg"] == "none" {
+		return input + "."
+	}
+	sum := sha256.Sum256([]byte(input))
+	r, s, err := ecdsa.Sign(rand.Reader, key.(*ecdsa.PrivateKey), sum[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := make([]byte, 64)
+	r.FillBytes(sig[:32])
+	s.FillBytes(sig[32:])
+	return input + "." + base64.RawURLEncoding.EncodeToString(sig)
 }
 
 // tokenWithProof posts form to the token endpoint with a DPoP header (none when proof is "").
@@ -137,6 +170,12 @@ func TestDPoPAtTheTokenEndpoint(t *testing.T) {
 			"wrong htm":  e.proof(key, "GET", e.Issuer+"/token", dpop.Claims{}),
 			"stale iat":  e.proof(key, "POST", e.Issuer+"/token", dpop.Claims{IssuedAt: e.Clock.Now().Add(-10 * time.Minute)}),
 			"not a JWT":  "not-a-proof",
+			"alg none":   forgeProof(t, key, e.proof(key, "POST", e.Issuer+"/token", dpop.Claims{}), func(h map[string]any) { h["alg"] = "none" }),
+			// A proof carrying its private key binds tokens to a key anyone who saw it holds.
+			"embedded private key": forgeProof(t, key, e.proof(key, "POST", e.Issuer+"/token", dpop.Claims{}), func(h map[string]any) {
+				d, _ := key.(*ecdsa.PrivateKey).Bytes()
+				h["jwk"].(map[string]any)["d"] = base64.RawURLEncoding.EncodeToString(d)
+			}),
 		} {
 			if r := e.tokenWithProof(c.ID, "", refresh, proof); r.Status != http.StatusBadRequest || r.String("error") != "invalid_dpop_proof" {
 				t.Errorf("%s: %d %s, want invalid_dpop_proof", name, r.Status, r.Raw)
@@ -165,8 +204,8 @@ func TestDPoPAtTheTokenEndpoint(t *testing.T) {
 			reasons[rec.Reason]++
 		}
 	}
-	if reasons["malformed"] != 5 || reasons["replayed"] != 1 {
-		t.Errorf("dpop.proof_refused records by reason: %v, want 5 malformed (the refused proofs) and 1 replayed", reasons)
+	if reasons["malformed"] != 7 || reasons["replayed"] != 1 {
+		t.Errorf("dpop.proof_refused records by reason: %v, want 7 malformed (the refused proofs) and 1 replayed", reasons)
 	}
 
 	t.Run("stolen access token at userinfo", func(t *testing.T) {
@@ -188,6 +227,12 @@ func TestDPoPAtTheTokenEndpoint(t *testing.T) {
 		}
 		if s, _ := get("DPoP", e.proof(thief, "GET", e.Issuer+"/userinfo", dpop.Claims{AccessToken: at})); s != http.StatusUnauthorized {
 			t.Errorf("proof by another key than cnf.jkt: %d", s)
+		}
+		if s, _ := get("DPoP", e.proof(key, "GET", e.Issuer+"/userinfo", dpop.Claims{AccessToken: "another-token"})); s != http.StatusUnauthorized {
+			t.Errorf("proof by the bound key made for another access token (ath): %d", s)
+		}
+		if s, _ := get("DPoP", e.proof(key, "GET", e.Issuer+"/introspect", dpop.Claims{AccessToken: at})); s != http.StatusUnauthorized {
+			t.Errorf("proof by the bound key made for another endpoint (htu): %d", s)
 		}
 		good := e.proof(key, "GET", e.Issuer+"/userinfo", dpop.Claims{AccessToken: at})
 		if s, ch := get("DPoP", good); s != http.StatusOK {

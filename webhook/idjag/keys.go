@@ -2,17 +2,15 @@ package idjag
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
 
 	"latchkey.dev/latchkey/internal/config"
-	"latchkey.dev/latchkey/internal/netguard"
+	"latchkey.dev/latchkey/internal/jwks"
 )
 
 // Key fetching bounds. A trusted issuer's keys are kept keysTTL; an assertion signed with a key
@@ -28,39 +26,17 @@ const (
 var errNoKey = errors.New("no key of the issuer matches the assertion's key id")
 
 // Keys hands out the verification keys of trusted issuers: the inline set, or the jwksURI's,
-// fetched through the address guard and cached.
+// fetched and cached by internal/jwks through the address guard with the Project's allowed
+// networks.
 type Keys struct {
-	now     func() time.Time
-	client  func(allowed netguard.Allowed) *http.Client
-	mu      sync.Mutex
-	entries map[string]*keyEntry // by jwksURI + allowed networks
-}
-
-type keyEntry struct {
-	mu      sync.Mutex // held while fetching, so concurrent misses fetch once
-	set     *jose.JSONWebKeySet
-	fetched time.Time
-	tried   time.Time
+	now      func() time.Time
+	mu       sync.Mutex
+	fetchers map[string]*jwks.Fetcher // by allowed networks
 }
 
 // NewKeys returns an empty cache on the clock now.
 func NewKeys(now func() time.Time) *Keys {
-	return &Keys{now: now, client: guardedClient, entries: map[string]*keyEntry{}}
-}
-
-// guardedClient dials only what allowed permits, never through a proxy, and keeps no idle
-// connection: a key set is fetched at most once a minute per issuer, and a client made per
-// fetch must not leave connections behind.
-func guardedClient(allowed netguard.Allowed) *http.Client {
-	return &http.Client{
-		Timeout: fetchTimeout,
-		Transport: &http.Transport{
-			DialContext:         netguard.Dialer(fetchTimeout, allowed).DialContext,
-			TLSHandshakeTimeout: fetchTimeout,
-			DisableKeepAlives:   true,
-		},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	return &Keys{now: now, fetchers: map[string]*jwks.Fetcher{}}
 }
 
 // Key returns the issuer's key with the key id (any key with the algorithm when kid is empty
@@ -69,86 +45,42 @@ func (k *Keys) Key(ctx context.Context, iss *config.AssertionIssuer, kid, alg st
 	if iss.JWKS != nil {
 		return pick(iss.JWKS, kid, alg)
 	}
-	e := k.entry(iss)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now := k.now()
-	if e.set == nil || now.Sub(e.fetched) > keysTTL {
-		if err := k.fetch(ctx, iss, e, now); err != nil && e.set == nil {
-			return nil, err
-		}
+	f := k.fetcher(iss)
+	set, err := f.Get(ctx, iss.JWKSURI)
+	if err != nil {
+		return nil, fmt.Errorf("the keys of %s: %w", iss.Issuer, err)
 	}
-	key, err := pick(e.set, kid, alg)
-	if errors.Is(err, errNoKey) && now.Sub(e.tried) >= refetchEvery {
-		if ferr := k.fetch(ctx, iss, e, now); ferr != nil {
-			return nil, err
+	key, err := pick(set, kid, alg)
+	if errors.Is(err, errNoKey) {
+		if set, ferr := f.Refresh(ctx, iss.JWKSURI); ferr == nil {
+			key, err = pick(set, kid, alg)
 		}
-		key, err = pick(e.set, kid, alg)
 	}
 	return key, err
 }
 
-func (k *Keys) entry(iss *config.AssertionIssuer) *keyEntry {
-	id := iss.JWKSURI + " " + fmt.Sprint(iss.AllowedNetworks)
+// fetcher is the cache for the issuer's allowed networks: a set fetched under one Project's
+// networks is never handed to another Project whose guard would not have reached it.
+func (k *Keys) fetcher(iss *config.AssertionIssuer) *jwks.Fetcher {
+	id := fmt.Sprint(iss.AllowedNetworks)
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	e := k.entries[id]
-	if e == nil {
-		e = &keyEntry{}
-		k.entries[id] = e
+	f := k.fetchers[id]
+	if f == nil {
+		f = jwks.New(jwks.Options{
+			Timeout: fetchTimeout, MaxBytes: maxJWKSBytes, TTL: keysTTL, MinRefresh: refetchEvery,
+			Allowed: iss.AllowedNetworks, AllowHTTP: true, Now: k.now,
+		})
+		k.fetchers[id] = f
 	}
-	return e
+	return f
 }
 
-// fetch reads the issuer's JWKS into e; a failure keeps the set it had.
-func (k *Keys) fetch(ctx context.Context, iss *config.AssertionIssuer, e *keyEntry, now time.Time) error {
-	e.tried = now
-	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, iss.JWKSURI, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "application/jwk-set+json, application/json")
-	resp, err := k.client(netguard.Allowed(iss.AllowedNetworks)).Do(req)
-	if err != nil {
-		return fmt.Errorf("fetching the keys of %s: %w", iss.Issuer, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("fetching the keys of %s: %s answered %d", iss.Issuer, iss.JWKSURI, resp.StatusCode)
-	}
-	body, err := netguard.ReadAtMost(resp.Body, maxJWKSBytes)
-	if errors.Is(err, netguard.ErrTooLarge) {
-		return fmt.Errorf("the keys of %s exceed %d bytes", iss.Issuer, maxJWKSBytes)
-	}
-	if err != nil {
-		return fmt.Errorf("fetching the keys of %s: %w", iss.Issuer, err)
-	}
-	var set jose.JSONWebKeySet
-	if err := json.Unmarshal(body, &set); err != nil {
-		return fmt.Errorf("the keys of %s do not parse: %w", iss.Issuer, err)
-	}
-	e.set, e.fetched = &set, now
-	return nil
-}
-
-// pick finds the public verification key for kid and alg. Private keys in a set are ignored,
-// and a key that names another algorithm is not used for this one.
+// pick finds the one public verification key for kid and alg (jwks.Select).
 func pick(set *jose.JSONWebKeySet, kid, alg string) (*jose.JSONWebKey, error) {
-	var found []*jose.JSONWebKey
-	for i := range set.Keys {
-		key := &set.Keys[i]
-		if !key.Valid() || !key.IsPublic() || (key.Use != "" && key.Use != "sig") || (key.Algorithm != "" && key.Algorithm != alg) {
-			continue
-		}
-		if kid != "" && key.KeyID != kid {
-			continue
-		}
-		found = append(found, key)
-	}
+	found := jwks.Select(set, kid, alg)
 	if len(found) != 1 {
 		return nil, errNoKey
 	}
-	return found[0], nil
+	return &found[0], nil
 }

@@ -166,11 +166,11 @@ func verifyWithClientKeys(ctx context.Context, env *site.Env, c *site.Client, to
 	if err != nil {
 		return jwt.Claims{}, Internal(err)
 	}
-	kid := tok.Headers[0].KeyID
-	candidates := keysFor(set, kid)
+	kid, alg := tok.Headers[0].KeyID, tok.Headers[0].Algorithm
+	candidates := keyset.Select(set, kid, alg)
 	if len(candidates) == 0 && kid != "" && c.JWKSURI != "" && len(c.JWKS) == 0 {
 		if set, err = env.ClientKeys.Refresh(ctx, c.JWKSURI); err == nil {
-			candidates = keysFor(set, kid)
+			candidates = keyset.Select(set, kid, alg)
 		}
 	}
 	for _, k := range candidates {
@@ -180,16 +180,6 @@ func verifyWithClientKeys(ctx context.Context, env *site.Env, c *site.Client, to
 		}
 	}
 	return jwt.Claims{}, failed("assertion_refused")
-}
-
-func keysFor(set *jose.JSONWebKeySet, kid string) []jose.JSONWebKey {
-	if set == nil {
-		return nil
-	}
-	if kid == "" {
-		return set.Keys
-	}
-	return set.Key(kid)
 }
 
 // checkAssertionClaims applies RFC 7523 §3 to a verified assertion.

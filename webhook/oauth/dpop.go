@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/dpop"
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
-	"latchkey.dev/latchkey/mcp/dpop"
 	"latchkey.dev/latchkey/webhook/site"
 )
 
@@ -76,7 +76,7 @@ func endpointProof(ctx context.Context, env *site.Env, w http.ResponseWriter, r 
 	}
 	proof, err := dpop.Verify(values[0], dpop.Check{Method: r.Method, URL: htu, Now: now})
 	if err != nil {
-		return "", ErrInvalidDPoPProof.WithDescription(strings.TrimPrefix(err.Error(), dpop.ErrInvalidProof.Error()+": ")).because("malformed")
+		return "", ErrInvalidDPoPProof.WithDescription(dpop.Problem(err)).because("malformed")
 	}
 	if p.RequireDPoPNonce {
 		w.Header().Set("DPoP-Nonce", NewDPoPNonce(env, p, now))
@@ -227,7 +227,7 @@ func ResourceAccessToken(ctx context.Context, env *site.Env, w http.ResponseWrit
 		}
 		proof, err := dpop.Verify(values[0], dpop.Check{Method: r.Method, URL: htu, Now: now, AccessToken: raw})
 		if err != nil {
-			e := ErrInvalidDPoPProof.WithStatus(http.StatusUnauthorized).WithDescription(strings.TrimPrefix(err.Error(), dpop.ErrInvalidProof.Error()+": "))
+			e := ErrInvalidDPoPProof.WithStatus(http.StatusUnauthorized).WithDescription(dpop.Problem(err))
 			w.Header().Set("WWW-Authenticate", dpopChallenge(e))
 			return store.Token{}, e
 		}

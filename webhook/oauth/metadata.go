@@ -9,7 +9,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"latchkey.dev/latchkey/internal/config"
-	"latchkey.dev/latchkey/mcp/dpop"
+	"latchkey.dev/latchkey/internal/dpop"
 	"latchkey.dev/latchkey/webhook/site"
 )
 

@@ -2,17 +2,15 @@ package signin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	jose "github.com/go-jose/go-jose/v4"
 
-	"latchkey.dev/latchkey/internal/netguard"
+	"latchkey.dev/latchkey/internal/jwks"
 )
 
 // The sign-in provider's keys (ID tokens at sign-in and re-check, back-channel logout tokens).
@@ -25,6 +23,8 @@ import (
 const (
 	providerRefetchEvery = time.Minute
 	maxProviderJWKSBytes = 256 << 10
+	// maxProviderKeys bounds the provider's set; large providers publish a handful.
+	maxProviderKeys = 64
 )
 
 // providerAlgs are the algorithms go-oidc verifies ID tokens with.
@@ -61,7 +61,7 @@ func newProvider(p *oidc.Provider, client *http.Client, now func() time.Time) (*
 			}
 		}
 	}
-	return &provider{Provider: p, issuer: md.Issuer, algs: algs, keys: &providerKeys{uri: md.JWKSURI, client: client, now: now}}, nil
+	return &provider{Provider: p, issuer: md.Issuer, algs: algs, keys: newProviderKeys(md.JWKSURI, client, now)}, nil
 }
 
 // Verifier is go-oidc's verifier of the provider's tokens with the bounded key set; the
@@ -75,16 +75,19 @@ func (p *provider) Verifier(config *oidc.Config) *oidc.IDTokenVerifier {
 	return oidc.NewVerifier(p.issuer, p.keys, config)
 }
 
-// providerKeys is the provider's key set (oidc.KeySet), fetched when a token needs a key it
-// lacks, at most once per providerRefetchEvery.
+// providerKeys is the provider's key set (oidc.KeySet), fetched and kept by internal/jwks: kept
+// as long as the discovered provider, fetched again when a token needs a key it lacks, at most
+// once per providerRefetchEvery.
 type providerKeys struct {
-	uri    string
-	client *http.Client
-	now    func() time.Time
+	uri string
+	set *jwks.Fetcher
+}
 
-	mu    sync.Mutex // held while fetching, so concurrent misses fetch once
-	set   *jose.JSONWebKeySet
-	tried time.Time
+func newProviderKeys(uri string, client *http.Client, now func() time.Time) *providerKeys {
+	return &providerKeys{uri: uri, set: jwks.New(jwks.Options{
+		Client: client, AllowHTTP: true, Timeout: upstreamTimeout, MaxBytes: maxProviderJWKSBytes,
+		MaxKeys: maxProviderKeys, TTL: providerTTL, MinRefresh: providerRefetchEvery, Now: now,
+	})}
 }
 
 var errNoProviderKey = errors.New("no key of the provider verifies the token")
@@ -98,73 +101,29 @@ func (k *providerKeys) VerifySignature(ctx context.Context, raw string) ([]byte,
 	if len(jws.Signatures) != 1 {
 		return nil, errors.New("the token must carry exactly one signature")
 	}
-	kid := jws.Signatures[0].Header.KeyID
-	k.mu.Lock()
-	set := k.set
-	k.mu.Unlock()
-	if payload, ok := verifyWithSet(jws, set, kid); ok {
-		return payload, nil
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.set == set { // nobody fetched while this one was checked
-		if !k.tried.IsZero() && k.now().Sub(k.tried) < providerRefetchEvery {
-			return nil, errNoProviderKey
-		}
-		if err := k.fetch(ctx); err != nil {
-			return nil, err
+	h := jws.Signatures[0].Header
+	if set, err := k.set.Get(ctx, k.uri); err == nil {
+		if payload, ok := verifyWithSet(jws, set, h.KeyID, h.Algorithm); ok {
+			return payload, nil
 		}
 	}
-	if payload, ok := verifyWithSet(jws, k.set, kid); ok {
+	set, err := k.set.Refresh(ctx, k.uri)
+	if err != nil {
+		return nil, fmt.Errorf("fetching the provider's keys: %w", err)
+	}
+	if payload, ok := verifyWithSet(jws, set, h.KeyID, h.Algorithm); ok {
 		return payload, nil
 	}
 	return nil, errNoProviderKey
 }
 
-// verifyWithSet checks the signature with the set's key of that id (any of its keys when the
-// token names none).
-func verifyWithSet(jws *jose.JSONWebSignature, set *jose.JSONWebKeySet, kid string) ([]byte, bool) {
-	if set == nil {
-		return nil, false
-	}
-	for i := range set.Keys {
-		key := &set.Keys[i]
-		if (kid != "" && key.KeyID != kid) || (key.Use != "" && key.Use != "sig") {
-			continue
-		}
-		if payload, err := jws.Verify(key); err == nil {
+// verifyWithSet checks the signature with the set's keys for the token's key id and algorithm
+// (jwks.Select).
+func verifyWithSet(jws *jose.JSONWebSignature, set *jose.JSONWebKeySet, kid, alg string) ([]byte, bool) {
+	for _, key := range jwks.Select(set, kid, alg) {
+		if payload, err := jws.Verify(&key); err == nil {
 			return payload, true
 		}
 	}
 	return nil, false
-}
-
-// fetch reads the key set; a failure keeps the set it had, and counts as a try.
-func (k *providerKeys) fetch(ctx context.Context) error {
-	k.tried = k.now()
-	ctx, cancel := context.WithTimeout(ctx, upstreamTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.uri, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "application/jwk-set+json, application/json")
-	resp, err := k.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("fetching the provider's keys: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("fetching the provider's keys: %s answered %d", k.uri, resp.StatusCode)
-	}
-	body, err := netguard.ReadAtMost(resp.Body, maxProviderJWKSBytes)
-	if err != nil {
-		return fmt.Errorf("fetching the provider's keys: %w", err)
-	}
-	var set jose.JSONWebKeySet
-	if err := json.Unmarshal(body, &set); err != nil {
-		return fmt.Errorf("the provider's keys do not parse: %w", err)
-	}
-	k.set = &set
-	return nil
 }
