@@ -275,10 +275,17 @@ func addIndexes(ctx context.Context, fi client.FieldIndexer) error {
 		// operator's heap at ten thousand clients. clientsForSecret finds a default-named
 		// Secret's client by its name.
 		{&v1alpha1.OAuthClient{}, secretIndex, func(o client.Object) []string {
-			if n := o.(*v1alpha1.OAuthClient).Spec.SecretName; n != "" {
+			oc := o.(*v1alpha1.OAuthClient)
+			if ref := oc.Spec.ClientSecretRef; ref != nil {
+				return []string{ref.Name}
+			}
+			if n := oc.Spec.SecretName; n != "" {
 				return []string{n}
 			}
 			return nil
+		}},
+		{&v1alpha1.OAuthClient{}, clientIDIndex, func(o client.Object) []string {
+			return []string{clientIDIndexValue(o.(*v1alpha1.OAuthClient))}
 		}},
 		{&v1alpha1.OAuthClient{}, resourceIndex, func(o client.Object) []string {
 			return resourceIndexValues(o.(*v1alpha1.OAuthClient))
