@@ -347,3 +347,69 @@ func TestTenantOAuthClientUsesOnlyOptedInSecrets(t *testing.T) {
 		return nil
 	})
 }
+
+// TestDeletedClientsIDStaysWithItsNamespace: team A's agent had a declared id, people consented
+// to it and allowed it on their connections; team A deletes it. A team in another namespace the
+// Project admits declares the same id, to be served under it and find all of that. The store
+// remembers that team A's namespace held the id: the newcomer reports ClientIDConflict naming
+// that namespace and is never served, while team A may re-create its client under the id (as a
+// cluster move does).
+func TestDeletedClientsIDStaysWithItsNamespace(t *testing.T) {
+	needEnv(t)
+	names := []string{newNamespace(t, nil), newNamespace(t, nil)}
+	slices.Sort(names)
+	teamA, teamB := names[0], names[1]
+	newProject(t, teamA, "proj", &v1alpha1.AllowedNamespaces{From: v1alpha1.NamespacesFromAll})
+	ref := v1alpha1.ProjectReference{Name: "proj", Namespace: teamA}
+	agent := func(ns, name string, redirect v1alpha1.RedirectURI) *v1alpha1.OAuthClient {
+		oc := newClient(ns, name, ref)
+		oc.Spec.ClientID = "lkc_repo-helper"
+		oc.Spec.RedirectURIs = []v1alpha1.RedirectURI{redirect}
+		return oc
+	}
+	compiled := func(s *config.Snapshot) *config.Client { return inProject(s, teamA+"/proj").Clients["lkc_repo-helper"] }
+
+	owner := agent(teamA, "repo-helper", "https://repo-helper.team-a.example/cb")
+	create(t, owner)
+	waitReady(t, owner)
+	waitSnapshot(t, "team A's agent served", func(s *config.Snapshot) error {
+		if c := compiled(s); c == nil || c.Source != teamA+"/repo-helper" {
+			return errors.New("not compiled")
+		}
+		return nil
+	})
+	if err := k8s.Delete(context.Background(), owner); err != nil {
+		t.Fatal(err)
+	}
+	waitSnapshot(t, "team A's agent gone", func(s *config.Snapshot) error {
+		if compiled(s) != nil {
+			return errors.New("still compiled")
+		}
+		return nil
+	})
+
+	intruder := agent(teamB, "repo-helper", "https://collector.team-b.example/cb")
+	create(t, intruder)
+	cond := waitNotReady(t, intruder, v1alpha1.OAuthClientClientIDConflictReason)
+	if !strings.Contains(cond.Message, fmt.Sprintf("namespace %q", teamA)) {
+		t.Errorf("message %q does not name the namespace holding the id", cond.Message)
+	}
+	if err := get(intruder); err != nil {
+		t.Fatal(err)
+	}
+	if intruder.Status.ClientID != "" {
+		t.Errorf("status.clientID = %q for a client that does not hold it", intruder.Status.ClientID)
+	}
+
+	// Team A re-creates its agent: it is served under the id again, and the newcomer is not.
+	again := agent(teamA, "repo-helper-2", "https://repo-helper.team-a.example/cb")
+	create(t, again)
+	waitReady(t, again)
+	waitSnapshot(t, "team A's agent served again", func(s *config.Snapshot) error {
+		if c := compiled(s); c == nil || c.Source != teamA+"/repo-helper-2" {
+			return fmt.Errorf("served by %v", c)
+		}
+		return nil
+	})
+	waitNotReady(t, intruder, v1alpha1.OAuthClientClientIDConflictReason)
+}

@@ -41,6 +41,9 @@ type OAuthClientReconciler struct {
 	// live reads the metadata of a credentials Secret the cache does not hold (see
 	// existingSecret); never a Secret's data.
 	live client.Reader
+	// holders records which namespace holds each client id (clientids.go); nil: no store, and
+	// only the OAuthClients that exist decide.
+	holders clientIDHolders
 }
 
 type clientScope struct {
@@ -73,7 +76,6 @@ func (r *OAuthClientReconciler) reconcileSecret(ctx context.Context, s *clientSc
 	oc := s.oc
 	key := types.NamespacedName{Namespace: oc.Namespace, Name: credentialsSecretName(oc)}
 	oc.Status.SecretName = key.Name
-	oc.Status.ClientID = clientIDFor(oc)
 	if !writesCredentials(oc) {
 		// The secret is in the administrator's Secret (spec.clientSecretRef), which Latchkey
 		// only reads; the agent's id is in spec.clientID or status.clientID.
@@ -252,7 +254,11 @@ func truncateLabel(s string) string {
 
 func (r *OAuthClientReconciler) reconcileReady(ctx context.Context, s *clientScope) (ctrl.Result, error) {
 	oc := s.oc
-	res, err := s.res.client(ctx, oc, s.secret)
+	err := r.holdClientID(ctx, s)
+	var res *clientResult
+	if err == nil {
+		res, err = s.res.client(ctx, oc, s.secret)
+	}
 	if err != nil {
 		if _, ok := asNotReady(err); !ok {
 			return ctrl.Result{}, err
@@ -327,9 +333,9 @@ func (r *OAuthClientReconciler) SetupWithManager(mgr ctrl.Manager, opts controll
 		// Any change of another client listing the same URL, its status too (it became Ready or
 		// stopped being), may change who owns the URL.
 		Watches(&v1alpha1.OAuthClient{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsSharingResources)).
-		// Another client with the same id appearing or going changes who holds the id.
-		Watches(&v1alpha1.OAuthClient{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsSharingClientID),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Another client with the same id appearing, going, or being refused the id (its
+		// status) changes who holds the id.
+		Watches(&v1alpha1.OAuthClient{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsSharingClientID)).
 		Watches(&v1alpha1.Connector{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsForConnector),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.RedirectPolicy{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsForPolicy),
