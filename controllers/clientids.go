@@ -20,7 +20,7 @@ import (
 // derived, keeps it, by creation time, then namespace/name, so every replica and every restart
 // agree; any other reports ClientIDConflict and is not compiled. The holder keeps the id
 // whether or not it is Ready: a client that waits for its Secret must not lose its id, and its
-// grants, to a newer one in the meantime.
+// grants, to a newer one in the meantime. A client refused its id holds nothing.
 
 // What is stored under an id outlives its OAuthClient, so the store also records the namespace
 // that first held each id (store.ClientIDHolders): an OAuthClient of another namespace that

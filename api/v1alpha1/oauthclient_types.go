@@ -27,7 +27,8 @@ const (
 
 	// OAuthClientClientIDConflictReason: the client's id (spec.clientID, or the one Latchkey
 	// derived) is held by an older OAuthClient of the Project (creation time, then
-	// namespace/name). The client is not served; the message names the holder.
+	// namespace/name), or by another namespace, whose OAuthClient had it first. The client is
+	// not served; the message names the holder.
 	OAuthClientClientIDConflictReason = "ClientIDConflict"
 	// OAuthClientSecretMissingReason: the Secret of spec.clientSecretRef does not exist, or is
 	// not labelled latchkey.dev/use=oauthclient; the two read alike.
@@ -204,7 +205,10 @@ type OAuthClientSpec struct {
 	// Unique within the Project: when another OAuthClient of the Project has the same id
 	// (declared, or the one Latchkey derived for it), the older of the two (creation time, then
 	// namespace/name) keeps it and the other reports Ready=False with reason ClientIDConflict and
-	// is not served. Cannot be changed or removed once set (docs/decisions/0067).
+	// is not served. An id stays with the namespace that first served it, also after its
+	// OAuthClient is deleted, since what people gave that client is stored under it: an
+	// OAuthClient of another namespace declaring it reports ClientIDConflict. Cannot be changed
+	// or removed once set (docs/decisions/0067).
 	// +optional
 	ClientID ClientID `json:"clientID,omitempty"`
 
@@ -393,7 +397,9 @@ type OAuthClientStatus struct {
 
 	// clientID is the client id the client is served under, also in the credentials Secret:
 	// spec.clientID when set, otherwise derived from the resource's uid, so it never changes
-	// while the resource exists and is never given to another resource by Latchkey.
+	// while the resource exists and is never given to another resource by Latchkey. Set once
+	// the id is the client's (no older OAuthClient of the Project has it, and no other
+	// namespace held it first); empty while it is not, and the client is then not served.
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	ClientID string `json:"clientID,omitempty"`
