@@ -79,18 +79,19 @@ func TestClientIDValidation(t *testing.T) {
 		create(t, oc)
 		for name, change := range map[string]v1alpha1.ClientID{"changed": "lkc_other", "removed": ""} {
 			t.Run(name, func(t *testing.T) {
-				var err error
+				var updateErr error
 				eventually(t, "an update that is not a write conflict", func() error {
-					if err = get(oc); err != nil {
+					if err := get(oc); err != nil {
 						return err
 					}
 					oc.Spec.ClientID = change
-					if err = k8s.Update(context.Background(), oc); apierrors.IsConflict(err) {
-						return err
+					updateErr = k8s.Update(context.Background(), oc)
+					if apierrors.IsConflict(updateErr) {
+						return updateErr
 					}
 					return nil
 				})
-				checkInvalid(t, err, []string{"clientID cannot be changed or removed once set"})
+				checkInvalid(t, updateErr, []string{"clientID cannot be changed or removed once set"})
 			})
 		}
 	})

@@ -23,7 +23,7 @@ import (
 // The value of the Secret the administrator made for the agent (spec.clientSecretRef), and of
 // a Secret of the same namespace that nobody gave to Latchkey.
 const (
-	agentSecretValue = "agent-secret-from-the-secret-manager-0123456789"
+	agentSecretValue  = "agent-secret-from-the-secret-manager-0123456789"
 	dbPasswordValue   = "the-database-password-nobody-gave-to-latchkey-0123"
 	otherClientSecret = "lk_cs_another-clients-secret-made-by-latchkey-0123"
 	upstreamSecret    = "github-oauth-app-client-secret-for-the-connector-01"
