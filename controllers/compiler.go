@@ -182,14 +182,15 @@ func (c *Compiler) kick() {
 
 // watch subscribes to the informers the snapshot is built from. Status updates of Latchkey
 // objects (which the reconcilers write) do not change the snapshot, so only spec changes,
-// creations and deletions count.
+// creations and deletions count, and of an OAuthClient's status what says whether it holds its
+// client id (clientids.go).
 func (c *Compiler) watch(ctx context.Context) error {
 	specChanged := toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { c.kick() },
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(client.Object)
 			n, ok2 := newObj.(client.Object)
-			if !ok1 || !ok2 || o.GetGeneration() != n.GetGeneration() || o.GetUID() != n.GetUID() {
+			if !ok1 || !ok2 || o.GetGeneration() != n.GetGeneration() || o.GetUID() != n.GetUID() || clientIDHeldChanged(o, n) {
 				c.kick()
 			}
 		},

@@ -41,6 +41,9 @@ type OAuthClientReconciler struct {
 	// live reads the metadata of a credentials Secret the cache does not hold (see
 	// existingSecret); never a Secret's data.
 	live client.Reader
+	// holders records which namespace holds each client id (clientids.go); nil: no store, and
+	// only the OAuthClients that exist decide.
+	holders clientIDHolders
 }
 
 type clientScope struct {
@@ -73,7 +76,11 @@ func (r *OAuthClientReconciler) reconcileSecret(ctx context.Context, s *clientSc
 	oc := s.oc
 	key := types.NamespacedName{Namespace: oc.Namespace, Name: credentialsSecretName(oc)}
 	oc.Status.SecretName = key.Name
-	oc.Status.ClientID = clientIDFor(oc)
+	if !writesCredentials(oc) {
+		// The secret is in the administrator's Secret (spec.clientSecretRef), which Latchkey
+		// only reads; the agent's id is in spec.clientID or status.clientID.
+		return ctrl.Result{}, nil
+	}
 
 	current := &corev1.Secret{}
 	if err := r.client.Get(ctx, key, current); err != nil {
@@ -171,13 +178,21 @@ func (r *OAuthClientReconciler) desiredSecret(oc *v1alpha1.OAuthClient, sec *cor
 // CredentialsSecretName is the name of the Secret an OAuthClient's credentials go to.
 func CredentialsSecretName(oc *v1alpha1.OAuthClient) string { return credentialsSecretName(oc) }
 
+// WritesCredentials reports whether Latchkey writes a credentials Secret for the OAuthClient:
+// not when its client secret comes from spec.clientSecretRef.
+func WritesCredentials(oc *v1alpha1.OAuthClient) bool { return writesCredentials(oc) }
+
 // CredentialsSecret is what the reconciler writes to an OAuthClient's credentials Secret, for a
 // store of Secrets other than the API server (the no-cluster mode keeps them as files). Given
 // the Secret that now stands under CredentialsSecretName (nil: none), it returns a new one with
 // a fresh client secret, current with what is missing added, or current untouched when Latchkey
-// did not create it for this OAuthClient (docs/decisions/0019); changed says whether it must be
-// written.
+// did not create it for this OAuthClient (docs/decisions/0019) or the client's secret comes from
+// spec.clientSecretRef; changed says whether it must be written.
 func CredentialsSecret(oc *v1alpha1.OAuthClient, current *corev1.Secret) (sec *corev1.Secret, changed bool, err error) {
+	if !writesCredentials(oc) {
+		// Its secret is in the administrator's Secret; Latchkey writes none.
+		return current, false, nil
+	}
 	if current == nil {
 		sec, err = desiredCredentials(standaloneScheme, oc, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: oc.Namespace, Name: credentialsSecretName(oc)},
@@ -239,7 +254,11 @@ func truncateLabel(s string) string {
 
 func (r *OAuthClientReconciler) reconcileReady(ctx context.Context, s *clientScope) (ctrl.Result, error) {
 	oc := s.oc
-	res, err := s.res.client(ctx, oc, s.secret)
+	err := r.holdClientID(ctx, s)
+	var res *clientResult
+	if err == nil {
+		res, err = s.res.client(ctx, oc, s.secret)
+	}
 	if err != nil {
 		if _, ok := asNotReady(err); !ok {
 			return ctrl.Result{}, err
@@ -250,8 +269,12 @@ func (r *OAuthClientReconciler) reconcileReady(ctx context.Context, s *clientSco
 		meta.RemoveStatusCondition(&oc.Status.Conditions, v1alpha1.DegradedCondition)
 		return ctrl.Result{}, nil
 	}
+	where := fmt.Sprintf("credentials in Secret %s/%s", oc.Namespace, oc.Status.SecretName)
+	if ref := oc.Spec.ClientSecretRef; ref != nil {
+		where = fmt.Sprintf("client secret from Secret %s/%s key %s", oc.Namespace, ref.Name, ref.Key)
+	}
 	r.setReady(&oc.Status.Conditions, oc.Generation, nil,
-		fmt.Sprintf("client %s of Project %s; credentials in Secret %s/%s", oc.Status.ClientID, res.project, oc.Namespace, oc.Status.SecretName))
+		fmt.Sprintf("client %s of Project %s; %s", oc.Status.ClientID, res.project, where))
 
 	var connErr error
 	msg := fmt.Sprintf("%d of %d connectors usable", len(res.compiled.Connectors), len(oc.Spec.Connectors))
@@ -310,6 +333,9 @@ func (r *OAuthClientReconciler) SetupWithManager(mgr ctrl.Manager, opts controll
 		// Any change of another client listing the same URL, its status too (it became Ready or
 		// stopped being), may change who owns the URL.
 		Watches(&v1alpha1.OAuthClient{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsSharingResources)).
+		// Another client with the same id appearing, going, or being refused the id (its
+		// status) changes who holds the id.
+		Watches(&v1alpha1.OAuthClient{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsSharingClientID)).
 		Watches(&v1alpha1.Connector{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsForConnector),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.RedirectPolicy{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsForPolicy),

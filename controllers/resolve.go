@@ -954,20 +954,34 @@ func presetBaseURL(p *catalog.Preset, sp *v1alpha1.ConnectorSpec) (string, error
 // carry 256 bits.
 const clientSecretMinLength = 32
 
-// clientIDFor derives the client id from the resource's uid: stable for the resource's life,
-// unique across the cluster, and never reused by a later resource of the same name (whose old
-// tokens must not carry over).
+// clientIDFor is the id the client is served under: spec.clientID when declared, so the same
+// resources give the same id on any cluster (docs/cluster-move.md); otherwise derived from the
+// resource's uid: stable for the resource's life, unique across the cluster, and never given by
+// Latchkey to a later resource of the same name (whose old tokens must not carry over). Both
+// start with config.DeclaredClientPrefix, so a token of either is refused without a database
+// read once its OAuthClient is gone (config.Project.ClientGone).
 func clientIDFor(oc *v1alpha1.OAuthClient) string {
+	if oc.Spec.ClientID != "" {
+		return string(oc.Spec.ClientID)
+	}
 	return config.DeclaredClientPrefix + strings.ReplaceAll(string(oc.UID), "-", "")
 }
 
 // defaultSecretSuffix names an OAuthClient's credentials Secret when spec.secretName is unset.
 const defaultSecretSuffix = "-credentials"
 
-// credentialsSecretName is the Secret an OAuthClient's credentials go to.
+// credentialsSecretName is the Secret an OAuthClient's credentials go to, or, with
+// spec.clientSecretRef, the Secret its client secret comes from.
 func credentialsSecretName(oc *v1alpha1.OAuthClient) string {
+	if ref := oc.Spec.ClientSecretRef; ref != nil {
+		return ref.Name
+	}
 	return cmp.Or(oc.Spec.SecretName, oc.Name+defaultSecretSuffix)
 }
+
+// writesCredentials reports whether Latchkey writes a credentials Secret for the client: not
+// when its secret comes from a Secret of the administrator's (spec.clientSecretRef).
+func writesCredentials(oc *v1alpha1.OAuthClient) bool { return oc.Spec.ClientSecretRef == nil }
 
 func isPublic(oc *v1alpha1.OAuthClient) bool {
 	return oc.Spec.TokenEndpointAuthMethod == v1alpha1.AuthNone
@@ -1015,7 +1029,15 @@ func (r *resolver) clientBase(ctx context.Context, oc *v1alpha1.OAuthClient, sec
 	if err != nil {
 		return nil, err
 	}
-	secretHash, jwtKey, err := clientCredentials(oc, sec)
+	if err := r.clientIDFree(ctx, oc, pk.String()); err != nil {
+		return nil, err
+	}
+	var secretHash, jwtKey []byte
+	if writesCredentials(oc) {
+		secretHash, jwtKey, err = clientCredentials(oc, sec)
+	} else {
+		secretHash, jwtKey, err = r.referencedCredentials(ctx, oc)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -1131,6 +1153,31 @@ func clientCredentials(oc *v1alpha1.OAuthClient, sec *corev1.Secret) (hash, jwtK
 	}
 	if len(v) < clientSecretMinLength {
 		return nil, nil, notReadyf(v1alpha1.OAuthClientSecretInvalidReason, "Secret %s/%s key %s is shorter than %d characters; delete the key to have a new secret generated", oc.Namespace, name, v1alpha1.ClientSecretSecretKey, clientSecretMinLength)
+	}
+	if oc.Spec.TokenEndpointAuthMethod == v1alpha1.AuthClientSecretJWT {
+		jwtKey = bytes.Clone(v)
+	}
+	return secret.Hash(string(v)), jwtKey, nil
+}
+
+// referencedCredentials reads the client secret of spec.clientSecretRef, from a Secret whose
+// owner opted it in for OAuthClients (v1alpha1.SecretUseOAuthClient): any other Secret reads as
+// a missing one, so whoever may write OAuthClients but not read Secrets can neither have a
+// Secret's value accepted as their client's secret (and test guesses against it at the token
+// endpoint) nor learn whether a Secret exists. As with clientCredentials, the plaintext leaves
+// only as jwtKey, for client_secret_jwt.
+func (r *resolver) referencedCredentials(ctx context.Context, oc *v1alpha1.OAuthClient) (hash, jwtKey []byte, err error) {
+	ref := oc.Spec.ClientSecretRef
+	if !hasSecret(oc) {
+		// Refused by the CRD; a client without a secret has nothing to read.
+		return nil, nil, nil
+	}
+	v, err := r.secretValue(ctx, oc.Namespace, *ref, "spec.clientSecretRef", v1alpha1.SecretUseOAuthClient)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(v) < clientSecretMinLength {
+		return nil, nil, notReadyf(v1alpha1.OAuthClientSecretInvalidReason, "Secret %s/%s (spec.clientSecretRef) key %q is shorter than %d characters", oc.Namespace, ref.Name, ref.Key, clientSecretMinLength)
 	}
 	if oc.Spec.TokenEndpointAuthMethod == v1alpha1.AuthClientSecretJWT {
 		jwtKey = bytes.Clone(v)

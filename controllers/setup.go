@@ -37,6 +37,8 @@ type Store interface {
 	RevokeClientTokens(ctx context.Context, project string, clientIDs []string, now time.Time) (map[string]int64, error)
 	// AppendAudit writes policy.changed when a Project's or a RedirectPolicy's spec changes.
 	AppendAudit(ctx context.Context, r store.AuditRecord) error
+	// HoldClientID records which namespace holds each OAuthClient id (clientids.go).
+	HoldClientID(ctx context.Context, project, clientID, namespace string, now time.Time) (string, error)
 }
 
 // Options configures the controllers and the compiler.
@@ -124,7 +126,11 @@ func SetupWithCompiler(mgr ctrl.Manager, opts Options) (*Compiler, error) {
 	}
 	quiet := b
 	quiet.quietFirstReady = true
-	if err := (&OAuthClientReconciler{base: quiet, deps: deps, live: mgr.GetAPIReader()}).SetupWithManager(mgr, copts); err != nil {
+	ocr := &OAuthClientReconciler{base: quiet, deps: deps, live: mgr.GetAPIReader()}
+	if opts.Store != nil {
+		ocr.holders = opts.Store
+	}
+	if err := ocr.SetupWithManager(mgr, copts); err != nil {
 		return nil, fmt.Errorf("setting up the OAuthClient controller: %w", err)
 	}
 	if err := (&ConnectorReconciler{base: b, deps: deps}).SetupWithManager(mgr, copts); err != nil {
@@ -275,10 +281,17 @@ func addIndexes(ctx context.Context, fi client.FieldIndexer) error {
 		// operator's heap at ten thousand clients. clientsForSecret finds a default-named
 		// Secret's client by its name.
 		{&v1alpha1.OAuthClient{}, secretIndex, func(o client.Object) []string {
-			if n := o.(*v1alpha1.OAuthClient).Spec.SecretName; n != "" {
+			oc := o.(*v1alpha1.OAuthClient)
+			if ref := oc.Spec.ClientSecretRef; ref != nil {
+				return []string{ref.Name}
+			}
+			if n := oc.Spec.SecretName; n != "" {
 				return []string{n}
 			}
 			return nil
+		}},
+		{&v1alpha1.OAuthClient{}, clientIDIndex, func(o client.Object) []string {
+			return []string{clientIDIndexValue(o.(*v1alpha1.OAuthClient))}
 		}},
 		{&v1alpha1.OAuthClient{}, resourceIndex, func(o client.Object) []string {
 			return resourceIndexValues(o.(*v1alpha1.OAuthClient))

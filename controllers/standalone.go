@@ -117,6 +117,18 @@ func (s *Standalone) Apply(ctx context.Context, objs *Objects) error {
 	quiet := b
 	quiet.quietFirstReady = true
 	ocr := &OAuthClientReconciler{base: quiet}
+	if s.opts.Store != nil {
+		ocr.holders = s.opts.Store
+	}
+	// Every client's id first: whether one client is Ready (and so owns a resource URL) depends
+	// on its status.clientID, which the others' phases read.
+	for i := range objs.OAuthClients {
+		if err := ocr.holdClientID(ctx, &clientScope{oc: &objs.OAuthClients[i], res: res()}); err != nil {
+			if _, ok := asNotReady(err); !ok {
+				errs = append(errs, err)
+			}
+		}
+	}
 	for i := range objs.OAuthClients {
 		oc := &objs.OAuthClients[i]
 		scope := &clientScope{oc: oc, res: res()}
@@ -154,7 +166,6 @@ func (s *Standalone) Apply(ctx context.Context, objs *Objects) error {
 // written by whoever keeps the Secrets (CredentialsSecret says what to write).
 func standaloneClientStatus(_ context.Context, s *clientScope) (ctrl.Result, error) {
 	s.oc.Status.SecretName = credentialsSecretName(s.oc)
-	s.oc.Status.ClientID = clientIDFor(s.oc)
 	return ctrl.Result{}, nil
 }
 

@@ -34,6 +34,11 @@ const (
 	// administrator, so it may use a Secret with any value of SecretUseLabel; this one says what
 	// the Secret is for.
 	SecretUseProject = "project"
+	// SecretUseOAuthClient lets every OAuthClient in the Secret's namespace take a client secret
+	// from it (spec.clientSecretRef). No other Secret may serve as one, so whoever may write
+	// OAuthClients cannot make Latchkey accept, as a client secret, a value from a Secret its
+	// owner did not give for that use.
+	SecretUseOAuthClient = "oauthclient"
 	// SecretUseLatchkey is set by Latchkey on the Secrets it creates (OAuthClient credentials,
 	// its keys, the admin API's certificate). No Connector may use such a Secret.
 	SecretUseLatchkey = "latchkey"

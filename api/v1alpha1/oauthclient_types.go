@@ -25,6 +25,15 @@ const (
 	// its audience at token exchange. The client still serves with the others.
 	OAuthClientResourcesOwnedCondition = "ResourcesOwned"
 
+	// OAuthClientClientIDConflictReason: the client's id (spec.clientID, or the one Latchkey
+	// derived) is held by an older OAuthClient of the Project (creation time, then
+	// namespace/name), or by another namespace, whose OAuthClient had it first. The client is
+	// not served; the message names the holder.
+	OAuthClientClientIDConflictReason = "ClientIDConflict"
+	// OAuthClientSecretMissingReason: the Secret of spec.clientSecretRef does not exist, or is
+	// not labelled latchkey.dev/use=oauthclient; the two read alike.
+	OAuthClientSecretMissingReason = SecretMissingReason
+
 	// OAuthClientReadyReason: the client is in use.
 	OAuthClientReadyReason = ReadyReason
 	// OAuthClientProjectNotFoundReason: spec.projectRef names no Project.
@@ -39,8 +48,9 @@ const (
 	// Latchkey for this client (it lacks the managed-by label or this client as its controller),
 	// so the controller leaves it untouched.
 	OAuthClientSecretConflictReason = "SecretConflict"
-	// OAuthClientSecretInvalidReason: the credentials Secret holds a client secret too short to
-	// be safe (an administrator replaced it with fewer than 32 characters).
+	// OAuthClientSecretInvalidReason: the credentials Secret, or the key of spec.clientSecretRef,
+	// holds a client secret too short to be safe (fewer than 32 characters), or the key is
+	// missing or empty.
 	OAuthClientSecretInvalidReason = SecretInvalidReason
 	// OAuthClientInvalidRedirectURIReason: a redirect URI passes the CRD's checks but not the
 	// server's stricter ones (userinfo, upper-case scheme, characters outside RFC 3986, …), which
@@ -49,8 +59,8 @@ const (
 	// OAuthClientInvalidJWKSReason: spec.jwks is not a JSON Web Key Set of public signing keys
 	// (EC, RSA of 2048 bits or more, Ed25519), or holds private key material.
 	OAuthClientInvalidJWKSReason = "InvalidJWKS"
-	// OAuthClientSigningKeyRequiredReason: accessTokenFormat is jwt but the Project has no
-	// spec.signingKeySecretRef.
+	// OAuthClientSigningKeyRequiredReason: accessTokenFormat is jwt but the Project has neither
+	// spec.signingKeySource: Operator nor spec.signingKeySecretRef.
 	OAuthClientSigningKeyRequiredReason = "SigningKeyRequired"
 	// OAuthClientConnectorsResolvedReason: every listed connector resolved.
 	OAuthClientConnectorsResolvedReason = "Resolved"
@@ -161,7 +171,21 @@ type ResourceURI string
 // +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 type ConnectorName string
 
+// ClientID is a client id chosen by whoever declares the OAuthClient: "lkc_" followed by 1 to
+// 124 letters, digits, '-', '.', '_' or '~' (RFC 3986 unreserved characters, so it needs no
+// escaping in a URL, a form or HTTP Basic authentication). The prefix is the one Latchkey
+// gives the ids it derives, so an id taken from status.clientID fits, and no declared id can
+// ever have the shape of a dynamically registered client's id (32 hexadecimal digits) or a
+// client ID metadata document's (an https URL).
+// +kubebuilder:validation:MinLength=5
+// +kubebuilder:validation:MaxLength=128
+// +kubebuilder:validation:Pattern=`^lkc_[A-Za-z0-9._~-]+$`
+type ClientID string
+
 // OAuthClientSpec declares one OAuth client of a Project.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.clientID) || (has(self.clientID) && self.clientID == oldSelf.clientID)",message="clientID cannot be changed or removed once set: agents hold it, and people's grants and tokens are stored under it; create a new OAuthClient for a new id"
+// +kubebuilder:validation:XValidation:rule="!has(self.clientSecretRef) || !has(self.secretName)",message="clientSecretRef and secretName conflict: a client whose secret comes from clientSecretRef gets no credentials Secret from Latchkey"
+// +kubebuilder:validation:XValidation:rule="!has(self.clientSecretRef) || !has(self.tokenEndpointAuthMethod) || !(self.tokenEndpointAuthMethod in ['none', 'private_key_jwt'])",message="clientSecretRef needs a client with a secret: tokenEndpointAuthMethod client_secret_basic, client_secret_post or client_secret_jwt"
 // +kubebuilder:validation:XValidation:rule="!has(self.tokenEndpointAuthMethod) || self.tokenEndpointAuthMethod != 'private_key_jwt' || has(self.jwks) != has(self.jwksURI)",message="tokenEndpointAuthMethod private_key_jwt needs exactly one of jwks and jwksURI"
 // +kubebuilder:validation:XValidation:rule="(!has(self.jwks) && !has(self.jwksURI)) || (has(self.tokenEndpointAuthMethod) && self.tokenEndpointAuthMethod == 'private_key_jwt')",message="jwks and jwksURI are used only with tokenEndpointAuthMethod private_key_jwt"
 // +kubebuilder:validation:XValidation:rule="!has(self.grantTypes) || !('client_credentials' in self.grantTypes) || !has(self.tokenEndpointAuthMethod) || self.tokenEndpointAuthMethod != 'none'",message="grantTypes: client_credentials needs a confidential client; set tokenEndpointAuthMethod to client_secret_basic or client_secret_post"
@@ -172,6 +196,33 @@ type OAuthClientSpec struct {
 	// projectRef is the Project this client belongs to.
 	// +required
 	ProjectRef ProjectReference `json:"projectRef"`
+
+	// clientID is the client id, instead of the one Latchkey derives from the resource's uid
+	// (status.clientID). Declare it so that the same resources applied to another cluster give
+	// the client the id its agents already hold, and the grants and tokens stored under it (when
+	// the database moves too) stay the client's (docs/cluster-move.md). To keep the id a client
+	// has now, set it to its status.clientID. "lkc_" followed by 1 to 124 of A-Z a-z 0-9 - . _ ~.
+	// Unique within the Project: when another OAuthClient of the Project has the same id
+	// (declared, or the one Latchkey derived for it), the older of the two (creation time, then
+	// namespace/name) keeps it and the other reports Ready=False with reason ClientIDConflict and
+	// is not served. An id stays with the namespace that first served it, also after its
+	// OAuthClient is deleted, since what people gave that client is stored under it: an
+	// OAuthClient of another namespace declaring it reports ClientIDConflict. Cannot be changed
+	// or removed once set (docs/decisions/0067).
+	// +optional
+	ClientID ClientID `json:"clientID,omitempty"`
+
+	// clientSecretRef names a key of a Secret in this namespace that holds the client secret, for
+	// a client whose secret is kept outside the cluster (a secret manager, a sealed Secret in Git)
+	// so that it survives a move to another cluster. The Secret must opt in with the label
+	// latchkey.dev/use=oauthclient; until it exists with the label, the client reports
+	// Ready=False with reason SecretMissing. The value must have at least 32 characters (reason
+	// SecretInvalid otherwise). Latchkey stores only its hash (the plaintext too, in memory, for
+	// client_secret_jwt), writes no credentials Secret for the client, and follows the Secret:
+	// once its value changes the new secret is the only one accepted. Conflicts with secretName;
+	// not for tokenEndpointAuthMethod none or private_key_jwt, which have no secret.
+	// +optional
+	ClientSecretRef *SecretKeyReference `json:"clientSecretRef,omitempty"`
 
 	// displayName is the client's name on the consent and account pages. Defaults to the
 	// resource's name. At most 100 characters.
@@ -248,7 +299,8 @@ type OAuthClientSpec struct {
 	RequirePushedAuthorizationRequests bool `json:"requirePushedAuthorizationRequests,omitempty"`
 
 	// accessTokenFormat is opaque (default; checked by introspection) or jwt (RFC 9068; needs
-	// the Project's spec.signingKeySecretRef, else the client reports SigningKeyRequired).
+	// the Project's spec.signingKeySource: Operator or spec.signingKeySecretRef, else the client
+	// reports SigningKeyRequired).
 	// +kubebuilder:default=opaque
 	// +optional
 	AccessTokenFormat AccessTokenFormat `json:"accessTokenFormat,omitempty"`
@@ -293,8 +345,8 @@ type OAuthClientSpec struct {
 	// creates it with an owner reference to this OAuthClient and never replaces an existing
 	// client_secret, so rotation is the administrator's choice (edit or delete the key). An
 	// existing Secret it did not create for this client is left untouched (reason
-	// SecretConflict), even one nobody owns. Defaults to
-	// "<name>-credentials". At most 253 characters.
+	// SecretConflict), even one nobody owns. Defaults to "<name>-credentials". Not used with
+	// clientSecretRef, whose clients get no credentials Secret. At most 253 characters.
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
@@ -344,13 +396,17 @@ type OAuthClientStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// clientID is the client id, also in the credentials Secret. It is derived from the
-	// resource's uid, so it never changes while the resource exists and is never reused.
+	// clientID is the client id the client is served under, also in the credentials Secret:
+	// spec.clientID when set, otherwise derived from the resource's uid, so it never changes
+	// while the resource exists and is never given to another resource by Latchkey. Set once
+	// the id is the client's (no older OAuthClient of the Project has it, and no other
+	// namespace held it first); empty while it is not, and the client is then not served.
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	ClientID string `json:"clientID,omitempty"`
 
-	// secretName is the Secret holding the credentials.
+	// secretName is the Secret holding the credentials: the one Latchkey writes, or the Secret
+	// of spec.clientSecretRef.
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	SecretName string `json:"secretName,omitempty"`

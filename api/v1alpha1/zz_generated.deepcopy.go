@@ -569,6 +569,11 @@ func (in *OAuthClientList) DeepCopyObject() runtime.Object {
 func (in *OAuthClientSpec) DeepCopyInto(out *OAuthClientSpec) {
 	*out = *in
 	out.ProjectRef = in.ProjectRef
+	if in.ClientSecretRef != nil {
+		in, out := &in.ClientSecretRef, &out.ClientSecretRef
+		*out = new(SecretKeyReference)
+		**out = **in
+	}
 	if in.RedirectURIs != nil {
 		in, out := &in.RedirectURIs, &out.RedirectURIs
 		*out = make([]RedirectURI, len(*in))

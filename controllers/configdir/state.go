@@ -133,6 +133,10 @@ func (c credentials) ensure(r *read) (map[string]bool, error) {
 	used := map[string]bool{}
 	for i := range r.objs.OAuthClients {
 		oc := &r.objs.OAuthClients[i]
+		if !controllers.WritesCredentials(oc) {
+			// Its secret is in a Secret of the directory (spec.clientSecretRef).
+			continue
+		}
 		name := controllers.CredentialsSecretName(oc)
 		if inDir[types.NamespacedName{Namespace: oc.Namespace, Name: name}] {
 			continue

@@ -61,6 +61,7 @@ type Store interface {
 	ConnectionHealth
 	SharedConnections
 	AdminWatch
+	ClientIDHolders
 
 	// GarbageCollect deletes rows that expired before now (sessions, codes, tokens, callback
 	// states, links, delivered events) and reports how many of each it removed. On PostgreSQL
