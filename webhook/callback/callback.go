@@ -33,6 +33,7 @@ const (
 
 type handler struct {
 	env   *site.Env
+	store Store
 	vault *upstream.Vault
 	hooks []Hook
 	// http is the client for calls to services; nil means http.DefaultClient.
@@ -42,10 +43,11 @@ type handler struct {
 // Register mounts each connector's callback: GET receives the service's redirect, POST is the
 // confirmation step. hooks run, in order, after each saved connection. The old shared callback
 // only tells whoever arrives there to start again.
-func Register(rt site.Router, env *site.Env, hooks ...Hook) {
+func Register(rt site.Router, env *site.Env, st Store, hooks ...Hook) {
 	h := &handler{
 		env:   env,
-		vault: &upstream.Vault{Store: env.Store, Keyring: env.Keyring, Now: env.Clock},
+		store: st,
+		vault: &upstream.Vault{Store: st, Keyring: env.Keyring, Now: env.Clock},
 		hooks: hooks,
 	}
 	rt.Page("GET "+Pattern, http.HandlerFunc(h.get))
@@ -154,7 +156,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token := secret.New("")
-	if err := h.env.Store.SetConfirmHash(ctx, at.stateHash, confirmHash(token, code), h.env.Now()); err != nil {
+	if err := h.store.SetConfirmHash(ctx, at.stateHash, confirmHash(token, code), h.env.Now()); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			h.expired(w, p)
 			return
@@ -297,7 +299,7 @@ func samePerson(s store.CallbackState, x here) error {
 // false. Signed in as nobody, or only to another project, is not refused: the caller asks for
 // a sign-in as the right person before anything is saved.
 func (h *handler) whoIsHere(w http.ResponseWriter, r *http.Request, p *config.Project, c *config.Connector, stateHash []byte, st store.CallbackState) (here, bool) {
-	session, person, err := signin.Lookup(h.env, r)
+	session, person, err := signin.Lookup(h.env, h.store, r)
 	switch {
 	case errors.Is(err, signin.ErrNotSignedIn):
 		return here{}, true
@@ -318,7 +320,7 @@ func (h *handler) whoIsHere(w http.ResponseWriter, r *http.Request, p *config.Pr
 // account. It cannot be the person's app path in either case.
 func (h *handler) wrongPerson(w http.ResponseWriter, r *http.Request, p *config.Project, c *config.Connector, stateHash []byte, st store.CallbackState, person store.Person) {
 	ctx := r.Context()
-	if _, err := h.env.Store.ConsumeCallbackState(ctx, stateHash, h.env.Now(), func(s store.CallbackState) error {
+	if _, err := h.store.ConsumeCallbackState(ctx, stateHash, h.env.Now(), func(s store.CallbackState) error {
 		if s.Project != p.Key || s.Subject != st.Subject {
 			return errMismatch
 		}
@@ -390,7 +392,7 @@ func checkToken(token, code string, st store.CallbackState) bool {
 // must not be able to end someone else's attempt.
 func (h *handler) lookup(w http.ResponseWriter, r *http.Request, p *config.Project, stateHash []byte) (store.CallbackState, *config.Connector, bool) {
 	ctx := r.Context()
-	st, err := h.env.Store.GetCallbackState(ctx, stateHash, h.env.Now())
+	st, err := h.store.GetCallbackState(ctx, stateHash, h.env.Now())
 	if errors.Is(err, store.ErrNotFound) || (err == nil && (st.Project != p.Key || st.Connector != pathConnector(r))) {
 		h.expired(w, p)
 		return st, nil, false
@@ -403,7 +405,7 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request, p *config.Proje
 	if c == nil {
 		// The connector was removed while the person was away: end the attempt.
 		// The page below is the answer either way; a row left behind expires on its own.
-		if _, err := h.env.Store.ConsumeCallbackState(ctx, stateHash, h.env.Now(), nil); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if _, err := h.store.ConsumeCallbackState(ctx, stateHash, h.env.Now(), nil); err != nil && !errors.Is(err, store.ErrNotFound) {
 			h.env.Log(r.Context()).Error(err, "cannot end the attempt of a removed connector", "project", p.Key, "connector", st.Connector)
 		}
 		h.page(w, p, http.StatusGone, "This service is no longer available",
@@ -418,7 +420,7 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request, p *config.Proje
 func (h *handler) finish(w http.ResponseWriter, r *http.Request, p *config.Project, c *config.Connector, stateHash []byte, code, action string, sameBrowser bool, check func(store.CallbackState) error) {
 	ctx := r.Context()
 	now := h.env.Now()
-	st, err := h.env.Store.ConsumeCallbackState(ctx, stateHash, now, check)
+	st, err := h.store.ConsumeCallbackState(ctx, stateHash, now, check)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		h.expired(w, p)
@@ -471,7 +473,7 @@ func (h *handler) finish(w http.ResponseWriter, r *http.Request, p *config.Proje
 	// exchange with the service takes time, and a person whose access ended meanwhile (by the
 	// store, or by the project's sign-in as published now) must not come back with a
 	// connection (docs/leavers.md).
-	saved, err := h.env.Store.FinishConnection(ctx, conn, st.CreatedAt, func(person store.Person) error {
+	saved, err := h.store.FinishConnection(ctx, conn, st.CreatedAt, func(person store.Person) error {
 		if cur := h.env.Config.Load().Project(p.Key); cur == nil || !site.PersonActive(cur, person) {
 			return errPersonGone
 		}
@@ -586,7 +588,7 @@ func (h *handler) upstreamError(w http.ResponseWriter, r *http.Request, p *confi
 	name := pages.T(w, "The service")
 	if param(state) {
 		stateHash := secret.Hash(state)
-		st, err := h.env.Store.ConsumeCallbackState(r.Context(), stateHash, h.env.Now(), func(s store.CallbackState) error {
+		st, err := h.store.ConsumeCallbackState(r.Context(), stateHash, h.env.Now(), func(s store.CallbackState) error {
 			if s.Project != p.Key || s.Connector != pathConnector(r) {
 				return errMismatch
 			}
@@ -627,7 +629,7 @@ func (h *handler) record(ctx context.Context, p *config.Project, st store.Callba
 }
 
 func (h *handler) maskedOwner(ctx context.Context, p *config.Project, subject string) string {
-	person, err := h.env.Store.GetPerson(ctx, p.Key, subject)
+	person, err := h.store.GetPerson(ctx, p.Key, subject)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
 			h.env.Log(ctx).Error(err, "cannot read person", "project", p.Key)

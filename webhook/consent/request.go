@@ -76,10 +76,10 @@ type pageError struct {
 // client. At /authorize, request_uri and client_id stand for the pushed request (spent here).
 //
 //nolint:gocyclo // one branch per parameter check, in the order RFC 6749 §4.1.2.1 sets (redirect_uri before anything is redirected), read against the RFC as one list
-func parse(ctx context.Context, env *site.Env, p *config.Project, q url.Values, viaPAR bool) (*request, *pageError, error) {
+func parse(ctx context.Context, env *site.Env, st Store, p *config.Project, q url.Values, viaPAR bool) (*request, *pageError, error) {
 	fromURI := false
 	if q.Has("request_uri") && !viaPAR {
-		expanded, perr := pushedRequest(ctx, env, p, q)
+		expanded, perr := pushedRequest(ctx, env, st, p, q)
 		if perr != nil {
 			return nil, perr, nil
 		}

@@ -20,8 +20,9 @@ import (
 // Issuer answers token exchange requests for an ID-JAG (the Project as the company's identity
 // provider) and passes every other token exchange request to next.
 type Issuer struct {
-	env  *site.Env
-	next oauth.GrantHandler
+	env   *site.Env
+	store IssueStore
+	next  oauth.GrantHandler
 }
 
 // Grant answers one token exchange request.
@@ -241,7 +242,7 @@ func (g *Issuer) fromAccessToken(ctx context.Context, p *config.Project, client 
 	if len(raw) > oauth.MaxFormBytes {
 		return subject{}, deadSubject
 	}
-	t, err := g.env.Store.GetToken(ctx, secret.Hash(raw))
+	t, err := g.store.GetToken(ctx, secret.Hash(raw))
 	if errors.Is(err, store.ErrNotFound) {
 		return subject{}, deadSubject
 	}
@@ -265,7 +266,7 @@ func (g *Issuer) fromAccessToken(ctx context.Context, p *config.Project, client 
 }
 
 func (g *Issuer) activePerson(ctx context.Context, p *config.Project, id string) (store.Person, error) {
-	person, err := g.env.Store.GetPerson(ctx, p.Key, id)
+	person, err := g.store.GetPerson(ctx, p.Key, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Person{}, deadSubject
 	}

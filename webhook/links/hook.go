@@ -15,12 +15,12 @@ import (
 // that connection. A link that was declined, replaced or finished meanwhile is left alone: the
 // connection stays saved (it is the person's own account, seen on their account page), but no
 // agent gets to use it through a link the person no longer stands behind.
-func Hook(env *site.Env) HookFunc {
+func Hook(env *site.Env, links HookStore) HookFunc {
 	return func(ctx context.Context, p *config.Project, st store.CallbackState, conn store.Connection) error {
 		if st.LinkID == "" {
 			return nil
 		}
-		link, err := env.Store.GetLink(ctx, st.LinkID)
+		link, err := links.GetLink(ctx, st.LinkID)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
@@ -40,13 +40,13 @@ func Hook(env *site.Env) HookFunc {
 			return nil
 		}
 		now := env.Now()
-		if err := env.Store.CloseLink(ctx, link.ID, store.LinkDone, now); err != nil {
+		if err := links.CloseLink(ctx, link.ID, store.LinkDone, now); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				return nil
 			}
 			return fmt.Errorf("links: closing link %s: %w", link.ID, err)
 		}
-		if err := env.Store.AllowAgent(ctx, store.AgentPermission{
+		if err := links.AllowAgent(ctx, store.AgentPermission{
 			Project: p.Key, Subject: link.Subject, Connector: link.Connector, ClientID: link.ClientID,
 			ConnectionID: conn.ID, CreatedAt: now,
 		}); err != nil {

@@ -38,12 +38,13 @@ var (
 
 type registrar struct {
 	env   *site.Env
+	store Store
 	limit *ratelimit.Limiter
 }
 
 // Register mounts /register and /register/{client_id}.
-func Register(rt site.Router, env *site.Env) {
-	h := &registrar{env: env, limit: ratelimit.New(AddressBurst, AddressEvery).Share(env.RateBuckets, "register.address")}
+func Register(rt site.Router, env *site.Env, st Store) {
+	h := &registrar{env: env, store: st, limit: ratelimit.New(AddressBurst, AddressEvery).Share(env.RateBuckets, "register.address")}
 	rt.API("/register", http.HandlerFunc(h.register))
 	rt.API("/register/{client_id}", http.HandlerFunc(h.manage))
 }
@@ -120,7 +121,7 @@ func (h *registrar) register(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, p, err)
 		return
 	}
-	if err := h.env.Store.CreateClient(r.Context(), c); err != nil {
+	if err := h.store.CreateClient(r.Context(), c); err != nil {
 		h.internal(w, p, err)
 		return
 	}
@@ -158,7 +159,7 @@ func (h *registrar) manage(w http.ResponseWriter, r *http.Request) {
 	}
 	id := r.PathValue("client_id")
 	ctx := r.Context()
-	c, err := h.env.Store.GetClient(ctx, p.Key, id)
+	c, err := h.store.GetClient(ctx, p.Key, id)
 	if errors.Is(err, store.ErrNotFound) {
 		oauth.WriteError(w, invalidToken)
 		return
@@ -175,7 +176,7 @@ func (h *registrar) manage(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet:
 		oauth.WriteJSON(w, http.StatusOK, h.info(p, c, stored(c)))
 	case http.MethodDelete:
-		if err := h.env.Store.DeleteClient(ctx, p.Key, id, h.env.Now()); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := h.store.DeleteClient(ctx, p.Key, id, h.env.Now()); err != nil && !errors.Is(err, store.ErrNotFound) {
 			h.internal(w, p, err)
 			return
 		}
@@ -217,7 +218,7 @@ func (h *registrar) update(w http.ResponseWriter, r *http.Request, p *config.Pro
 		return
 	}
 	now := h.env.Now()
-	updated, err := h.env.Store.UpdateClient(r.Context(), p.Key, c.ID, func(old store.Client) (store.Client, error) {
+	updated, err := h.store.UpdateClient(r.Context(), p.Key, c.ID, func(old store.Client) (store.Client, error) {
 		old.UpdatedAt = now
 		err := apply(&old, m)
 		return old, err

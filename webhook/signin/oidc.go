@@ -313,7 +313,7 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		h.upstreamFailed(w, r, p, st, err)
 		return
 	}
-	person, err := h.env.Store.UpsertPerson(r.Context(), store.Person{
+	person, err := h.store.UpsertPerson(r.Context(), store.Person{
 		Project:       p.Key,
 		ID:            secret.NewID(),
 		Source:        "oidc",
@@ -334,7 +334,7 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	if claims.SID != "" && len(claims.SID) <= maxSID {
 		sid = idt.Issuer + "|" + claims.SID
 	}
-	if err := start(r.Context(), h.env, w, r, p, person, authTime, sid); err != nil {
+	if err := start(r.Context(), h.env, h.store, w, r, p, person, authTime, sid); err != nil {
 		h.internal(w, p, err)
 		return
 	}
