@@ -60,6 +60,7 @@ type Store interface {
 	Passkeys
 	ConnectionHealth
 	SharedConnections
+	Apps
 
 	// GarbageCollect deletes rows that expired before now (sessions, codes, tokens, callback
 	// states, links, delivered events) and reports how many of each it removed. On PostgreSQL

@@ -335,24 +335,10 @@ func (h *handler) revokeApp(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	clientID := form.Get("client_id")
-	err := h.store.DeleteGrant(ctx, p.Key, person.ID, clientID, h.env.Now())
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	// One transaction (store.Apps): a failure leaves the app's access as it was, not half-ended.
+	if err := h.store.RevokeApp(ctx, p.Key, person.ID, clientID, h.env.Now()); err != nil && !errors.Is(err, store.ErrNotFound) {
 		h.internal(w, p, err)
 		return
-	}
-	perms, err := h.store.ListPermissions(ctx, p.Key, person.ID)
-	if err != nil {
-		h.internal(w, p, err)
-		return
-	}
-	for _, perm := range perms {
-		if perm.ClientID != clientID {
-			continue
-		}
-		if err := h.store.DeletePermission(ctx, p.Key, person.ID, perm.Connector, clientID); err != nil && !errors.Is(err, store.ErrNotFound) {
-			h.internal(w, p, err)
-			return
-		}
 	}
 	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: person.ID, Action: "grant.revoked", Target: "client:" + clientID})
 	h.back(w, r, p, "revoked")

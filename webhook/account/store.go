@@ -28,7 +28,8 @@ type Store interface {
 	SetDefaultConnection(ctx context.Context, project, subject, id string) error
 	DisallowAgent(ctx context.Context, project, subject, connectionID, clientID string) error
 	ListGrants(ctx context.Context, project, subject string) ([]store.Grant, error)
-	DeleteGrant(ctx context.Context, project, subject, clientID string, now time.Time) error
+	// RevokeApp ends the person's consent to an app, its tokens and its permissions at once.
+	RevokeApp(ctx context.Context, project, subject, clientID string, now time.Time) error
 	AddPasskey(ctx context.Context, k store.Passkey) error
 	ListPasskeys(ctx context.Context, project, subject string) ([]store.Passkey, error)
 	DeletePasskey(ctx context.Context, project, subject string, credentialID []byte) error
