@@ -257,7 +257,7 @@ func (h *handler) disconnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.env.Record(ctx, store.AuditRecord{
-		Project: p.Key, Actor: person.ID, Action: "connection.disconnected", Target: "connection:" + conn.ID,
+		Project: p.Key, Actor: person.ID, Action: events.ConnectionDisconnected, Target: "connection:" + conn.ID,
 		Details: map[string]string{"connector": conn.Connector, "account": conn.AccountName, "revoked": revoked},
 	})
 	h.back(w, r, p, "disconnected")
@@ -289,7 +289,7 @@ func (h *handler) removeAgent(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil {
 		h.env.Record(ctx, store.AuditRecord{
-			Project: p.Key, Actor: person.ID, Action: "permission.removed", Target: "client:" + clientID,
+			Project: p.Key, Actor: person.ID, Action: events.PermissionRemoved, Target: "client:" + clientID,
 			Details: details,
 		})
 	}
@@ -340,7 +340,7 @@ func (h *handler) revokeApp(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, p, err)
 		return
 	}
-	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: person.ID, Action: "grant.revoked", Target: "client:" + clientID})
+	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: person.ID, Action: events.GrantRevoked, Target: "client:" + clientID})
 	h.back(w, r, p, "revoked")
 }
 

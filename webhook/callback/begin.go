@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/upstream"
@@ -166,7 +167,7 @@ func Begin(w http.ResponseWriter, r *http.Request, env *site.Env, st BeginStore,
 		details["link_id"] = linkID
 	}
 	env.Record(r.Context(), store.AuditRecord{
-		Project: p.Key, Time: now, Actor: subject, Action: "connection.started",
+		Project: p.Key, Time: now, Actor: subject, Action: events.ConnectionStarted,
 		Target: "connector:" + c.Key, Details: details,
 	})
 	return authURL, nil

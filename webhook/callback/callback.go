@@ -73,9 +73,9 @@ const (
 	// person than the one who started the attempt; nothing was saved and the attempt ended.
 	// Details name both: owner (who started) and signed_in. It reports the security event
 	// callback.other_person (internal/events).
-	ActionWrongPerson = "connection.wrong_person"
+	ActionWrongPerson = events.ConnectionWrongPerson
 	// ActionEndedBySignOut: the person signed out with attempts pending; they were ended.
-	ActionEndedBySignOut = "connection.ended_by_sign_out"
+	ActionEndedBySignOut = events.ConnectionEndedBySignOut
 )
 
 // headers are set on every callback response whatever the middleware does: each carries a
@@ -131,7 +131,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 			h.signInFirst(w, r, p, at.c, at.st, http.StatusOK, r.URL.RequestURI(), false, false)
 			return
 		}
-		h.finish(w, r, p, at.c, at.stateHash, code, "connection.saved", true, func(s store.CallbackState) error {
+		h.finish(w, r, p, at.c, at.stateHash, code, events.ConnectionSaved, true, func(s store.CallbackState) error {
 			if s.Project != p.Key || !secret.HashEqual(binding, s.BindingHash) {
 				return errMismatch
 			}
@@ -151,7 +151,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		if needPasskey {
 			signIn = "passkey_required"
 		}
-		h.record(ctx, p, at.st, "connection.confirmation_shown", "connector:"+at.c.Key, map[string]string{"reason": reason, "sign_in": signIn})
+		h.record(ctx, p, at.st, events.ConnectionConfirmationShown, "connector:"+at.c.Key, map[string]string{"reason": reason, "sign_in": signIn})
 		h.signInFirst(w, r, p, at.c, at.st, http.StatusOK, r.URL.RequestURI(), at.here.signedIn, needPasskey)
 		return
 	}
@@ -164,7 +164,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, p, err)
 		return
 	}
-	h.record(ctx, p, at.st, "connection.confirmation_shown", "connector:"+at.c.Key, map[string]string{"reason": reason})
+	h.record(ctx, p, at.st, events.ConnectionConfirmationShown, "connector:"+at.c.Key, map[string]string{"reason": reason})
 	h.env.Pages.ConnectConfirm(w, http.StatusOK, pages.ConnectConfirmData{
 		// Not SignedInAs: the page names its person only masked, wherever it is shown.
 		Frame:   pages.Frame{Title: "Finish this connection?", Project: signin.ProjectName(p)},
@@ -201,7 +201,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 	if len(token) > maxParam || !checkToken(token, code, at.st) {
 		// The row stays: a forged or stale POST must not cost the genuine person their
 		// attempt. Guessing is hopeless (256-bit tokens) and the row dies with the state.
-		h.record(ctx, p, at.st, "connection.confirmation_refused", "connector:"+at.c.Key, map[string]string{"reason": "bad_token"})
+		h.record(ctx, p, at.st, events.ConnectionConfirmationRefused, "connector:"+at.c.Key, map[string]string{"reason": "bad_token"})
 		h.refused(w, p)
 		return
 	}
@@ -219,7 +219,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 		h.signInFirst(w, r, p, at.c, at.st, http.StatusForbidden, r.URL.Path+"?"+back.Encode(), at.here.signedIn, needPasskey)
 		return
 	}
-	h.finish(w, r, p, at.c, at.stateHash, code, "connection.confirmed", false, func(s store.CallbackState) error {
+	h.finish(w, r, p, at.c, at.stateHash, code, events.ConnectionConfirmed, false, func(s store.CallbackState) error {
 		if s.Project != p.Key {
 			return errMismatch
 		}
@@ -426,7 +426,7 @@ func (h *handler) finish(w http.ResponseWriter, r *http.Request, p *config.Proje
 		h.expired(w, p)
 		return
 	case errors.Is(err, errBadToken):
-		h.record(ctx, p, st, "connection.confirmation_refused", "connector:"+c.Key, map[string]string{"reason": "bad_token"})
+		h.record(ctx, p, st, events.ConnectionConfirmationRefused, "connector:"+c.Key, map[string]string{"reason": "bad_token"})
 		h.refused(w, p)
 		return
 	case errors.Is(err, errMismatch), errors.Is(err, errWrongPerson):
@@ -481,7 +481,7 @@ func (h *handler) finish(w http.ResponseWriter, r *http.Request, p *config.Proje
 	})
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAccessEnded) || errors.Is(err, errPersonGone) {
 		// The service's token is dropped unsaved; it was never handed to anyone.
-		h.record(ctx, p, st, "connection.failed", "connector:"+c.Key, map[string]string{"reason": "access_ended"})
+		h.record(ctx, p, st, events.ConnectionFailed, "connector:"+c.Key, map[string]string{"reason": "access_ended"})
 		h.page(w, p, http.StatusForbidden, "This connection was not finished",
 			"Your access to this project has ended. Nothing was connected.")
 		return
@@ -541,7 +541,7 @@ func (h *handler) exchangeFailed(w http.ResponseWriter, r *http.Request, p *conf
 	upstreamStatus, upstreamCode := upstream.Status(err)
 	h.env.Log(r.Context()).Info("upstream code exchange failed", "project", p.Key, "connector", c.Key, "reason", reason,
 		"upstream_status", upstreamStatus, "upstream_error", upstreamCode)
-	h.record(r.Context(), p, st, "connection.failed", "connector:"+c.Key, map[string]string{"reason": reason})
+	h.record(r.Context(), p, st, events.ConnectionFailed, "connector:"+c.Key, map[string]string{"reason": reason})
 	name := serviceName(c)
 	if reason == "tenant_not_allowed" {
 		h.page(w, p, status, pages.T(w, "%s accounts of this organisation cannot be connected here", name),
@@ -598,7 +598,7 @@ func (h *handler) upstreamError(w http.ResponseWriter, r *http.Request, p *confi
 			if c := p.Connectors[st.Connector]; c != nil {
 				name = serviceName(c)
 			}
-			h.record(r.Context(), p, st, "connection.cancelled", "connector:"+st.Connector, map[string]string{"error": upstream.ErrorCode(code)})
+			h.record(r.Context(), p, st, events.ConnectionCancelled, "connector:"+st.Connector, map[string]string{"error": upstream.ErrorCode(code)})
 		}
 	}
 	if code == "access_denied" {

@@ -159,7 +159,7 @@ func (a *authorizer) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.env.Record(r.Context(), store.AuditRecord{
-		Project: p.Key, Actor: person.ID, Action: "consent.granted", Target: req.Client.ID, ClientID: req.Client.ID,
+		Project: p.Key, Actor: person.ID, Action: events.ConsentGranted, Target: req.Client.ID, ClientID: req.Client.ID,
 		Details: map[string]string{"redirect_uri": req.To, "scope": strings.Join(req.Scopes, " ")},
 	})
 	a.issue(w, r, p, req, sess, person)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
@@ -114,7 +115,7 @@ func (a *authorizer) push(w http.ResponseWriter, r *http.Request, p *config.Proj
 	if perr != nil {
 		if perr.Refused != nil {
 			a.env.Record(r.Context(), store.AuditRecord{
-				Project: p.Key, Actor: "client:" + client.ID, Action: "consent.refused_by_policy", Target: client.ID,
+				Project: p.Key, Actor: "client:" + client.ID, Action: events.ConsentRefusedByPolicy, Target: client.ID,
 				Details: map[string]string{"redirect_uri": perr.To, "endpoint": "par"},
 			})
 			return nil, oauth.ErrInvalidRequest.WithDescription(perr.Message)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/site"
 )
@@ -53,7 +54,7 @@ func Hook(env *site.Env, links HookStore) HookFunc {
 			return fmt.Errorf("links: allowing %s to use connection %s: %w", link.ClientID, conn.ID, err)
 		}
 		env.Record(ctx, store.AuditRecord{
-			Project: p.Key, Time: now, Actor: link.Subject, Action: "agent.allowed", Target: "client:" + link.ClientID,
+			Project: p.Key, Time: now, Actor: link.Subject, Action: events.AgentAllowed, Target: "client:" + link.ClientID,
 			Details: map[string]string{"connector": link.Connector, "connection_id": conn.ID, "link_id": link.ID, "kind": string(link.Kind),
 				"account": conn.AccountName, "account_id": conn.AccountID},
 		})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/site"
@@ -84,7 +85,7 @@ func Open(ctx context.Context, env *site.Env, st OpenStore, p *config.Project, r
 			details["account"] = l.Account
 		}
 		env.Record(ctx, store.AuditRecord{
-			Project: p.Key, Time: now, Actor: "client:" + req.Agent, Action: "link.created", Target: req.Subject,
+			Project: p.Key, Time: now, Actor: "client:" + req.Agent, Action: events.LinkCreated, Target: req.Subject,
 			Details: details,
 		})
 	}

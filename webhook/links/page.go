@@ -340,7 +340,7 @@ func (h *handler) allow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.env.Record(ctx, store.AuditRecord{
-		Project: o.p.Key, Time: now, Actor: o.person.ID, Action: "agent.allowed", Target: "client:" + o.link.ClientID,
+		Project: o.p.Key, Time: now, Actor: o.person.ID, Action: events.AgentAllowed, Target: "client:" + o.link.ClientID,
 		Details: map[string]string{"connector": o.link.Connector, "connection_id": conns[i].ID, "link_id": o.link.ID,
 			"account": conns[i].AccountName, "account_id": conns[i].AccountID},
 	})
@@ -377,7 +377,7 @@ func (h *handler) decline(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.env.Record(r.Context(), store.AuditRecord{
-		Project: o.p.Key, Time: now, Actor: o.person.ID, Action: "link.declined", Target: "client:" + o.link.ClientID, Reason: "declined_by_person",
+		Project: o.p.Key, Time: now, Actor: o.person.ID, Action: events.LinkDeclined, Target: "client:" + o.link.ClientID, Reason: "declined_by_person",
 		Details: map[string]string{"connector": o.link.Connector, "link_id": o.link.ID, "kind": string(o.link.Kind)},
 	})
 	service, agent := ServiceName(o.connector), AgentName(o.agent)

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/site"
@@ -74,7 +75,7 @@ func authorizationCode(ctx context.Context, st Store, req *TokenRequest) (*Token
 				return nil, Internal(rerr)
 			}
 			env.Record(ctx, store.AuditRecord{
-				Project: p.Key, Actor: "client:" + client.ID, Action: "code.replay", Target: ac.Subject,
+				Project: p.Key, Actor: "client:" + client.ID, Action: events.CodeReplay, Target: ac.Subject,
 				Details: map[string]string{"client_id": ac.ClientID, "revoked": itoa(n)},
 			})
 		}

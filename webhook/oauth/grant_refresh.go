@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strconv"
 
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/site"
@@ -45,7 +46,7 @@ func refreshToken(ctx context.Context, st Store, req *TokenRequest) (*TokenRespo
 		// Most likely a copied token: recorded (the family is not ended, so a client that lost
 		// its proof by a bug can still refresh once it sends one).
 		env.Record(ctx, store.AuditRecord{
-			Project: p.Key, Actor: "client:" + client.ID, Action: "refresh.refused", Target: old.Subject, ClientID: client.ID,
+			Project: p.Key, Actor: "client:" + client.ID, Action: events.RefreshRefused, Target: old.Subject, ClientID: client.ID,
 			Reason: "dpop_key_mismatch", Details: map[string]string{"family_id": old.FamilyID, "proof": ProofState(req.JKT)},
 		})
 		return nil, BoundKeyError("refresh token")
@@ -55,7 +56,7 @@ func refreshToken(ctx context.Context, st Store, req *TokenRequest) (*TokenRespo
 			return nil, Internal(rerr)
 		}
 		env.Record(ctx, store.AuditRecord{
-			Project: p.Key, Actor: "client:" + client.ID, Action: "refresh.refused", Target: old.Subject, Reason: "only_recognised_apps",
+			Project: p.Key, Actor: "client:" + client.ID, Action: events.RefreshRefused, Target: old.Subject, Reason: "only_recognised_apps",
 			Details: map[string]string{"client_id": client.ID, "family_id": old.FamilyID, "reason": err.Error()},
 		})
 		return nil, ErrInvalidGrant.WithDescription(err.Error())
@@ -114,7 +115,7 @@ func refreshToken(ctx context.Context, st Store, req *TokenRequest) (*TokenRespo
 		return replay, nil
 	case store.OutcomeReuseDetected:
 		env.Record(ctx, store.AuditRecord{
-			Project: p.Key, Actor: "client:" + client.ID, Action: "refresh.reuse", Target: rot.Old.Subject,
+			Project: p.Key, Actor: "client:" + client.ID, Action: events.RefreshReuse, Target: rot.Old.Subject,
 			Details: map[string]string{
 				"client_id":  client.ID,
 				"family_id":  rot.Old.FamilyID,
@@ -144,7 +145,7 @@ func personMayRefresh(ctx context.Context, st Store, req *TokenRequest, old stor
 			return Internal(rerr)
 		}
 		env.Record(ctx, store.AuditRecord{
-			Project: p.Key, Actor: "client:" + client.ID, Action: "refresh.refused", Target: old.Subject, Reason: "person_removed",
+			Project: p.Key, Actor: "client:" + client.ID, Action: events.RefreshRefused, Target: old.Subject, Reason: "person_removed",
 			Details: map[string]string{"client_id": client.ID, "family_id": old.FamilyID},
 		})
 		return ErrInvalidGrant.WithDescription("the person can no longer sign in to this project")

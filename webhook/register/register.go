@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
@@ -127,7 +128,7 @@ func (h *registrar) register(w http.ResponseWriter, r *http.Request) {
 	}
 	created = true
 	h.env.Record(r.Context(), store.AuditRecord{
-		Project: p.Key, Actor: "client:" + c.ID, Action: "client.registered", Target: c.ID,
+		Project: p.Key, Actor: "client:" + c.ID, Action: events.ClientRegistered, Target: c.ID,
 		Details: map[string]string{"client_name": m.ClientName},
 	})
 	resp := h.info(p, c, m)
@@ -180,7 +181,7 @@ func (h *registrar) manage(w http.ResponseWriter, r *http.Request) {
 			h.internal(w, p, err)
 			return
 		}
-		h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: "client:" + id, Action: "client.deleted", Target: id})
+		h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: "client:" + id, Action: events.ClientDeleted, Target: id})
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusNoContent)
 	case http.MethodPut:
@@ -231,7 +232,7 @@ func (h *registrar) update(w http.ResponseWriter, r *http.Request, p *config.Pro
 		h.internal(w, p, err)
 		return
 	}
-	h.env.Record(r.Context(), store.AuditRecord{Project: p.Key, Actor: "client:" + c.ID, Action: "client.updated", Target: c.ID})
+	h.env.Record(r.Context(), store.AuditRecord{Project: p.Key, Actor: "client:" + c.ID, Action: events.ClientUpdated, Target: c.ID})
 	oauth.WriteJSON(w, http.StatusOK, h.info(p, updated, m))
 }
 
