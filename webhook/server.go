@@ -196,12 +196,22 @@ func New(o Options) (*Server, error) {
 		pages.SwitchLanguage(site.IssuerPath(site.Project(r)), base+"/", pub.Scheme == "https").ServeHTTP(w, r)
 	}))
 
+	s.mountFlows(o, env, now)
+
+	md := s.wellKnownProject(s.oauth.Metadata)
+	s.wellKnwn.Handle("/.well-known/oauth-authorization-server"+base+"/{ns}/{project}", md)
+	s.wellKnwn.Handle("/.well-known/openid-configuration"+base+"/{ns}/{project}", md)
+	return s, nil
+}
+
+// mountFlows registers every core flow on the server's router and token endpoint. Each is
+// given o.Store as the flow's own Store interface: the part it declares, and nothing more.
+func (s *Server) mountFlows(o Options, env *site.Env, now func() time.Time) {
 	s.oauth = oauth.Register(s.router, env, o.Store)
 	// The core grants are counted here; those registered later through Grant are counted there.
 	for _, gt := range s.oauth.Token.GrantTypes() {
 		s.oauth.Token.Handle(gt, countedGrant{grantType: gt, next: s.oauth.Token.Handler(gt), m: s.metrics})
 	}
-	// Each flow is given the store as its own Store interface: the part it declares.
 	env.CheckPerson = signin.Register(s.router, env, o.Store, callback.EndOnSignOut(env, o.Store))
 	consent.Register(s.router, env, o.Store)
 	register.Register(s.router, env, o.Store)
@@ -218,11 +228,6 @@ func New(o Options) (*Server, error) {
 	}
 	// Token exchange for an ID-JAG is answered by idjag, every other one by exchange.
 	idjag.Register(s.Grant, env, o.Store, exchange.New(env, o.Store, vault))
-
-	md := s.wellKnownProject(s.oauth.Metadata)
-	s.wellKnwn.Handle("/.well-known/oauth-authorization-server"+base+"/{ns}/{project}", md)
-	s.wellKnwn.Handle("/.well-known/openid-configuration"+base+"/{ns}/{project}", md)
-	return s, nil
 }
 
 // Env is the environment flows are registered with.

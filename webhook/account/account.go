@@ -70,6 +70,7 @@ func Register(rt site.Router, env *site.Env, st Store) {
 	h.registerPasskeys(rt)
 }
 
+//nolint:funlen // reads the person's connections, permissions, consents and passkeys and lays them out as the one page they make
 func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	pages.NoStore(w.Header())
 	p := site.Project(r)

@@ -417,6 +417,8 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request, p *config.Proje
 
 // finish consumes the state row (once, and only if check passes), exchanges the code, saves the
 // connection under the person recorded with the state and runs the hooks.
+//
+//nolint:funlen // the steps of finishing a connection (consume the state, exchange the code, check the person, save, run the hooks) must run in this order, and the order is the security argument
 func (h *handler) finish(w http.ResponseWriter, r *http.Request, p *config.Project, c *config.Connector, stateHash []byte, code, action string, sameBrowser bool, check func(store.CallbackState) error) {
 	ctx := r.Context()
 	now := h.env.Now()

@@ -93,6 +93,8 @@ func Register(handle func(grantType string, h oauth.GrantHandler), env *site.Env
 }
 
 // Grant answers one token-exchange request.
+//
+//nolint:funlen // the token-exchange checks in the order docs/connections-for-agents.md states them, each ending in its own audited refusal
 func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.TokenResponse, error) {
 	f, p, client, now := req.Form, req.Project, req.Client, req.Now
 

@@ -44,6 +44,7 @@ type subject struct {
 	jkt string
 }
 
+//nolint:funlen // the checks of issuing an ID-JAG in the order the draft lists them, each a refusal of its own
 func (g *Issuer) issue(ctx context.Context, req *oauth.TokenRequest) (*oauth.TokenResponse, error) {
 	p, client, f, now := req.Project, req.Client, req.Form, req.Now
 	// RFC 8693 §5: an ID-JAG speaks for a person to another organisation's server; only a

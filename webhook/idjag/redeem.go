@@ -83,6 +83,7 @@ func (g *Redeemer) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.T
 	return resp, nil
 }
 
+//nolint:funlen // the checks of redeeming an ID-JAG in the order the draft lists them, each a refusal of its own
 func (g *Redeemer) redeem(ctx context.Context, req *oauth.TokenRequest) (*oauth.TokenResponse, refusal, error) {
 	p, client, f, now := req.Project, req.Client, req.Form, req.Now
 	var rec refusal

@@ -84,7 +84,7 @@ func endpointProof(ctx context.Context, env *site.Env, st ReplayStore, w http.Re
 			return "", ErrUseDPoPNonce
 		}
 	}
-	if err := useProof(ctx, env, st, p, where, proof, now); err != nil {
+	if err := useProof(ctx, st, p, where, proof, now); err != nil {
 		return "", err
 	}
 	return proof.JKT, nil
@@ -128,7 +128,7 @@ func RecordBoundKeyRefused(ctx context.Context, req *TokenRequest, grant, subjec
 
 // useProof records the proof's jti for its window: the same proof (same key and jti) is
 // refused on every replica until it is too old to pass on iat anyway.
-func useProof(ctx context.Context, env *site.Env, st ReplayStore, p *config.Project, where string, proof *dpop.Proof, now time.Time) error {
+func useProof(ctx context.Context, st ReplayStore, p *config.Project, where string, proof *dpop.Proof, now time.Time) error {
 	key := sha256.Sum256([]byte("dpop\x00" + where + "\x00" + p.Key + "\x00" + proof.JKT + "\x00" + proof.JTI))
 	err := st.UseOnce(ctx, key[:], proof.ReplayUntil, now)
 	if errors.Is(err, store.ErrConflict) {
@@ -234,7 +234,7 @@ func ResourceAccessToken(ctx context.Context, env *site.Env, st ResourceStore, w
 		if proof.JKT != t.JKT {
 			return fail("the DPoP proof is not signed with the key the access token is bound to")
 		}
-		if err := useProof(ctx, env, st, p, "resource", proof, now); err != nil {
+		if err := useProof(ctx, st, p, "resource", proof, now); err != nil {
 			if e := AsError(err); e.Status < 500 {
 				e = e.WithStatus(http.StatusUnauthorized)
 				w.Header().Set("WWW-Authenticate", dpopChallenge(e))

@@ -14,6 +14,8 @@ import (
 
 // authorizationCode redeems an authorization code (RFC 6749 §4.1.3 with PKCE, RFC 7636).
 // A code is good once: a second redemption revokes everything the first one issued.
+//
+//nolint:funlen // the steps of RFC 6749 §4.1.3 with PKCE in order; what is checked before the code is spent is the point
 func authorizationCode(ctx context.Context, st Store, req *TokenRequest) (*TokenResponse, error) {
 	f, env, p, client := req.Form, req.Env, req.Project, req.Client
 	code := f.Get("code")

@@ -19,6 +19,8 @@ import (
 // ended, the copy included. Within the grace window the immediate predecessor may be sent
 // again (a retry, a second tab) and gets the very response the first request got, so both end
 // with the same live pair; an older generation never does.
+//
+//nolint:funlen // rotation, reuse detection and the grace-window replay are one decision about one token, read top to bottom
 func refreshToken(ctx context.Context, st Store, req *TokenRequest) (*TokenResponse, error) {
 	f, env, p, client := req.Form, req.Env, req.Project, req.Client
 	presented := f.Get("refresh_token")

@@ -228,6 +228,7 @@ func (h *handler) readState(r *http.Request, p *config.Project) (oidcState, bool
 	return st, true
 }
 
+//nolint:funlen // the checks of an OpenID Connect sign-in response in the order the spec sets them, each answered with its own page
 func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	p := site.Project(r)
 	o := p.SignIn.OIDC

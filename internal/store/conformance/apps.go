@@ -18,7 +18,7 @@ func init() {
 
 // appFixture gives alice a grant, tokens and permissions for c1, and keeps beside them what
 // revoking alice's c1 must leave alone: alice's c2, bob's c1.
-func appFixture(t *testing.T, s store.Store) (github1, github2 store.Connection) {
+func appFixture(t *testing.T, s store.Store) {
 	t.Helper()
 	ctx := t.Context()
 	must(t, s.UpsertGrant(ctx, store.Grant{Project: project, Subject: "alice", ClientID: "c1", Scopes: []string{"read"}, CreatedAt: base, UpdatedAt: base}))
@@ -28,8 +28,8 @@ func appFixture(t *testing.T, s store.Store) (github1, github2 store.Connection)
 	issue(t, s, "a2", "c1", "alice")
 	issue(t, s, "a3", "c2", "alice")
 	issue(t, s, "b1", "c1", "bob")
-	github1 = saveConnection(t, s, "alice", "github", "1001")
-	github2 = saveConnection(t, s, "alice", "github", "2002")
+	github1 := saveConnection(t, s, "alice", "github", "1001")
+	github2 := saveConnection(t, s, "alice", "github", "2002")
 	gitlab := saveConnection(t, s, "alice", "gitlab", "7")
 	bobs := saveConnection(t, s, "bob", "github", "3003")
 	for _, p := range []store.AgentPermission{
@@ -41,7 +41,6 @@ func appFixture(t *testing.T, s store.Store) (github1, github2 store.Connection)
 	} {
 		must(t, s.AllowAgent(ctx, p))
 	}
-	return github1, github2
 }
 
 // permissionsOf lists a person's permissions as connector/client.
