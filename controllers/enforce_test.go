@@ -186,7 +186,7 @@ func TestOnlyRecognisedAppsRevokesOnEnable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Grant(exchange.GrantType, exchange.New(srv.Env(), nil))
+	srv.Grant(exchange.GrantType, exchange.New(srv.Env(), testStore, nil))
 	w := &web{t: t, srv: srv, base: testPublicURL + "/" + key}
 	active := func(tok string) bool {
 		t.Helper()

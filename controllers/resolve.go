@@ -805,6 +805,8 @@ func (r *resolver) compileConnector(ctx context.Context, c *v1alpha1.Connector) 
 // applyDialect fills out's endpoints, dialect and account fields from the catalog preset the
 // Connector names (internal/upstream/catalog), then from its spec, which wins field by field.
 // An unknown preset, or one whose endpoints need a tenant the spec does not give, is notReady.
+//
+//nolint:funlen // one line per dialect field the preset or the spec sets, in the order the CRD documents them; split, the precedence rule (spec wins field by field) would be read in pieces
 func applyDialect(out *config.Connector, c *v1alpha1.Connector) error {
 	sp := &c.Spec
 	p := &catalog.Preset{}

@@ -2,7 +2,7 @@
 // consent and account pages of every project, and the server-wide health and static paths.
 //
 // Each flow lives in its own package under webhook/ and New mounts it through site.Router
-// (Register(rt, env)); the routes are fixed from then on. Further grant types plug into the
+// (Register(rt, env, st), st being the flow's own Store interface); the routes are fixed from then on. Further grant types plug into the
 // token endpoint (Server.Grant). The server itself only routes: it resolves the project from
 // the first two path segments under the public URL, sets the security headers, and recovers
 // from panics.
@@ -45,10 +45,23 @@ import (
 	"latchkey.dev/latchkey/webhook/site"
 )
 
-// Store is the runtime state the server uses: what its flows use (site.Store), and Ping for
-// /-/readyz.
+// Store is the runtime state the server uses: the sum of what each flow declares as its own
+// Store (New hands each flow only its part, so the compiler keeps a flow to it), what Env's own
+// methods use, and Ping for /-/readyz. Garbage collection, the event outbox, the audit tail and
+// token counts belong to other parts of Latchkey.
 type Store interface {
-	site.Store
+	site.EnvStore
+	oauth.Store
+	signin.Store
+	consent.Store
+	register.Store
+	account.Store
+	apikey.Store
+	links.Store
+	callback.Store
+	callback.SignOutStore
+	exchange.Store
+	idjag.Store
 	Ping(ctx context.Context) error
 }
 
@@ -137,9 +150,8 @@ func New(o Options) (*Server, error) {
 	if clientKeys == nil {
 		clientKeys = jwks.New(jwks.Options{Now: now})
 	}
-	env := &site.Env{
+	env := site.NewEnv(o.Store, &site.Env{
 		Config:         o.Config,
-		Store:          o.Store,
 		Keyring:        o.Keyring,
 		Logger:         o.Logger,
 		Pages:          pg,
@@ -153,7 +165,7 @@ func New(o Options) (*Server, error) {
 		ClientKeys:     clientKeys,
 		Metrics:        o.Metrics,
 		RateBuckets:    o.RateBuckets,
-	}
+	})
 	// Metrics label by project only for Projects in the configuration (bounded series).
 	o.Metrics.Projects(o.Config)
 	s := &Server{
@@ -184,32 +196,38 @@ func New(o Options) (*Server, error) {
 		pages.SwitchLanguage(site.IssuerPath(site.Project(r)), base+"/", pub.Scheme == "https").ServeHTTP(w, r)
 	}))
 
-	s.oauth = oauth.Register(s.router, env)
-	// The core grants are counted here; those registered later through Grant are counted there.
-	for _, gt := range s.oauth.Token.GrantTypes() {
-		s.oauth.Token.Handle(gt, countedGrant{grantType: gt, next: s.oauth.Token.Handler(gt), m: s.metrics})
-	}
-	env.CheckPerson = signin.Register(s.router, env, callback.EndOnSignOut(env))
-	consent.Register(s.router, env)
-	register.Register(s.router, env)
-	account.Register(s.router, env)
-	hooks := append([]callback.Hook{links.Hook(env)}, o.ConnectionHooks...)
-	// A pasted API key is saved with the same hooks as a connection made through a callback.
-	keys := apikey.New(env, hooks...)
-	apikey.Register(s.router, keys)
-	links.Mount(s.router, env, links.Options{Keys: keys})
-	callback.Register(s.router, env, hooks...)
-	vault := o.Vault
-	if vault == nil {
-		vault = &upstream.Vault{Store: o.Store, Keyring: o.Keyring, Now: now, OnRefresh: o.Metrics.UpstreamRefresh}
-	}
-	// Token exchange for an ID-JAG is answered by idjag, every other one by exchange.
-	idjag.Register(s.Grant, env, exchange.New(env, vault))
+	s.mountFlows(o, env, now)
 
 	md := s.wellKnownProject(s.oauth.Metadata)
 	s.wellKnwn.Handle("/.well-known/oauth-authorization-server"+base+"/{ns}/{project}", md)
 	s.wellKnwn.Handle("/.well-known/openid-configuration"+base+"/{ns}/{project}", md)
 	return s, nil
+}
+
+// mountFlows registers every core flow on the server's router and token endpoint. Each is
+// given o.Store as the flow's own Store interface: the part it declares, and nothing more.
+func (s *Server) mountFlows(o Options, env *site.Env, now func() time.Time) {
+	s.oauth = oauth.Register(s.router, env, o.Store)
+	// The core grants are counted here; those registered later through Grant are counted there.
+	for _, gt := range s.oauth.Token.GrantTypes() {
+		s.oauth.Token.Handle(gt, countedGrant{grantType: gt, next: s.oauth.Token.Handler(gt), m: s.metrics})
+	}
+	env.CheckPerson = signin.Register(s.router, env, o.Store, callback.EndOnSignOut(env, o.Store))
+	consent.Register(s.router, env, o.Store)
+	register.Register(s.router, env, o.Store)
+	account.Register(s.router, env, o.Store)
+	hooks := append([]callback.Hook{links.Hook(env, o.Store)}, o.ConnectionHooks...)
+	// A pasted API key is saved with the same hooks as a connection made through a callback.
+	keys := apikey.New(env, o.Store, hooks...)
+	apikey.Register(s.router, keys)
+	links.Mount(s.router, env, o.Store, links.Options{Keys: keys})
+	callback.Register(s.router, env, o.Store, hooks...)
+	vault := o.Vault
+	if vault == nil {
+		vault = &upstream.Vault{Store: o.Store, Keyring: o.Keyring, Now: now, OnRefresh: o.Metrics.UpstreamRefresh}
+	}
+	// Token exchange for an ID-JAG is answered by idjag, every other one by exchange.
+	idjag.Register(s.Grant, env, o.Store, exchange.New(env, o.Store, vault))
 }
 
 // Env is the environment flows are registered with.

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -41,6 +42,7 @@ import (
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/keys"
 	"latchkey.dev/latchkey/internal/metrics"
+	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
 	"latchkey.dev/latchkey/internal/tracing"
@@ -99,6 +101,43 @@ func main() {
 	exitIfBackup(os.Args[1:])
 	var o options
 	fs := flag.CommandLine // controller-runtime registers --kubeconfig here
+	registerFlags(fs, &o)
+	printVersion := fs.Bool("version", false, "print the version and exit")
+	o.local.register(fs)
+	args := os.Args[1:]
+	if len(args) > 0 && args[0] == "serve" {
+		// `latchkey serve --config-dir DIR`: the no-cluster mode. The same flags apply.
+		o.local.serve = true
+		args = args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		os.Exit(2)
+	}
+	if *printVersion {
+		fmt.Println("latchkey", version)
+		return
+	}
+	if err := fromEnvironment(fs, &o); err != nil {
+		fmt.Fprintln(os.Stderr, "latchkey:", err)
+		os.Exit(2)
+	}
+
+	log, err := newLogger(o.logLevel, o.logFormat)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "latchkey:", err)
+		os.Exit(2)
+	}
+	setLoggers(log)
+	applyMemoryLimit(log)
+
+	if err := run(ctrl.SetupSignalHandler(), o, log); err != nil {
+		log.Error(err, "latchkey stopped")
+		os.Exit(1)
+	}
+}
+
+// registerFlags registers every flag of the operator on fs, into o.
+func registerFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.publicURL, "public-url", "http://127.0.0.1:8080",
 		"URL people and agents reach this server at; every issuer is {public-url}/{namespace}/{project}")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address the HTTP server listens on")
@@ -163,61 +202,30 @@ func main() {
 			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT is set")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or text")
-	printVersion := fs.Bool("version", false, "print the version and exit")
-	o.local.register(fs)
-	args := os.Args[1:]
-	if len(args) > 0 && args[0] == "serve" {
-		// `latchkey serve --config-dir DIR`: the no-cluster mode. The same flags apply.
-		o.local.serve = true
-		args = args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		os.Exit(2)
-	}
-	if *printVersion {
-		fmt.Println("latchkey", version)
-		return
-	}
-	// The environment is read after parsing, not used as the flag's default, so that -h never
-	// prints a DSN with its password.
+}
+
+// fromEnvironment completes o after parsing: LATCHKEY_DATABASE and LATCHKEY_CA_BUNDLE where
+// the flag was not given, then the no-cluster mode's own checks. The environment is read
+// after parsing, not used as the flag's default, so that -h never prints a DSN with its
+// password.
+func fromEnvironment(fs *flag.FlagSet, o *options) error {
 	if env := os.Getenv("LATCHKEY_DATABASE"); env != "" && !flagSet(fs, "database") {
 		o.database = env
 	}
 	if env := os.Getenv("LATCHKEY_CA_BUNDLE"); env != "" && !flagSet(fs, "ca-bundle") {
 		o.caBundle = env
 	}
-	if err := o.local.check(fs, &o); err != nil {
-		fmt.Fprintln(os.Stderr, "latchkey:", err)
-		os.Exit(2)
-	}
-
-	log, err := newLogger(o.logLevel, o.logFormat)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "latchkey:", err)
-		os.Exit(2)
-	}
-	setLoggers(log)
-	applyMemoryLimit(log)
-
-	if err := run(ctrl.SetupSignalHandler(), o, log); err != nil {
-		log.Error(err, "latchkey stopped")
-		os.Exit(1)
-	}
+	return o.local.check(fs, o)
 }
 
+// run wires Latchkey in named steps, each a method of parts, in the order they depend on one
+// another, and runs it until ctx ends.
 func run(ctx context.Context, o options, log logr.Logger) error {
-	publicURL := strings.TrimSuffix(o.publicURL, "/")
-	if err := checkPublicURL(publicURL); err != nil {
-		return err
-	}
-	if err := useCABundle(o.caBundle, log); err != nil {
-		return err
-	}
-	trustedProxies, err := clientaddr.ParsePrefixes(o.trustedProxies)
+	p := &parts{o: o, log: log}
+	traceOpts, err := p.checkOptions()
 	if err != nil {
-		return fmt.Errorf("--trusted-proxies: %w", err)
+		return err
 	}
-	traceOpts := tracing.Options{Endpoint: o.otlpEndpoint, Version: version, Logger: log.WithName("tracing")}
 	stopTracing, err := tracing.Install(ctx, traceOpts)
 	if err != nil {
 		return err
@@ -230,87 +238,149 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 			log.Error(err, "sending the last traces failed")
 		}
 	}()
-
-	var mgr host
-	if o.local.enabled() {
-		mgr = &group{}
-	} else if mgr, err = newManager(o, log); err != nil {
+	if err := p.openRuntime(ctx); err != nil {
 		return err
 	}
-	m, err := metrics.New(prometheus.DefaultRegisterer)
-	if err != nil {
+	defer p.store.Close()
+	steps := []func(context.Context) error{
+		p.setupKeysAndControllers, p.setupEvents, p.setupVault, p.addHTTPServer,
+		p.addMetricsServer, p.addAdminAPI, p.addCollector,
+	}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	log.Info("starting", "publicURL", p.publicURL, "listen", p.listening,
+		"metrics", o.metricsListen, "database", redactDSN(o.database), "leaderElect", o.leaderElect,
+		"configDir", o.local.configDir, "tracing", tracing.Configured(traceOpts))
+	return p.mgr.Start(ctx)
+}
+
+// parts are what run's set-up steps make and share, each made by one step for the later ones.
+type parts struct {
+	o   options
+	log logr.Logger
+
+	publicURL      string
+	trustedProxies []netip.Prefix
+	mgr            host
+	metrics        *metrics.Metrics
+	store          *sqlstore.Store
+	config         *config.Holder
+	keyring        *secret.Keyring
+	emitter        *events.Emitter
+	vault          *upstream.Vault
+	listening      string // the HTTP server's address, for the start-up line
+}
+
+// checkOptions checks what the flags say before anything starts: the public URL, the CA
+// bundle and the trusted proxies. It returns the tracing options.
+func (p *parts) checkOptions() (tracing.Options, error) {
+	p.publicURL = strings.TrimSuffix(p.o.publicURL, "/")
+	if err := checkPublicURL(p.publicURL); err != nil {
+		return tracing.Options{}, err
+	}
+	if err := useCABundle(p.o.caBundle, p.log); err != nil {
+		return tracing.Options{}, err
+	}
+	var err error
+	if p.trustedProxies, err = clientaddr.ParsePrefixes(p.o.trustedProxies); err != nil {
+		return tracing.Options{}, fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	return tracing.Options{Endpoint: p.o.otlpEndpoint, Version: version, Logger: p.log.WithName("tracing")}, nil
+}
+
+// openRuntime makes the manager (or, without a cluster, a group of runnables), the metrics and
+// the store.
+func (p *parts) openRuntime(ctx context.Context) error {
+	var err error
+	if p.o.local.enabled() {
+		p.mgr = &group{}
+	} else if p.mgr, err = newManager(p.o, p.log); err != nil {
+		return err
+	}
+	if p.metrics, err = metrics.New(prometheus.DefaultRegisterer); err != nil {
 		return err
 	}
 	// The store times every operation itself, so store latency covers the controllers, the
 	// event deliverer and the HTTP server alike.
-	st, err := openStore(ctx, o.database, sqlstore.Observe(m.StoreOperation), sqlstore.AuditRetention(o.auditRetention))
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+	p.store, err = openStore(ctx, p.o.database, sqlstore.Observe(p.metrics.StoreOperation), sqlstore.AuditRetention(p.o.auditRetention))
+	return err
+}
 
-	holder := &config.Holder{}
-	kr, kept, err := setupKeys(mgr, o, st, holder, log)
+// setupKeysAndControllers loads the keys (or starts keeping them in their Secret) and adds the
+// controllers that compile the configuration snapshot.
+func (p *parts) setupKeysAndControllers(context.Context) error {
+	p.config = &config.Holder{}
+	kr, kept, err := setupKeys(p.mgr, p.o, p.store, p.config, p.log)
 	if err != nil {
 		return err
 	}
+	p.keyring = kr
 	copts := controllers.Options{
-		PublicURL: publicURL,
-		Config:    holder,
-		Store:     st,
+		PublicURL: p.publicURL,
+		Config:    p.config,
+		Store:     p.store,
 		Clock:     time.Now,
 	}
-	if err := setupControllers(mgr, o, copts, kept, log); err != nil { //nolint:contextcheck // set-up before the manager starts; no context to pass yet
-		return err
-	}
+	return setupControllers(p.mgr, p.o, copts, kept, p.log) //nolint:contextcheck // set-up before the manager starts; no context to pass yet
+}
 
-	// Audit and security events: the emitter counts security events; the deliverer (every
-	// replica) relays every audit record, whoever wrote it, into the outbox for the project's
-	// sinks and sends them (leased claims); the leader turns security events into aggregated
-	// Kubernetes Events on the Project.
-	emitter, err := events.NewEmitter(events.EmitterOptions{Store: st, Config: holder, Logger: log.WithName("events")})
+// setupEvents: the emitter counts security events; the deliverer (every replica) relays every
+// audit record, whoever wrote it, into the outbox for the project's sinks and sends them
+// (leased claims); the leader turns security events into aggregated Kubernetes Events on the
+// Project.
+func (p *parts) setupEvents(context.Context) error {
+	var err error
+	p.emitter, err = events.NewEmitter(events.EmitterOptions{Store: p.store, Config: p.config, Logger: p.log.WithName("events")})
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(&events.Deliverer{Store: st, Config: holder, Logger: log.WithName("sinks")}); err != nil {
+	if err := p.mgr.Add(&events.Deliverer{Store: p.store, Config: p.config, Logger: p.log.WithName("sinks")}); err != nil {
 		return err
 	}
-	if cm, ok := mgr.(ctrl.Manager); ok {
+	if cm, ok := p.mgr.(ctrl.Manager); ok {
 		// Kubernetes Events on the Project; without a cluster the records stay in the store and
 		// reach the event sinks.
-		if err := controllers.SetupSecurityEvents(cm, st); err != nil {
+		if err := controllers.SetupSecurityEvents(cm, p.store); err != nil {
 			return fmt.Errorf("controllers: %w", err)
 		}
 	}
+	return nil
+}
 
-	// The vault hands out people's upstream tokens for token exchange; the refresher (every
-	// replica) renews those in use before they expire (docs/connection-health.md).
-	vault := &upstream.Vault{
-		Store: st, Keyring: kr, Now: time.Now, Timeout: o.upstreamWait, OnRefresh: m.UpstreamRefresh,
-		Record: auditRecorder(st, log.WithName("connections")), TrackUses: o.refresh.every > 0,
+// setupVault makes the vault that hands out people's upstream tokens for token exchange, and
+// the refresher (every replica) that renews those in use before they expire
+// (docs/connection-health.md).
+func (p *parts) setupVault(context.Context) error {
+	p.vault = &upstream.Vault{
+		Store: p.store, Keyring: p.keyring, Now: time.Now, Timeout: p.o.upstreamWait, OnRefresh: p.metrics.UpstreamRefresh,
+		Record: auditRecorder(p.store, p.log.WithName("connections")), TrackUses: p.o.refresh.every > 0,
 	}
-	if err := setupRefresher(mgr, o.refresh, vault, st, holder, log.WithName("refresher")); err != nil {
-		return err
-	}
+	return setupRefresher(p.mgr, p.o.refresh, p.vault, p.store, p.config, p.log.WithName("refresher"))
+}
 
+// addHTTPServer builds the HTTP server (webhook) and listens on --listen.
+func (p *parts) addHTTPServer(context.Context) error {
 	handler, err := webhook.New(webhook.Options{
-		Events:    emitter.Recorded,
-		Config:    holder,
-		Store:     st,
-		Keyring:   kr,
-		Logger:    log.WithName("http"),
+		Events:    p.emitter.Recorded,
+		Config:    p.config,
+		Store:     p.store,
+		Keyring:   p.keyring,
+		Logger:    p.log.WithName("http"),
 		Now:       time.Now,
-		PublicURL: publicURL,
-		Metrics:   m,
+		PublicURL: p.publicURL,
+		Metrics:   p.metrics,
 		// Rate limits count clients by address; behind an ingress, the address it names.
-		TrustedProxies:      trustedProxies,
-		RateBuckets:         st.RateBuckets(),
-		ClientAddressHeader: o.clientAddrHeader,
-		Vault:               vault,
+		TrustedProxies:      p.trustedProxies,
+		RateBuckets:         p.store.RateBuckets(),
+		ClientAddressHeader: p.o.clientAddrHeader,
+		Vault:               p.vault,
 		// Not ready until the first snapshot is published: before that every issuer would
 		// answer 404, and a load balancer must not send people there.
 		Ready: func(context.Context) error {
-			if holder.Load() == nil {
+			if p.config.Load() == nil {
 				return errors.New("no configuration compiled yet")
 			}
 			return nil
@@ -319,54 +389,53 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if err != nil {
 		return fmt.Errorf("http server: %w", err)
 	}
-
 	// Listening before the manager starts turns a busy port into an immediate, clear error.
-	ln, err := net.Listen("tcp", o.listen)
+	ln, err := net.Listen("tcp", p.o.listen)
 	if err != nil {
 		return fmt.Errorf("http server: %w", err)
 	}
-	if err := mgr.Add(serverRunnable("http", ln, newHTTPServer(handler, log), o.shutdownGrace)); err != nil {
-		return err
-	}
+	p.listening = ln.Addr().String()
+	return p.mgr.Add(serverRunnable("http", ln, newHTTPServer(handler, p.log), p.o.shutdownGrace))
+}
 
-	if o.metricsListen != "" && o.metricsListen != "0" {
-		mln, err := net.Listen("tcp", o.metricsListen)
-		if err != nil {
-			return fmt.Errorf("metrics server: %w", err)
-		}
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(metricsGatherer(), promhttp.HandlerOpts{
-			ErrorHandling: promhttp.ContinueOnError,
-		}))
-		if err := mgr.Add(serverRunnable("metrics", mln, &http.Server{
-			Handler:           mux,
-			ReadHeaderTimeout: 5 * time.Second,
-			MaxHeaderBytes:    16 << 10,
-		}, o.shutdownGrace)); err != nil {
-			return err
-		}
+// addMetricsServer serves Prometheus metrics on --metrics-listen, unless it is "0".
+func (p *parts) addMetricsServer(context.Context) error {
+	if p.o.metricsListen == "" || p.o.metricsListen == "0" {
+		return nil
 	}
-
-	if o.admin.bind != "" {
-		cm, ok := mgr.(ctrl.Manager)
-		if !ok {
-			return errors.New("--admin-bind-address needs a Kubernetes cluster: the admin API is served through its kube-apiserver")
-		}
-		if err := addAdminServer(ctx, cm, o, cm.GetConfig(), holder, st, kr, emitter.Recorded, log); err != nil {
-			return err
-		}
+	mln, err := net.Listen("tcp", p.o.metricsListen)
+	if err != nil {
+		return fmt.Errorf("metrics server: %w", err)
 	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(metricsGatherer(), promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
+	return p.mgr.Add(serverRunnable("metrics", mln, &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+	}, p.o.shutdownGrace))
+}
 
-	if o.gcInterval > 0 {
-		if err := mgr.Add(&collector{store: st, every: o.gcInterval, log: log.WithName("gc")}); err != nil {
-			return err
-		}
+// addAdminAPI serves the admin API on --admin-bind-address, when set.
+func (p *parts) addAdminAPI(ctx context.Context) error {
+	if p.o.admin.bind == "" {
+		return nil
 	}
+	cm, ok := p.mgr.(ctrl.Manager)
+	if !ok {
+		return errors.New("--admin-bind-address needs a Kubernetes cluster: the admin API is served through its kube-apiserver")
+	}
+	return addAdminServer(ctx, cm, p.o, cm.GetConfig(), p.config, p.store, p.keyring, p.emitter.Recorded, p.log)
+}
 
-	log.Info("starting", "publicURL", publicURL, "listen", ln.Addr().String(),
-		"metrics", o.metricsListen, "database", redactDSN(o.database), "leaderElect", o.leaderElect,
-		"configDir", o.local.configDir, "tracing", tracing.Configured(traceOpts))
-	return mgr.Start(ctx)
+// addCollector deletes expired rows every --gc-interval, unless it is 0.
+func (p *parts) addCollector(context.Context) error {
+	if p.o.gcInterval <= 0 {
+		return nil
+	}
+	return p.mgr.Add(&collector{store: p.store, every: p.o.gcInterval, log: p.log.WithName("gc")})
 }
 
 // useCABundle adds the PEM file's CA certificates to the roots every outgoing HTTPS client

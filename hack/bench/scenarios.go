@@ -176,7 +176,7 @@ func prepareLinkPage(ctx context.Context, f *fixture, c *http.Client, conc, _ in
 			AuthTime: now, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
 			return nil, err
 		}
-		offer, err := links.Open(ctx, env, f.project, links.Request{Subject: person, Agent: agentID, Connector: gh, Kind: store.LinkConnect}, now)
+		offer, err := links.Open(ctx, env, f.st, f.project, links.Request{Subject: person, Agent: agentID, Connector: gh, Kind: store.LinkConnect}, now)
 		if err != nil {
 			return nil, err
 		}

@@ -66,10 +66,10 @@ func Types() []string {
 var aliases = map[string]string{
 	// webhook/callback: a callback without the starting browser's cookie stopped at the
 	// confirmation page.
-	"connection.confirmation_shown": CallbackConfirmation,
+	ConnectionConfirmationShown: CallbackConfirmation,
 	// webhook/callback: a callback or confirmation in a browser signed in as another person
 	// than the one who started it: refused, and the attempt ended.
-	"connection.wrong_person": CallbackOtherPerson,
+	ConnectionWrongPerson: CallbackOtherPerson,
 	// The same, under the name audit records had before it covered every way of finishing.
 	"connection.refused_other_person": CallbackOtherPerson,
 }

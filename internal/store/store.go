@@ -62,6 +62,7 @@ type Store interface {
 	SharedConnections
 	AdminWatch
 	ClientIDHolders
+	Apps
 
 	// GarbageCollect deletes rows that expired before now (sessions, codes, tokens, callback
 	// states, links, delivered events) and reports how many of each it removed. On PostgreSQL

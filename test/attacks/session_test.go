@@ -179,7 +179,7 @@ func TestBindingCookieCannotBePlanted(t *testing.T) {
 	pub.Scheme = "https"
 	env.PublicURL = &pub
 	rec := httptest.NewRecorder()
-	if _, err := callback.Begin(rec, httptest.NewRequest(http.MethodPost, "/", nil), &env, e.project(), e.Connector, e.PersonID(ct.MalloryEmail), callback.PurposeConnect, ""); err != nil {
+	if _, err := callback.Begin(rec, httptest.NewRequest(http.MethodPost, "/", nil), &env, e.Store, e.project(), e.Connector, e.PersonID(ct.MalloryEmail), callback.PurposeConnect, ""); err != nil {
 		t.Fatal(err)
 	}
 	cookies := rec.Result().Cookies()

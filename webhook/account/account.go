@@ -54,12 +54,13 @@ var notices = map[string]string{
 
 type handler struct {
 	env   *site.Env
+	store Store
 	vault *upstream.Vault
 }
 
 // Register mounts the account page and its actions.
-func Register(rt site.Router, env *site.Env) {
-	h := &handler{env: env, vault: &upstream.Vault{Store: env.Store, Keyring: env.Keyring, Now: env.Clock}}
+func Register(rt site.Router, env *site.Env, st Store) {
+	h := &handler{env: env, store: st, vault: &upstream.Vault{Store: st, Keyring: env.Keyring, Now: env.Clock}}
 	rt.Page("GET "+Path, http.HandlerFunc(h.page))
 	rt.Page("POST "+ConnectPath, http.HandlerFunc(h.connect))
 	rt.Page("POST "+DisconnectPath, http.HandlerFunc(h.disconnect))
@@ -69,10 +70,11 @@ func Register(rt site.Router, env *site.Env) {
 	h.registerPasskeys(rt)
 }
 
+//nolint:funlen // reads the person's connections, permissions, consents and passkeys and lays them out as the one page they make
 func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	pages.NoStore(w.Header())
 	p := site.Project(r)
-	_, person, err := signin.Lookup(h.env, r)
+	_, person, err := signin.Lookup(h.env, h.store, r)
 	if errors.Is(err, signin.ErrNotSignedIn) {
 		signin.Redirect(h.env, w, r, r.URL.RequestURI(), false)
 		return
@@ -82,22 +84,22 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	conns, err := h.env.Store.ListConnections(ctx, p.Key, person.ID)
+	conns, err := h.store.ListConnections(ctx, p.Key, person.ID)
 	if err != nil {
 		h.internal(w, p, err)
 		return
 	}
-	perms, err := h.env.Store.ListPermissions(ctx, p.Key, person.ID)
+	perms, err := h.store.ListPermissions(ctx, p.Key, person.ID)
 	if err != nil {
 		h.internal(w, p, err)
 		return
 	}
-	grants, err := h.env.Store.ListGrants(ctx, p.Key, person.ID)
+	grants, err := h.store.ListGrants(ctx, p.Key, person.ID)
 	if err != nil {
 		h.internal(w, p, err)
 		return
 	}
-	keys, err := h.env.Store.ListPasskeys(ctx, p.Key, person.ID)
+	keys, err := h.store.ListPasskeys(ctx, p.Key, person.ID)
 	if err != nil {
 		h.internal(w, p, err)
 		return
@@ -217,7 +219,7 @@ func (h *handler) connect(w http.ResponseWriter, r *http.Request) {
 	// Connecting a further account: the service is asked to let the person pick one
 	// (docs/several-accounts.md); a reconnect is the same account again.
 	another := purpose == callback.PurposeConnect && form.Get("another") == "yes"
-	authURL, err := callback.Begin(w, r, h.env, p, c, person.ID, purpose, "", callback.AnotherAccount(another, ""))
+	authURL, err := callback.Begin(w, r, h.env, h.store, p, c, person.ID, purpose, "", callback.AnotherAccount(another, ""))
 	if err != nil {
 		h.internal(w, p, err)
 		return
@@ -234,7 +236,7 @@ func (h *handler) disconnect(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	id := form.Get("connection_id")
-	conn, err := h.env.Store.GetConnection(ctx, p.Key, id)
+	conn, err := h.store.GetConnection(ctx, p.Key, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && conn.Subject != person.ID) {
 		h.back(w, r, p, "")
 		return
@@ -251,12 +253,12 @@ func (h *handler) disconnect(w http.ResponseWriter, r *http.Request) {
 			h.env.Log(r.Context()).Info("upstream revocation failed", "project", p.Key, "connector", c.Key, "error", err.Error())
 		}
 	}
-	if err := h.env.Store.DeleteConnection(ctx, p.Key, conn.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := h.store.DeleteConnection(ctx, p.Key, conn.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		h.internal(w, p, err)
 		return
 	}
 	h.env.Record(ctx, store.AuditRecord{
-		Project: p.Key, Actor: person.ID, Action: "connection.disconnected", Target: "connection:" + conn.ID,
+		Project: p.Key, Actor: person.ID, Action: events.ConnectionDisconnected, Target: "connection:" + conn.ID,
 		Details: map[string]string{"connector": conn.Connector, "account": conn.AccountName, "revoked": revoked},
 	})
 	h.back(w, r, p, "disconnected")
@@ -274,13 +276,13 @@ func (h *handler) removeAgent(w http.ResponseWriter, r *http.Request) {
 	if connID != "" {
 		// One account: the agent keeps the person's other accounts it may use. The store
 		// matches the connection to this person, so another person's id removes nothing.
-		err = h.env.Store.DisallowAgent(ctx, p.Key, person.ID, connID, clientID)
+		err = h.store.DisallowAgent(ctx, p.Key, person.ID, connID, clientID)
 		details["connection_id"] = connID
-		if conn, cerr := h.env.Store.GetConnection(ctx, p.Key, connID); cerr == nil && conn.Subject == person.ID {
+		if conn, cerr := h.store.GetConnection(ctx, p.Key, connID); cerr == nil && conn.Subject == person.ID {
 			details["connector"], details["account"] = conn.Connector, conn.AccountName
 		}
 	} else {
-		err = h.env.Store.DeletePermission(ctx, p.Key, person.ID, connector, clientID)
+		err = h.store.DeletePermission(ctx, p.Key, person.ID, connector, clientID)
 	}
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		h.internal(w, p, err)
@@ -288,7 +290,7 @@ func (h *handler) removeAgent(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil {
 		h.env.Record(ctx, store.AuditRecord{
-			Project: p.Key, Actor: person.ID, Action: "permission.removed", Target: "client:" + clientID,
+			Project: p.Key, Actor: person.ID, Action: events.PermissionRemoved, Target: "client:" + clientID,
 			Details: details,
 		})
 	}
@@ -305,7 +307,7 @@ func (h *handler) setDefault(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := form.Get("connection_id")
 	// The store changes only a connection of this person: another person's id is not found.
-	err := h.env.Store.SetDefaultConnection(ctx, p.Key, person.ID, id)
+	err := h.store.SetDefaultConnection(ctx, p.Key, person.ID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		h.back(w, r, p, "")
 		return
@@ -315,7 +317,7 @@ func (h *handler) setDefault(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	details := map[string]string{}
-	if conn, err := h.env.Store.GetConnection(ctx, p.Key, id); err == nil {
+	if conn, err := h.store.GetConnection(ctx, p.Key, id); err == nil {
 		details["connector"], details["account"] = conn.Connector, conn.AccountName
 	}
 	h.env.Record(ctx, store.AuditRecord{
@@ -334,26 +336,12 @@ func (h *handler) revokeApp(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	clientID := form.Get("client_id")
-	err := h.env.Store.DeleteGrant(ctx, p.Key, person.ID, clientID, h.env.Now())
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	// One transaction (store.Apps): a failure leaves the app's access as it was, not half-ended.
+	if err := h.store.RevokeApp(ctx, p.Key, person.ID, clientID, h.env.Now()); err != nil && !errors.Is(err, store.ErrNotFound) {
 		h.internal(w, p, err)
 		return
 	}
-	perms, err := h.env.Store.ListPermissions(ctx, p.Key, person.ID)
-	if err != nil {
-		h.internal(w, p, err)
-		return
-	}
-	for _, perm := range perms {
-		if perm.ClientID != clientID {
-			continue
-		}
-		if err := h.env.Store.DeletePermission(ctx, p.Key, person.ID, perm.Connector, clientID); err != nil && !errors.Is(err, store.ErrNotFound) {
-			h.internal(w, p, err)
-			return
-		}
-	}
-	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: person.ID, Action: "grant.revoked", Target: "client:" + clientID})
+	h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: person.ID, Action: events.GrantRevoked, Target: "client:" + clientID})
 	h.back(w, r, p, "revoked")
 }
 
@@ -367,7 +355,7 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) (*config.Projec
 		h.env.Pages.Error(w, http.StatusBadRequest, pages.ErrorData{Frame: pages.Frame{Project: signin.ProjectName(p)}, Message: "The form could not be read."})
 		return nil, store.Person{}, store.Session{}, nil, false
 	}
-	session, person, ok := signin.Require(h.env, w, r, site.IssuerPath(p)+Path)
+	session, person, ok := signin.Require(h.env, h.store, w, r, site.IssuerPath(p)+Path)
 	if !ok {
 		return nil, store.Person{}, store.Session{}, nil, false
 	}
@@ -420,7 +408,7 @@ func (h *handler) clientName(ctx context.Context, p *config.Project, id string) 
 	if strings.HasPrefix(id, "https://") {
 		return id
 	}
-	c, err := h.env.Store.GetClient(ctx, p.Key, id)
+	c, err := h.store.GetClient(ctx, p.Key, id)
 	if err != nil || c.Name == "" {
 		return id
 	}

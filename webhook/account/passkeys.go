@@ -98,7 +98,7 @@ func (h *handler) passkeyData(p *config.Project, keys []store.Passkey, d *pages.
 // enrolling finds the signed-in person of an enrolment step, which the page's script sends with
 // the session's anti-forgery token in a header; otherwise it answers in JSON and returns false.
 func (h *handler) enrolling(w http.ResponseWriter, r *http.Request) (store.Session, store.Person, bool) {
-	session, person, err := signin.Lookup(h.env, r)
+	session, person, err := signin.Lookup(h.env, h.store, r)
 	if errors.Is(err, signin.ErrNotSignedIn) {
 		signin.JSONError(w, http.StatusUnauthorized, "not_signed_in", "You are not signed in any more. Sign in, then add the passkey.")
 		return store.Session{}, store.Person{}, false
@@ -118,7 +118,7 @@ func (h *handler) enrolling(w http.ResponseWriter, r *http.Request) (store.Sessi
 // (mayChangePasskeys), and returns the person's passkeys and the relying party; otherwise it
 // answers in JSON and returns false.
 func (h *handler) mayEnrol(w http.ResponseWriter, r *http.Request, p *config.Project, session store.Session, person store.Person) ([]store.Passkey, *webauthn.WebAuthn, bool) {
-	keys, err := h.env.Store.ListPasskeys(r.Context(), p.Key, person.ID)
+	keys, err := h.store.ListPasskeys(r.Context(), p.Key, person.ID)
 	if err != nil {
 		h.passkeyInternal(w, p, err)
 		return nil, nil, false
@@ -162,7 +162,7 @@ func (h *handler) passkeyOptions(w http.ResponseWriter, r *http.Request) {
 		h.passkeyInternal(w, p, err)
 		return
 	}
-	if err := signin.BeginCeremony(ctx, h.env, r, p, "enrol", person.ID, data); err != nil {
+	if err := signin.BeginCeremony(ctx, h.env, h.store, r, p, "enrol", person.ID, data); err != nil {
 		h.passkeyInternal(w, p, err)
 		return
 	}
@@ -188,7 +188,7 @@ func (h *handler) passkeyAdd(w http.ResponseWriter, r *http.Request) {
 		signin.JSONError(w, http.StatusBadRequest, "invalid_request", "Your browser's answer could not be read. Please try again.")
 		return
 	}
-	data, err := signin.FinishCeremony(ctx, h.env, r, p, "enrol", person.ID, parsed.Response.CollectedClientData.Challenge)
+	data, err := signin.FinishCeremony(ctx, h.env, h.store, r, p, "enrol", person.ID, parsed.Response.CollectedClientData.Challenge)
 	if signin.IsNoCeremony(err) {
 		signin.JSONError(w, http.StatusBadRequest, "expired", "Adding the passkey took too long or was already done. Please try again.")
 		return
@@ -209,7 +209,7 @@ func (h *handler) passkeyAdd(w http.ResponseWriter, r *http.Request) {
 	}
 	name := "Passkey " + strconv.Itoa(len(keys)+1)
 	now := h.env.Now()
-	err = h.env.Store.AddPasskey(ctx, signin.Passkey(p, person.ID, name, cred, now))
+	err = h.store.AddPasskey(ctx, signin.Passkey(p, person.ID, name, cred, now))
 	if errors.Is(err, store.ErrConflict) {
 		signin.JSONError(w, http.StatusBadRequest, "refused", "That passkey is already registered.")
 		return
@@ -230,7 +230,7 @@ func (h *handler) passkeyRemove(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	keys, err := h.env.Store.ListPasskeys(ctx, p.Key, person.ID)
+	keys, err := h.store.ListPasskeys(ctx, p.Key, person.ID)
 	if err != nil {
 		h.internal(w, p, err)
 		return
@@ -253,7 +253,7 @@ func (h *handler) passkeyRemove(w http.ResponseWriter, r *http.Request) {
 		h.back(w, r, p, "")
 		return
 	}
-	err = h.env.Store.DeletePasskey(ctx, p.Key, person.ID, id)
+	err = h.store.DeletePasskey(ctx, p.Key, person.ID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		h.back(w, r, p, "")
 		return

@@ -37,9 +37,7 @@ type Store interface {
 	DeletePasskey(ctx context.Context, project, subject string, credentialID []byte) error
 	GetLink(ctx context.Context, id string) (store.Link, error)
 	GetClient(ctx context.Context, project, id string) (store.Client, error)
-	DeleteGrant(ctx context.Context, project, subject, clientID string, now time.Time) error
-	ListPermissions(ctx context.Context, project, subject string) ([]store.AgentPermission, error)
-	DeletePermission(ctx context.Context, project, subject, connector, clientID string) error
+	RevokeApp(ctx context.Context, project, subject, clientID string, now time.Time) error
 	RevokeClientTokens(ctx context.Context, project string, clientIDs []string, now time.Time) (map[string]int64, error)
 	CountLiveTokens(ctx context.Context, project string, now time.Time) (map[string]int64, error)
 	AppendAudit(ctx context.Context, r store.AuditRecord) error

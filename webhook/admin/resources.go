@@ -400,24 +400,12 @@ func (s *Server) revokeGrant(ctx context.Context, sc *scope, name string, dryRun
 	if dryRun {
 		return u, "", nil
 	}
-	err = s.o.Store.DeleteGrant(ctx, g.Project, g.Subject, g.ClientID, s.o.Now())
+	err = s.o.Store.RevokeApp(ctx, g.Project, g.Subject, g.ClientID, s.o.Now())
 	if errors.Is(err, store.ErrNotFound) {
 		return "", "", notFound(adminv1.ResourceGrants, name)
 	}
 	if err != nil {
 		return "", "", err
-	}
-	perms, err := s.o.Store.ListPermissions(ctx, g.Project, g.Subject)
-	if err != nil {
-		return "", "", err
-	}
-	for _, perm := range perms {
-		if perm.ClientID != g.ClientID {
-			continue
-		}
-		if err := s.o.Store.DeletePermission(ctx, g.Project, g.Subject, perm.Connector, g.ClientID); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return "", "", err
-		}
 	}
 	s.record(ctx, store.AuditRecord{Project: g.Project, Action: events.AdminGrantRevoked, Target: "person:" + g.Subject,
 		Details: map[string]string{"client_id": g.ClientID, "tokens": strconv.FormatInt(g.LiveTokens, 10)}})

@@ -46,6 +46,7 @@ var errPersonGone = errors.New("apikey: the person can no longer sign in to the 
 // Keys checks and saves pasted keys.
 type Keys struct {
 	env   *site.Env
+	store Store
 	vault *upstream.Vault
 	hooks []callback.Hook
 	// HTTP is the client for check calls; nil means http.DefaultClient. Its transport is used
@@ -55,8 +56,8 @@ type Keys struct {
 
 // New returns Keys that run hooks after each saved connection, as the upstream callback does
 // (the connect link's hook closes the link and lets its agent use the connection).
-func New(env *site.Env, hooks ...callback.Hook) *Keys {
-	return &Keys{env: env, vault: &upstream.Vault{Store: env.Store, Keyring: env.Keyring, Now: env.Clock}, hooks: hooks}
+func New(env *site.Env, st Store, hooks ...callback.Hook) *Keys {
+	return &Keys{env: env, store: st, vault: &upstream.Vault{Store: st, Keyring: env.Keyring, Now: env.Clock}, hooks: hooks}
 }
 
 // Register mounts the account area's key page:
@@ -112,7 +113,7 @@ func (k *Keys) page(w http.ResponseWriter, r *http.Request) {
 	pages.NoStore(w.Header())
 	p := site.Project(r)
 	back := r.URL.RequestURI()
-	s, person, ok := signin.Require(k.env, w, r, back)
+	s, person, ok := signin.Require(k.env, k.store, w, r, back)
 	if !ok {
 		return
 	}
@@ -136,7 +137,7 @@ func (k *Keys) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	back := r.URL.RequestURI()
-	s, person, ok := signin.Require(k.env, w, r, back)
+	s, person, ok := signin.Require(k.env, k.store, w, r, back)
 	if !ok {
 		return
 	}
@@ -273,7 +274,7 @@ func (k *Keys) Save(w http.ResponseWriter, r *http.Request, p *config.Project, c
 	k.vault.SealAPIKey(&conn, c, key)
 	// As at the callback, the person is checked again where the connection is saved: one whose
 	// access ended while the service was being asked does not come back with a connection.
-	saved, err := k.env.Store.FinishConnection(ctx, conn, now, func(stored store.Person) error {
+	saved, err := k.store.FinishConnection(ctx, conn, now, func(stored store.Person) error {
 		if cur := k.env.Config.Load().Project(p.Key); cur == nil || !site.PersonActive(cur, stored) {
 			return errPersonGone
 		}

@@ -556,7 +556,7 @@ func TestNoOAuthAttemptForAnAPIKeyConnector(t *testing.T) {
 	f.h.Browser().SignIn(ct.AliceEmail, ct.AlicePassword)
 	req := httptest.NewRequest(http.MethodPost, f.h.Issuer+"/account/connect", nil)
 	rec := httptest.NewRecorder()
-	if u, err := callback.Begin(rec, req, f.h.Server.Env(), f.h.Project, f.c, f.h.Person(ct.AliceEmail).ID, callback.PurposeConnect, ""); err == nil {
+	if u, err := callback.Begin(rec, req, f.h.Server.Env(), f.h.Store, f.h.Project, f.c, f.h.Person(ct.AliceEmail).ID, callback.PurposeConnect, ""); err == nil {
 		t.Fatalf("Begin started an OAuth attempt for an API-key connector, to %q", u)
 	}
 	if n := f.h.CountRows("callback_states"); n != 0 || len(rec.Result().Cookies()) != 0 {

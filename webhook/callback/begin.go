@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/upstream"
@@ -111,7 +112,7 @@ func cookiePath(env *site.Env, p *config.Project, c *config.Connector) string {
 //
 // The redirect URI sent to the service is always c.CallbackURL; nothing in the request can
 // change it. opts ask the service for another account (AnotherAccount).
-func Begin(w http.ResponseWriter, r *http.Request, env *site.Env, p *config.Project, c *config.Connector, subject, purpose, linkID string, opts ...BeginOption) (authURL string, err error) {
+func Begin(w http.ResponseWriter, r *http.Request, env *site.Env, st BeginStore, p *config.Project, c *config.Connector, subject, purpose, linkID string, opts ...BeginOption) (authURL string, err error) {
 	if c == nil || subject == "" {
 		return "", errors.New("callback: Begin needs a connector and a person")
 	}
@@ -144,7 +145,7 @@ func Begin(w http.ResponseWriter, r *http.Request, env *site.Env, p *config.Proj
 	if lifetime <= 0 {
 		lifetime = config.DefaultLifetimes().CallbackState
 	}
-	err = env.Store.CreateCallbackState(r.Context(), store.CallbackState{
+	err = st.CreateCallbackState(r.Context(), store.CallbackState{
 		StateHash:   stateHash,
 		Project:     p.Key,
 		Subject:     subject,
@@ -166,7 +167,7 @@ func Begin(w http.ResponseWriter, r *http.Request, env *site.Env, p *config.Proj
 		details["link_id"] = linkID
 	}
 	env.Record(r.Context(), store.AuditRecord{
-		Project: p.Key, Time: now, Actor: subject, Action: "connection.started",
+		Project: p.Key, Time: now, Actor: subject, Action: events.ConnectionStarted,
 		Target: "connector:" + c.Key, Details: details,
 	})
 	return authURL, nil
@@ -236,13 +237,13 @@ func readBinding(r *http.Request, env *site.Env) string {
 // same browser. The callback refuses that anyway (the browser must be signed in as the person
 // who started); ending the attempt means nobody, not even the same person signing in again,
 // finishes a connection started before they signed out.
-func EndOnSignOut(env *site.Env) signin.SignOutHook {
+func EndOnSignOut(env *site.Env, st SignOutStore) signin.SignOutHook {
 	return func(ctx context.Context, w http.ResponseWriter, p *config.Project, subject string) error {
 		clearBindings(w, env, p)
 		if subject == "" {
 			return nil
 		}
-		n, err := env.Store.EndCallbackStates(ctx, p.Key, subject)
+		n, err := st.EndCallbackStates(ctx, p.Key, subject)
 		if err != nil {
 			return fmt.Errorf("callback: ending attempts on sign-out: %w", err)
 		}

@@ -33,6 +33,7 @@ const (
 
 type handler struct {
 	env   *site.Env
+	store Store
 	vault *upstream.Vault
 	hooks []Hook
 	// http is the client for calls to services; nil means http.DefaultClient.
@@ -42,10 +43,11 @@ type handler struct {
 // Register mounts each connector's callback: GET receives the service's redirect, POST is the
 // confirmation step. hooks run, in order, after each saved connection. The old shared callback
 // only tells whoever arrives there to start again.
-func Register(rt site.Router, env *site.Env, hooks ...Hook) {
+func Register(rt site.Router, env *site.Env, st Store, hooks ...Hook) {
 	h := &handler{
 		env:   env,
-		vault: &upstream.Vault{Store: env.Store, Keyring: env.Keyring, Now: env.Clock},
+		store: st,
+		vault: &upstream.Vault{Store: st, Keyring: env.Keyring, Now: env.Clock},
 		hooks: hooks,
 	}
 	rt.Page("GET "+Pattern, http.HandlerFunc(h.get))
@@ -71,9 +73,9 @@ const (
 	// person than the one who started the attempt; nothing was saved and the attempt ended.
 	// Details name both: owner (who started) and signed_in. It reports the security event
 	// callback.other_person (internal/events).
-	ActionWrongPerson = "connection.wrong_person"
+	ActionWrongPerson = events.ConnectionWrongPerson
 	// ActionEndedBySignOut: the person signed out with attempts pending; they were ended.
-	ActionEndedBySignOut = "connection.ended_by_sign_out"
+	ActionEndedBySignOut = events.ConnectionEndedBySignOut
 )
 
 // headers are set on every callback response whatever the middleware does: each carries a
@@ -129,7 +131,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 			h.signInFirst(w, r, p, at.c, at.st, http.StatusOK, r.URL.RequestURI(), false, false)
 			return
 		}
-		h.finish(w, r, p, at.c, at.stateHash, code, "connection.saved", true, func(s store.CallbackState) error {
+		h.finish(w, r, p, at.c, at.stateHash, code, events.ConnectionSaved, true, func(s store.CallbackState) error {
 			if s.Project != p.Key || !secret.HashEqual(binding, s.BindingHash) {
 				return errMismatch
 			}
@@ -149,12 +151,12 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		if needPasskey {
 			signIn = "passkey_required"
 		}
-		h.record(ctx, p, at.st, "connection.confirmation_shown", "connector:"+at.c.Key, map[string]string{"reason": reason, "sign_in": signIn})
+		h.record(ctx, p, at.st, events.ConnectionConfirmationShown, "connector:"+at.c.Key, map[string]string{"reason": reason, "sign_in": signIn})
 		h.signInFirst(w, r, p, at.c, at.st, http.StatusOK, r.URL.RequestURI(), at.here.signedIn, needPasskey)
 		return
 	}
 	token := secret.New("")
-	if err := h.env.Store.SetConfirmHash(ctx, at.stateHash, confirmHash(token, code), h.env.Now()); err != nil {
+	if err := h.store.SetConfirmHash(ctx, at.stateHash, confirmHash(token, code), h.env.Now()); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			h.expired(w, p)
 			return
@@ -162,7 +164,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, p, err)
 		return
 	}
-	h.record(ctx, p, at.st, "connection.confirmation_shown", "connector:"+at.c.Key, map[string]string{"reason": reason})
+	h.record(ctx, p, at.st, events.ConnectionConfirmationShown, "connector:"+at.c.Key, map[string]string{"reason": reason})
 	h.env.Pages.ConnectConfirm(w, http.StatusOK, pages.ConnectConfirmData{
 		// Not SignedInAs: the page names its person only masked, wherever it is shown.
 		Frame:   pages.Frame{Title: "Finish this connection?", Project: signin.ProjectName(p)},
@@ -199,7 +201,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 	if len(token) > maxParam || !checkToken(token, code, at.st) {
 		// The row stays: a forged or stale POST must not cost the genuine person their
 		// attempt. Guessing is hopeless (256-bit tokens) and the row dies with the state.
-		h.record(ctx, p, at.st, "connection.confirmation_refused", "connector:"+at.c.Key, map[string]string{"reason": "bad_token"})
+		h.record(ctx, p, at.st, events.ConnectionConfirmationRefused, "connector:"+at.c.Key, map[string]string{"reason": "bad_token"})
 		h.refused(w, p)
 		return
 	}
@@ -217,7 +219,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 		h.signInFirst(w, r, p, at.c, at.st, http.StatusForbidden, r.URL.Path+"?"+back.Encode(), at.here.signedIn, needPasskey)
 		return
 	}
-	h.finish(w, r, p, at.c, at.stateHash, code, "connection.confirmed", false, func(s store.CallbackState) error {
+	h.finish(w, r, p, at.c, at.stateHash, code, events.ConnectionConfirmed, false, func(s store.CallbackState) error {
 		if s.Project != p.Key {
 			return errMismatch
 		}
@@ -297,7 +299,7 @@ func samePerson(s store.CallbackState, x here) error {
 // false. Signed in as nobody, or only to another project, is not refused: the caller asks for
 // a sign-in as the right person before anything is saved.
 func (h *handler) whoIsHere(w http.ResponseWriter, r *http.Request, p *config.Project, c *config.Connector, stateHash []byte, st store.CallbackState) (here, bool) {
-	session, person, err := signin.Lookup(h.env, r)
+	session, person, err := signin.Lookup(h.env, h.store, r)
 	switch {
 	case errors.Is(err, signin.ErrNotSignedIn):
 		return here{}, true
@@ -318,7 +320,7 @@ func (h *handler) whoIsHere(w http.ResponseWriter, r *http.Request, p *config.Pr
 // account. It cannot be the person's app path in either case.
 func (h *handler) wrongPerson(w http.ResponseWriter, r *http.Request, p *config.Project, c *config.Connector, stateHash []byte, st store.CallbackState, person store.Person) {
 	ctx := r.Context()
-	if _, err := h.env.Store.ConsumeCallbackState(ctx, stateHash, h.env.Now(), func(s store.CallbackState) error {
+	if _, err := h.store.ConsumeCallbackState(ctx, stateHash, h.env.Now(), func(s store.CallbackState) error {
 		if s.Project != p.Key || s.Subject != st.Subject {
 			return errMismatch
 		}
@@ -390,7 +392,7 @@ func checkToken(token, code string, st store.CallbackState) bool {
 // must not be able to end someone else's attempt.
 func (h *handler) lookup(w http.ResponseWriter, r *http.Request, p *config.Project, stateHash []byte) (store.CallbackState, *config.Connector, bool) {
 	ctx := r.Context()
-	st, err := h.env.Store.GetCallbackState(ctx, stateHash, h.env.Now())
+	st, err := h.store.GetCallbackState(ctx, stateHash, h.env.Now())
 	if errors.Is(err, store.ErrNotFound) || (err == nil && (st.Project != p.Key || st.Connector != pathConnector(r))) {
 		h.expired(w, p)
 		return st, nil, false
@@ -403,7 +405,7 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request, p *config.Proje
 	if c == nil {
 		// The connector was removed while the person was away: end the attempt.
 		// The page below is the answer either way; a row left behind expires on its own.
-		if _, err := h.env.Store.ConsumeCallbackState(ctx, stateHash, h.env.Now(), nil); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if _, err := h.store.ConsumeCallbackState(ctx, stateHash, h.env.Now(), nil); err != nil && !errors.Is(err, store.ErrNotFound) {
 			h.env.Log(r.Context()).Error(err, "cannot end the attempt of a removed connector", "project", p.Key, "connector", st.Connector)
 		}
 		h.page(w, p, http.StatusGone, "This service is no longer available",
@@ -415,16 +417,18 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request, p *config.Proje
 
 // finish consumes the state row (once, and only if check passes), exchanges the code, saves the
 // connection under the person recorded with the state and runs the hooks.
+//
+//nolint:funlen // the steps of finishing a connection (consume the state, exchange the code, check the person, save, run the hooks) must run in this order, and the order is the security argument
 func (h *handler) finish(w http.ResponseWriter, r *http.Request, p *config.Project, c *config.Connector, stateHash []byte, code, action string, sameBrowser bool, check func(store.CallbackState) error) {
 	ctx := r.Context()
 	now := h.env.Now()
-	st, err := h.env.Store.ConsumeCallbackState(ctx, stateHash, now, check)
+	st, err := h.store.ConsumeCallbackState(ctx, stateHash, now, check)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		h.expired(w, p)
 		return
 	case errors.Is(err, errBadToken):
-		h.record(ctx, p, st, "connection.confirmation_refused", "connector:"+c.Key, map[string]string{"reason": "bad_token"})
+		h.record(ctx, p, st, events.ConnectionConfirmationRefused, "connector:"+c.Key, map[string]string{"reason": "bad_token"})
 		h.refused(w, p)
 		return
 	case errors.Is(err, errMismatch), errors.Is(err, errWrongPerson):
@@ -471,7 +475,7 @@ func (h *handler) finish(w http.ResponseWriter, r *http.Request, p *config.Proje
 	// exchange with the service takes time, and a person whose access ended meanwhile (by the
 	// store, or by the project's sign-in as published now) must not come back with a
 	// connection (docs/leavers.md).
-	saved, err := h.env.Store.FinishConnection(ctx, conn, st.CreatedAt, func(person store.Person) error {
+	saved, err := h.store.FinishConnection(ctx, conn, st.CreatedAt, func(person store.Person) error {
 		if cur := h.env.Config.Load().Project(p.Key); cur == nil || !site.PersonActive(cur, person) {
 			return errPersonGone
 		}
@@ -479,7 +483,7 @@ func (h *handler) finish(w http.ResponseWriter, r *http.Request, p *config.Proje
 	})
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAccessEnded) || errors.Is(err, errPersonGone) {
 		// The service's token is dropped unsaved; it was never handed to anyone.
-		h.record(ctx, p, st, "connection.failed", "connector:"+c.Key, map[string]string{"reason": "access_ended"})
+		h.record(ctx, p, st, events.ConnectionFailed, "connector:"+c.Key, map[string]string{"reason": "access_ended"})
 		h.page(w, p, http.StatusForbidden, "This connection was not finished",
 			"Your access to this project has ended. Nothing was connected.")
 		return
@@ -539,7 +543,7 @@ func (h *handler) exchangeFailed(w http.ResponseWriter, r *http.Request, p *conf
 	upstreamStatus, upstreamCode := upstream.Status(err)
 	h.env.Log(r.Context()).Info("upstream code exchange failed", "project", p.Key, "connector", c.Key, "reason", reason,
 		"upstream_status", upstreamStatus, "upstream_error", upstreamCode)
-	h.record(r.Context(), p, st, "connection.failed", "connector:"+c.Key, map[string]string{"reason": reason})
+	h.record(r.Context(), p, st, events.ConnectionFailed, "connector:"+c.Key, map[string]string{"reason": reason})
 	name := serviceName(c)
 	if reason == "tenant_not_allowed" {
 		h.page(w, p, status, pages.T(w, "%s accounts of this organisation cannot be connected here", name),
@@ -586,7 +590,7 @@ func (h *handler) upstreamError(w http.ResponseWriter, r *http.Request, p *confi
 	name := pages.T(w, "The service")
 	if param(state) {
 		stateHash := secret.Hash(state)
-		st, err := h.env.Store.ConsumeCallbackState(r.Context(), stateHash, h.env.Now(), func(s store.CallbackState) error {
+		st, err := h.store.ConsumeCallbackState(r.Context(), stateHash, h.env.Now(), func(s store.CallbackState) error {
 			if s.Project != p.Key || s.Connector != pathConnector(r) {
 				return errMismatch
 			}
@@ -596,7 +600,7 @@ func (h *handler) upstreamError(w http.ResponseWriter, r *http.Request, p *confi
 			if c := p.Connectors[st.Connector]; c != nil {
 				name = serviceName(c)
 			}
-			h.record(r.Context(), p, st, "connection.cancelled", "connector:"+st.Connector, map[string]string{"error": upstream.ErrorCode(code)})
+			h.record(r.Context(), p, st, events.ConnectionCancelled, "connector:"+st.Connector, map[string]string{"error": upstream.ErrorCode(code)})
 		}
 	}
 	if code == "access_denied" {
@@ -627,7 +631,7 @@ func (h *handler) record(ctx context.Context, p *config.Project, st store.Callba
 }
 
 func (h *handler) maskedOwner(ctx context.Context, p *config.Project, subject string) string {
-	person, err := h.env.Store.GetPerson(ctx, p.Key, subject)
+	person, err := h.store.GetPerson(ctx, p.Key, subject)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
 			h.env.Log(ctx).Error(err, "cannot read person", "project", p.Key)

@@ -824,7 +824,7 @@ func TestHooksRunWithTheStateRow(t *testing.T) {
 	// A connect link starts the connection with its link id (as webhook/links does).
 	rec := httptest.NewRecorder()
 	authURL, err := callback.Begin(rec, httptest.NewRequest(http.MethodPost, h.Issuer+"/account/services/link/x", nil),
-		h.Server.Env(), h.Project, h.Connector, alice.ID, callback.PurposeConnect, "link-123")
+		h.Server.Env(), h.Store, h.Project, h.Connector, alice.ID, callback.PurposeConnect, "link-123")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -855,7 +855,7 @@ func TestBindingCookieIsSecureOverHTTPS(t *testing.T) {
 	b := h.Browser()
 	b.SignIn(ct.AliceEmail, ct.AlicePassword)
 	rec := httptest.NewRecorder()
-	if _, err := callback.Begin(rec, httptest.NewRequest(http.MethodPost, "/", nil), &env, h.Project, h.Connector, h.Person(ct.AliceEmail).ID, callback.PurposeConnect, ""); err != nil {
+	if _, err := callback.Begin(rec, httptest.NewRequest(http.MethodPost, "/", nil), &env, h.Store, h.Project, h.Connector, h.Person(ct.AliceEmail).ID, callback.PurposeConnect, ""); err != nil {
 		t.Fatal(err)
 	}
 	cookies := rec.Result().Cookies()

@@ -61,7 +61,7 @@ func (h *handler) sharedStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	start, err := h.env.Store.TakeSharedStart(ctx, secret.Hash(code), h.env.Now())
+	start, err := h.store.TakeSharedStart(ctx, secret.Hash(code), h.env.Now())
 	if errors.Is(err, store.ErrNotFound) || (err == nil && start.Project != p.Key) {
 		h.startUnusable(w, r, p, start.Connector)
 		return
@@ -75,7 +75,7 @@ func (h *handler) sharedStart(w http.ResponseWriter, r *http.Request) {
 		h.startUnusable(w, r, p, start.Connector)
 		return
 	}
-	authURL, err := Begin(w, r, h.env, p, c, store.SharedSubject(c.Key), PurposeShared, start.ID)
+	authURL, err := Begin(w, r, h.env, h.store, p, c, store.SharedSubject(c.Key), PurposeShared, start.ID)
 	if err != nil {
 		h.internal(w, p, err)
 		return
@@ -122,7 +122,7 @@ func (h *handler) sharedCallback(w http.ResponseWriter, r *http.Request, p *conf
 // at the service where the Connector can.
 func (h *handler) saveShared(w http.ResponseWriter, r *http.Request, p *config.Project, c *config.Connector, st store.CallbackState, conn store.Connection, details map[string]string) {
 	ctx := r.Context()
-	saved, replaced, err := h.env.Store.SaveSharedConnection(ctx, conn)
+	saved, replaced, err := h.store.SaveSharedConnection(ctx, conn)
 	if err != nil {
 		h.internal(w, p, err)
 		return

@@ -186,7 +186,7 @@ func TestBeginKeepsSharedAndPersonalApart(t *testing.T) {
 			h.Connector.Shared = tc.shared
 			w := httptest.NewRecorder()
 			r := httptest.NewRequest(http.MethodPost, h.Issuer+"/account", nil)
-			if _, err := callback.Begin(w, r, h.Server.Env(), h.Project, h.Connector, tc.subject, callback.PurposeConnect, ""); err == nil {
+			if _, err := callback.Begin(w, r, h.Server.Env(), h.Store, h.Project, h.Connector, tc.subject, callback.PurposeConnect, ""); err == nil {
 				t.Fatal("Begin started it")
 			}
 			if n := h.CountRows("callback_states"); n != 0 {

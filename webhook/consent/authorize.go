@@ -25,15 +25,16 @@ import (
 const maxFormBytes = 32 << 10
 
 type authorizer struct {
-	env *site.Env
+	env   *site.Env
+	store Store
 	// pushes limits pushed authorization requests per client address: each one stores a row.
 	pushes *ratelimit.Limiter
 }
 
 // Register mounts /authorize (GET is the authorization request, POST the consent decision) and
 // /par, the pushed authorization request endpoint (RFC 9126).
-func Register(rt site.Router, env *site.Env) {
-	a := &authorizer{env: env, pushes: ratelimit.New(PushBurst, PushEvery).Share(env.RateBuckets, "par.address")}
+func Register(rt site.Router, env *site.Env, st Store) {
+	a := &authorizer{env: env, store: st, pushes: ratelimit.New(PushBurst, PushEvery).Share(env.RateBuckets, "par.address")}
 	rt.Page("GET /authorize", http.HandlerFunc(a.authorize))
 	rt.Page("POST /authorize", http.HandlerFunc(a.decide))
 	rt.API("/par", http.HandlerFunc(a.par))
@@ -47,7 +48,7 @@ func (a *authorizer) authorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := a.env.Now()
-	sess, person, err := signin.Lookup(a.env, r)
+	sess, person, err := signin.Lookup(a.env, a.store, r)
 	if err != nil && !errors.Is(err, signin.ErrNotSignedIn) {
 		signin.Unavailable(a.env, w, r)
 		return
@@ -100,7 +101,7 @@ func (a *authorizer) needsConsent(r *http.Request, p *config.Project, req *reque
 	if req.Client.Registered && a.env.Destination(p, req.To).ConfirmRequired {
 		return true
 	}
-	g, err := a.env.Store.GetGrant(r.Context(), p.Key, person.ID, req.Client.ID)
+	g, err := a.store.GetGrant(r.Context(), p.Key, person.ID, req.Client.ID)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
 			a.env.Log(r.Context()).Error(err, "cannot read grant", "project", p.Key)
@@ -122,7 +123,7 @@ func (a *authorizer) decide(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	sess, person, ok := signin.Require(a.env, w, r, site.IssuerPath(p)+"/authorize?"+req.query().Encode())
+	sess, person, ok := signin.Require(a.env, a.store, w, r, site.IssuerPath(p)+"/authorize?"+req.query().Encode())
 	if !ok {
 		return
 	}
@@ -151,14 +152,14 @@ func (a *authorizer) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := a.env.Now()
-	if err := a.env.Store.UpsertGrant(r.Context(), store.Grant{
+	if err := a.store.UpsertGrant(r.Context(), store.Grant{
 		Project: p.Key, Subject: person.ID, ClientID: req.Client.ID, Scopes: req.Scopes, CreatedAt: now, UpdatedAt: now,
 	}); err != nil {
 		a.fail(w, r, p, req, oauth.Internal(err))
 		return
 	}
 	a.env.Record(r.Context(), store.AuditRecord{
-		Project: p.Key, Actor: person.ID, Action: "consent.granted", Target: req.Client.ID, ClientID: req.Client.ID,
+		Project: p.Key, Actor: person.ID, Action: events.ConsentGranted, Target: req.Client.ID, ClientID: req.Client.ID,
 		Details: map[string]string{"redirect_uri": req.To, "scope": strings.Join(req.Scopes, " ")},
 	})
 	a.issue(w, r, p, req, sess, person)
@@ -168,7 +169,7 @@ func (a *authorizer) decide(w http.ResponseWriter, r *http.Request) {
 func (a *authorizer) issue(w http.ResponseWriter, r *http.Request, p *config.Project, req *request, sess store.Session, person store.Person) {
 	now := a.env.Now()
 	code := secret.New(secret.PrefixCode)
-	err := a.env.Store.CreateAuthCode(r.Context(), store.AuthCode{
+	err := a.store.CreateAuthCode(r.Context(), store.AuthCode{
 		Hash:     secret.Hash(code),
 		Project:  p.Key,
 		ClientID: req.Client.ID,
@@ -209,7 +210,7 @@ func (a *authorizer) respond(w http.ResponseWriter, r *http.Request, p *config.P
 // it cannot be used it answers the request itself, with a page or a redirect with an error,
 // and reports false.
 func (a *authorizer) parse(w http.ResponseWriter, r *http.Request, p *config.Project, q url.Values) (*request, bool) {
-	req, perr, err := parse(r.Context(), a.env, p, q, false)
+	req, perr, err := parse(r.Context(), a.env, a.store, p, q, false)
 	if perr != nil {
 		a.refuse(w, r, p, perr)
 		return nil, false
@@ -247,7 +248,7 @@ func (a *authorizer) refuse(w http.ResponseWriter, r *http.Request, p *config.Pr
 		return
 	}
 	actor := "client:" + e.Client.ID
-	_, person, signedIn := signin.Current(a.env, r)
+	_, person, signedIn := signin.Current(a.env, a.store, r)
 	if signedIn {
 		actor = person.ID
 	}

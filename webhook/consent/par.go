@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
@@ -87,7 +88,7 @@ func (a *authorizer) push(w http.ResponseWriter, r *http.Request, p *config.Proj
 	if err != nil {
 		return nil, err
 	}
-	client, err := oauth.Authenticate(r.Context(), a.env, p, r, form)
+	client, err := oauth.Authenticate(r.Context(), a.env, a.store, p, r, form)
 	if err != nil {
 		return nil, err
 	}
@@ -106,15 +107,15 @@ func (a *authorizer) push(w http.ResponseWriter, r *http.Request, p *config.Proj
 	}
 	params.Set("client_id", client.ID)
 	now := a.env.Now()
-	jkt, err := oauth.PushedProof(r.Context(), a.env, w, r, p, client, now)
+	jkt, err := oauth.PushedProof(r.Context(), a.env, a.store, w, r, p, client, now)
 	if err != nil {
 		return nil, err
 	}
-	req, perr, err := parse(r.Context(), a.env, p, params, true)
+	req, perr, err := parse(r.Context(), a.env, a.store, p, params, true)
 	if perr != nil {
 		if perr.Refused != nil {
 			a.env.Record(r.Context(), store.AuditRecord{
-				Project: p.Key, Actor: "client:" + client.ID, Action: "consent.refused_by_policy", Target: client.ID,
+				Project: p.Key, Actor: "client:" + client.ID, Action: events.ConsentRefusedByPolicy, Target: client.ID,
 				Details: map[string]string{"redirect_uri": perr.To, "endpoint": "par"},
 			})
 			return nil, oauth.ErrInvalidRequest.WithDescription(perr.Message)
@@ -137,7 +138,7 @@ func (a *authorizer) push(w http.ResponseWriter, r *http.Request, p *config.Proj
 	stored := req.query()
 	stored.Del(pushedParam)
 	handle := secret.New("")
-	if err := a.env.Store.CreatePushedRequest(r.Context(), store.PushedRequest{
+	if err := a.store.CreatePushedRequest(r.Context(), store.PushedRequest{
 		Hash: secret.Hash(handle), Project: p.Key, ClientID: client.ID, Params: stored.Encode(),
 		ExpiresAt: now.Add(PushedLifetime), CreatedAt: now,
 	}); err != nil {
@@ -152,7 +153,7 @@ var errPushedClient = errors.New("pushed by another client")
 // spent now, for that client only; every other parameter is ignored. A request_uri that is
 // unknown, expired, already used or another client's gets a page, never a redirect (nothing
 // about where to send the person is known).
-func pushedRequest(ctx context.Context, env *site.Env, p *config.Project, q url.Values) (url.Values, *pageError) {
+func pushedRequest(ctx context.Context, env *site.Env, st Store, p *config.Project, q url.Values) (url.Values, *pageError) {
 	gone := &pageError{Status: http.StatusBadRequest, Heading: "This request has expired",
 		Message: "The app's request to connect has expired or has already been used. Go back to the app and start again."}
 	clientID := q.Get("client_id")
@@ -160,7 +161,7 @@ func pushedRequest(ctx context.Context, env *site.Env, p *config.Project, q url.
 	if clientID == "" || !ok || handle == "" || len(q["request_uri"]) > 1 {
 		return nil, gone
 	}
-	pr, err := env.Store.ConsumePushedRequest(ctx, secret.Hash(handle), env.Now(), func(pr store.PushedRequest) error {
+	pr, err := st.ConsumePushedRequest(ctx, secret.Hash(handle), env.Now(), func(pr store.PushedRequest) error {
 		if pr.Project != p.Key || pr.ClientID != clientID {
 			return errPushedClient
 		}

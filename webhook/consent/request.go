@@ -75,11 +75,11 @@ type pageError struct {
 // viaPAR says q was pushed to the pushed authorization request endpoint by its authenticated
 // client. At /authorize, request_uri and client_id stand for the pushed request (spent here).
 //
-//nolint:gocyclo // one branch per parameter check, in the order RFC 6749 §4.1.2.1 sets (redirect_uri before anything is redirected), read against the RFC as one list
-func parse(ctx context.Context, env *site.Env, p *config.Project, q url.Values, viaPAR bool) (*request, *pageError, error) {
+//nolint:gocyclo,funlen // one branch per parameter check, in the order RFC 6749 §4.1.2.1 sets (redirect_uri before anything is redirected), read against the RFC as one list
+func parse(ctx context.Context, env *site.Env, st Store, p *config.Project, q url.Values, viaPAR bool) (*request, *pageError, error) {
 	fromURI := false
 	if q.Has("request_uri") && !viaPAR {
-		expanded, perr := pushedRequest(ctx, env, p, q)
+		expanded, perr := pushedRequest(ctx, env, st, p, q)
 		if perr != nil {
 			return nil, perr, nil
 		}

@@ -73,25 +73,28 @@ type readVault interface {
 // Grant is the token-exchange grant handler.
 type Grant struct {
 	env   *site.Env
+	store Store
 	vault Vault
 }
 
-// New returns the grant handler. A nil vault means an upstream.Vault over env's store, keyring
+// New returns the grant handler. A nil vault means an upstream.Vault over st and env's keyring
 // and clock.
-func New(env *site.Env, vault Vault) *Grant {
+func New(env *site.Env, st Store, vault Vault) *Grant {
 	if vault == nil {
-		vault = &upstream.Vault{Store: env.Store, Keyring: env.Keyring, Now: env.Clock}
+		vault = &upstream.Vault{Store: st, Keyring: env.Keyring, Now: env.Clock}
 	}
-	return &Grant{env: env, vault: vault}
+	return &Grant{env: env, store: st, vault: vault}
 }
 
 // Register adds token exchange to a token endpoint: handle is webhook.Server.Grant or
 // oauth.TokenEndpoint.Handle. A nil vault: see New.
-func Register(handle func(grantType string, h oauth.GrantHandler), env *site.Env, vault Vault) {
-	handle(GrantType, New(env, vault))
+func Register(handle func(grantType string, h oauth.GrantHandler), env *site.Env, st Store, vault Vault) {
+	handle(GrantType, New(env, st, vault))
 }
 
 // Grant answers one token-exchange request.
+//
+//nolint:funlen // the token-exchange checks in the order docs/connections-for-agents.md states them, each ending in its own audited refusal
 func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.TokenResponse, error) {
 	f, p, client, now := req.Form, req.Project, req.Client, req.Now
 
@@ -178,7 +181,7 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 			kind = store.LinkReconnect
 		case errors.Is(err, store.ErrNotFound):
 			// Disconnected between the two reads: decide again from what is there now.
-			access, err := g.env.Store.AgentAccess(ctx, p.Key, subject.Subject, connector.Key, agent.ID)
+			access, err := g.store.AgentAccess(ctx, p.Key, subject.Subject, connector.Key, agent.ID)
 			if err != nil {
 				return nil, oauth.Internal(err)
 			}
@@ -294,7 +297,7 @@ func (g *Grant) subject(ctx context.Context, p *config.Project, raw string, c *c
 	if len(raw) > oauth.MaxFormBytes {
 		return store.Token{}, store.AgentAccess{}, dead
 	}
-	t, access, err := g.env.Store.SubjectAccess(ctx, secret.Hash(raw), c.Key)
+	t, access, err := g.store.SubjectAccess(ctx, secret.Hash(raw), c.Key)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Token{}, store.AgentAccess{}, dead
 	}
@@ -389,7 +392,7 @@ func decide(access store.AgentAccess) (store.Connection, store.LinkKind) {
 // A request that named an account gets a link for exactly that account, and the refusal's
 // account member says which (docs/several-accounts.md).
 func (g *Grant) refuse(ctx context.Context, p *config.Project, subject string, agent *site.Client, c *config.Connector, kind store.LinkKind, account string, now time.Time) error {
-	offer, err := links.Open(ctx, g.env, p, links.Request{Subject: subject, Agent: agent.ID, Connector: c, Kind: kind, Account: account}, now)
+	offer, err := links.Open(ctx, g.env, g.store, p, links.Request{Subject: subject, Agent: agent.ID, Connector: c, Kind: kind, Account: account}, now)
 	if err != nil {
 		return oauth.Internal(err)
 	}

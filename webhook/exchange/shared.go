@@ -29,7 +29,7 @@ func (g *Grant) shared(ctx context.Context, req *oauth.TokenRequest, subject sto
 		g.record(ctx, req, subject.Subject, c, "shared_not_permitted", map[string]string{"agent": agent.ID})
 		return nil, oauth.ErrUnauthorizedClient.WithDescription("the project does not let this client use the shared " + service + " account")
 	}
-	conns, err := g.env.Store.ListConnections(ctx, p.Key, store.SharedSubject(c.Key))
+	conns, err := g.store.ListConnections(ctx, p.Key, store.SharedSubject(c.Key))
 	if err != nil {
 		return nil, oauth.Internal(err)
 	}

@@ -44,8 +44,8 @@ const (
 // Register adds both directions to a token endpoint: handle is webhook.Server.Grant.
 // exchange is the token-exchange handler already in place (webhook/exchange); token exchange
 // requests for an ID-JAG are answered here and every other one is passed to it.
-func Register(handle func(grantType string, h oauth.GrantHandler), env *site.Env, exchange oauth.GrantHandler) {
+func Register(handle func(grantType string, h oauth.GrantHandler), env *site.Env, st Store, exchange oauth.GrantHandler) {
 	keys := NewKeys(env.Now)
-	handle(GrantJWTBearer, &Redeemer{env: env, keys: keys})
-	handle(site.GrantTokenExchange, &Issuer{env: env, next: exchange})
+	handle(GrantJWTBearer, &Redeemer{env: env, store: st, keys: keys})
+	handle(site.GrantTokenExchange, &Issuer{env: env, store: st, next: exchange})
 }

@@ -20,8 +20,9 @@ import (
 // Issuer answers token exchange requests for an ID-JAG (the Project as the company's identity
 // provider) and passes every other token exchange request to next.
 type Issuer struct {
-	env  *site.Env
-	next oauth.GrantHandler
+	env   *site.Env
+	store IssueStore
+	next  oauth.GrantHandler
 }
 
 // Grant answers one token exchange request.
@@ -43,6 +44,7 @@ type subject struct {
 	jkt string
 }
 
+//nolint:funlen // the checks of issuing an ID-JAG in the order the draft lists them, each a refusal of its own
 func (g *Issuer) issue(ctx context.Context, req *oauth.TokenRequest) (*oauth.TokenResponse, error) {
 	p, client, f, now := req.Project, req.Client, req.Form, req.Now
 	// RFC 8693 §5: an ID-JAG speaks for a person to another organisation's server; only a
@@ -241,7 +243,7 @@ func (g *Issuer) fromAccessToken(ctx context.Context, p *config.Project, client 
 	if len(raw) > oauth.MaxFormBytes {
 		return subject{}, deadSubject
 	}
-	t, err := g.env.Store.GetToken(ctx, secret.Hash(raw))
+	t, err := g.store.GetToken(ctx, secret.Hash(raw))
 	if errors.Is(err, store.ErrNotFound) {
 		return subject{}, deadSubject
 	}
@@ -265,7 +267,7 @@ func (g *Issuer) fromAccessToken(ctx context.Context, p *config.Project, client 
 }
 
 func (g *Issuer) activePerson(ctx context.Context, p *config.Project, id string) (store.Person, error) {
-	person, err := g.env.Store.GetPerson(ctx, p.Key, id)
+	person, err := g.store.GetPerson(ctx, p.Key, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Person{}, deadSubject
 	}

@@ -53,8 +53,9 @@ type claims struct {
 
 // Redeemer is the JWT bearer grant handler for ID-JAGs.
 type Redeemer struct {
-	env  *site.Env
-	keys *Keys
+	env   *site.Env
+	store RedeemStore
+	keys  *Keys
 }
 
 // refusal is what the audit record of a refused redemption says besides the error.
@@ -82,6 +83,7 @@ func (g *Redeemer) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.T
 	return resp, nil
 }
 
+//nolint:funlen // the checks of redeeming an ID-JAG in the order the draft lists them, each a refusal of its own
 func (g *Redeemer) redeem(ctx context.Context, req *oauth.TokenRequest) (*oauth.TokenResponse, refusal, error) {
 	p, client, f, now := req.Project, req.Client, req.Form, req.Now
 	var rec refusal
@@ -150,7 +152,7 @@ func (g *Redeemer) redeem(ctx context.Context, req *oauth.TokenRequest) (*oauth.
 	// expired (exp + skew, see window), so taking over an expired record never lets one through
 	// twice. The key names the purpose, project and issuer: a jti is unique per issuer only.
 	key := sha256.Sum256([]byte("idjag\x00" + p.Key + "\x00" + iss.Issuer + "\x00" + c.ID))
-	switch err := g.env.Store.UseOnce(ctx, key[:], c.Expiry.Time().Add(skew), now); {
+	switch err := g.store.UseOnce(ctx, key[:], c.Expiry.Time().Add(skew), now); {
 	case errors.Is(err, store.ErrConflict):
 		return invalid("the assertion has already been used")
 	case err != nil:
@@ -167,7 +169,7 @@ func (g *Redeemer) redeem(ctx context.Context, req *oauth.TokenRequest) (*oauth.
 	if err != nil {
 		return nil, rec, oauth.Internal(err)
 	}
-	if err := g.env.Store.CreateTokens(ctx, tokens...); err != nil {
+	if err := g.store.CreateTokens(ctx, tokens...); err != nil {
 		return nil, rec, oauth.Internal(err)
 	}
 	g.env.Record(ctx, store.AuditRecord{
@@ -244,7 +246,7 @@ func (g *Redeemer) person(ctx context.Context, p *config.Project, iss *config.As
 			want.Source = "oidc"
 		}
 	}
-	found, err := g.env.Store.FindPerson(ctx, p.Key, want.Source, want.SourceSubject)
+	found, err := g.store.FindPerson(ctx, p.Key, want.Source, want.SourceSubject)
 	switch {
 	case err == nil:
 		if !site.PersonActive(p, found) {
@@ -257,7 +259,7 @@ func (g *Redeemer) person(ctx context.Context, p *config.Project, iss *config.As
 		return store.Person{}, oauth.ErrInvalidGrant.WithDescription("this person is not known to the project; they sign in once first, or the issuer's entry sets createPeople")
 	}
 	want.ID = secret.NewID()
-	person, err := g.env.Store.UpsertPerson(ctx, want)
+	person, err := g.store.UpsertPerson(ctx, want)
 	if err != nil {
 		return store.Person{}, oauth.Internal(err)
 	}

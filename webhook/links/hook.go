@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/site"
 )
@@ -15,12 +16,12 @@ import (
 // that connection. A link that was declined, replaced or finished meanwhile is left alone: the
 // connection stays saved (it is the person's own account, seen on their account page), but no
 // agent gets to use it through a link the person no longer stands behind.
-func Hook(env *site.Env) HookFunc {
+func Hook(env *site.Env, links HookStore) HookFunc {
 	return func(ctx context.Context, p *config.Project, st store.CallbackState, conn store.Connection) error {
 		if st.LinkID == "" {
 			return nil
 		}
-		link, err := env.Store.GetLink(ctx, st.LinkID)
+		link, err := links.GetLink(ctx, st.LinkID)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
@@ -40,20 +41,20 @@ func Hook(env *site.Env) HookFunc {
 			return nil
 		}
 		now := env.Now()
-		if err := env.Store.CloseLink(ctx, link.ID, store.LinkDone, now); err != nil {
+		if err := links.CloseLink(ctx, link.ID, store.LinkDone, now); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				return nil
 			}
 			return fmt.Errorf("links: closing link %s: %w", link.ID, err)
 		}
-		if err := env.Store.AllowAgent(ctx, store.AgentPermission{
+		if err := links.AllowAgent(ctx, store.AgentPermission{
 			Project: p.Key, Subject: link.Subject, Connector: link.Connector, ClientID: link.ClientID,
 			ConnectionID: conn.ID, CreatedAt: now,
 		}); err != nil {
 			return fmt.Errorf("links: allowing %s to use connection %s: %w", link.ClientID, conn.ID, err)
 		}
 		env.Record(ctx, store.AuditRecord{
-			Project: p.Key, Time: now, Actor: link.Subject, Action: "agent.allowed", Target: "client:" + link.ClientID,
+			Project: p.Key, Time: now, Actor: link.Subject, Action: events.AgentAllowed, Target: "client:" + link.ClientID,
 			Details: map[string]string{"connector": link.Connector, "connection_id": conn.ID, "link_id": link.ID, "kind": string(link.Kind),
 				"account": conn.AccountName, "account_id": conn.AccountID},
 		})

@@ -47,7 +47,7 @@ const maxFormBytes = 8 << 10
 
 // BeginFunc starts connecting subject to connector c in the browser of r and returns the
 // service's authorization URL (callback.Begin).
-type BeginFunc func(w http.ResponseWriter, r *http.Request, env *site.Env, p *config.Project, c *config.Connector, subject, purpose, linkID string, opts ...callback.BeginOption) (string, error)
+type BeginFunc func(w http.ResponseWriter, r *http.Request, env *site.Env, st callback.BeginStore, p *config.Project, c *config.Connector, subject, purpose, linkID string, opts ...callback.BeginOption) (string, error)
 
 // Options configure the link page.
 type Options struct {
@@ -60,12 +60,13 @@ type Options struct {
 
 type handler struct {
 	env   *site.Env
+	store Store
 	begin BeginFunc
 	keys  *apikey.Keys
 }
 
 // Register mounts the link page and its three actions with the default options.
-func Register(rt site.Router, env *site.Env) { Mount(rt, env, Options{}) }
+func Register(rt site.Router, env *site.Env, st Store) { Mount(rt, env, st, Options{}) }
 
 // Mount mounts the link page and its actions:
 //
@@ -75,13 +76,13 @@ func Register(rt site.Router, env *site.Env) { Mount(rt, env, Options{}) }
 //	POST /account/services/link/{code}/decline  close the link
 //	GET  /account/services/link/{code}/api-key  the key form of an API-key connector
 //	POST /account/services/link/{code}/api-key  check the key, save it, let the agent use it
-func Mount(rt site.Router, env *site.Env, o Options) {
-	h := &handler{env: env, begin: o.Begin, keys: o.Keys}
+func Mount(rt site.Router, env *site.Env, st Store, o Options) {
+	h := &handler{env: env, store: st, begin: o.Begin, keys: o.Keys}
 	if h.begin == nil {
 		h.begin = callback.Begin
 	}
 	if h.keys == nil {
-		h.keys = apikey.New(env, Hook(env))
+		h.keys = apikey.New(env, st, Hook(env, st))
 	}
 	rt.Page("GET "+PathPrefix+"{code}/api-key", http.HandlerFunc(h.keyPage))
 	rt.Page("POST "+PathPrefix+"{code}/api-key", http.HandlerFunc(h.keyPost))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/site"
@@ -46,7 +47,7 @@ func (o Offer) ExpiresIn(now time.Time) int64 {
 // one asks for something else (the old code then leads to the 404 page). Concurrent calls for
 // one person × agent × connector end with one link, and every caller gets its code: the winner
 // made it, the others open the sealed copy.
-func Open(ctx context.Context, env *site.Env, p *config.Project, req Request, now time.Time) (Offer, error) {
+func Open(ctx context.Context, env *site.Env, st OpenStore, p *config.Project, req Request, now time.Time) (Offer, error) {
 	if req.Subject == "" || req.Agent == "" || req.Connector == nil {
 		return Offer{}, errors.New("links: Open needs a person, an agent and a connector")
 	}
@@ -62,7 +63,7 @@ func Open(ctx context.Context, env *site.Env, p *config.Project, req Request, no
 	code := secret.New("")
 	id := secret.NewID()
 	keyID, sealed := env.Keyring.Seal(codePurpose(p.Key, id), []byte(code))
-	l, created, err := env.Store.OpenLink(ctx, store.Link{
+	l, created, err := st.OpenLink(ctx, store.Link{
 		ID: id, CodeHash: secret.Hash(code), SealedCode: sealed, KeyID: keyID,
 		Project: p.Key, Subject: req.Subject, ClientID: req.Agent, Connector: req.Connector.Key,
 		Kind: req.Kind, Account: req.Account, State: store.LinkOpen, ExpiresAt: now.Add(life), CreatedAt: now,
@@ -84,7 +85,7 @@ func Open(ctx context.Context, env *site.Env, p *config.Project, req Request, no
 			details["account"] = l.Account
 		}
 		env.Record(ctx, store.AuditRecord{
-			Project: p.Key, Time: now, Actor: "client:" + req.Agent, Action: "link.created", Target: req.Subject,
+			Project: p.Key, Time: now, Actor: "client:" + req.Agent, Action: events.LinkCreated, Target: req.Subject,
 			Details: details,
 		})
 	}

@@ -41,7 +41,7 @@ func (h *handler) check(w http.ResponseWriter, r *http.Request) (*opened, bool) 
 	}
 	// Check 1. Every code costs one hash and one indexed lookup, found or not, and every code
 	// that is not an open link of this project gets the same page.
-	link, err := h.env.Store.GetLinkByCode(ctx, secret.Hash(code), now)
+	link, err := h.store.GetLinkByCode(ctx, secret.Hash(code), now)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		h.internal(w, p, err)
 		return nil, false
@@ -63,7 +63,7 @@ func (h *handler) check(w http.ResponseWriter, r *http.Request) (*opened, bool) 
 	}
 
 	// Check 2.
-	sess, person, err := signin.Lookup(h.env, r)
+	sess, person, err := signin.Lookup(h.env, h.store, r)
 	if err != nil {
 		if errors.Is(err, signin.ErrNotSignedIn) {
 			// Check 4 follows: ask for a sign-in that will pass it.
@@ -189,7 +189,7 @@ func (h *handler) offer(w http.ResponseWriter, r *http.Request, o *opened, statu
 
 // connections are the person's connections to the link's connector, oldest first.
 func (h *handler) connections(r *http.Request, o *opened) ([]store.Connection, error) {
-	all, err := h.env.Store.ListConnections(r.Context(), o.p.Key, o.person.ID)
+	all, err := h.store.ListConnections(r.Context(), o.p.Key, o.person.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +221,7 @@ func (h *handler) brokenName(r *http.Request, o *opened, conns []store.Connectio
 		}
 		return o.link.Account
 	}
-	perm, err := h.env.Store.FindPermission(r.Context(), o.p.Key, o.person.ID, o.link.Connector, o.link.ClientID)
+	perm, err := h.store.FindPermission(r.Context(), o.p.Key, o.person.ID, o.link.Connector, o.link.ClientID)
 	if err == nil {
 		for _, c := range conns {
 			if c.ID == perm.ConnectionID {
@@ -292,7 +292,7 @@ func (h *handler) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	another := purpose == callback.PurposeConnect && (len(conns) > 0 || o.link.Account != "")
-	authURL, err := h.begin(w, r, h.env, o.p, o.connector, o.person.ID, purpose, o.link.ID,
+	authURL, err := h.begin(w, r, h.env, h.store, o.p, o.connector, o.person.ID, purpose, o.link.ID,
 		callback.AnotherAccount(another, o.link.Account))
 	if err != nil {
 		h.internal(w, o.p, err)
@@ -324,7 +324,7 @@ func (h *handler) allow(w http.ResponseWriter, r *http.Request) {
 	now := h.env.Now()
 	// Closing first claims the link: of two submissions, or a submission racing a newer link,
 	// only one goes on to change anything.
-	if err := h.env.Store.CloseLink(ctx, o.link.ID, store.LinkDone, now); err != nil {
+	if err := h.store.CloseLink(ctx, o.link.ID, store.LinkDone, now); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			h.env.Pages.NotFound(w)
 			return
@@ -332,7 +332,7 @@ func (h *handler) allow(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, o.p, err)
 		return
 	}
-	if err := h.env.Store.AllowAgent(ctx, store.AgentPermission{
+	if err := h.store.AllowAgent(ctx, store.AgentPermission{
 		Project: o.p.Key, Subject: o.person.ID, Connector: o.link.Connector, ClientID: o.link.ClientID,
 		ConnectionID: conns[i].ID, CreatedAt: now,
 	}); err != nil {
@@ -340,7 +340,7 @@ func (h *handler) allow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.env.Record(ctx, store.AuditRecord{
-		Project: o.p.Key, Time: now, Actor: o.person.ID, Action: "agent.allowed", Target: "client:" + o.link.ClientID,
+		Project: o.p.Key, Time: now, Actor: o.person.ID, Action: events.AgentAllowed, Target: "client:" + o.link.ClientID,
 		Details: map[string]string{"connector": o.link.Connector, "connection_id": conns[i].ID, "link_id": o.link.ID,
 			"account": conns[i].AccountName, "account_id": conns[i].AccountID},
 	})
@@ -368,7 +368,7 @@ func (h *handler) decline(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := h.env.Now()
-	if err := h.env.Store.CloseLink(r.Context(), o.link.ID, store.LinkDeclined, now); err != nil {
+	if err := h.store.CloseLink(r.Context(), o.link.ID, store.LinkDeclined, now); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			h.env.Pages.NotFound(w)
 			return
@@ -377,7 +377,7 @@ func (h *handler) decline(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.env.Record(r.Context(), store.AuditRecord{
-		Project: o.p.Key, Time: now, Actor: o.person.ID, Action: "link.declined", Target: "client:" + o.link.ClientID, Reason: "declined_by_person",
+		Project: o.p.Key, Time: now, Actor: o.person.ID, Action: events.LinkDeclined, Target: "client:" + o.link.ClientID, Reason: "declined_by_person",
 		Details: map[string]string{"connector": o.link.Connector, "link_id": o.link.ID, "kind": string(o.link.Kind)},
 	})
 	service, agent := ServiceName(o.connector), AgentName(o.agent)

@@ -71,7 +71,7 @@ func assertionSubject(raw string) (string, bool) {
 // client's: a client of one method cannot use the other, nor a secret, nor nothing. iss and sub
 // are the client id; aud is this issuer, its token endpoint or the endpoint called; exp is
 // required and at most ten minutes ahead; the jti is spent once.
-func authenticateAssertion(ctx context.Context, env *site.Env, p *config.Project, r *http.Request, form url.Values) (*site.Client, error) {
+func authenticateAssertion(ctx context.Context, env *site.Env, st ReplayStore, p *config.Project, r *http.Request, form url.Values) (*site.Client, error) {
 	if form.Get("client_assertion_type") != AssertionType {
 		return nil, ErrInvalidClient.WithDescription("client_assertion_type must be " + AssertionType)
 	}
@@ -135,7 +135,7 @@ func authenticateAssertion(ctx context.Context, env *site.Env, p *config.Project
 		return nil, err
 	}
 	key := sha256.Sum256([]byte("assertion\x00" + p.Key + "\x00" + id + "\x00" + claims.ID))
-	err = env.Store.UseOnce(ctx, key[:], claims.Expiry.Time().Add(assertionSkew), now)
+	err = st.UseOnce(ctx, key[:], claims.Expiry.Time().Add(assertionSkew), now)
 	if errors.Is(err, store.ErrConflict) {
 		return nil, assertionError("this client assertion was already used; make a new one (with a new jti) for every request").because("assertion_replayed")
 	}

@@ -82,12 +82,12 @@ func recordAuthFailure(ctx context.Context, env *site.Env, p *config.Project, r 
 
 // readClientForm reads the form of a request to the token, revocation or introspection
 // endpoint and authenticates the client that sent it.
-func readClientForm(env *site.Env, p *config.Project, w http.ResponseWriter, r *http.Request) (url.Values, *site.Client, error) {
+func readClientForm(env *site.Env, st ReplayStore, p *config.Project, w http.ResponseWriter, r *http.Request) (url.Values, *site.Client, error) {
 	form, err := ReadForm(w, r)
 	if err != nil {
 		return nil, nil, err
 	}
-	client, err := Authenticate(r.Context(), env, p, r, form)
+	client, err := Authenticate(r.Context(), env, st, p, r, form)
 	return form, client, err
 }
 
@@ -101,18 +101,18 @@ func readClientForm(env *site.Env, p *config.Project, w http.ResponseWriter, r *
 //
 // Client secrets are 256-bit random values stored as SHA-256, so a single hash and a
 // constant-time compare are the whole cost of authentication.
-func Authenticate(ctx context.Context, env *site.Env, p *config.Project, r *http.Request, form url.Values) (c *site.Client, err error) {
+func Authenticate(ctx context.Context, env *site.Env, st ReplayStore, p *config.Project, r *http.Request, form url.Values) (c *site.Client, err error) {
 	defer func() {
 		if err != nil {
 			recordAuthFailure(ctx, env, p, r, form, err)
 		}
 	}()
-	return authenticate(ctx, env, p, r, form)
+	return authenticate(ctx, env, st, p, r, form)
 }
 
-func authenticate(ctx context.Context, env *site.Env, p *config.Project, r *http.Request, form url.Values) (*site.Client, error) {
+func authenticate(ctx context.Context, env *site.Env, st ReplayStore, p *config.Project, r *http.Request, form url.Values) (*site.Client, error) {
 	if form.Get("client_assertion") != "" || form.Get("client_assertion_type") != "" {
-		return authenticateAssertion(ctx, env, p, r, form)
+		return authenticateAssertion(ctx, env, st, p, r, form)
 	}
 	id, sec, basic, err := basicAuth(r)
 	if err != nil {

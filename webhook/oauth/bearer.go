@@ -25,11 +25,11 @@ func BearerToken(r *http.Request) string {
 // LookupAccessToken finds a live access token of the project by the string a client
 // presented (opaque or JWT: both are stored by hash, so a revoked JWT is dead here too). Any
 // failure is ErrInvalidToken, except a store failure, which is server_error.
-func LookupAccessToken(ctx context.Context, env *site.Env, p *config.Project, raw string, now time.Time) (store.Token, error) {
+func LookupAccessToken(ctx context.Context, env *site.Env, st ResourceStore, p *config.Project, raw string, now time.Time) (store.Token, error) {
 	if raw == "" {
 		return store.Token{}, ErrInvalidToken.WithDescription("no access token")
 	}
-	t, err := env.Store.GetToken(ctx, secret.Hash(raw))
+	t, err := st.GetToken(ctx, secret.Hash(raw))
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Token{}, ErrInvalidToken.WithDescription("the access token is invalid")
 	}

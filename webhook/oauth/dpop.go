@@ -40,16 +40,16 @@ func DPoPRequired(p *config.Project, c *site.Client) bool {
 // tokenProof checks the DPoP header of a token request (htu is the token endpoint's URL) and
 // returns the thumbprint of the key it proves, or "" when the request carries no proof and the
 // client need not send one (DPoPRequired).
-func tokenProof(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, c *site.Client, htu string, now time.Time) (jkt string, err error) {
-	return endpointProof(ctx, env, w, r, p, c, "token", htu, DPoPRequired(p, c), now)
+func tokenProof(ctx context.Context, env *site.Env, st ReplayStore, w http.ResponseWriter, r *http.Request, p *config.Project, c *site.Client, htu string, now time.Time) (jkt string, err error) {
+	return endpointProof(ctx, env, st, w, r, p, c, "token", htu, DPoPRequired(p, c), now)
 }
 
 // PushedProof checks the DPoP header of a pushed authorization request, if it has one, and
 // returns the thumbprint of the key it proves, which binds the authorization code (RFC 9449
 // §10.1); "" without a header. A proof there is optional, whatever the client must send at the
 // token endpoint.
-func PushedProof(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, c *site.Client, now time.Time) (string, error) {
-	return endpointProof(ctx, env, w, r, p, c, "par", p.Issuer+"/par", false, now)
+func PushedProof(ctx context.Context, env *site.Env, st ReplayStore, w http.ResponseWriter, r *http.Request, p *config.Project, c *site.Client, now time.Time) (string, error) {
+	return endpointProof(ctx, env, st, w, r, p, c, "par", p.Issuer+"/par", false, now)
 }
 
 // endpointProof checks the DPoP header of a request to one of the authorization server's
@@ -58,7 +58,7 @@ func PushedProof(ctx context.Context, env *site.Env, w http.ResponseWriter, r *h
 // 9449 §4.3): form, signature, htm, htu, iat, nonce when the Project requires nonces, and its
 // jti once, in the store, so no replica accepts it twice. When the Project requires nonces, a
 // fresh one is set on w with every answer.
-func endpointProof(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, c *site.Client, where, htu string, required bool, now time.Time) (jkt string, err error) {
+func endpointProof(ctx context.Context, env *site.Env, st ReplayStore, w http.ResponseWriter, r *http.Request, p *config.Project, c *site.Client, where, htu string, required bool, now time.Time) (jkt string, err error) {
 	defer func() {
 		if e := AsError(err); err != nil && e.Code == ErrInvalidDPoPProof.Code {
 			recordProofRefused(ctx, env, p, c, where, e)
@@ -84,7 +84,7 @@ func endpointProof(ctx context.Context, env *site.Env, w http.ResponseWriter, r 
 			return "", ErrUseDPoPNonce
 		}
 	}
-	if err := useProof(ctx, env, p, where, proof, now); err != nil {
+	if err := useProof(ctx, st, p, where, proof, now); err != nil {
 		return "", err
 	}
 	return proof.JKT, nil
@@ -128,9 +128,9 @@ func RecordBoundKeyRefused(ctx context.Context, req *TokenRequest, grant, subjec
 
 // useProof records the proof's jti for its window: the same proof (same key and jti) is
 // refused on every replica until it is too old to pass on iat anyway.
-func useProof(ctx context.Context, env *site.Env, p *config.Project, where string, proof *dpop.Proof, now time.Time) error {
+func useProof(ctx context.Context, st ReplayStore, p *config.Project, where string, proof *dpop.Proof, now time.Time) error {
 	key := sha256.Sum256([]byte("dpop\x00" + where + "\x00" + p.Key + "\x00" + proof.JKT + "\x00" + proof.JTI))
-	err := env.Store.UseOnce(ctx, key[:], proof.ReplayUntil, now)
+	err := st.UseOnce(ctx, key[:], proof.ReplayUntil, now)
 	if errors.Is(err, store.ErrConflict) {
 		return ErrInvalidDPoPProof.WithDescription("this DPoP proof was already used; make a new one for every request").because("replayed")
 	}
@@ -207,9 +207,9 @@ func DPoPToken(r *http.Request) string {
 // (userinfo) presents, under either scheme: a bearer token must not be bound to a key, and a
 // DPoP-bound token must come with "Authorization: DPoP" and a proof for this request, signed
 // with the bound key, whose ath is the token's hash. htu is the resource's URL.
-func ResourceAccessToken(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, htu string, now time.Time) (store.Token, error) {
+func ResourceAccessToken(ctx context.Context, env *site.Env, st ResourceStore, w http.ResponseWriter, r *http.Request, p *config.Project, htu string, now time.Time) (store.Token, error) {
 	if raw := DPoPToken(r); raw != "" {
-		t, err := LookupAccessToken(ctx, env, p, raw, now)
+		t, err := LookupAccessToken(ctx, env, st, p, raw, now)
 		if err != nil {
 			return store.Token{}, err
 		}
@@ -234,7 +234,7 @@ func ResourceAccessToken(ctx context.Context, env *site.Env, w http.ResponseWrit
 		if proof.JKT != t.JKT {
 			return fail("the DPoP proof is not signed with the key the access token is bound to")
 		}
-		if err := useProof(ctx, env, p, "resource", proof, now); err != nil {
+		if err := useProof(ctx, st, p, "resource", proof, now); err != nil {
 			if e := AsError(err); e.Status < 500 {
 				e = e.WithStatus(http.StatusUnauthorized)
 				w.Header().Set("WWW-Authenticate", dpopChallenge(e))
@@ -244,7 +244,7 @@ func ResourceAccessToken(ctx context.Context, env *site.Env, w http.ResponseWrit
 		}
 		return t, nil
 	}
-	t, err := LookupAccessToken(ctx, env, p, BearerToken(r), now)
+	t, err := LookupAccessToken(ctx, env, st, p, BearerToken(r), now)
 	if err != nil {
 		return store.Token{}, err
 	}

@@ -18,7 +18,7 @@ import (
 // gets only the resources and scopes the Project's registration policy lists
 // (spec.registration.clientCredentials, none by default), its scopes further limited to those
 // it registered. Anything else is invalid_target (RFC 8707 §2) or invalid_scope (RFC 6749 §5.2).
-func clientCredentials(ctx context.Context, req *TokenRequest) (*TokenResponse, error) {
+func clientCredentials(ctx context.Context, st Store, req *TokenRequest) (*TokenResponse, error) {
 	client := req.Client
 	if client.Public() {
 		return nil, ErrUnauthorizedClient.WithDescription("client_credentials needs a confidential client")
@@ -45,7 +45,7 @@ func clientCredentials(ctx context.Context, req *TokenRequest) (*TokenResponse, 
 	if err != nil {
 		return nil, Internal(err)
 	}
-	if err := req.Env.Store.CreateTokens(ctx, tokens...); err != nil {
+	if err := st.CreateTokens(ctx, tokens...); err != nil {
 		return nil, Internal(err)
 	}
 	recordIssued(ctx, req, site.GrantClientCredentials, tokens)

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/site"
@@ -13,7 +14,9 @@ import (
 
 // authorizationCode redeems an authorization code (RFC 6749 §4.1.3 with PKCE, RFC 7636).
 // A code is good once: a second redemption revokes everything the first one issued.
-func authorizationCode(ctx context.Context, req *TokenRequest) (*TokenResponse, error) {
+//
+//nolint:funlen // the steps of RFC 6749 §4.1.3 with PKCE in order; what is checked before the code is spent is the point
+func authorizationCode(ctx context.Context, st Store, req *TokenRequest) (*TokenResponse, error) {
 	f, env, p, client := req.Form, req.Env, req.Project, req.Client
 	code := f.Get("code")
 	if code == "" {
@@ -54,7 +57,7 @@ func authorizationCode(ctx context.Context, req *TokenRequest) (*TokenResponse, 
 		return nil
 	}
 	hash := secret.Hash(code)
-	ac, err := env.Store.RedeemAuthCode(ctx, hash, req.Now, check)
+	ac, err := st.RedeemAuthCode(ctx, hash, req.Now, check)
 	var refused Error
 	switch {
 	case errors.As(err, &refused):
@@ -69,12 +72,12 @@ func authorizationCode(ctx context.Context, req *TokenRequest) (*TokenResponse, 
 		// anyone else merely learnt a spent code, and must not be able to end the tokens of
 		// the client it was issued to.
 		if check(ac) == nil {
-			n, rerr := env.Store.RevokeByCode(ctx, hash, req.Now)
+			n, rerr := st.RevokeByCode(ctx, hash, req.Now)
 			if rerr != nil {
 				return nil, Internal(rerr)
 			}
 			env.Record(ctx, store.AuditRecord{
-				Project: p.Key, Actor: "client:" + client.ID, Action: "code.replay", Target: ac.Subject,
+				Project: p.Key, Actor: "client:" + client.ID, Action: events.CodeReplay, Target: ac.Subject,
 				Details: map[string]string{"client_id": ac.ClientID, "revoked": itoa(n)},
 			})
 		}
@@ -105,7 +108,7 @@ func authorizationCode(ctx context.Context, req *TokenRequest) (*TokenResponse, 
 	// the person was removed from the project's sign-in buys nothing (docs/leavers.md). Ending
 	// a person's access in the store deletes their codes too; this also covers the ways that
 	// end it in the configuration (the password file, the sign-in issuer).
-	person, err := env.Store.GetPerson(ctx, p.Key, ac.Subject)
+	person, err := st.GetPerson(ctx, p.Key, ac.Subject)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, ErrInvalidGrant.WithDescription("the person can no longer sign in to this project")
 	}
@@ -122,7 +125,7 @@ func authorizationCode(ctx context.Context, req *TokenRequest) (*TokenResponse, 
 	if err != nil {
 		return nil, Internal(err)
 	}
-	if err := env.Store.CreateTokens(ctx, tokens...); err != nil {
+	if err := st.CreateTokens(ctx, tokens...); err != nil {
 		return nil, Internal(err)
 	}
 	recordIssued(ctx, req, "authorization_code", tokens)

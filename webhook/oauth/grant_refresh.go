@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strconv"
 
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/site"
@@ -18,7 +19,9 @@ import (
 // ended, the copy included. Within the grace window the immediate predecessor may be sent
 // again (a retry, a second tab) and gets the very response the first request got, so both end
 // with the same live pair; an older generation never does.
-func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error) {
+//
+//nolint:funlen // rotation, reuse detection and the grace-window replay are one decision about one token, read top to bottom
+func refreshToken(ctx context.Context, st Store, req *TokenRequest) (*TokenResponse, error) {
 	f, env, p, client := req.Form, req.Env, req.Project, req.Client
 	presented := f.Get("refresh_token")
 	if presented == "" {
@@ -27,7 +30,7 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 	invalid := ErrInvalidGrant.WithDescription("the refresh token is invalid, expired or revoked")
 	hash := secret.Hash(presented)
 	// The token and the person it was issued for, in one read.
-	old, person, found, err := env.Store.TokenHolder(ctx, hash)
+	old, person, found, err := st.TokenHolder(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, invalid
 	}
@@ -45,23 +48,23 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 		// Most likely a copied token: recorded (the family is not ended, so a client that lost
 		// its proof by a bug can still refresh once it sends one).
 		env.Record(ctx, store.AuditRecord{
-			Project: p.Key, Actor: "client:" + client.ID, Action: "refresh.refused", Target: old.Subject, ClientID: client.ID,
+			Project: p.Key, Actor: "client:" + client.ID, Action: events.RefreshRefused, Target: old.Subject, ClientID: client.ID,
 			Reason: "dpop_key_mismatch", Details: map[string]string{"family_id": old.FamilyID, "proof": ProofState(req.JKT)},
 		})
 		return nil, BoundKeyError("refresh token")
 	}
 	if err := env.RedirectPolicy(p, client.RedirectURIs); err != nil {
-		if _, rerr := env.Store.RevokeFamily(ctx, old.FamilyID, req.Now); rerr != nil {
+		if _, rerr := st.RevokeFamily(ctx, old.FamilyID, req.Now); rerr != nil {
 			return nil, Internal(rerr)
 		}
 		env.Record(ctx, store.AuditRecord{
-			Project: p.Key, Actor: "client:" + client.ID, Action: "refresh.refused", Target: old.Subject, Reason: "only_recognised_apps",
+			Project: p.Key, Actor: "client:" + client.ID, Action: events.RefreshRefused, Target: old.Subject, Reason: "only_recognised_apps",
 			Details: map[string]string{"client_id": client.ID, "family_id": old.FamilyID, "reason": err.Error()},
 		})
 		return nil, ErrInvalidGrant.WithDescription(err.Error())
 	}
 	if old.Subject != "" {
-		if err := personMayRefresh(ctx, req, old, person, found); err != nil {
+		if err := personMayRefresh(ctx, st, req, old, person, found); err != nil {
 			return nil, err
 		}
 	}
@@ -91,7 +94,7 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 	if err != nil {
 		return nil, Internal(err)
 	}
-	rot, err := env.Store.RotateRefreshToken(ctx, store.RotateRequest{
+	rot, err := st.RotateRefreshToken(ctx, store.RotateRequest{
 		OldHash: hash, New: tokens, Sealed: sealed, Now: req.Now, Grace: p.Lifetimes.RefreshGrace,
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -114,7 +117,7 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 		return replay, nil
 	case store.OutcomeReuseDetected:
 		env.Record(ctx, store.AuditRecord{
-			Project: p.Key, Actor: "client:" + client.ID, Action: "refresh.reuse", Target: rot.Old.Subject,
+			Project: p.Key, Actor: "client:" + client.ID, Action: events.RefreshReuse, Target: rot.Old.Subject,
 			Details: map[string]string{
 				"client_id":  client.ID,
 				"family_id":  rot.Old.FamilyID,
@@ -131,7 +134,7 @@ func refreshToken(ctx context.Context, req *TokenRequest) (*TokenResponse, error
 // personMayRefresh decides whether the person a refresh token was issued for may still act:
 // still admitted by the project's sign-in, and confirmed by their provider where it re-checks
 // people (docs/leavers.md).
-func personMayRefresh(ctx context.Context, req *TokenRequest, old store.Token, person store.Person, found bool) error {
+func personMayRefresh(ctx context.Context, st Store, req *TokenRequest, old store.Token, person store.Person, found bool) error {
 	env, p, client := req.Env, req.Project, req.Client
 	if found && person.Source == "password" && p.SignIn.PasswordsUnavailable {
 		// Fail closed without ending anything: the person may well still be in the file, and
@@ -140,24 +143,24 @@ func personMayRefresh(ctx context.Context, req *TokenRequest, old store.Token, p
 	}
 	if !found || !site.PersonActive(p, person) {
 		// The person was removed from the project's sign-in: the grant ends with them.
-		if _, rerr := env.Store.RevokeFamily(ctx, old.FamilyID, req.Now); rerr != nil {
+		if _, rerr := st.RevokeFamily(ctx, old.FamilyID, req.Now); rerr != nil {
 			return Internal(rerr)
 		}
 		env.Record(ctx, store.AuditRecord{
-			Project: p.Key, Actor: "client:" + client.ID, Action: "refresh.refused", Target: old.Subject, Reason: "person_removed",
+			Project: p.Key, Actor: "client:" + client.ID, Action: events.RefreshRefused, Target: old.Subject, Reason: "person_removed",
 			Details: map[string]string{"client_id": client.ID, "family_id": old.FamilyID},
 		})
 		return ErrInvalidGrant.WithDescription("the person can no longer sign in to this project")
 	}
 	if env.CheckPerson != nil {
-		return checkPerson(ctx, req, person, old.FamilyID)
+		return checkPerson(ctx, st, req, person, old.FamilyID)
 	}
 	return nil
 }
 
 // checkPerson asks whether the person may still act before their refresh token is rotated
 // (site.Env.CheckPerson, docs/leavers.md).
-func checkPerson(ctx context.Context, req *TokenRequest, person store.Person, familyID string) error {
+func checkPerson(ctx context.Context, st Store, req *TokenRequest, person store.Person, familyID string) error {
 	err := req.Env.CheckPerson(ctx, req.Project, person, req.Now)
 	switch {
 	case err == nil:
@@ -166,7 +169,7 @@ func checkPerson(ctx context.Context, req *TokenRequest, person store.Person, fa
 		// Every token of the person, this family included, has been revoked already.
 		return ErrInvalidGrant.WithDescription(err.Error())
 	case errors.Is(err, site.ErrPersonUnchecked):
-		if _, rerr := req.Env.Store.RevokeFamily(ctx, familyID, req.Now); rerr != nil {
+		if _, rerr := st.RevokeFamily(ctx, familyID, req.Now); rerr != nil {
 			return Internal(rerr)
 		}
 		return ErrInvalidGrant.WithDescription(err.Error())

@@ -54,10 +54,10 @@ func subjectType(subject string) string {
 // it or naming it as their audience. Refresh tokens are described only to the client that
 // holds them. Revoked, expired, retired, foreign and off-limits tokens are all just
 // {"active":false}.
-func introspect(env *site.Env) http.HandlerFunc {
+func introspect(env *site.Env, st Store) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p := site.Project(r)
-		form, client, err := readClientForm(env, p, w, r)
+		form, client, err := readClientForm(env, st, p, w, r)
 		if err != nil {
 			logFail(env, w, p, "introspection", err)
 			return
@@ -75,7 +75,7 @@ func introspect(env *site.Env) http.HandlerFunc {
 		// The token with its person in one read: a person the project no longer lets sign in
 		// (removed from the password file, or under an issuer it no longer trusts) holds no
 		// active token, whether or not anything revoked it yet.
-		t, person, found, err := env.Store.TokenHolder(r.Context(), secret.Hash(tok))
+		t, person, found, err := st.TokenHolder(r.Context(), secret.Hash(tok))
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			logFail(env, w, p, "introspection", Internal(err))
 			return

@@ -171,13 +171,13 @@ type Endpoints struct {
 
 // Register mounts /token, /revoke, /introspect, /userinfo, /jwks.json and both metadata
 // documents under every issuer.
-func Register(rt site.Router, env *site.Env) *Endpoints {
-	t := NewTokenEndpoint(env)
+func Register(rt site.Router, env *site.Env, st Store) *Endpoints {
+	t := NewTokenEndpoint(env, st)
 	md := metadata(t)
 	rt.API("/token", t)
-	rt.API("/revoke", revoke(env))
-	rt.API("/introspect", introspect(env))
-	rt.API("/userinfo", userinfo(env))
+	rt.API("/revoke", revoke(env, st))
+	rt.API("/introspect", introspect(env, st))
+	rt.API("/userinfo", userinfo(env, st))
 	rt.API("/jwks.json", jwks(env))
 	rt.API("/.well-known/oauth-authorization-server", md)
 	rt.API("/.well-known/openid-configuration", md)

@@ -13,10 +13,10 @@ import (
 // revoke is RFC 7009. A client may revoke only its own tokens; revoking a refresh token ends
 // its whole family. Unknown tokens, and other clients' tokens, get the same 200 so the
 // endpoint says nothing about which tokens exist.
-func revoke(env *site.Env) http.HandlerFunc {
+func revoke(env *site.Env, st Store) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p := site.Project(r)
-		form, client, err := readClientForm(env, p, w, r)
+		form, client, err := readClientForm(env, st, p, w, r)
 		if err != nil {
 			logFail(env, w, p, "revocation", err)
 			return
@@ -28,14 +28,14 @@ func revoke(env *site.Env) http.HandlerFunc {
 		}
 		now := env.Now()
 		hash := secret.Hash(tok)
-		t, err := env.Store.GetToken(r.Context(), hash)
+		t, err := st.GetToken(r.Context(), hash)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
 			logFail(env, w, p, "revocation", Internal(err))
 			return
 		case t.Project == p.Key && t.ClientID == client.ID && t.RevokedAt == nil:
-			if err := env.Store.RevokeToken(r.Context(), hash, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+			if err := st.RevokeToken(r.Context(), hash, now); err != nil && !errors.Is(err, store.ErrNotFound) {
 				logFail(env, w, p, "revocation", Internal(err))
 				return
 			}

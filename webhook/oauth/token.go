@@ -44,17 +44,18 @@ type TokenRequest struct {
 // TokenEndpoint is /token: the shared steps, then one handler per grant type.
 type TokenEndpoint struct {
 	env    *site.Env
+	store  Store
 	mu     sync.RWMutex
 	grants map[string]GrantHandler
 }
 
 // NewTokenEndpoint returns a token endpoint with the core grants: authorization_code,
 // refresh_token and client_credentials.
-func NewTokenEndpoint(env *site.Env) *TokenEndpoint {
-	t := &TokenEndpoint{env: env, grants: map[string]GrantHandler{}}
-	t.Handle(site.GrantAuthorizationCode, GrantFunc(authorizationCode))
-	t.Handle(site.GrantRefreshToken, GrantFunc(refreshToken))
-	t.Handle(site.GrantClientCredentials, GrantFunc(clientCredentials))
+func NewTokenEndpoint(env *site.Env, st Store) *TokenEndpoint {
+	t := &TokenEndpoint{env: env, store: st, grants: map[string]GrantHandler{}}
+	t.Handle(site.GrantAuthorizationCode, grant(authorizationCode).with(st))
+	t.Handle(site.GrantRefreshToken, grant(refreshToken).with(st))
+	t.Handle(site.GrantClientCredentials, grant(clientCredentials).with(st))
 	return t
 }
 
@@ -99,7 +100,7 @@ func (t *TokenEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (t *TokenEndpoint) serve(w http.ResponseWriter, r *http.Request, p *config.Project) (*TokenResponse, error) {
-	form, client, err := readClientForm(t.env, p, w, r)
+	form, client, err := readClientForm(t.env, t.store, p, w, r)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +119,7 @@ func (t *TokenEndpoint) serve(w http.ResponseWriter, r *http.Request, p *config.
 		return nil, err
 	}
 	now := t.env.Now()
-	jkt, err := tokenProof(r.Context(), t.env, w, r, p, client, p.Issuer+"/token", now)
+	jkt, err := tokenProof(r.Context(), t.env, t.store, w, r, p, client, p.Issuer+"/token", now)
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ type userinfoResponse struct {
 // userinfo says who an access token is for. As in OpenID Connect, the email needs the email
 // scope and the name the profile scope; the subject is always there. A token issued to a
 // client for itself (client_credentials) is for nobody and gets invalid_token.
-func userinfo(env *site.Env) http.HandlerFunc {
+func userinfo(env *site.Env, st Store) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p := site.Project(r)
 		if r.Method != http.MethodGet && r.Method != http.MethodPost {
@@ -26,7 +26,7 @@ func userinfo(env *site.Env) http.HandlerFunc {
 			WriteError(w, ErrMethodNotAllowed.WithDescription("use GET or POST"))
 			return
 		}
-		t, err := ResourceAccessToken(r.Context(), env, w, r, p, p.Issuer+"/userinfo", env.Now())
+		t, err := ResourceAccessToken(r.Context(), env, st, w, r, p, p.Issuer+"/userinfo", env.Now())
 		if err != nil {
 			logFail(env, w, p, "userinfo", err)
 			return
@@ -35,7 +35,7 @@ func userinfo(env *site.Env) http.HandlerFunc {
 			WriteError(w, ErrInvalidToken.WithDescription("the access token is not for a person"))
 			return
 		}
-		person, err := env.Store.GetPerson(r.Context(), p.Key, t.Subject)
+		person, err := st.GetPerson(r.Context(), p.Key, t.Subject)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && !site.PersonActive(p, person)) {
 			// Gone, or no longer let in by the project's sign-in: the token speaks for nobody.
 			WriteError(w, ErrInvalidToken.WithDescription("the access token is invalid"))

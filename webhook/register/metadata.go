@@ -56,6 +56,8 @@ func metadataError(msg string) error { return oauth.ErrInvalidClientMetadata.Wit
 
 // Normalize fills RFC 7591 defaults and validates every field, returning the metadata as it
 // will be stored. Redirect URIs are kept as the exact strings sent.
+//
+//nolint:funlen // one check per RFC 7591 client metadata field, in the order of the RFC's list
 func (m *Metadata) Normalize() error {
 	if m.TokenEndpointAuthMethod == "" {
 		m.TokenEndpointAuthMethod = site.AuthClientSecretBasic

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
@@ -38,12 +39,13 @@ var (
 
 type registrar struct {
 	env   *site.Env
+	store Store
 	limit *ratelimit.Limiter
 }
 
 // Register mounts /register and /register/{client_id}.
-func Register(rt site.Router, env *site.Env) {
-	h := &registrar{env: env, limit: ratelimit.New(AddressBurst, AddressEvery).Share(env.RateBuckets, "register.address")}
+func Register(rt site.Router, env *site.Env, st Store) {
+	h := &registrar{env: env, store: st, limit: ratelimit.New(AddressBurst, AddressEvery).Share(env.RateBuckets, "register.address")}
 	rt.API("/register", http.HandlerFunc(h.register))
 	rt.API("/register/{client_id}", http.HandlerFunc(h.manage))
 }
@@ -120,13 +122,13 @@ func (h *registrar) register(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, p, err)
 		return
 	}
-	if err := h.env.Store.CreateClient(r.Context(), c); err != nil {
+	if err := h.store.CreateClient(r.Context(), c); err != nil {
 		h.internal(w, p, err)
 		return
 	}
 	created = true
 	h.env.Record(r.Context(), store.AuditRecord{
-		Project: p.Key, Actor: "client:" + c.ID, Action: "client.registered", Target: c.ID,
+		Project: p.Key, Actor: "client:" + c.ID, Action: events.ClientRegistered, Target: c.ID,
 		Details: map[string]string{"client_name": m.ClientName},
 	})
 	resp := h.info(p, c, m)
@@ -158,7 +160,7 @@ func (h *registrar) manage(w http.ResponseWriter, r *http.Request) {
 	}
 	id := r.PathValue("client_id")
 	ctx := r.Context()
-	c, err := h.env.Store.GetClient(ctx, p.Key, id)
+	c, err := h.store.GetClient(ctx, p.Key, id)
 	if errors.Is(err, store.ErrNotFound) {
 		oauth.WriteError(w, invalidToken)
 		return
@@ -175,11 +177,11 @@ func (h *registrar) manage(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet:
 		oauth.WriteJSON(w, http.StatusOK, h.info(p, c, stored(c)))
 	case http.MethodDelete:
-		if err := h.env.Store.DeleteClient(ctx, p.Key, id, h.env.Now()); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := h.store.DeleteClient(ctx, p.Key, id, h.env.Now()); err != nil && !errors.Is(err, store.ErrNotFound) {
 			h.internal(w, p, err)
 			return
 		}
-		h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: "client:" + id, Action: "client.deleted", Target: id})
+		h.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: "client:" + id, Action: events.ClientDeleted, Target: id})
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusNoContent)
 	case http.MethodPut:
@@ -217,7 +219,7 @@ func (h *registrar) update(w http.ResponseWriter, r *http.Request, p *config.Pro
 		return
 	}
 	now := h.env.Now()
-	updated, err := h.env.Store.UpdateClient(r.Context(), p.Key, c.ID, func(old store.Client) (store.Client, error) {
+	updated, err := h.store.UpdateClient(r.Context(), p.Key, c.ID, func(old store.Client) (store.Client, error) {
 		old.UpdatedAt = now
 		err := apply(&old, m)
 		return old, err
@@ -230,7 +232,7 @@ func (h *registrar) update(w http.ResponseWriter, r *http.Request, p *config.Pro
 		h.internal(w, p, err)
 		return
 	}
-	h.env.Record(r.Context(), store.AuditRecord{Project: p.Key, Actor: "client:" + c.ID, Action: "client.updated", Target: c.ID})
+	h.env.Record(r.Context(), store.AuditRecord{Project: p.Key, Actor: "client:" + c.ID, Action: events.ClientUpdated, Target: c.ID})
 	oauth.WriteJSON(w, http.StatusOK, h.info(p, updated, m))
 }
 

@@ -95,7 +95,7 @@ func (h *handler) backchannelLogout(w http.ResponseWriter, r *http.Request) {
 		h.refuseLogout(r.Context(), w, p, "invalid_logout_token", err)
 		return
 	}
-	ended, err := h.env.Store.Logout(r.Context(), l)
+	ended, err := h.store.Logout(r.Context(), l)
 	if errors.Is(err, store.ErrConflict) {
 		h.refuseLogout(r.Context(), w, p, "logout_token_replayed", logoutRefusal("the logout token was already used"))
 		return

@@ -228,6 +228,7 @@ func (h *handler) readState(r *http.Request, p *config.Project) (oidcState, bool
 	return st, true
 }
 
+//nolint:funlen // the checks of an OpenID Connect sign-in response in the order the spec sets them, each answered with its own page
 func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	p := site.Project(r)
 	o := p.SignIn.OIDC
@@ -313,7 +314,7 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		h.upstreamFailed(w, r, p, st, err)
 		return
 	}
-	person, err := h.env.Store.UpsertPerson(r.Context(), store.Person{
+	person, err := h.store.UpsertPerson(r.Context(), store.Person{
 		Project:       p.Key,
 		ID:            secret.NewID(),
 		Source:        "oidc",
@@ -334,7 +335,7 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	if claims.SID != "" && len(claims.SID) <= maxSID {
 		sid = idt.Issuer + "|" + claims.SID
 	}
-	if err := start(r.Context(), h.env, w, r, p, person, authTime, sid); err != nil {
+	if err := start(r.Context(), h.env, h.store, w, r, p, person, authTime, sid); err != nil {
 		h.internal(w, p, err)
 		return
 	}

@@ -136,7 +136,7 @@ func PasskeyMethod(k store.Passkey) string {
 // several ceremonies at once (the sign-in page's autofill request and its button), each
 // finished once, and only where that cookie is. The cookie is set when the page is rendered,
 // before any script runs, so concurrent first requests cannot each bind to a different value.
-func BeginCeremony(ctx context.Context, env *site.Env, r *http.Request, p *config.Project, kind, subject string, data *webauthn.SessionData) error {
+func BeginCeremony(ctx context.Context, env *site.Env, st CeremonyStore, r *http.Request, p *config.Project, kind, subject string, data *webauthn.SessionData) error {
 	v := ceremonyCookieValue(env, r, p, kind)
 	if v == "" {
 		return errNoCeremony
@@ -145,7 +145,7 @@ func BeginCeremony(ctx context.Context, env *site.Env, r *http.Request, p *confi
 	if err != nil {
 		return err
 	}
-	return env.Store.CreatePasskeyCeremony(ctx, store.PasskeyCeremony{
+	return st.CreatePasskeyCeremony(ctx, store.PasskeyCeremony{
 		IDHash: ceremonyID(v, data.Challenge), Project: p.Key, Kind: kind, Subject: subject, Data: b,
 		Expires: env.Now().Add(CeremonyLife),
 	})
@@ -173,12 +173,12 @@ var errNoCeremony = errors.New("no passkey ceremony")
 // FinishCeremony takes this browser's ceremony for challenge (as the browser's answer
 // states it), once. A ceremony of another kind, project or person is errNoCeremony, and is
 // used up all the same.
-func FinishCeremony(ctx context.Context, env *site.Env, r *http.Request, p *config.Project, kind, subject, challenge string) (webauthn.SessionData, error) {
+func FinishCeremony(ctx context.Context, env *site.Env, st CeremonyStore, r *http.Request, p *config.Project, kind, subject, challenge string) (webauthn.SessionData, error) {
 	v := ceremonyCookieValue(env, r, p, kind)
 	if v == "" || challenge == "" {
 		return webauthn.SessionData{}, errNoCeremony
 	}
-	c, err := env.Store.TakePasskeyCeremony(ctx, ceremonyID(v, challenge), env.Now())
+	c, err := st.TakePasskeyCeremony(ctx, ceremonyID(v, challenge), env.Now())
 	if errors.Is(err, store.ErrNotFound) {
 		return webauthn.SessionData{}, errNoCeremony
 	}

@@ -83,7 +83,7 @@ func (h *handler) passkeyOptions(w http.ResponseWriter, r *http.Request) {
 		h.passkeyInternal(w, p, err)
 		return
 	}
-	if err := BeginCeremony(r.Context(), h.env, r, p, ceremonySignIn, "", data); IsNoCeremony(err) {
+	if err := BeginCeremony(r.Context(), h.env, h.store, r, p, ceremonySignIn, "", data); IsNoCeremony(err) {
 		JSONError(w, http.StatusBadRequest, "expired", msgPasskeyExpired)
 		return
 	} else if err != nil {
@@ -95,6 +95,8 @@ func (h *handler) passkeyOptions(w http.ResponseWriter, r *http.Request) {
 
 // passkeyFinish checks the browser's answer and signs the person in. The ceremony is used up
 // whatever happens, so a challenge is answered once.
+//
+//nolint:funlen // the WebAuthn assertion checks in the order the spec sets them; the ceremony is spent first whatever follows
 func (h *handler) passkeyFinish(w http.ResponseWriter, r *http.Request) {
 	p := site.Project(r)
 	ctx := r.Context()
@@ -111,7 +113,7 @@ func (h *handler) passkeyFinish(w http.ResponseWriter, r *http.Request) {
 		JSONError(w, http.StatusBadRequest, "invalid_request", msgPasskeyBad)
 		return
 	}
-	data, err := FinishCeremony(ctx, h.env, r, p, ceremonySignIn, "", parsed.Response.CollectedClientData.Challenge)
+	data, err := FinishCeremony(ctx, h.env, h.store, r, p, ceremonySignIn, "", parsed.Response.CollectedClientData.Challenge)
 	if IsNoCeremony(err) {
 		JSONError(w, http.StatusBadRequest, "expired", msgPasskeyExpired)
 		return
@@ -133,7 +135,7 @@ func (h *handler) passkeyFinish(w http.ResponseWriter, r *http.Request) {
 	// The credential is looked up in this project only: a passkey enrolled in another project
 	// on the same host is unknown here.
 	find := func(rawID, userHandle []byte) (webauthn.User, error) {
-		key, lookErr = h.env.Store.GetPasskey(ctx, p.Key, rawID)
+		key, lookErr = h.store.GetPasskey(ctx, p.Key, rawID)
 		if lookErr != nil {
 			return nil, lookErr
 		}
@@ -141,7 +143,7 @@ func (h *handler) passkeyFinish(w http.ResponseWriter, r *http.Request) {
 			lookErr = store.ErrNotFound
 			return nil, lookErr
 		}
-		person, lookErr = h.env.Store.GetPerson(ctx, p.Key, key.Subject)
+		person, lookErr = h.store.GetPerson(ctx, p.Key, key.Subject)
 		if lookErr != nil {
 			return nil, lookErr
 		}
@@ -164,7 +166,7 @@ func (h *handler) passkeyFinish(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := h.env.Now()
-	err = h.env.Store.UsePasskey(ctx, p.Key, key.CredentialID, cred.Authenticator.SignCount, cred.Flags.BackupState, now)
+	err = h.store.UsePasskey(ctx, p.Key, key.CredentialID, cred.Authenticator.SignCount, cred.Flags.BackupState, now)
 	if errors.Is(err, store.ErrConflict) {
 		JSONError(w, http.StatusBadRequest, "refused", msgPasskeyClone)
 		return
@@ -203,7 +205,7 @@ func (h *handler) passkeyFinish(w http.ResponseWriter, r *http.Request) {
 		JSONError(w, http.StatusBadRequest, "refused", msgPasskeyUnknown)
 		return
 	}
-	if err := startWith(ctx, h.env, w, r, p, person, now, "", PasskeyMethod(key)); err != nil {
+	if err := startWith(ctx, h.env, h.store, w, r, p, person, now, "", PasskeyMethod(key)); err != nil {
 		h.passkeyInternal(w, p, err)
 		return
 	}

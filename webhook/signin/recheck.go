@@ -63,7 +63,7 @@ func (h *handler) keepForRecheck(ctx context.Context, p *config.Project, person 
 		return nil
 	}
 	kid, sealed := h.env.Keyring.Seal(recheckPurpose(p, person.ID), []byte(tok.RefreshToken))
-	return h.env.Store.SavePersonCheck(ctx, store.PersonCheck{
+	return h.store.SavePersonCheck(ctx, store.PersonCheck{
 		Project: p.Key, Subject: person.ID, KeyID: kid, RefreshToken: sealed, CheckedAt: now,
 	})
 }
@@ -112,7 +112,7 @@ func (h *handler) askProvider(ctx context.Context, p *config.Project, person sto
 func (h *handler) recheckPerson(ctx context.Context, p *config.Project, person store.Person, now time.Time) error {
 	o := p.SignIn.OIDC
 	interval := o.RecheckInterval
-	pc, err := h.env.Store.UpdatePersonCheck(ctx, p.Key, person.ID, func(c store.PersonCheck) (store.PersonCheck, error) {
+	pc, err := h.store.UpdatePersonCheck(ctx, p.Key, person.ID, func(c store.PersonCheck) (store.PersonCheck, error) {
 		if now.Sub(c.CheckedAt) < interval {
 			return c, errNotDue
 		}
@@ -177,7 +177,7 @@ func (h *handler) recheckPerson(ctx context.Context, p *config.Project, person s
 	}
 	// Confirmed. Keep the provider's new refresh token if it rotated it, unless a sign-in
 	// stored a newer one meanwhile.
-	_, err = h.env.Store.UpdatePersonCheck(ctx, p.Key, person.ID, func(c store.PersonCheck) (store.PersonCheck, error) {
+	_, err = h.store.UpdatePersonCheck(ctx, p.Key, person.ID, func(c store.PersonCheck) (store.PersonCheck, error) {
 		if !bytes.Equal(c.RefreshToken, pc.RefreshToken) {
 			return c, nil
 		}
@@ -197,7 +197,7 @@ func (h *handler) recheckPerson(ctx context.Context, p *config.Project, person s
 // endPerson ends all of a person's sessions, tokens and passkeys after the provider's answer to a
 // re-check refused them, and records why.
 func (h *handler) endPerson(ctx context.Context, p *config.Project, person store.Person, now time.Time, reason string) error {
-	ended, err := h.env.Store.EndSignIns(ctx, p.Key, person.ID, now)
+	ended, err := h.store.EndSignIns(ctx, p.Key, person.ID, now)
 	if err != nil {
 		return err
 	}

@@ -31,20 +31,20 @@ var ErrNotSignedIn = errors.New("signin: not signed in")
 // cookie holds 32 random bytes; only their hash is looked up. A store failure reads as "not
 // signed in"; pages that would then send the person to sign in use Lookup instead, so an outage
 // shows as one rather than as a sign-in form.
-func Current(env *site.Env, r *http.Request) (store.Session, store.Person, bool) {
-	s, person, err := Lookup(env, r)
+func Current(env *site.Env, st SessionStore, r *http.Request) (store.Session, store.Person, bool) {
+	s, person, err := Lookup(env, st, r)
 	return s, person, err == nil
 }
 
 // Lookup is Current with the reason: ErrNotSignedIn, or the store's error.
-func Lookup(env *site.Env, r *http.Request) (store.Session, store.Person, error) {
+func Lookup(env *site.Env, st SessionStore, r *http.Request) (store.Session, store.Person, error) {
 	p := site.Project(r)
 	v := ReadCookie(r, env, p, sessionCookie)
 	if v == "" || len(v) > 128 {
 		return store.Session{}, store.Person{}, ErrNotSignedIn
 	}
 	ctx := r.Context()
-	s, err := env.Store.GetSession(ctx, secret.Hash(v), env.Now())
+	s, err := st.GetSession(ctx, secret.Hash(v), env.Now())
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Session{}, store.Person{}, ErrNotSignedIn
 	}
@@ -55,7 +55,7 @@ func Lookup(env *site.Env, r *http.Request) (store.Session, store.Person, error)
 	if s.Project != p.Key {
 		return store.Session{}, store.Person{}, ErrNotSignedIn
 	}
-	person, err := env.Store.GetPerson(ctx, p.Key, s.Subject)
+	person, err := st.GetPerson(ctx, p.Key, s.Subject)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Session{}, store.Person{}, ErrNotSignedIn
 	}
@@ -84,8 +84,8 @@ func Unavailable(env *site.Env, w http.ResponseWriter, r *http.Request) {
 // signed in as nobody is sent to sign in and back to returnTo; a store that cannot say who is
 // signed in gets Unavailable, never a sign-in form (signing in could not work either, and the
 // person may well be signed in).
-func Require(env *site.Env, w http.ResponseWriter, r *http.Request, returnTo string) (store.Session, store.Person, bool) {
-	s, person, err := Lookup(env, r)
+func Require(env *site.Env, st SessionStore, w http.ResponseWriter, r *http.Request, returnTo string) (store.Session, store.Person, bool) {
+	s, person, err := Lookup(env, st, r)
 	switch {
 	case err == nil:
 		return s, person, true
@@ -138,12 +138,12 @@ func Fresh(s store.Session, maxAge time.Duration, now time.Time) bool {
 // RecentSignIn when maxAge is 0). Otherwise it sends the browser to sign in — again, if someone
 // is signed in but not recently — and back to the current URL, and returns false; the caller
 // then returns without writing anything. Use it on GET pages only.
-func RequireFresh(env *site.Env, w http.ResponseWriter, r *http.Request, maxAge time.Duration) (store.Session, store.Person, bool) {
+func RequireFresh(env *site.Env, st SessionStore, w http.ResponseWriter, r *http.Request, maxAge time.Duration) (store.Session, store.Person, bool) {
 	p := site.Project(r)
 	if maxAge <= 0 {
 		maxAge = p.Lifetimes.RecentSignIn
 	}
-	s, person, err := Lookup(env, r)
+	s, person, err := Lookup(env, st, r)
 	if err != nil && !errors.Is(err, ErrNotSignedIn) {
 		Unavailable(env, w, r)
 		return store.Session{}, store.Person{}, false
@@ -223,24 +223,24 @@ func CheckCSRF(env *site.Env, r *http.Request, submitted string) bool {
 //
 // upstreamSID is "issuer|sid" of the provider's session for a sign-in with the project's OpenID
 // provider that named one, else "".
-func start(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, person store.Person, authTime time.Time, upstreamSID string) error {
+func start(ctx context.Context, env *site.Env, st Store, w http.ResponseWriter, r *http.Request, p *config.Project, person store.Person, authTime time.Time, upstreamSID string) error {
 	method := MethodPassword
 	if person.Source == "oidc" {
 		method = MethodOIDC
 	}
-	return startWith(ctx, env, w, r, p, person, authTime, upstreamSID, method)
+	return startWith(ctx, env, st, w, r, p, person, authTime, upstreamSID, method)
 }
 
 // startWith is start with the sign-in method to record (RFC 8176 amr: MethodPassword, …).
-func startWith(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project, person store.Person, authTime time.Time, upstreamSID, method string) error {
+func startWith(ctx context.Context, env *site.Env, st Store, w http.ResponseWriter, r *http.Request, p *config.Project, person store.Person, authTime time.Time, upstreamSID, method string) error {
 	now := env.Now()
 	if old := ReadCookie(r, env, p, sessionCookie); old != "" && len(old) <= 128 {
-		if err := env.Store.DeleteSession(ctx, secret.Hash(old)); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := st.DeleteSession(ctx, secret.Hash(old)); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 	}
 	v := secret.New("")
-	err := env.Store.CreateSession(ctx, store.Session{
+	err := st.CreateSession(ctx, store.Session{
 		IDHash:      secret.Hash(v),
 		Project:     p.Key,
 		Subject:     person.ID,
@@ -263,13 +263,13 @@ func startWith(ctx context.Context, env *site.Env, w http.ResponseWriter, r *htt
 }
 
 // end signs the browser out of the project.
-func end(ctx context.Context, env *site.Env, w http.ResponseWriter, r *http.Request, p *config.Project) error {
+func end(ctx context.Context, env *site.Env, st Store, w http.ResponseWriter, r *http.Request, p *config.Project) error {
 	v := ReadCookie(r, env, p, sessionCookie)
 	SetCookie(w, env, p, sessionCookie, "", -1)
 	if v == "" || len(v) > 128 {
 		return nil
 	}
-	if err := env.Store.DeleteSession(ctx, secret.Hash(v)); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := st.DeleteSession(ctx, secret.Hash(v)); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
 	return nil

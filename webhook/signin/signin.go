@@ -77,6 +77,7 @@ const (
 
 type handler struct {
 	env        *site.Env
+	store      Store
 	perAccount *ratelimit.Limiter // by account and client address
 	perAddress *ratelimit.Limiter
 	passkeys   *ratelimit.Limiter // passkey ceremony requests by client address
@@ -97,9 +98,10 @@ type SignOutHook func(ctx context.Context, w http.ResponseWriter, p *config.Proj
 // Register mounts /sign-in, the upstream sign-in start and callback, the back-channel logout
 // endpoint, and /sign-out. onSignOut run, in order, on every sign-out. It returns the re-check
 // of people at the project's OpenID provider, for site.Env.CheckPerson.
-func Register(rt site.Router, env *site.Env, onSignOut ...SignOutHook) func(ctx context.Context, p *config.Project, person store.Person, now time.Time) error {
+func Register(rt site.Router, env *site.Env, st Store, onSignOut ...SignOutHook) func(ctx context.Context, p *config.Project, person store.Person, now time.Time) error {
 	h := &handler{
 		env:        env,
+		store:      st,
 		perAccount: ratelimit.New(AccountBurst, AccountEvery).Share(env.RateBuckets, "signin.account"),
 		perAddress: ratelimit.New(AddressBurst, AddressEvery).Share(env.RateBuckets, "signin.address"),
 		passkeys:   ratelimit.New(PasskeyBurst, PasskeyEvery).Share(env.RateBuckets, "signin.passkey.address"),
@@ -128,7 +130,7 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	}
 	again := q.Get("prompt") == "login"
 	if !again {
-		if _, _, ok := Current(h.env, r); ok {
+		if _, _, ok := Current(h.env, h.store, r); ok {
 			http.Redirect(w, r, returnTo, http.StatusSeeOther)
 			return
 		}
@@ -225,7 +227,7 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 	}
 	h.perAccount.Refund(r.Context(), acct, now)
 	h.perAddress.Refund(r.Context(), addr, now)
-	person, err := h.env.Store.UpsertPerson(r.Context(), store.Person{
+	person, err := h.store.UpsertPerson(r.Context(), store.Person{
 		Project:       p.Key,
 		ID:            secret.NewID(),
 		Source:        "password",
@@ -238,7 +240,7 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, p, err)
 		return
 	}
-	if err := start(r.Context(), h.env, w, r, p, person, now, ""); err != nil {
+	if err := start(r.Context(), h.env, h.store, w, r, p, person, now, ""); err != nil {
 		h.internal(w, p, err)
 		return
 	}
@@ -287,7 +289,7 @@ func (h *handler) continueTo(w http.ResponseWriter, p *config.Project, person st
 
 func (h *handler) signOutPage(w http.ResponseWriter, r *http.Request) {
 	p := site.Project(r)
-	_, person, ok := Current(h.env, r)
+	_, person, ok := Current(h.env, h.store, r)
 	if !ok {
 		h.env.Pages.Message(w, http.StatusOK, pages.MessageData{
 			Frame:   pages.Frame{Title: "Signed out", Project: projectName(p)},
@@ -313,7 +315,7 @@ func (h *handler) signOut(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	_, person, signedIn := Current(h.env, r)
+	_, person, signedIn := Current(h.env, h.store, r)
 	if signedIn && !CheckCSRF(h.env, r, form.Get("csrf_token")) {
 		h.env.Pages.Error(w, http.StatusForbidden, pages.ErrorData{
 			Frame:   pages.Frame{Title: "Form expired", Project: projectName(p)},
@@ -327,7 +329,7 @@ func (h *handler) signOut(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if err := end(r.Context(), h.env, w, r, p); err != nil {
+	if err := end(r.Context(), h.env, h.store, w, r, p); err != nil {
 		h.internal(w, p, err)
 		return
 	}

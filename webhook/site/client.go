@@ -106,7 +106,7 @@ func (e *Env) Client(ctx context.Context, p *config.Project, id string) (*Client
 		}
 		return e.ClientDocument(ctx, p, id)
 	}
-	sc, err := e.Store.GetClient(ctx, p.Key, id)
+	sc, err := e.store.GetClient(ctx, p.Key, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, ErrUnknownClient
 	}

@@ -3,8 +3,9 @@
 // the project a request is for, and one view of an OAuth client whether it was declared as an
 // OAuthClient resource or registered at run time.
 //
-// A flow package exposes Register(rt site.Router, env *site.Env) and never imports the webhook
-// package itself, so flows can be added without editing the server's core.
+// A flow package exposes Register(rt site.Router, env *site.Env, st Store), where Store is the
+// flow's own part of the store, and never imports the webhook package itself, so flows can be
+// added without editing the server's core.
 package site
 
 import (
@@ -30,10 +31,11 @@ import (
 	"latchkey.dev/latchkey/webhook/pages"
 )
 
-// Env is shared by every handler. It is built once by webhook.New and never changed afterwards.
+// Env is shared by every handler. It is built once by webhook.New (NewEnv) and never changed
+// afterwards. It holds no store a flow can reach: each flow is given its own part.
 type Env struct {
+	store   EnvStore
 	Config  *config.Holder
-	Store   Store
 	Keyring *secret.Keyring
 	Logger  logr.Logger
 	Pages   *pages.Pages
@@ -149,12 +151,12 @@ func (e *Env) record(ctx context.Context, r store.AuditRecord) error {
 	}
 	log.Info("audit", "project", r.Project, "action", r.Action, "actor", r.Actor, "target", r.Target,
 		"outcome", r.Outcome, "reason", r.Reason)
-	write := e.Store.AppendAudit
+	write := e.store.AppendAudit
 	switch {
 	case events.WrittenBehind(r.Action):
-		write = e.Store.QueueAudit
+		write = e.store.QueueAudit
 	case events.Handout(r.Action):
-		write = e.Store.AppendAuditBatched
+		write = e.store.AppendAuditBatched
 	}
 	err := write(ctx, r)
 	// A handout whose record failed did not happen: the request fails.

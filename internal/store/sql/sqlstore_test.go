@@ -332,7 +332,7 @@ func TestSQLiteQueryPlans(t *testing.T) {
 		qListConnections, qFindPermission, qListPermissions, qGetGrant, qListGrants, qDeleteClientGrant,
 		qDeleteClientPerm, qClaim, qDepth, qListAudit, qGetClient, qListClients, qAuditAfter, qLinkByID,
 		qAgentAccess, qEndCallbacks, qEndSessions, qRevokePerson, qEndPersonCheck, qPersonBySource, qPeopleBySID,
-		qLockPersonCheck, qUpdatePersonCheck, qSubjectAccess, qTokenHolder, qRateLock,
+		qLockPersonCheck, qUpdatePersonCheck, qSubjectAccess, qTokenHolder, qRateLock, qRevokeAppPerms,
 	}
 	for _, g := range sqliteGC {
 		queries = append(queries, g.query)

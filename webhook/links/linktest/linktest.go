@@ -130,7 +130,7 @@ func New(t testing.TB, o Options) *Harness {
 	env.Events = em.Recorded
 	// Token exchange is registered again with this Env; ID-JAG requests still go to idjag, as
 	// in webhook.New.
-	idjag.Register(ch.Server.Grant, env, exchange.New(env, nil))
+	idjag.Register(ch.Server.Grant, env, ch.Store, exchange.New(env, ch.Store, nil))
 	return h
 }
 

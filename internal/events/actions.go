@@ -1,0 +1,41 @@
+package events
+
+// Audit actions written by the HTTP server's flows that report no security event of their own.
+// Every action a flow writes is a constant of this package, so the catalog (auditTypes) and
+// docs/audit.md, which TestEveryAuditTypeIsDocumented checks against each other, list them all.
+const (
+	// CodeReplay: an authorization code was presented again; what it issued was revoked.
+	CodeReplay = "code.replay"
+	// RefreshRefused: a refresh was refused and its family revoked, or a DPoP-bound refresh
+	// token came without a proof by its key.
+	RefreshRefused = "refresh.refused"
+	// GrantRevoked: a person revoked an app on the account page (store.Apps.RevokeApp).
+	GrantRevoked = "grant.revoked"
+	// PermissionRemoved: a person removed an agent's access to their accounts.
+	PermissionRemoved = "permission.removed"
+	// ConnectionDisconnected: a person disconnected one of their accounts.
+	ConnectionDisconnected = "connection.disconnected"
+	// LinkCreated: a token-exchange refusal made a new connect link.
+	LinkCreated = "link.created"
+	// LinkDeclined: the person declined a connect link.
+	LinkDeclined = "link.declined"
+	// AgentAllowed: the person let an agent use a connection.
+	AgentAllowed = "agent.allowed"
+	// ConnectionConfirmed: a connection finished through the callback's confirmation page.
+	ConnectionConfirmed = "connection.confirmed"
+	// ConnectionConfirmationRefused: a confirmation with a wrong or stale token.
+	ConnectionConfirmationRefused = "connection.confirmation_refused"
+	// ConnectionCancelled: the person cancelled at the service.
+	ConnectionCancelled = "connection.cancelled"
+	// ConnectionEndedBySignOut: signing out ended the person's pending connection attempts.
+	ConnectionEndedBySignOut = "connection.ended_by_sign_out"
+	// ConnectionConfirmationShown is what the callback writes for CallbackConfirmation.
+	ConnectionConfirmationShown = "connection.confirmation_shown"
+	// ConnectionWrongPerson is what the callback writes for CallbackOtherPerson.
+	ConnectionWrongPerson = "connection.wrong_person"
+	// ClientRegistered, ClientUpdated, ClientDeleted: dynamic client registration (RFC 7591,
+	// RFC 7592).
+	ClientRegistered = "client.registered"
+	ClientUpdated    = "client.updated"
+	ClientDeleted    = "client.deleted"
+)
