@@ -130,11 +130,21 @@ func runReal(ctx context.Context, o options) error {
 	}
 	defer f.close()
 
+	chosen := realScenarios
+	if o.scenarios != "" {
+		chosen = nil
+		for name := range strings.SplitSeq(o.scenarios, ",") {
+			if !slices.Contains(realScenarios, name) {
+				return fmt.Errorf("-binary runs %s; not %q", strings.Join(realScenarios, ", "), name)
+			}
+			chosen = append(chosen, name)
+		}
+	}
 	c := newClient(o.concurrency)
 	var results []result
 	serverCPU := map[string]*proc{"floor": f.floor, "floor_insert_alone": f.floor, "client_credentials": f.latchkey, "exchange_ok": f.latchkey}
 	for round := 1; round <= o.runs; round++ {
-		for _, name := range realScenarios {
+		for _, name := range chosen {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
