@@ -33,26 +33,28 @@ const (
 // address is accepted: a CPU profile holds function names and timings, a heap or goroutine
 // dump may hold request data, so the endpoint is for someone on the machine.
 func startDebugPprof(log logr.Logger) {
-	if err := serveDebugPprof(*debugPprofListen, log); err != nil {
+	if _, err := serveDebugPprof(*debugPprofListen, log); err != nil {
 		fmt.Fprintln(flag.CommandLine.Output(), "latchkey: --debug-pprof-listen:", err)
 		os.Exit(2)
 	}
 }
 
-func serveDebugPprof(addr string, log logr.Logger) error {
+// serveDebugPprof starts the profiles' server on addr and returns its listener (nil when addr
+// is empty); the server runs until the listener is closed or the process exits.
+func serveDebugPprof(addr string, log logr.Logger) (net.Listener, error) {
 	if addr == "" {
-		return nil
+		return nil, nil
 	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return errors.New("must be a loopback address (127.0.0.1:PORT, [::1]:PORT or localhost:PORT)")
+		return nil, errors.New("must be a loopback address (127.0.0.1:PORT, [::1]:PORT or localhost:PORT)")
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	runtime.SetMutexProfileFraction(mutexFraction)
 	runtime.SetBlockProfileRate(blockRate)
@@ -63,7 +65,7 @@ func serveDebugPprof(addr string, log logr.Logger) error {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }() // serves until the process exits
+	go func() { _ = srv.Serve(ln) }() // serves until the listener closes
 	log.Info("serving Go profiles on loopback (--debug-pprof-listen)", "address", ln.Addr().String())
-	return nil
+	return ln, nil
 }
