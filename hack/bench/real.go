@@ -243,7 +243,7 @@ func startReal(ctx context.Context, o options) (*realFixture, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(o.binary, args...) //nolint:gosec // the binary the person running the harness named
+	cmd := exec.Command(o.binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if f.latchkey, err = startProc(cmd); err != nil {
 		logFile.Close()
@@ -274,7 +274,7 @@ func startReal(ctx context.Context, o options) (*realFixture, error) {
 	if err != nil {
 		return nil, err
 	}
-	floorCmd := exec.Command(self, "-floor-serve", dbPath) //nolint:gosec // this binary
+	floorCmd := exec.Command(self, "-floor-serve", dbPath)
 	floorCmd.Stderr = os.Stderr
 	out, err := floorCmd.StdoutPipe()
 	if err != nil {
@@ -285,7 +285,7 @@ func startReal(ctx context.Context, o options) (*realFixture, error) {
 	}
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, floorReadyMsg) {
-		return nil, fmt.Errorf("floor process: %q %v", line, err)
+		return nil, fmt.Errorf("floor process: %q: %w", line, err)
 	}
 	f.floorURL = strings.TrimSpace(strings.TrimPrefix(line, floorReadyMsg))
 	go func() { _, _ = io.Copy(io.Discard, out) }()
@@ -323,7 +323,7 @@ func waitReady(ctx context.Context, url string, p *proc) error {
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
-		resp, err := http.Get(url) //nolint:gosec,noctx // loopback, bounded by the loop
+		resp, err := http.Get(url) //nolint:noctx // loopback, bounded by the loop
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
