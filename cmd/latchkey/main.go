@@ -129,6 +129,7 @@ func main() {
 	}
 	setLoggers(log)
 	applyMemoryLimit(log)
+	startDebugPprof(log)
 
 	if err := run(ctrl.SetupSignalHandler(), o, log); err != nil {
 		log.Error(err, "latchkey stopped")

@@ -10,6 +10,7 @@
 //	go run ./hack/bench -database 'postgres://postgres@127.0.0.1:55470/postgres?sslmode=disable'
 //	go run ./hack/bench -profile /tmp/prof -scenarios client_credentials,exchange_ok
 //	go run ./hack/bench -controllers 1000,10000          # reconcile benchmark on envtest
+//	go run ./hack/bench -binary bin/latchkey -runs 3     # the real binary against a floor process
 //
 // The load generator shares the machine (and this process) with the server, as the peers'
 // figures in docs/performance.md were also taken on one machine over loopback; the floor runs
@@ -50,6 +51,11 @@ type options struct {
 	replicas     int
 	pooler       string
 	replicaServe string
+	// binary, with binaryArgs, runs the real latchkey binary against a floor in a process of
+	// its own instead (real.go); floorServe is set in the floor process it starts.
+	binary     string
+	binaryArgs string
+	floorServe string
 }
 
 func main() {
@@ -72,6 +78,10 @@ func main() {
 	flag.IntVar(&o.replicas, "replicas", 0, "instead of the scenarios: start this many server processes on one PostgreSQL through -pooler and compare them with one (client_credentials, refresh), then check the store")
 	flag.StringVar(&o.pooler, "pooler", "", "with -replicas: host:port of a PgBouncer (transaction mode) in front of -database's server")
 	flag.StringVar(&o.replicaServe, "replica-serve", "", "internal: serve as one replica on this DSN (started by -replicas)")
+	flag.StringVar(&o.binary, "binary", "",
+		"instead of the in-process server: run this latchkey binary as make run-local starts it, next to a floor in a process of its own, scenarios alternating by round ("+strings.Join(realScenarios, ",")+")")
+	flag.StringVar(&o.binaryArgs, "binary-args", "", "with -binary: more flags for latchkey, separated by spaces")
+	flag.StringVar(&o.floorServe, "floor-serve", "", "internal: serve the floor on latchkey's database at this path (started by -binary)")
 	flag.Parse()
 	for f := range strings.SplitSeq(*tokens, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -86,6 +96,10 @@ func main() {
 	defer stop()
 	var err error
 	switch {
+	case o.floorServe != "":
+		err = serveFloor(ctx, o.floorServe)
+	case o.binary != "":
+		err = runReal(ctx, o)
 	case o.replicaServe != "":
 		err = serveReplica(ctx, o, o.replicaServe)
 	case o.replicas > 0:

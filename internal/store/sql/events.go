@@ -22,7 +22,15 @@ WHERE project = ? ORDER BY id DESC LIMIT ?`)
 	// The partial index audit_pending serves this; on PostgreSQL another replica's batch is
 	// skipped rather than waited for.
 	qPendingAudit = sqlText(`SELECT ` + auditCols + ` FROM audit WHERE pending = 1 ORDER BY id LIMIT ?` + skipLocked)
-	qRelayedAudit = sqlText(`UPDATE audit SET pending = 0 WHERE id = ?`)
+	// The records a relay read are cleared in one statement, not one each: at thousands of
+	// token requests a second the relay otherwise runs one UPDATE per request on the write
+	// connection. On SQLite the relay's transaction holds the database's only write lock from
+	// the read to the update, and the read took the oldest pending records in id order, so the
+	// pending records from the first id to the last are exactly those read. On PostgreSQL
+	// another transaction may commit a record with a smaller id after the read (ids are taken
+	// before commit), so the ids read are named (the rows are locked: FOR UPDATE SKIP LOCKED).
+	qRelayedAuditRange = sqlText(`UPDATE audit SET pending = 0 WHERE pending = 1 AND id BETWEEN ? AND ?`)
+	qRelayedAuditIDs   = `UPDATE audit SET pending = 0 WHERE id = ANY(?)`
 )
 
 // AppendAudit stores a record; r.ID is ignored (the database numbers records in order).
@@ -66,15 +74,39 @@ func (s *Store) RelayAudit(ctx context.Context, limit int, fanOut func([]store.A
 				return conflict(err)
 			}
 		}
-		for _, r := range recs {
-			if _, err := x.exec(ctx, qRelayedAudit, r.ID); err != nil {
-				return err
-			}
+		if err := s.clearPending(ctx, x, recs); err != nil {
+			return err
 		}
 		n = len(recs)
 		return nil
 	})
 	return n, err
+}
+
+// clearPending marks the records a relay read (recs, in id order) as relayed; see
+// qRelayedAuditRange.
+func (s *Store) clearPending(ctx context.Context, x q, recs []store.AuditRecord) error {
+	var (
+		cleared int64
+		err     error
+	)
+	if s.postgres() {
+		ids := make([]int64, len(recs))
+		for i, r := range recs {
+			ids[i] = r.ID
+		}
+		cleared, err = x.execN(ctx, qRelayedAuditIDs, ids)
+	} else {
+		cleared, err = x.execN(ctx, qRelayedAuditRange, recs[0].ID, recs[len(recs)-1].ID)
+	}
+	if err != nil {
+		return err
+	}
+	if cleared != int64(len(recs)) {
+		// Rolled back: the records stay pending and the next round relays them again.
+		return fmt.Errorf("sqlstore: relay read %d audit records but cleared %d", len(recs), cleared)
+	}
+	return nil
 }
 
 // ListAudit returns a project's newest records first; limit <= 0 means 100.
