@@ -73,7 +73,27 @@ release-dry-run: ## Build what a release publishes (image archive, chart .tgz, S
 	cp bin/latchkey-image.tar $(RELEASE_DIR)/latchkey-image.tar
 	bin/latchkey-release chart -chart charts/latchkey -out $(RELEASE_DIR)
 	bin/latchkey-release sbom -image $(RELEASE_DIR)/latchkey-image.tar -out $(RELEASE_DIR)/latchkey.spdx.json
+	$(MAKE) --no-print-directory release-binaries
 	cd hack/tools && LATCHKEY_RELEASE_DIR=$(abspath $(RELEASE_DIR)) $(GO) test -count=1 -run TestRelease ./release
+
+# The binaries a release publishes (docs/decisions/0068-release-binaries-and-krew.md):
+# latchkey and the kubectl plugin for each platform `latchkey-release platforms` names
+# (linux and darwin, amd64 and arm64), built as `make build` builds them (static, -trimpath) and
+# stamped with VERSION, each in a tar.gz in $(RELEASE_DIR), with SHA256SUMS (which the workflow
+# signs) and the krew manifest. The first run compiles every dependency for the two darwin
+# platforms: several minutes on 2 cores; later runs only link.
+RELEASE_URL ?= https://github.com/latchkey-dev/latchkey/releases/download/v$(VERSION)
+RELEASE_BUILD_DIR ?= bin/release-build
+
+.PHONY: release-binaries
+release-binaries: ## Build latchkey and kubectl-latchkey for linux/darwin × amd64/arm64: archives, SHA256SUMS and the krew manifest in bin/release.
+	cd hack/tools && $(GO) build -o ../../bin/latchkey-release ./release
+	rm -rf $(RELEASE_BUILD_DIR)
+	@for p in $$(bin/latchkey-release platforms); do os=$${p%/*}; arch=$${p#*/}; \
+	  echo "make: building latchkey and kubectl-latchkey for $$p"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" \
+	    -o $(RELEASE_BUILD_DIR)/$${os}_$${arch}/ ./cmd/latchkey ./cmd/kubectl-latchkey || exit 1; done
+	bin/latchkey-release binaries -in $(RELEASE_BUILD_DIR) -out $(RELEASE_DIR) -version $(VERSION) -url $(RELEASE_URL)
 
 # Run by the release workflow after release-dry-run, with registry credentials: pushes exactly
 # the files the dry run made and checked, and writes their digests for signing.
@@ -90,6 +110,7 @@ release-names:
 	@echo "chart=$(REGISTRY)/charts/latchkey"
 	@echo "version=$(VERSION)"
 	@echo "chart_version=$(CHART_VERSION)"
+	@echo "release_url=$(RELEASE_URL)"
 
 .PHONY: run
 run: build ## Run Latchkey with a local control plane, SQLite under .latchkey/ and the demo project.

@@ -15,8 +15,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	adminv1 "latchkey.dev/latchkey/api/admin/v1alpha1"
@@ -30,21 +31,16 @@ type client struct {
 }
 
 func newClient(o *options) (*client, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: o.context}
-	if o.namespace != "" {
-		overrides.Context.Namespace = o.namespace
-	}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
-	cfg, err := cc.ClientConfig()
+	cfg, err := o.config.ToRESTConfig()
 	if err != nil {
 		return nil, err
 	}
-	ns, _, err := cc.Namespace()
+	ns, _, err := o.config.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
 		return nil, err
 	}
+	// The REST config carries every kubeconfig flag: --as and --as-group become impersonation
+	// headers the kube-apiserver authorizes (RBAC's impersonate verb) before anything else.
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
@@ -127,10 +123,13 @@ func isNotFound(err error) bool {
 	return errors.As(err, &se) && se.st.Reason == metav1.StatusReasonNotFound
 }
 
-// selectors builds the label selector for --project and a person id.
+// selectors builds the label selector for -l, --project and a person id.
 func (c *client) selectors(personID string) url.Values {
 	q := url.Values{}
 	var sel []string
+	if c.o.selector != "" {
+		sel = append(sel, c.o.selector)
+	}
 	if c.o.project != "" {
 		sel = append(sel, adminv1.ProjectLabel+"="+c.o.project)
 	}
@@ -192,7 +191,7 @@ func (c *client) view(ctx context.Context, out io.Writer, resource string, args 
 	} else {
 		persons = []string{""}
 	}
-	table := c.o.output == "table" || c.o.output == "wide" || c.o.output == "name"
+	table := !c.o.printed()
 	var rows []metav1.TableRow
 	var cols []metav1.TableColumnDefinition
 	var items []json.RawMessage
@@ -281,23 +280,22 @@ func (c *client) printTable(out io.Writer, resource string, cols []metav1.TableC
 	return tw.Flush()
 }
 
-// printList prints items as one List document, as kubectl get -o json|yaml does.
+// printList prints items as one List, as kubectl get does: -o json|yaml print the List,
+// -o jsonpath|go-template apply to it ({.items[*].metadata.name}).
 func (c *client) printList(out io.Writer, items []json.RawMessage) error {
-	if items == nil {
-		items = []json.RawMessage{}
+	list := &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "v1", "kind": "List", "metadata": map[string]any{}}}
+	for _, raw := range items {
+		obj := map[string]any{}
+		if err := utiljson.Unmarshal(raw, &obj); err != nil {
+			return err
+		}
+		list.Items = append(list.Items, unstructured.Unstructured{Object: obj})
 	}
-	doc := map[string]any{"apiVersion": "v1", "kind": "List", "metadata": map[string]any{}, "items": items}
-	b, err := json.MarshalIndent(doc, "", "    ")
+	p, err := c.o.print.ToPrinter()
 	if err != nil {
 		return err
 	}
-	if c.o.output == "yaml" {
-		if b, err = yaml.JSONToYAML(b); err != nil {
-			return err
-		}
-	}
-	_, err = fmt.Fprintf(out, "%s\n", strings.TrimSuffix(string(b), "\n"))
-	return err
+	return p.PrintObj(list, out)
 }
 
 // revoke ends access: revoke person|grant|connection|client-tokens.
@@ -540,11 +538,31 @@ func (c *cursor) fresh(id int64) bool {
 	return true
 }
 
+// printAudit prints one record as it arrives: a table row, one JSON object per line, a YAML
+// document, its name, or what -o jsonpath|go-template make of it.
 func (c *client) printAudit(out io.Writer, tw io.Writer, r adminv1.AuditRecord, table bool) error {
+	if c.o.output == "name" {
+		_, err := fmt.Fprintf(out, "%s.%s/%s\n", adminv1.ResourceAuditRecords, adminv1.Group, r.Name)
+		return err
+	}
 	if !table {
 		b, err := json.Marshal(r)
 		if err != nil {
 			return err
+		}
+		if c.o.output != "json" && c.o.output != "yaml" {
+			obj := map[string]any{}
+			if err := utiljson.Unmarshal(b, &obj); err != nil {
+				return err
+			}
+			u := &unstructured.Unstructured{Object: obj}
+			u.SetAPIVersion(adminv1.GroupVersion)
+			u.SetKind("AuditRecord")
+			p, err := c.o.print.ToPrinter()
+			if err != nil {
+				return err
+			}
+			return p.PrintObj(u, out)
 		}
 		if c.o.output == "yaml" {
 			if b, err = yaml.JSONToYAML(b); err != nil {

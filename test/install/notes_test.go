@@ -13,7 +13,9 @@ import (
 // cry wolf when the proxies are listed or Latchkey is not exposed through the chart.
 //
 // `helm template` does not render NOTES.txt, so this installs with --dry-run=server against
-// the test's API server, which stores nothing.
+// the test's API server, which stores nothing. Other tests of this package install the chart's
+// cluster-wide objects (the admin APIService) into the same API server, so the dry run takes
+// ownership of them instead of refusing; being a dry run, it changes nothing.
 func TestNotesWarnWithoutTrustedProxies(t *testing.T) {
 	skip(t)
 	chart := filepath.Join(root, "charts", "latchkey")
@@ -29,7 +31,7 @@ func TestNotesWarnWithoutTrustedProxies(t *testing.T) {
 		{"no ingress or route from the chart", nil, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			args := []string{"install", "rel", chart, "--dry-run=server", "--kubeconfig", kubeconfig,
+			args := []string{"install", "rel", chart, "--dry-run=server", "--take-ownership", "--kubeconfig", kubeconfig,
 				"--namespace", "latchkey", "--set", "publicURL=https://auth.example.com"}
 			for _, v := range c.values {
 				args = append(args, "--set", v)

@@ -4,6 +4,8 @@
 //	release chart -chart charts/latchkey -out DIR        # DIR/latchkey-{version}.tgz (Helm's own packaging)
 //	release sbom -image ARCHIVE -out FILE                 # SPDX 2.3 JSON of the Go modules in the image's binary
 //	release push -image ARCHIVE -ref REGISTRY/latchkey:V  # pushes the multi-platform index; prints its digest
+//	release platforms                                     # the platforms the binaries are built for
+//	release binaries -in DIR -version V -url URL -out DIR # archives, SHA256SUMS and the krew manifest (binaries.go)
 //
 // The SBOM is read from the binary itself (its embedded build information: the main module,
 // every dependency module with its version and checksum, the Go toolchain), so it lists what was
@@ -24,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,6 +56,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	out := fs.String("out", "", "where to write")
 	archive := fs.String("image", "", "the image archive (make image)")
 	ref := fs.String("ref", "", "the tag to push to")
+	in := fs.String("in", "", "binaries: the directory holding {os}_{arch}/latchkey and kubectl-latchkey")
+	version := fs.String("version", "", "binaries: the release's version (Chart.yaml appVersion)")
+	url := fs.String("url", "", "binaries: where the release's files are downloaded from")
+	license := fs.String("license", "LICENSE", "binaries: the license file to put in each archive")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -105,8 +112,28 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		fmt.Fprintln(stdout, d)
 		return nil
+	case "platforms":
+		// The Makefile builds for these; the archives and the krew manifest list exactly them.
+		fmt.Fprintln(stdout, strings.Join(Platforms, " "))
+		return nil
+	case "binaries":
+		if *in == "" || *out == "" || *version == "" || *url == "" {
+			return errors.New("binaries: -in, -out, -version and -url are required")
+		}
+		// The image's rule: every timestamp is SOURCE_DATE_EPOCH, so a rebuild gives the same sums.
+		var mtime time.Time
+		if s := os.Getenv("SOURCE_DATE_EPOCH"); s != "" {
+			sec, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return fmt.Errorf("SOURCE_DATE_EPOCH %q: %w", s, err)
+			}
+			mtime = time.Unix(sec, 0).UTC()
+		} else {
+			mtime = time.Unix(0, 0).UTC()
+		}
+		return archiveBinaries(*in, *out, *version, *url, *license, mtime)
 	}
-	return fmt.Errorf("unknown step %q: want chart, sbom or push", args[0])
+	return fmt.Errorf("unknown step %q: want chart, sbom, push, platforms or binaries", args[0])
 }
 
 // readArchive opens the multi-platform index in an image archive written by `make image` (a

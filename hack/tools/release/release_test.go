@@ -69,8 +69,9 @@ func TestRelease(t *testing.T) {
 			Jobs        map[string]struct {
 				Permissions map[string]string `yaml:"permissions"`
 				Steps       []struct {
-					Uses string `yaml:"uses"`
-					Run  string `yaml:"run"`
+					Uses string            `yaml:"uses"`
+					Run  string            `yaml:"run"`
+					With map[string]string `yaml:"with"`
 				} `yaml:"steps"`
 			} `yaml:"jobs"`
 		}
@@ -98,7 +99,10 @@ func TestRelease(t *testing.T) {
 		}
 		all := strings.Join(runs, "\n")
 		order := []string{"make -s release-names", "make release-dry-run", "make release-push", `cosign sign --yes "$IMAGE"`,
-			`cosign sign --yes "$CHART"`, "cosign attest --yes --type spdxjson --predicate bin/release/latchkey.spdx.json"}
+			`cosign sign --yes "$CHART"`, "cosign attest --yes --type spdxjson --predicate bin/release/latchkey.spdx.json",
+			// The binaries: one keyless signature over SHA256SUMS, then the release carries them.
+			"cosign sign-blob --yes --bundle bin/release/SHA256SUMS.sigstore.json bin/release/SHA256SUMS",
+			"gh release create"}
 		last := -1
 		for _, s := range order {
 			i := strings.Index(all, s)
@@ -111,6 +115,24 @@ func TestRelease(t *testing.T) {
 			if !slices.Contains(uses, u) {
 				t.Errorf("the workflow does not use %s", u)
 			}
+		}
+		release := all[strings.Index(all, "gh release create"):]
+		for _, f := range []string{"bin/release/*.tar.gz", "bin/release/SHA256SUMS ", "bin/release/SHA256SUMS.sigstore.json", "bin/release/" + KrewManifestName} {
+			if !strings.Contains(release, f) {
+				t.Errorf("the GitHub release does not carry %s", f)
+			}
+		}
+		if !slices.ContainsFunc(job.Steps, func(s struct {
+			Uses string            `yaml:"uses"`
+			Run  string            `yaml:"run"`
+			With map[string]string `yaml:"with"`
+		}) bool {
+			return strings.HasPrefix(s.Uses, "actions/attest-build-provenance@") && s.With["subject-checksums"] == "bin/release/SHA256SUMS"
+		}) {
+			t.Error("no build provenance for the binaries (attest-build-provenance with subject-checksums: bin/release/SHA256SUMS)")
+		}
+		if !strings.Contains(all, `releases/download/$GITHUB_REF_NAME`) {
+			t.Error("the workflow does not check that RELEASE_URL is this repository's release")
 		}
 	})
 
@@ -202,6 +224,15 @@ func TestRelease(t *testing.T) {
 				t.Errorf("module %s@%s is in the binary, not in the SBOM", d.Path, v)
 			}
 		}
+	})
+
+	t.Run("the binaries for every platform, SHA256SUMS and the krew manifest", func(t *testing.T) {
+		m := regexp.MustCompile(`(?m)^RELEASE_URL \?= (\S+)$`).FindSubmatch(read("Makefile"))
+		if m == nil {
+			t.Fatal("no RELEASE_URL ?= in the Makefile")
+		}
+		url := strings.ReplaceAll(string(m[1]), "$(VERSION)", meta.AppVersion)
+		checkBuilt(t, checkBinaries(t, dir, meta.AppVersion, url), meta.AppVersion)
 	})
 }
 
