@@ -68,6 +68,8 @@ func NewStandalone(opts Options, log logr.Logger) (*Standalone, error) {
 // as its reconciler does. A status phase that fails (the store, while enforcing) is logged and
 // does not hold the snapshot back; an error is a failure to compile, and then nothing is
 // published and the previous snapshot keeps serving.
+//
+//nolint:funlen // the phases run in the order the reconcilers run them; split, that order hides
 func (s *Standalone) Apply(ctx context.Context, objs *Objects) error {
 	ctx = ctrl.LoggerInto(ctx, s.log)
 	mem := newMemReader()

@@ -80,7 +80,7 @@ func (c *client) send(ctx context.Context, method, path string, q url.Values, ac
 		rd = bytes.NewReader(body)
 	}
 	// The host is the kubeconfig's cluster: the user's own choice of server.
-	req, err := http.NewRequestWithContext(ctx, method, u, rd) //nolint:gosec // G704: see above
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func (c *client) send(ctx context.Context, method, path string, q url.Values, ac
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", accept)
-	resp, err := c.http.Do(req) //nolint:gosec // G704: the kubeconfig's server
+	resp, err := c.http.Do(req)
 	if err != nil {
 		return err
 	}

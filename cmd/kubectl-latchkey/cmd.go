@@ -24,6 +24,8 @@ bash|zsh|fish|powershell (docs/binaries.md).`
 
 // newRoot builds the command tree. Commands print to out; cobra's own messages (help,
 // completion) go to out too, its debug output to errOut.
+//
+//nolint:funlen // one flat list of the commands and their global flags reads better than pieces
 func newRoot(out, errOut io.Writer) *cobra.Command {
 	o := newOptions()
 	root := &cobra.Command{

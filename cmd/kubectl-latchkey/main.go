@@ -50,7 +50,9 @@ func (e usageError) Unwrap() error { return e.error }
 
 // run runs one command line, printing to out.
 func run(ctx context.Context, args []string, out io.Writer) error {
-	root := newRoot(out, os.Stderr)
+	// Commands and completions take their context from cobra (cmd.Context()), which
+	// ExecuteContext sets from ctx.
+	root := newRoot(out, os.Stderr) //nolint:contextcheck // see above
 	root.SetArgs(args)
 	return root.ExecuteContext(ctx)
 }
