@@ -82,8 +82,16 @@ type ResourceServer struct {
 	ClientSecret string
 	// ScopesSupported is published as scopes_supported.
 	ScopesSupported []string
-	// RequiredScopes must all be granted; a token without them gets 403 naming them.
+	// RequiredScopes must all be granted for every request; a token without them gets 403
+	// insufficient_scope.
 	RequiredScopes []string
+	// ToolScopes names, by tool name, the scopes a tools/call of that tool needs on top of
+	// RequiredScopes. A call whose token lacks one is refused before the tool runs with 403 and
+	// WWW-Authenticate: Bearer error="insufficient_scope", scope="…", resource_metadata="…",
+	// the MCP authorization specification's scope challenge: the client authorizes again with
+	// that scope (step-up) and calls again. tools/list still lists every tool. Tools not named
+	// here need only RequiredScopes.
+	ToolScopes map[string][]string
 	// AllowClientOnlyTokens also accepts client-only tokens: tokens that name no person, which a
 	// client got for itself (client_credentials). Their TokenInfo has an empty UserID and
 	// Extra[TokenInfoSubjectType] == SubjectClient; every handler must then act for no person
@@ -172,8 +180,8 @@ func (rs *ResourceServer) MetadataHandler() http.Handler {
 // Protect lets a request through only with a valid token, putting the verified token info on
 // the request for the MCP handler (and so on each tool call's req.Extra.TokenInfo). Otherwise
 // it answers 401 with WWW-Authenticate: Bearer resource_metadata="…" (and, for a token that was
-// refused, error="invalid_token" and why, RFC 6750 §3.1), or 403 naming the scopes when the
-// token lacks RequiredScopes.
+// refused, error="invalid_token" and why, RFC 6750 §3.1), or 403 insufficient_scope naming
+// the scopes to ask for when the token lacks RequiredScopes, or a called tool's ToolScopes.
 //
 // A token bound to a key (DPoP, RFC 9449: introspection reports cnf.jkt) passes only as
 // "Authorization: DPoP <token>" with a DPoP proof of this request signed by that key; refusals
@@ -181,6 +189,9 @@ func (rs *ResourceServer) MetadataHandler() http.Handler {
 // that is what someone who copied the token without the key would do.
 func (rs *ResourceServer) Protect(next http.Handler) http.Handler {
 	metadataURL := rs.MetadataURL()
+	// Scopes are checked here rather than by the SDK's middleware, whose 403 names no error
+	// and knows nothing of tools.
+	scoped, scopedDPoP := rs.scopeGate(next, false), rs.scopeGate(next, true)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if scheme, token := authScheme(r); scheme == "dpop" {
 			info, err := rs.Verify(r.Context(), token, r)
@@ -204,9 +215,9 @@ func (rs *ResourceServer) Protect(next http.Handler) http.Handler {
 			// it applies RequiredScopes and puts info where the MCP handler finds it.
 			r = r.Clone(r.Context())
 			r.Header.Set("Authorization", "Bearer "+token)
-			opts := &auth.RequireBearerTokenOptions{ResourceMetadataURL: metadataURL, Scopes: rs.RequiredScopes}
+			opts := &auth.RequireBearerTokenOptions{ResourceMetadataURL: metadataURL}
 			checked := func(context.Context, string, *http.Request) (*auth.TokenInfo, error) { return info, nil }
-			auth.RequireBearerToken(checked, opts)(next).ServeHTTP(w, r)
+			auth.RequireBearerToken(checked, opts)(scopedDPoP).ServeHTTP(w, r)
 			return
 		}
 		// The SDK's middleware puts the token info where the MCP handler finds it, but its
@@ -214,7 +225,7 @@ func (rs *ResourceServer) Protect(next http.Handler) http.Handler {
 		// write the full challenge here and clear the options, so that the SDK, which reads
 		// them only after verifying and adds a challenge only when it has parameters, adds
 		// none of its own.
-		opts := &auth.RequireBearerTokenOptions{ResourceMetadataURL: metadataURL, Scopes: rs.RequiredScopes}
+		opts := &auth.RequireBearerTokenOptions{ResourceMetadataURL: metadataURL}
 		verify := func(ctx context.Context, token string, req *http.Request) (*auth.TokenInfo, error) {
 			info, err := rs.Verify(ctx, token, req)
 			if errors.Is(err, auth.ErrInvalidToken) {
@@ -223,12 +234,12 @@ func (rs *ResourceServer) Protect(next http.Handler) http.Handler {
 				if errors.As(err, &bound) {
 					w.Header().Add("WWW-Authenticate", dpopChallenge("", nil))
 				}
-				opts.ResourceMetadataURL, opts.Scopes = "", nil
+				opts.ResourceMetadataURL = ""
 				return nil, err
 			}
 			return info, err
 		}
-		auth.RequireBearerToken(verify, opts)(next).ServeHTTP(w, r)
+		auth.RequireBearerToken(verify, opts)(scoped).ServeHTTP(w, r)
 	})
 }
 

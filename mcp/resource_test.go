@@ -148,7 +148,9 @@ func TestProtectRequiredScopes(t *testing.T) {
 	req.Header.Set("Authorization", "Bearer lk_at_alice")
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
-	want := `Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp", scope="repos:write"`
+	// RFC 6750 §3.1: insufficient_scope, and (MCP 2025-11-25's recommended approach, for a
+	// request without a newer version) the scope the token has plus the one it lacks.
+	want := `Bearer error="insufficient_scope", scope="repos:read repos:write", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp", error_description="this request needs more permission"`
 	if rec.Code != 403 || reached || rec.Header().Get("WWW-Authenticate") != want {
 		t.Errorf("answer = %d (reached %v) %q, want 403 %q", rec.Code, reached, rec.Header().Get("WWW-Authenticate"), want)
 	}
