@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -152,17 +153,35 @@ func (a *authorizer) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := a.env.Now()
+	before := a.granted(r, p, person, req.Client.ID)
+	// The store adds these scopes to those allowed before: consent to more never withdraws
+	// what an app already held.
 	if err := a.store.UpsertGrant(r.Context(), store.Grant{
 		Project: p.Key, Subject: person.ID, ClientID: req.Client.ID, Scopes: req.Scopes, CreatedAt: now, UpdatedAt: now,
 	}); err != nil {
 		a.fail(w, r, p, req, oauth.Internal(err))
 		return
 	}
+	details := map[string]string{"redirect_uri": req.To, "scope": strings.Join(req.Scopes, " ")}
+	if len(before) > 0 {
+		details["added_scope"] = strings.Join(added(req.Scopes, before), " ")
+	}
 	a.env.Record(r.Context(), store.AuditRecord{
 		Project: p.Key, Actor: person.ID, Action: events.ConsentGranted, Target: req.Client.ID, ClientID: req.Client.ID,
-		Details: map[string]string{"redirect_uri": req.To, "scope": strings.Join(req.Scopes, " ")},
+		Details: details,
 	})
 	a.issue(w, r, p, req, sess, person)
+}
+
+// added is what of asked was not in before.
+func added(asked, before []string) []string {
+	var out []string
+	for _, s := range asked {
+		if !slices.Contains(before, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // issue stores a one-time code and sends it to the client.

@@ -1,6 +1,7 @@
 package consent
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 
@@ -43,17 +44,41 @@ func (a *authorizer) consentPage(w http.ResponseWriter, r *http.Request, p *conf
 		Resources:   req.Resources,
 		Error:       problem,
 	}
-	for _, s := range req.Scopes {
-		words := scopeWords[s]
-		if words != "" {
-			words = pages.T(w, words)
-		}
-		d.Scopes = append(d.Scopes, pages.Scope{Name: s, Description: words})
+	// An app that already holds some scopes and asks for more (an MCP client stepping up
+	// after insufficient_scope) is asked about the new ones only; what it holds is shown as
+	// kept, since the decision adds to the stored consent and never takes from it.
+	kept := a.granted(r, p, person, c.ID)
+	for _, s := range added(req.Scopes, kept) {
+		d.Scopes = append(d.Scopes, describeScope(w, s))
+	}
+	for _, s := range kept {
+		d.Kept = append(d.Kept, describeScope(w, s))
 	}
 	if src := formSource(req.To); src != "" {
 		pages.AllowFormTargets(w, src)
 	}
 	a.env.Pages.Consent(w, status, d)
+}
+
+func describeScope(w http.ResponseWriter, s string) pages.Scope {
+	words := scopeWords[s]
+	if words != "" {
+		words = pages.T(w, words)
+	}
+	return pages.Scope{Name: s, Description: words}
+}
+
+// granted is what the person allowed the client before; none when there is no consent or it
+// cannot be read (the page then asks about everything, which is the safe side).
+func (a *authorizer) granted(r *http.Request, p *config.Project, person store.Person, clientID string) []string {
+	g, err := a.store.GetGrant(r.Context(), p.Key, person.ID, clientID)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			a.env.Log(r.Context()).Error(err, "cannot read grant", "project", p.Key)
+		}
+		return nil
+	}
+	return g.Scopes
 }
 
 func httpsOnly(s string) string {

@@ -235,8 +235,13 @@ type ConsentData struct {
 	// is then the document's address.
 	Vouched     string
 	Destination Destination
-	Scopes      []Scope
-	Resources   []string
+	// Scopes are what the app asks for that the person has not allowed it yet: every scope
+	// asked for, the first time.
+	Scopes []Scope
+	// Kept are the scopes the person allowed the app before: the page asks only about Scopes
+	// and says these stay allowed (an app that steps up its access never loses what it had).
+	Kept      []Scope
+	Resources []string
 	// Error is shown above the buttons (for example when the tick box was not ticked).
 	Error string
 }
