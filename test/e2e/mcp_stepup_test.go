@@ -1,16 +1,20 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -438,5 +442,77 @@ func TestAttackSelfRegisteredStepUpPastItsScope(t *testing.T) {
 	g, err := s.Store.GetGrant(t.Context(), s.Project.Key, s.PersonID(callbacktest.AliceEmail), s.AgentID)
 	if err != nil || !slices.Equal(g.Scopes, []string{scopeRead}) {
 		t.Errorf("stored consent = %v %v, want notes:read only", g.Scopes, err)
+	}
+}
+
+// The same story with the TypeScript SDK's own OAuth support (1.32, protocol 2025-11-25).
+// That client asks for exactly the challenge's scope, replacing what it asked for before; so
+// the server's 2025-11-25 challenge names what the token holds as well, and the stepped-up
+// token still calls read_notes.
+func TestMCPStepUpWithTypeScriptSDK(t *testing.T) {
+	script := filepath.Join(filepath.Dir(nodeClient(t)), "stepup.mjs")
+	s := newNotesServer(t)
+	alice := s.alice()
+	cmd := exec.CommandContext(t.Context(), "node", script, s.URL, s.AgentID, s.AgentRedirect, "read_notes", "write_notes", "read_notes")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("node client: %v\n%s", err, stderr.String())
+		}
+	}()
+
+	agent := &browserAgent{pp: alice, t: t}
+	var results []string
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var ev struct {
+			Event, URL, Tool, Text, Message string
+			IsError                         bool
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("node client said %q: %v", sc.Text(), err)
+		}
+		switch ev.Event {
+		case "authorize":
+			res, err := agent.fetch(t.Context(), &auth.AuthorizationArgs{URL: ev.URL})
+			if err != nil {
+				t.Fatalf("authorizing the TypeScript client: %v", err)
+			}
+			back := s.AgentRedirect + "?" + url.Values{"code": {res.Code}, "state": {res.State}, "iss": {res.Iss}}.Encode()
+			if _, err := io.WriteString(stdin, back+"\n"); err != nil {
+				t.Fatal(err)
+			}
+		case "result":
+			if ev.IsError {
+				t.Errorf("%s: tool error %q", ev.Tool, ev.Text)
+			}
+			results = append(results, ev.Tool)
+		default:
+			t.Errorf("node client: %s", sc.Text())
+		}
+	}
+	if want := []string{"read_notes", "write_notes", "read_notes"}; !slices.Equal(results, want) {
+		t.Errorf("tools that answered: %v, want %v", results, want)
+	}
+	if want := []string{scopeRead, scopeRead + " " + scopeWrite}; !slices.Equal(agent.scopes, want) {
+		t.Errorf("authorization requests asked for %q, want %q (the challenge's union)", agent.scopes, want)
+	}
+	wantConsents := []consentSeen{{New: []string{scopeRead}}, {New: []string{scopeWrite}, Kept: []string{scopeRead}}}
+	if !slicesEqualFunc(agent.consents, wantConsents) {
+		t.Errorf("consent pages = %+v, want %+v", agent.consents, wantConsents)
 	}
 }
