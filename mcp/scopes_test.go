@@ -145,7 +145,7 @@ func TestToolScopesPerTool(t *testing.T) {
 	ctx := t.Context()
 	for _, version := range []string{latchkey.ProtocolURLElicitationError, latchkey.ProtocolInputRequired} {
 		t.Run(version, func(t *testing.T) {
-			cs := connectNotes(t, s, "lk_at_writer", version)
+			cs := connectNotes(ctx, t, s, "lk_at_writer", version)
 			tools, err := cs.ListTools(ctx, nil)
 			if err != nil || len(tools.Tools) != 3 {
 				t.Fatalf("ListTools = %v, %v; want all three tools", tools, err)
@@ -171,10 +171,10 @@ func TestToolScopesPerTool(t *testing.T) {
 	}
 }
 
-func connectNotes(t *testing.T, s *notesStack, token, version string) *sdk.ClientSession {
+func connectNotes(ctx context.Context, t *testing.T, s *notesStack, token, version string) *sdk.ClientSession {
 	t.Helper()
 	c := sdk.NewClient(&sdk.Implementation{Name: "agent", Version: "1.0.0"}, nil)
-	cs, err := c.Connect(t.Context(), &sdk.StreamableClientTransport{
+	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{
 		Endpoint:   s.url,
 		HTTPClient: &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}},
 	}, &sdk.ClientSessionOptions{ProtocolVersion: version})
