@@ -21,6 +21,8 @@
 //     client_credentials) is refused with 401 invalid_token unless the server sets
 //     AllowClientOnlyTokens, or names the token's client in ClientOnlyTokensFrom. A DPoP-bound token (RFC 9449) passes only with "Authorization:
 //     DPoP" and a proof of the request signed by its key (package dpop checks proofs).
+//     ToolScopes names the scopes each tool needs: a tools/call without them gets 403
+//     insufficient_scope, the MCP scope challenge clients answer with a step-up.
 //   - Exchanger asks Latchkey, by token exchange (RFC 8693), for the caller's token at a
 //     connected service (GitHub, say). When the person has not connected it, has not let this
 //     agent use it, or the connection broke, Latchkey refuses with a *ConnectRequired: a link

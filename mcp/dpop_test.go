@@ -88,3 +88,34 @@ func TestProtectDPoP(t *testing.T) {
 		t.Error("the metadata does not say dpop_bound_access_tokens_required")
 	}
 }
+
+// A DPoP-bound token without a tool's scope gets the scope challenge under the DPoP scheme
+// (RFC 9449 §7.1), with algs, and the tool does not run.
+func TestToolScopeChallengeDPoP(t *testing.T) {
+	f := newFakeLatchkey(t)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	jkt, _ := dpop.Thumbprint(key)
+	const resource = "https://mcp.example.com/mcp"
+	f.set("bound", fakeToken{sub: "alice", client: "agent", aud: []string{resource}, scope: "notes:read", tokenType: "DPoP", exp: time.Now().Add(time.Hour), active: true, jkt: jkt})
+	rs := &latchkey.ResourceServer{
+		Resource: resource, AuthorizationServer: f.issuer, ClientID: f.clientID, ClientSecret: f.clientSecret,
+		ToolScopes: map[string][]string{"write_notes": {"notes:write"}},
+	}
+	reached := 0
+	h := rs.Protect(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached++ }))
+	proof, err := dpop.Sign(key, dpop.Claims{Method: "POST", URL: resource, AccessToken: "bound"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodPost, "http://10.0.0.7:8080/mcp",
+		strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"write_notes"}}`))
+	r.Header.Set("Authorization", "DPoP bound")
+	r.Header.Set("DPoP", proof)
+	r.Header.Set("Mcp-Protocol-Version", latchkey.ProtocolInputRequired)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	want := `DPoP error="insufficient_scope", scope="notes:write", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp", error_description="the tool write_notes needs more permission", algs="ES256 EdDSA PS256 RS256"`
+	if got := w.Header().Get("WWW-Authenticate"); w.Code != http.StatusForbidden || got != want || reached != 0 {
+		t.Errorf("answer = %d (reached %d) %q\nwant 403 %q", w.Code, reached, got, want)
+	}
+}
