@@ -76,7 +76,8 @@ func TestPublicClientCannotListConnectors(t *testing.T) {
 }
 
 // spec.registration.clientCredentials holds resource URLs under the same rules as an
-// OAuthClient's spec.resources, and scopes, and reaches the compiled configuration.
+// OAuthClient's spec.resources, and scopes; spec.registration.scopes holds scopes; both reach
+// the compiled configuration.
 func TestRegistrationClientCredentials(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t, nil)
@@ -90,12 +91,15 @@ func TestRegistrationClientCredentials(t *testing.T) {
 	checkCreate(t, p, []string{"spec.registration.clientCredentials.resources[0]", "https://"})
 	p.Spec.Registration.ClientCredentials = &v1alpha1.RegisteredClientCredentials{Scopes: []v1alpha1.Scope{"two words"}}
 	checkCreate(t, p, []string{"spec.registration.clientCredentials.scopes[0]"})
+	p.Spec.Registration.ClientCredentials = nil
+	p.Spec.Registration.Scopes = []v1alpha1.Scope{"notes:read", "two words"}
+	checkCreate(t, p, []string{"spec.registration.scopes[1]"})
 
 	p = newProjectWith(t, ns, "demo", func(s *v1alpha1.ProjectSpec) {
 		s.Registration = &v1alpha1.Registration{Mode: v1alpha1.RegistrationOpen, ClientCredentials: &v1alpha1.RegisteredClientCredentials{
 			Resources: []v1alpha1.ResourceURI{"https://reports.example.com/api"},
 			Scopes:    []v1alpha1.Scope{"reports:read"},
-		}}
+		}, Scopes: []v1alpha1.Scope{"openid", "notes:read", "notes:write"}}
 	})
 	waitReady(t, p)
 	waitSnapshot(t, "registration policy compiled", func(s *config.Snapshot) error {
@@ -108,6 +112,9 @@ func TestRegistrationClientCredentials(t *testing.T) {
 		}
 		if got := cp.Registration.ClientCredentialsScopes; !slices.Equal(got, []string{"reports:read"}) {
 			return fmt.Errorf("clientCredentials.scopes = %q", got)
+		}
+		if got := cp.Registration.Scopes; !slices.Equal(got, []string{"openid", "notes:read", "notes:write"}) {
+			return fmt.Errorf("registration.scopes = %q", got)
 		}
 		return nil
 	})

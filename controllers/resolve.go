@@ -425,6 +425,9 @@ func (r *resolver) compileRegistration(ctx context.Context, p *v1alpha1.Project,
 	}
 	out.Registration.Mode = config.RegistrationMode(cmp.Or(reg.Mode, v1alpha1.RegistrationClosed))
 	out.Registration.ClientIDMetadataDocuments = reg.ClientIDMetadataDocuments
+	for _, sc := range reg.Scopes {
+		out.Registration.Scopes = append(out.Registration.Scopes, string(sc))
+	}
 	if cc := reg.ClientCredentials; cc != nil {
 		for _, u := range cc.Resources {
 			out.Registration.ClientCredentialsResources = append(out.Registration.ClientCredentialsResources, string(u))

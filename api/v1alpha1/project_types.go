@@ -586,6 +586,17 @@ type Registration struct {
 	// it. Declared OAuthClients are limited by their own spec.resources and spec.scopes instead.
 	// +optional
 	ClientCredentials *RegisteredClientCredentials `json:"clientCredentials,omitempty"`
+
+	// scopes are the only scopes a client that registered itself (or is described by a client ID
+	// metadata document) may ask a person for at the authorization endpoint, further limited to
+	// the scope it registered (when it registered one); any other is refused with invalid_scope
+	// before the consent page. List the scopes of the MCP servers such clients call, tool scopes
+	// included, and the OpenID Connect ones they need. Unset (the default): any scope, which
+	// the person's consent alone decides on. At most 64.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	// +optional
+	Scopes []Scope `json:"scopes,omitempty"`
 }
 
 // RegisteredClientCredentials bounds the client_credentials tokens of clients that registered

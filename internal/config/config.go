@@ -196,6 +196,9 @@ type Registration struct {
 	// (docs/decisions/0018).
 	ClientCredentialsResources []string
 	ClientCredentialsScopes    []string
+	// Scopes, when not empty, are the only scopes a registered client may ask a person for at
+	// the authorization endpoint (docs/decisions/0076); empty means any.
+	Scopes []string
 }
 
 // TokenFormat of access tokens issued to a client.

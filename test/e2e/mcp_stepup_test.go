@@ -525,3 +525,40 @@ func TestMCPStepUpWithTypeScriptSDK(t *testing.T) {
 		t.Errorf("consent pages = %+v, want %+v", agent.consents, wantConsents)
 	}
 }
+
+// A self-registered client that registered no scope is held to the Project's
+// spec.registration.scopes: a step-up to a scope the Project does not list is refused with
+// invalid_scope before any page, and the consent keeps what it had. A declared OAuthClient is
+// not held to that list.
+func TestAttackSelfRegisteredStepUpOutsideTheProjectsScopes(t *testing.T) {
+	s := newNotesServer(t)
+	p := *s.Project
+	p.Registration.Scopes = []string{scopeRead, scopeWrite}
+	s.Project = &p
+	s.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 4})
+	alice := s.alice()
+	u, v := s.authorizeURL(scopeRead+" "+scopeWrite, nil)
+	if _, _, sc := s.redeem(t, alice.walk(t, u), v); sc != scopeRead+" "+scopeWrite {
+		t.Fatalf("scopes the Project lists: %q", sc)
+	}
+	u, _ = s.authorizeURL(scopeRead+" notes:admin", nil)
+	pg := alice.B.Get(u)
+	loc, _ := url.Parse(pg.Location())
+	if !strings.HasPrefix(pg.Location(), s.AgentRedirect) || loc.Query().Get("error") != "invalid_scope" || loc.Query().Has("code") {
+		t.Fatalf("a scope the Project does not list: %d %s %s", pg.Status, pg.Location(), pg.Text())
+	}
+	g, err := s.Store.GetGrant(t.Context(), s.Project.Key, s.PersonID(callbacktest.AliceEmail), s.AgentID)
+	if err != nil || slices.Contains(g.Scopes, "notes:admin") {
+		t.Errorf("stored consent = %v %v", g.Scopes, err)
+	}
+
+	// Repo Helper, a declared OAuthClient, may still ask for a scope the list leaves out.
+	declared := s.Issuer + "/authorize?" + url.Values{
+		"response_type": {"code"}, "client_id": {mcpServerClientID}, "redirect_uri": {s.ServerRedirect}, "scope": {"notes:admin"},
+		"code_challenge": {"E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"}, "code_challenge_method": {"S256"},
+	}.Encode()
+	pg = alice.B.Get(declared)
+	if pg.Status != http.StatusOK || !strings.Contains(pg.Body, "Where access goes") {
+		t.Errorf("a declared client's request was not put to the person: %d %s", pg.Status, pg.Location())
+	}
+}

@@ -159,6 +159,11 @@ func parse(ctx context.Context, env *site.Env, st Store, p *config.Project, q ur
 	if !client.AllowsScopes(req.Scopes) {
 		return req, nil, oauth.ErrInvalidScope.WithDescription("the client may not ask for this scope")
 	}
+	// A client that registered itself is held to the Project's list as well: anyone can
+	// register, so what such a client may ask a person for is the administrator's to bound.
+	if client.Registered && len(p.Registration.Scopes) > 0 && !oauth.Subset(req.Scopes, p.Registration.Scopes) {
+		return req, nil, oauth.ErrInvalidScope.WithDescription("this project lets self-registered clients ask only for the scopes it lists")
+	}
 	if req.Resources, err = oauth.ParseResources(q["resource"]); err != nil {
 		return req, nil, err
 	}
