@@ -2,11 +2,18 @@ package authzdetails
 
 import "strings"
 
-// Printer formats a catalog message in a person's language; *message.Printer from
-// webhook/pages (pages.Printer) is one. The keys below are in webhook/pages/locales.
+// Printer formats a catalog message in a person's language. The keys below are in
+// webhook/pages/locales; a page passes PrinterFunc wrapping pages.T.
 type Printer interface {
 	Sprintf(key string, args ...any) string
 }
+
+// PrinterFunc makes a function a Printer:
+// authzdetails.PrinterFunc(func(k string, a ...any) string { return pages.T(w, k, a...) }).
+type PrinterFunc func(key string, args ...any) string
+
+// Sprintf calls f.
+func (f PrinterFunc) Sprintf(key string, args ...any) string { return f(key, args...) }
 
 // The sentences Describe builds a line from (catalog keys: English text).
 var (
