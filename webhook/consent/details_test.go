@@ -189,3 +189,20 @@ func TestConsentShowsDetailsEscaped(t *testing.T) {
 		}
 	})
 }
+
+// TestPushedAuthorizationDetails: the pushed authorization request endpoint checks details as
+// /authorize does, and answers a refusal in JSON.
+func TestPushedAuthorizationDetails(t *testing.T) {
+	s := detailsStack(t)
+	pk := stack.NewPKCE()
+	f := url.Values{"response_type": {"code"}, "client_id": {stack.Agent}, "redirect_uri": {stack.AgentRedir},
+		"code_challenge": {pk.Challenge}, "code_challenge_method": {"S256"}}
+	f.Set("authorization_details", `[{"type":"payment_initiation","actions":["initiate"]}]`)
+	if a := s.MustPost("/par", f, stack.Agent, stack.AgentSecret); a.Status != 400 || a.Str("error") != "invalid_authorization_details" {
+		t.Fatalf("pushed undeclared type: %d %s", a.Status, a.Raw)
+	}
+	f.Set("authorization_details", readAPI)
+	if a := s.MustPost("/par", f, stack.Agent, stack.AgentSecret); a.Status != 201 || a.Str("request_uri") == "" {
+		t.Fatalf("pushed declared details: %d %s", a.Status, a.Raw)
+	}
+}
