@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"latchkey.dev/latchkey/internal/authzdetails"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/redirect"
 	"latchkey.dev/latchkey/internal/store"
@@ -42,7 +43,10 @@ func (a *authorizer) consentPage(w http.ResponseWriter, r *http.Request, p *conf
 		Vouched:     c.Vouched,
 		Destination: a.env.Destination(p, req.To),
 		Resources:   req.Resources,
-		Error:       problem,
+		Details: authzdetails.Describe(p.AuthorizationDetails, req.Details, authzdetails.PrinterFunc(func(k string, a ...any) string {
+			return pages.T(w, k, a...)
+		})),
+		Error: problem,
 	}
 	// An app that already holds some scopes and asks for more (an MCP client stepping up
 	// after insufficient_scope) is asked about the new ones only; what it holds is shown as

@@ -44,6 +44,9 @@ type ServerMetadata struct {
 	RequirePushedAuthorizationRequests bool   `json:"require_pushed_authorization_requests"`
 	// DPoPSigningAlgValuesSupported is exactly what the proof verifier accepts (RFC 9449 §5.1).
 	DPoPSigningAlgValuesSupported []string `json:"dpop_signing_alg_values_supported"`
+	// AuthorizationDetailsTypesSupported are the RFC 9396 types the Project declares (§10);
+	// absent when it declares none.
+	AuthorizationDetailsTypesSupported []string `json:"authorization_details_types_supported,omitempty"`
 }
 
 // authMethods are the client authentication methods every endpoint accepts; introspection all
@@ -81,6 +84,7 @@ func Metadata(p *config.Project, grantTypes []string) ServerMetadata {
 		DPoPSigningAlgValuesSupported:              slices.Clone(dpop.Algorithms),
 		PushedAuthorizationRequestEndpoint:         iss + "/par",
 		RequirePushedAuthorizationRequests:         p.RequirePAR,
+		AuthorizationDetailsTypesSupported:         p.AuthorizationDetails.Names(),
 	}
 	if p.Registration.Mode != config.RegistrationClosed && p.Registration.Mode != "" {
 		m.RegistrationEndpoint = iss + "/register"
