@@ -35,7 +35,8 @@ func (rs *ResourceServer) scopeGate(next http.Handler, dpopScheme bool) http.Han
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := auth.TokenInfoFromContext(r.Context())
 		if info == nil {
-			next.ServeHTTP(w, r)
+			// Protect puts it there before this runs; without it nothing was verified.
+			http.Error(w, errUnavailable.Error(), http.StatusInternalServerError)
 			return
 		}
 		need := slices.Clone(rs.RequiredScopes)
