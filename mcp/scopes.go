@@ -35,7 +35,8 @@ func (rs *ResourceServer) scopeGate(next http.Handler, dpopScheme bool) http.Han
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := auth.TokenInfoFromContext(r.Context())
 		if info == nil {
-			next.ServeHTTP(w, r)
+			// Protect puts it there before this runs; without it nothing was verified.
+			http.Error(w, errUnavailable.Error(), http.StatusInternalServerError)
 			return
 		}
 		need := slices.Clone(rs.RequiredScopes)
@@ -167,7 +168,7 @@ func calledTools(body []byte) ([]string, error) {
 }
 
 // messageTools reads one message's members, its opening brace already read, and returns the
-// tools it may call.
+// tools it may call. It reads token by token, never a value twice: the body can be megabytes.
 func messageTools(dec *json.Decoder) ([]string, error) {
 	call := false
 	var names []string
@@ -176,24 +177,23 @@ func messageTools(dec *json.Decoder) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
 		switch {
 		case strings.EqualFold(key, "method"):
-			var m any
-			if err := dec.Decode(&m); err != nil {
-				return nil, err
-			}
-			call = call || m == "tools/call"
-		case strings.EqualFold(key, "params"):
-			more, err := paramNames(dec)
-			if err != nil {
-				return nil, err
-			}
+			call = call || t == "tools/call"
+			err = skip(dec, t)
+		case strings.EqualFold(key, "params") && t == json.Delim('{'):
+			var more []string
+			more, err = paramNames(dec)
 			names = union(names, more)
 		default:
-			var skip json.RawMessage
-			if err := dec.Decode(&skip); err != nil {
-				return nil, err
-			}
+			err = skip(dec, t)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	if _, err := dec.Token(); err != nil {
@@ -205,33 +205,48 @@ func messageTools(dec *json.Decoder) ([]string, error) {
 	return names, nil
 }
 
-// paramNames reads a params value and returns every string any "name" member of it holds.
-// The value is read raw and then member by member, so that a repeated key is not lost as it
-// would be in a map.
+// paramNames reads the members of a params object, its opening brace already read, and returns
+// every string any "name" member holds (all of them: a repeated key is not lost).
 func paramNames(dec *json.Decoder) ([]string, error) {
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		return nil, err
-	}
-	inner := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := inner.Token(); err != nil || t != json.Delim('{') {
-		return nil, nil //nolint:nilerr // params that are not an object name no tool; the SDK refuses such a call
-	}
 	var names []string
-	for inner.More() {
-		key, err := memberKey(inner)
+	for dec.More() {
+		key, err := memberKey(dec)
 		if err != nil {
 			return nil, err
 		}
-		var v any
-		if err := inner.Decode(&v); err != nil {
+		t, err := dec.Token()
+		if err != nil {
 			return nil, err
 		}
-		if name, ok := v.(string); ok && strings.EqualFold(key, "name") {
+		if name, ok := t.(string); ok && strings.EqualFold(key, "name") {
 			names = union(names, []string{name})
 		}
+		if err := skip(dec, t); err != nil {
+			return nil, err
+		}
 	}
-	return names, nil
+	_, err := dec.Token()
+	return names, err
+}
+
+// skip reads the rest of a value whose first token is t.
+func skip(dec *json.Decoder, t json.Token) error {
+	depth := 0
+	for {
+		switch t {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+		if depth == 0 {
+			return nil
+		}
+		var err error
+		if t, err = dec.Token(); err != nil {
+			return err
+		}
+	}
 }
 
 func memberKey(dec *json.Decoder) (string, error) {
