@@ -8,6 +8,7 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/oauth"
+	"latchkey.dev/latchkey/webhook/site"
 )
 
 // ReasonDetailsExceeded is the audit reason of an exchange refused because it asked for more
@@ -56,6 +57,16 @@ func (g *Grant) approvedFor(ctx context.Context, req *oauth.TokenRequest, subjec
 		return approval{}, oauth.ErrInvalidAuthorizationDetails.WithDescription("authorization_details asks for more than the person approved for " + c.Audience)
 	}
 	return approval{details: requested, until: subject.ExpiresAt}, nil
+}
+
+// agentWithin is the agent (Grant.agent) and what its approval allows at c (approvedFor).
+func (g *Grant) agentWithin(ctx context.Context, req *oauth.TokenRequest, subject store.Token, client *site.Client, c *config.Connector) (*site.Client, approval, error) {
+	agent, err := g.agent(ctx, req.Project, subject, client)
+	if err != nil {
+		return nil, approval{}, err
+	}
+	a, err := g.approvedFor(ctx, req, subject, c)
+	return agent, a, err
 }
 
 // apply puts the approval on an exchange's answer: the details it was made under (RFC 9396

@@ -133,7 +133,9 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 		g.record(ctx, req, subject.Subject, connector, "client_not_permitted", nil)
 		return nil, oauth.ErrUnauthorizedClient.WithDescription("this client may not exchange tokens for " + connector.Audience)
 	}
-	agent, err := g.agent(ctx, p, subject, client)
+	// Authorization details the person approved for this connector's types bound what the
+	// agent may ask for here (docs/authorization-details.md).
+	agent, approved, err := g.agentWithin(ctx, req, subject, client, connector)
 	if err != nil {
 		return nil, err
 	}
@@ -142,13 +144,6 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 	if err := g.env.RedirectPolicy(p, agent.RedirectURIs); err != nil {
 		g.record(ctx, req, subject.Subject, connector, "only_recognised_apps", nil)
 		return nil, oauth.ErrInvalidGrant.WithDescription(err.Error())
-	}
-
-	// Authorization details the person approved for this connector's types bound what the
-	// agent may ask for here (docs/authorization-details.md).
-	approved, err := g.approvedFor(ctx, req, subject, connector)
-	if err != nil {
-		return nil, err
 	}
 
 	// An Organisation connector hands out its one shared account, never a person's
