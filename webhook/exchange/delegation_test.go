@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,6 +86,11 @@ func TestDelegationChainRecorded(t *testing.T) {
 	h.Allow(ct.AliceEmail, lt.Agent, conn)
 	subject := delegated(h, lt.Agent, &store.Actor{Sub: lt.Agent, ClientName: lt.AgentName}, nil)
 
+	// Introspection shows the chain stored with the token, to the resource server it is for.
+	intro := introspect(t, h, lt.MCP, lt.MCPSecret, subject)
+	if act, _ := intro["act"].(map[string]any); act["sub"] != lt.Agent || act["client_name"] != lt.AgentName {
+		t.Fatalf("introspection act: %v", intro)
+	}
 	if a := h.AgentExchange(subject); a.Status != 200 {
 		t.Fatalf("the holder's own exchange: %d %s", a.Status, a.Raw)
 	}
@@ -121,10 +128,10 @@ func TestActorTokenMustBeTheClientsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, actor := range map[string]string{
-		"the agent's client token":          clientToken(h, lt.Agent),
-		"the person's token held by agent":  subject,
-		"another client's person token":     h.AccessToken(ct.AliceEmail, lt.Copycat),
-		"an unknown token":                  "lk_at_nonsense",
+		"the agent's client token":           clientToken(h, lt.Agent),
+		"the person's token held by agent":   subject,
+		"another client's person token":      h.AccessToken(ct.AliceEmail, lt.Copycat),
+		"an unknown token":                   "lk_at_nonsense",
 		"the MCP server's own revoked token": revoked,
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -217,4 +224,24 @@ func TestForgedActIgnored(t *testing.T) {
 	if got := actors(t, h, conn); len(got) != 0 {
 		t.Fatalf("actors recorded %+v", got)
 	}
+}
+
+func introspect(t *testing.T, h *lt.Harness, client, clientSecret, token string) map[string]any {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, h.Issuer+"/introspect", strings.NewReader(url.Values{"token": {token}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth(url.QueryEscape(client), url.QueryEscape(clientSecret))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out["active"] != true {
+		t.Fatalf("introspection: %d %v %v", resp.StatusCode, out, err)
+	}
+	return out
 }
