@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/oauth"
@@ -30,6 +31,31 @@ import (
 // actorTokenInvalid is the one answer to every actor token that is not the requesting
 // client's: unknown, dead, foreign and another client's look alike.
 var actorTokenInvalid = oauth.ErrInvalidRequest.WithDescription("actor_token must be a live access token issued to the requesting client")
+
+// actor checks who acts with the subject token (the client it was issued to or for,
+// actor_token, may_act, the chain's depth) and returns the chain of what the exchange hands
+// out; each refusal is audited.
+func (g *Grant) actor(ctx context.Context, req *oauth.TokenRequest, subject store.Token, c *config.Connector) (*store.Actor, error) {
+	raw, err := readActorToken(req.Form)
+	if err != nil {
+		return nil, err
+	}
+	client := req.Client
+	if subject.ClientID != client.ID && !audienceOf(subject, client, req.Project.Clients[client.ID]) {
+		g.record(ctx, req, subject.Subject, c, "not_issued_to_client", nil)
+		return nil, oauth.ErrInvalidGrant.WithDescription("the subject token was issued neither to this client nor for it")
+	}
+	chain, refusal, err := actingChain(subject, req.Client)
+	if err != nil {
+		g.record(ctx, req, subject.Subject, c, refusal, withChain(nil, subject.Act))
+		return nil, err
+	}
+	if err := g.checkActorToken(ctx, req, raw); err != nil {
+		g.record(ctx, req, subject.Subject, c, "actor_token_invalid", withChain(nil, chain))
+		return nil, err
+	}
+	return chain, nil
+}
 
 // readActorToken reads actor_token and actor_token_type (RFC 8693 §2.1): both or neither.
 func readActorToken(f url.Values) (string, error) {

@@ -217,8 +217,8 @@ func TestForgedActIgnored(t *testing.T) {
 		t.Fatalf("forged token: %d %s", a.Status, a.Raw)
 	}
 	// A real token's stored may_act holds however its holder describes it elsewhere.
-	real := delegated(h, lt.Agent, &store.Actor{Sub: lt.Agent}, &store.Actor{Sub: "lkc_other_server"})
-	if a := h.Exchange(lt.MCP, lt.MCPSecret, real, lt.Audience); a.String("error") != "invalid_grant" {
+	genuine := delegated(h, lt.Agent, &store.Actor{Sub: lt.Agent}, &store.Actor{Sub: "lkc_other_server"})
+	if a := h.Exchange(lt.MCP, lt.MCPSecret, genuine, lt.Audience); a.String("error") != "invalid_grant" {
 		t.Fatalf("stored may_act not honoured: %d %s", a.Status, a.Raw)
 	}
 	if got := actors(t, h, conn); len(got) != 0 {
