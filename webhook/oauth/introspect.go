@@ -30,6 +30,9 @@ type introspection struct {
 	Cnf *Confirmation `json:"cnf,omitempty"`
 	// AuthorizationDetails are the token's RFC 9396 details (§9.2).
 	AuthorizationDetails json.RawMessage `json:"authorization_details,omitempty"`
+	// Act and MayAct are the token's delegation claims (RFC 8693 §4.1, §4.4), as stored.
+	Act    *store.Actor `json:"act,omitempty"`
+	MayAct *store.Actor `json:"may_act,omitempty"`
 }
 
 // Who a token acts for, in the SubjectTypeClaim member of introspection answers and JWT access
@@ -114,6 +117,8 @@ func introspect(env *site.Env, st Store) http.HandlerFunc {
 			Iat:                  t.IssuedAt.Unix(),
 			SubjectType:          subjectType(t.Subject),
 			AuthorizationDetails: detailsJSON(t.AuthorizationDetails),
+			Act:                  t.Act,
+			MayAct:               t.MayAct,
 		}
 		if t.JKT != "" {
 			out.Cnf = &Confirmation{JKT: t.JKT}
