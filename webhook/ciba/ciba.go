@@ -20,7 +20,7 @@ import (
 )
 
 // GrantType is the CIBA grant at the token endpoint (CIBA Core §10.1).
-const GrantType = "urn:openid:params:grant-type:ciba"
+const GrantType = site.GrantCIBA
 
 // Paths under the issuer.
 const (
