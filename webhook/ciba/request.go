@@ -58,7 +58,7 @@ func (f *flow) authenticate(w http.ResponseWriter, r *http.Request) {
 	oauth.WriteJSON(w, http.StatusOK, resp)
 }
 
-func (f *flow) request(w http.ResponseWriter, r *http.Request, p *config.Project) (*response, error) {
+func (f *flow) request(w http.ResponseWriter, r *http.Request, p *config.Project) (_ *response, err error) {
 	form, err := oauth.ReadForm(w, r)
 	if err != nil {
 		return nil, err
@@ -80,6 +80,12 @@ func (f *flow) request(w http.ResponseWriter, r *http.Request, p *config.Project
 		return nil, oauth.ErrTemporarilyUnavailable.WithStatus(http.StatusTooManyRequests).
 			WithDescription("too many approval requests from this client; try again in " + strconv.Itoa(secs) + " s")
 	}
+	// Only a request that is stored (and announced) spends the allowance.
+	defer func(ctx context.Context) {
+		if err != nil {
+			f.limit.Refund(ctx, p.Key+"|"+client.ID, f.env.Now())
+		}
+	}(ctx)
 	a, person, notifyToken, err := f.parse(ctx, p, client, declared, form, now)
 	if err != nil {
 		return nil, err
