@@ -453,3 +453,22 @@ func registerClient(t *testing.T, s *stack.Stack) registered {
 	}
 	return registered{a.Str("client_id"), a.Str("client_secret")}
 }
+
+// TestApprovalEndsWithAccess: an approval redeemed after the person left the password file
+// yields nothing.
+func TestApprovalEndsWithAccess(t *testing.T) {
+	s := newStack(t, stack.Options{})
+	id := mustAsk(t, s, url.Values{"login_hint": {stack.AliceEmail}})
+	b, pg := signedIn(t, s, stack.AliceEmail, stack.AlicePassword)
+	press(t, b, pg, "Approve")
+	// The password file is replaced, never written in place (test/stack's admit).
+	ps := map[string]config.PasswordUser{}
+	for k, v := range s.Project.SignIn.Passwords {
+		if k != stack.AliceEmail {
+			ps[k] = v
+		}
+	}
+	s.Project.SignIn.Passwords = ps
+	wantError(t, poll(t, s, id, opsBot, opsBotSecret), 400, "invalid_grant")
+	wantError(t, ask(t, s, url.Values{"login_hint": {stack.AliceEmail}}), 400, "unknown_user_id")
+}
