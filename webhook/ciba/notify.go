@@ -47,23 +47,29 @@ type pingSecrets struct {
 	Token     string `json:"token"`
 }
 
-// seal stores the ping secrets under the keyring's primary key: one length byte, the key id,
-// then the sealed JSON.
-func (f *flow) seal(id, token string) []byte {
-	b, _ := json.Marshal(pingSecrets{AuthReqID: id, Token: token})
-	keyID, sealed := f.env.Keyring.Seal(sealPurpose, b)
-	out := append([]byte{byte(len(keyID))}, keyID...)
-	return append(out, sealed...)
+// sealed is how the ping secrets are stored: the keyring key's id and what it sealed.
+type sealed struct {
+	KeyID  string `json:"k"`
+	Sealed []byte `json:"s"`
 }
 
-func (f *flow) open(v []byte) (pingSecrets, bool) {
+// seal seals the ping secrets under the keyring's primary key.
+func (f *flow) seal(id, token string) []byte {
+	b, _ := json.Marshal(pingSecrets{AuthReqID: id, Token: token})
+	var v sealed
+	v.KeyID, v.Sealed = f.env.Keyring.Seal(sealPurpose, b)
+	out, _ := json.Marshal(v)
+	return out
+}
+
+func (f *flow) open(b []byte) (pingSecrets, bool) {
+	var v sealed
 	var s pingSecrets
-	if len(v) == 0 || len(v) < 1+int(v[0]) {
+	if json.Unmarshal(b, &v) != nil {
 		return s, false
 	}
-	n := int(v[0])
-	b, err := f.env.Keyring.Open(sealPurpose, string(v[1:1+n]), v[1+n:])
-	if err != nil || json.Unmarshal(b, &s) != nil {
+	plain, err := f.env.Keyring.Open(sealPurpose, v.KeyID, v.Sealed)
+	if err != nil || json.Unmarshal(plain, &s) != nil {
 		return s, false
 	}
 	return s, true
@@ -72,7 +78,7 @@ func (f *flow) open(v []byte) (pingSecrets, bool) {
 // ping tells a ping client that the person answered (CIBA Core §10.2): a POST of the
 // auth_req_id to its registered endpoint, with its client_notification_token as bearer token,
 // in the background. A failed ping is logged; the client can still poll.
-func (f *flow) ping(p *config.Project, a store.Approval) {
+func (f *flow) ping(ctx context.Context, p *config.Project, a store.Approval) {
 	c := p.Clients[a.ClientID]
 	if a.DeliveryMode != modePing || c == nil || c.BackchannelNotificationEndpoint == "" {
 		return
@@ -83,8 +89,10 @@ func (f *flow) ping(p *config.Project, a store.Approval) {
 		return
 	}
 	body, _ := json.Marshal(map[string]string{"auth_req_id": s.AuthReqID})
+	// The person's request ends before the ping does; the ping keeps its values (request id).
+	bg := context.WithoutCancel(ctx)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
+		ctx, cancel := context.WithTimeout(bg, notifyTimeout)
 		defer cancel()
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BackchannelNotificationEndpoint, bytes.NewReader(body))
 		if err != nil {

@@ -105,7 +105,7 @@ func (f *flow) decide(w http.ResponseWriter, r *http.Request) {
 		Project: p.Key, Actor: person.ID, Action: action, Target: "client:" + a.ClientID, ClientID: a.ClientID,
 		Details: map[string]string{"scope": strings.Join(a.Scopes, " ")},
 	})
-	f.ping(p, a)
+	f.ping(ctx, p, a)
 	f.back(w, r, p, notice)
 }
 
@@ -136,7 +136,7 @@ func (f *flow) block(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if a, err := f.store.DecideApproval(ctx, p.Key, person.ID, a.ID, store.ApprovalDenied, now); err == nil {
-			f.ping(p, a)
+			f.ping(ctx, p, a)
 		}
 	}
 	f.env.Record(ctx, store.AuditRecord{Project: p.Key, Actor: person.ID, Action: events.ApprovalBlocked, Target: "client:" + clientID, ClientID: clientID})

@@ -120,8 +120,7 @@ func (f *flow) request(w http.ResponseWriter, r *http.Request, p *config.Project
 
 // parse validates the request's parameters into a new pending request for the person the
 // login_hint names; notifyToken is the ping mode's client_notification_token.
-//
-//nolint:funlen // one check per parameter of CIBA Core §7.1, in the order the spec lists them
+
 func (f *flow) parse(ctx context.Context, p *config.Project, client *site.Client, declared *config.Client, form map[string][]string, now time.Time) (a store.Approval, person store.Person, notifyToken string, err error) {
 	get := func(k string) string {
 		if v := form[k]; len(v) > 0 {
