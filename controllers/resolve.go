@@ -274,6 +274,7 @@ func (r *resolver) compileProject(ctx context.Context, p *v1alpha1.Project) (*co
 		r.compileSigningKeys,
 		r.compileIdentityAssertions,
 		r.compileBranding,
+		r.compileAuthorizationDetails,
 	} {
 		if err := step(ctx, p, out, &off); err != nil {
 			return nil, err

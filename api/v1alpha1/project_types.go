@@ -42,6 +42,10 @@ const (
 	// darkAccentColor would not reach WCAG 2.2 AA contrast where the pages use it; the message
 	// gives the measured ratio and the one required. The pages keep Latchkey's own colour.
 	ProjectAccentColorLowContrastReason = "AccentColorLowContrast"
+	// ProjectAuthorizationDetailsInvalidReason (Degraded): spec.authorizationDetails could not
+	// be compiled (a declaration the schema's validation would have refused); the message says
+	// which. The Project accepts no authorization_details until it is fixed.
+	ProjectAuthorizationDetailsInvalidReason = "AuthorizationDetailsInvalid"
 )
 
 // RegistrationMode is who may register OAuth clients at run time through the Project's
@@ -222,7 +226,104 @@ type ProjectSpec struct {
 	// neither.
 	// +optional
 	IdentityAssertions *IdentityAssertions `json:"identityAssertions,omitempty"`
+
+	// authorizationDetails declares the types of rich authorization requests (RFC 9396) the
+	// Project accepts: a client may send authorization_details of these types, and no other, at
+	// /authorize, to the pushed authorization request endpoint and at the token endpoint; the
+	// consent page shows them in words, approved details are carried in the tokens (the
+	// authorization_details claim and introspection), a refresh never widens them, and a token
+	// exchange for the Connector a type governs succeeds only within them
+	// (docs/authorization-details.md). The metadata lists the names as
+	// authorization_details_types_supported. Empty (the default): every authorization_details
+	// parameter is refused with invalid_authorization_details. At most 32; types must be unique.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	AuthorizationDetails []AuthorizationDetailsType `json:"authorizationDetails,omitempty"`
 }
+
+// AuthorizationDetailsType declares one type of authorization_details entry (RFC 9396 §2): the
+// fields an entry of that type may carry, which values they may take, and the Connector it
+// governs. An entry may carry only type, locations, actions, datatypes and identifier; any
+// other member is refused.
+// +kubebuilder:validation:XValidation:rule="!has(self.locationPrefixes) || (has(self.requireLocations) && self.requireLocations)",message="locationPrefixes requires requireLocations: true (an entry without locations would escape the prefixes)"
+type AuthorizationDetailsType struct {
+	// type is the value of an entry's "type" member, for example "github_repository" or a URI.
+	// Letters, digits and "_-.:/", at most 128 characters; unique within the Project.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.:/-]+$`
+	// +required
+	Type string `json:"type"`
+
+	// label is how the consent page names the type for people ("GitHub repository"). Text,
+	// escaped on the page. At most 100 characters. Defaults to the type.
+	// +kubebuilder:validation:MaxLength=100
+	// +optional
+	Label string `json:"label,omitempty"`
+
+	// connector is the Connector whose token exchange this type governs, "namespace/name" or
+	// "name" in the Project's namespace: when an agent's token carries entries of this type, an
+	// exchange for that Connector's upstream token is allowed only within them. Unset, the type
+	// governs no exchange and its entries are only carried in tokens for resource servers to
+	// read. A Connector named here that does not exist or is not attached governs nothing
+	// until it is.
+	// +optional
+	Connector ConnectorName `json:"connector,omitempty"`
+
+	// actions are the values an entry's "actions" may take (for example read, write). When
+	// set, an entry must name at least one; unset, an entry may name none. At most 32, each a
+	// word of at most 64 characters.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=set
+	// +optional
+	Actions []AuthorizationDetailsValue `json:"actions,omitempty"`
+
+	// datatypes are the values an entry's "datatypes" may take. Unset, an entry may name none.
+	// At most 32.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=set
+	// +optional
+	Datatypes []AuthorizationDetailsValue `json:"datatypes,omitempty"`
+
+	// requireLocations makes "locations" mandatory in an entry of this type: at least one
+	// absolute URL of the resource. Defaults to false. Required for locationPrefixes.
+	// +optional
+	RequireLocations bool `json:"requireLocations,omitempty"`
+
+	// locationPrefixes are the only places an entry's locations may be: the prefix itself, or a
+	// URL below it (a "/" is added to a prefix that lacks one, so
+	// "https://api.github.com/repos/acme" admits ".../repos/acme/api" and not
+	// ".../repos/acme-evil"). Each is an absolute http or https URL without query or fragment.
+	// A location with dot segments or escaped slashes is refused, so it cannot climb out of its
+	// prefix. Unset: any absolute https URL. At most 16.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +optional
+	LocationPrefixes []AuthorizationDetailsLocation `json:"locationPrefixes,omitempty"`
+
+	// identifier allows an entry to name an "identifier" (a resource's id at the API, at most
+	// 512 characters without white space or control characters). Defaults to false: an entry
+	// with an identifier is refused.
+	// +optional
+	Identifier bool `json:"identifier,omitempty"`
+}
+
+// AuthorizationDetailsValue is one allowed action or datatype: a word such as "read" or
+// "read:contents", as the consent page shows it.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=64
+// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.:/-]+$`
+type AuthorizationDetailsValue string
+
+// AuthorizationDetailsLocation is a location prefix: an absolute http or https URL without
+// query or fragment.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=512
+// +kubebuilder:validation:XValidation:rule="isURL(self) && (url(self).getScheme() == 'https' || url(self).getScheme() == 'http') && size(url(self).getHostname()) > 0",message="a location prefix must be an absolute http or https URL"
+// +kubebuilder:validation:XValidation:rule="!self.contains('?') && !self.contains('#') && !self.contains('@')",message="a location prefix must have no query, fragment or userinfo"
+type AuthorizationDetailsLocation string
 
 // Branding is a Project's own look on its sign-in, consent, account and connect-link pages.
 type Branding struct {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"latchkey.dev/latchkey/internal/authzdetails"
 )
 
 // Snapshot is everything the server needs, for every project.
@@ -73,6 +75,8 @@ type Project struct {
 	// when no browser says which it prefers: the token-exchange refusal's connect_message, and
 	// a page whose request has no Accept-Language. "" is English.
 	DefaultLanguage string
+	// AuthorizationDetails are the RFC 9396 types the Project accepts (zero: none).
+	AuthorizationDetails authzdetails.Types
 }
 
 // Branding is what a Project changes on its pages. Colours are "#rrggbb" that reached WCAG 2.2 AA

@@ -216,6 +216,9 @@ type AuthCode struct {
 	// DPoPJKT is the RFC 7638 thumbprint of the key the code is bound to (RFC 9449 §10): its
 	// redemption must carry a DPoP proof by that key. "" when the code is not bound.
 	DPoPJKT string
+	// AuthorizationDetails are the RFC 9396 details the person approved, canonical JSON
+	// (internal/authzdetails.Marshal); "" for none.
+	AuthorizationDetails string
 }
 
 type AuthCodes interface {
@@ -266,6 +269,10 @@ type Token struct {
 	// JKT is the RFC 7638 thumbprint of the key the token is bound to by DPoP (RFC 9449), ""
 	// for a bearer token. Rotation does not carry it over: the caller sets it on each new token.
 	JKT string
+	// AuthorizationDetails are the RFC 9396 details the token carries, canonical JSON
+	// (internal/authzdetails.Marshal); "" for none. Rotation does not carry them over: the
+	// caller sets them on each new token (never wider than the old one's).
+	AuthorizationDetails string
 }
 
 // Active reports whether the token may be used at now. A rotated refresh token is still

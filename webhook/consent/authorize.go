@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"latchkey.dev/latchkey/internal/authzdetails"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/ratelimit"
@@ -92,7 +93,9 @@ func (a *authorizer) needsSignIn(req *request, s store.Session, now time.Time) b
 // needsConsent: consent is remembered per person×client and covers the scopes allowed so far;
 // new scopes or prompt=consent ask again.
 func (a *authorizer) needsConsent(r *http.Request, p *config.Project, req *request, person store.Person) bool {
-	if req.has("consent") {
+	// Authorization details are approved one request at a time: they name particular
+	// resources and actions, and a remembered grant of scopes says nothing about them.
+	if req.has("consent") || len(req.Details) > 0 {
 		return true
 	}
 	// Remembered consent is per person and app, but the tick box vouches for one address: a
@@ -160,7 +163,7 @@ func (a *authorizer) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	a.env.Record(r.Context(), store.AuditRecord{
 		Project: p.Key, Actor: person.ID, Action: events.ConsentGranted, Target: req.Client.ID, ClientID: req.Client.ID,
-		Details: map[string]string{"redirect_uri": req.To, "scope": strings.Join(req.Scopes, " ")},
+		Details: withDetails(map[string]string{"redirect_uri": req.To, "scope": strings.Join(req.Scopes, " ")}, req.Details),
 	})
 	a.issue(w, r, p, req, sess, person)
 }
@@ -175,16 +178,17 @@ func (a *authorizer) issue(w http.ResponseWriter, r *http.Request, p *config.Pro
 		ClientID: req.Client.ID,
 		Subject:  person.ID,
 		// As sent, "" when omitted: the token request must repeat exactly that (RFC 6749 §4.1.3).
-		RedirectURI:         req.RedirectURI,
-		Scopes:              req.Scopes,
-		Resource:            req.Resources,
-		CodeChallenge:       req.Challenge,
-		CodeChallengeMethod: "S256",
-		Nonce:               req.Nonce,
-		DPoPJKT:             req.DPoPJKT,
-		AuthTime:            sess.AuthTime,
-		ExpiresAt:           now.Add(p.Lifetimes.AuthCode),
-		CreatedAt:           now,
+		RedirectURI:          req.RedirectURI,
+		Scopes:               req.Scopes,
+		Resource:             req.Resources,
+		CodeChallenge:        req.Challenge,
+		CodeChallengeMethod:  "S256",
+		Nonce:                req.Nonce,
+		DPoPJKT:              req.DPoPJKT,
+		AuthorizationDetails: authzdetails.Marshal(req.Details),
+		AuthTime:             sess.AuthTime,
+		ExpiresAt:            now.Add(p.Lifetimes.AuthCode),
+		CreatedAt:            now,
 	})
 	if err != nil {
 		a.fail(w, r, p, req, oauth.Internal(err))

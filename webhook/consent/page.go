@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"latchkey.dev/latchkey/internal/authzdetails"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/redirect"
 	"latchkey.dev/latchkey/internal/store"
@@ -41,7 +42,10 @@ func (a *authorizer) consentPage(w http.ResponseWriter, r *http.Request, p *conf
 		Vouched:     c.Vouched,
 		Destination: a.env.Destination(p, req.To),
 		Resources:   req.Resources,
-		Error:       problem,
+		Details: authzdetails.Describe(p.AuthorizationDetails, req.Details, authzdetails.PrinterFunc(func(k string, a ...any) string {
+			return pages.T(w, k, a...)
+		})),
+		Error: problem,
 	}
 	for _, s := range req.Scopes {
 		words := scopeWords[s]

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"latchkey.dev/latchkey/internal/authzdetails"
 	"latchkey.dev/latchkey/internal/clientdoc"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/webhook/oauth"
@@ -32,7 +33,11 @@ type request struct {
 	Scopes      []string
 	Challenge   string
 	Resources   []string
-	Nonce       string
+	// Details are the RFC 9396 authorization_details, validated against the Project's types
+	// and in canonical form (so the consent form and a pushed request's seal carry them
+	// exactly as they will be stored).
+	Details []authzdetails.Detail
+	Nonce   string
 	// DPoPJKT binds the code to a DPoP key (RFC 9449 §10): dpop_jkt as sent, or the key of the
 	// DPoP proof a pushed request came with.
 	DPoPJKT string
@@ -162,6 +167,9 @@ func parse(ctx context.Context, env *site.Env, st Store, p *config.Project, q ur
 	if req.Resources, err = oauth.ParseResources(q["resource"]); err != nil {
 		return req, nil, err
 	}
+	if req.Details, err = parseDetails(p, q.Get("authorization_details")); err != nil {
+		return req, nil, err
+	}
 	if req.Nonce = q.Get("nonce"); len(req.Nonce) > maxNonceLen {
 		return req, nil, oauth.ErrInvalidRequest.WithDescription("nonce is too long")
 	}
@@ -248,6 +256,7 @@ func (q *request) fields() []pages.Field {
 	add("scope", strings.Join(q.Scopes, " "))
 	add("nonce", q.Nonce)
 	add("dpop_jkt", q.DPoPJKT)
+	add("authorization_details", authzdetails.Marshal(q.Details))
 	for _, r := range q.Resources {
 		f = append(f, pages.Field{Name: "resource", Value: r})
 	}

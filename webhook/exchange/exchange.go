@@ -144,10 +144,18 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 		return nil, oauth.ErrInvalidGrant.WithDescription(err.Error())
 	}
 
+	// Authorization details the person approved for this connector's types bound what the
+	// agent may ask for here (docs/authorization-details.md).
+	approved, err := g.approvedFor(ctx, req, subject, connector)
+	if err != nil {
+		return nil, err
+	}
+
 	// An Organisation connector hands out its one shared account, never a person's
 	// (docs/shared-connections.md): everything above about the person and the agent held.
 	if connector.Shared {
-		return g.shared(ctx, req, subject, agent, connector, requested)
+		resp, err := g.shared(ctx, req, subject, agent, connector, requested)
+		return approved.apply(resp, now), err
 	}
 
 	// agent is the client the subject token was issued to, whose access subject read with it.
@@ -171,7 +179,7 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 			})); err != nil {
 				return nil, oauth.Internal(err)
 			}
-			return response(tok, conn, now), nil
+			return approved.apply(response(tok, conn, now), now), nil
 		case errors.Is(err, upstream.ErrReconnect):
 			kind = store.LinkReconnect
 		case errors.Is(err, secret.ErrUnknownKey), errors.Is(err, secret.ErrOpen):

@@ -23,6 +23,12 @@ func clientCredentials(ctx context.Context, st Store, req *TokenRequest) (*Token
 	if client.Public() {
 		return nil, ErrUnauthorizedClient.WithDescription("client_credentials needs a confidential client")
 	}
+	// Nobody approves details for a client acting for itself, and no policy says which it may
+	// have: refused rather than ignored, so the client does not take a token for narrower
+	// than it is (docs/authorization-details.md).
+	if req.Form.Has("authorization_details") {
+		return nil, ErrInvalidAuthorizationDetails.WithDescription("authorization_details are approved by a person; client_credentials takes none")
+	}
 	allowed, declared := machineLimits(req.Project, client)
 	scopes, err := machineScopes(req.Form.Get("scope"), allowed.scopes)
 	if err != nil {

@@ -93,7 +93,12 @@ func authorizationCode(ctx context.Context, st Store, req *TokenRequest) (*Token
 		audience = resources
 	}
 
+	details, _, err := NarrowDetails(p, f, ac.AuthorizationDetails)
+	if err != nil {
+		return nil, err
+	}
 	is := Issue{
+		Details:  details,
 		Client:   client,
 		Subject:  ac.Subject,
 		Scopes:   ac.Scopes,

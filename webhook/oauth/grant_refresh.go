@@ -74,18 +74,24 @@ func refreshToken(ctx context.Context, st Store, req *TokenRequest) (*TokenRespo
 			return nil, err
 		}
 	}
+	details, approved, err := NarrowDetails(p, f, old.AuthorizationDetails)
+	if err != nil {
+		return nil, err
+	}
 	tokens, resp, err := Mint(p, req.Now, Issue{
-		Client:        client,
-		Subject:       old.Subject,
-		Scopes:        scopes,
-		Audience:      old.Audience,
-		AuthTime:      old.AuthTime,
-		FamilyID:      old.FamilyID,
-		Generation:    old.Generation + 1,
-		CodeHash:      old.CodeHash,
-		Refresh:       true,
-		RefreshScopes: old.Scopes,
-		JKT:           req.JKT,
+		Details:        details,
+		RefreshDetails: approved,
+		Client:         client,
+		Subject:        old.Subject,
+		Scopes:         scopes,
+		Audience:       old.Audience,
+		AuthTime:       old.AuthTime,
+		FamilyID:       old.FamilyID,
+		Generation:     old.Generation + 1,
+		CodeHash:       old.CodeHash,
+		Refresh:        true,
+		RefreshScopes:  old.Scopes,
+		JKT:            req.JKT,
 	})
 	if err != nil {
 		return nil, Internal(err)

@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -27,6 +28,8 @@ type introspection struct {
 	SubjectType string `json:"latchkey_subject_type,omitempty"`
 	// Cnf is the key a DPoP-bound token is bound to (RFC 9449 §6.2).
 	Cnf *Confirmation `json:"cnf,omitempty"`
+	// AuthorizationDetails are the token's RFC 9396 details (§9.2).
+	AuthorizationDetails json.RawMessage `json:"authorization_details,omitempty"`
 }
 
 // Who a token acts for, in the SubjectTypeClaim member of introspection answers and JWT access
@@ -101,15 +104,16 @@ func introspect(env *site.Env, st Store) http.HandlerFunc {
 		// A client-only token has no sub: RFC 7662 makes it optional, and reporting the client
 		// id there would let a resource server take the client for a person.
 		out := introspection{
-			Active:      true,
-			Scope:       strings.Join(t.Scopes, " "),
-			ClientID:    t.ClientID,
-			Sub:         t.Subject,
-			Aud:         t.Audience,
-			Iss:         p.Issuer,
-			Exp:         t.ExpiresAt.Unix(),
-			Iat:         t.IssuedAt.Unix(),
-			SubjectType: subjectType(t.Subject),
+			Active:               true,
+			Scope:                strings.Join(t.Scopes, " "),
+			ClientID:             t.ClientID,
+			Sub:                  t.Subject,
+			Aud:                  t.Audience,
+			Iss:                  p.Issuer,
+			Exp:                  t.ExpiresAt.Unix(),
+			Iat:                  t.IssuedAt.Unix(),
+			SubjectType:          subjectType(t.Subject),
+			AuthorizationDetails: detailsJSON(t.AuthorizationDetails),
 		}
 		if t.JKT != "" {
 			out.Cnf = &Confirmation{JKT: t.JKT}

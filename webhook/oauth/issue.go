@@ -10,6 +10,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
+	"latchkey.dev/latchkey/internal/authzdetails"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
@@ -25,6 +26,8 @@ type TokenResponse struct {
 	RefreshToken    string `json:"refresh_token,omitempty"`
 	Scope           string `json:"scope,omitempty"`
 	IDToken         string `json:"id_token,omitempty"`
+	// AuthorizationDetails are the details the access token carries (RFC 9396 §7).
+	AuthorizationDetails []authzdetails.Detail `json:"authorization_details,omitempty"`
 }
 
 // Issue describes one issuance: an access token, optionally a refresh token and an ID token.
@@ -49,6 +52,10 @@ type Issue struct {
 	// for a public client, the refresh token too (RFC 9449 §5): a confidential client's
 	// refresh token is already bound to it by client authentication.
 	JKT string
+	// Details are the RFC 9396 authorization_details the access token carries; RefreshDetails
+	// the refresh token's when the access token is narrowed (like RefreshScopes), Details when
+	// nil.
+	Details, RefreshDetails []authzdetails.Detail
 }
 
 // Mint makes the tokens of an issuance and the response that carries them. The caller stores
@@ -74,6 +81,7 @@ func Mint(p *config.Project, now time.Time, is Issue) ([]store.Token, TokenRespo
 		AuthTime:   is.AuthTime,
 		IssuedAt:   now,
 	}
+	base.AuthorizationDetails = authzdetails.Marshal(is.Details)
 
 	var access string
 	if is.Client.AccessTokenFormat == config.TokenJWT && len(p.SigningKeys) > 0 {
@@ -101,6 +109,7 @@ func Mint(p *config.Project, now time.Time, is Issue) ([]store.Token, TokenRespo
 		ExpiresIn:   int64(lt.AccessToken / time.Second),
 		Scope:       strings.Join(is.Scopes, " "),
 	}
+	resp.AuthorizationDetails = is.Details
 	if is.Refresh {
 		refresh := secret.New(secret.PrefixRefreshToken)
 		rt := base
@@ -109,6 +118,9 @@ func Mint(p *config.Project, now time.Time, is Issue) ([]store.Token, TokenRespo
 		rt.ExpiresAt = now.Add(lt.RefreshToken)
 		if is.RefreshScopes != nil {
 			rt.Scopes = is.RefreshScopes
+		}
+		if is.RefreshDetails != nil {
+			rt.AuthorizationDetails = authzdetails.Marshal(is.RefreshDetails)
 		}
 		if is.Client.Public() {
 			rt.JKT = is.JKT
@@ -134,6 +146,9 @@ type accessClaims struct {
 	SubjectType string `json:"latchkey_subject_type"`
 	// Cnf binds the token to a DPoP key (RFC 9449 §6.1).
 	Cnf *Confirmation `json:"cnf,omitempty"`
+	// AuthorizationDetails are what the person approved (RFC 9396 §9.1), for the resource
+	// server to enforce.
+	AuthorizationDetails []authzdetails.Detail `json:"authorization_details,omitempty"`
 }
 
 // Confirmation is the cnf member of a JWT access token or an introspection answer.
@@ -170,6 +185,7 @@ func accessJWT(p *config.Project, now, exp time.Time, is Issue) (string, error) 
 	if is.JKT != "" {
 		c.Cnf = &Confirmation{JKT: is.JKT}
 	}
+	c.AuthorizationDetails = is.Details
 	return sign(p, now, "at+jwt", c)
 }
 

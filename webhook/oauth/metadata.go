@@ -48,6 +48,9 @@ type ServerMetadata struct {
 	BackchannelAuthenticationEndpoint      string   `json:"backchannel_authentication_endpoint,omitempty"`
 	BackchannelTokenDeliveryModesSupported []string `json:"backchannel_token_delivery_modes_supported,omitempty"`
 	BackchannelUserCodeParameterSupported  *bool    `json:"backchannel_user_code_parameter_supported,omitempty"`
+	// AuthorizationDetailsTypesSupported are the RFC 9396 types the Project declares (§10);
+	// absent when it declares none.
+	AuthorizationDetailsTypesSupported []string `json:"authorization_details_types_supported,omitempty"`
 }
 
 // authMethods are the client authentication methods every endpoint accepts; introspection all
@@ -85,6 +88,7 @@ func Metadata(p *config.Project, grantTypes []string) ServerMetadata {
 		DPoPSigningAlgValuesSupported:              slices.Clone(dpop.Algorithms),
 		PushedAuthorizationRequestEndpoint:         iss + "/par",
 		RequirePushedAuthorizationRequests:         p.RequirePAR,
+		AuthorizationDetailsTypesSupported:         p.AuthorizationDetails.Names(),
 	}
 	if p.Registration.Mode != config.RegistrationClosed && p.Registration.Mode != "" {
 		m.RegistrationEndpoint = iss + "/register"

@@ -237,6 +237,9 @@ type ConsentData struct {
 	Destination Destination
 	Scopes      []Scope
 	Resources   []string
+	// Details say in words what the request's authorization_details (RFC 9396) allow, one
+	// line per detail (internal/authzdetails.Describe): plain text, escaped like any other.
+	Details []string
 	// Error is shown above the buttons (for example when the tick box was not ticked).
 	Error string
 }

@@ -55,6 +55,7 @@ var tests = []test{
 	{"AuthCode/RedeemChecked", testCodeRedeemChecked},
 	{"AuthCode/RedeemCheckedConcurrent", testCodeRedeemCheckedConcurrent},
 	{"AuthCode/DPoPBinding", testCodeDPoPBinding},
+	{"AuthCode/AuthorizationDetails", testCodeAuthorizationDetails},
 
 	{"Token/RoundTrip", testTokenRoundTrip},
 	{"Token/Holder", testTokenHolder},
@@ -64,6 +65,7 @@ var tests = []test{
 	{"Token/RevokeByCode", testTokenRevokeByCode},
 	{"Token/RevokeClientTokens", testTokenRevokeClientTokens},
 	{"Token/CountLive", testTokenCountLive},
+	{"Token/AuthorizationDetails", testTokenAuthorizationDetails},
 
 	{"Rotate/Rotated", testRotateRotated},
 	{"Rotate/GraceReplay", testRotateGraceReplay},

@@ -10,10 +10,10 @@ import (
 )
 
 const codeCols = `hash, project, client_id, subject, redirect_uri, scopes, resource, code_challenge,
-code_challenge_method, nonce, auth_time, expires_at, created_at, dpop_jkt`
+code_challenge_method, nonce, auth_time, expires_at, created_at, dpop_jkt, authorization_details`
 
 var (
-	qCreateCode = sqlText(`INSERT INTO auth_codes (` + codeCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	qCreateCode = sqlText(`INSERT INTO auth_codes (` + codeCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	// One statement decides the race: whichever UPDATE sets used_at first gets the row back.
 	qRedeemCode = sqlText(`UPDATE auth_codes SET used_at = ? WHERE hash = ? AND used_at IS NULL AND expires_at > ?
 RETURNING ` + codeCols)
@@ -25,7 +25,7 @@ func scanCode(c *store.AuthCode, used *sql.NullInt64) func(scanner) error {
 		var scopes, resource string
 		var auth, expires, created int64
 		dest := []any{&c.Hash, &c.Project, &c.ClientID, &c.Subject, &c.RedirectURI, &scopes, &resource,
-			&c.CodeChallenge, &c.CodeChallengeMethod, &c.Nonce, &auth, &expires, &created, &c.DPoPJKT}
+			&c.CodeChallenge, &c.CodeChallengeMethod, &c.Nonce, &auth, &expires, &created, &c.DPoPJKT, &c.AuthorizationDetails}
 		if used != nil {
 			dest = append(dest, used)
 		}
@@ -48,7 +48,7 @@ func (s *Store) CreateAuthCode(ctx context.Context, c store.AuthCode) (err error
 	defer s.observe(ctx, "CreateAuthCode", time.Now(), &err)
 	_, err = s.wexec(ctx, qCreateCode, c.Hash, c.Project, c.ClientID, c.Subject, c.RedirectURI,
 		list(c.Scopes), list(c.Resource), c.CodeChallenge, c.CodeChallengeMethod, c.Nonce,
-		ns(c.AuthTime), ns(c.ExpiresAt), ns(c.CreatedAt), c.DPoPJKT)
+		ns(c.AuthTime), ns(c.ExpiresAt), ns(c.CreatedAt), c.DPoPJKT, c.AuthorizationDetails)
 	return conflict(err)
 }
 
