@@ -44,8 +44,6 @@ const (
 	// MaxBindingMessage is the most runes a binding message may have: it is shown on the
 	// agent's screen and on the person's page, and must read at a glance.
 	MaxBindingMessage = 140
-	// MaxAuthorizationDetails bounds the authorization_details parameter in bytes.
-	MaxAuthorizationDetails = 8 << 10
 	// ClientBurst requests at once, then one every ClientEvery, per client: an agent cannot
 	// flood a person (or the event sinks) with requests.
 	ClientBurst = 10

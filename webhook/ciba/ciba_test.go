@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"latchkey.dev/latchkey/internal/authzdetails"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/test/stack"
@@ -373,13 +374,33 @@ func TestRequestErrors(t *testing.T) {
 	wantError(t, poll(t, s, "lk_ar_unknown", opsBot, opsBotSecret), 400, "invalid_grant")
 }
 
-// TestAuthorizationDetailsShownInWords: the details an agent asks for are on the page.
+// TestAuthorizationDetailsShownInWords: the details an agent asks for, of a type the Project
+// declares, are on the page in words, and the approved ones are carried by the token; a type
+// the Project does not declare is refused.
 func TestAuthorizationDetailsShownInWords(t *testing.T) {
 	s := newStack(t, stack.Options{})
-	mustAsk(t, s, url.Values{"login_hint": {stack.AliceEmail}, "authorization_details": {`[{"type":"deployment","environment":"production"}]`}})
-	_, pg := signedIn(t, s, stack.AliceEmail, stack.AlicePassword)
-	if !strings.Contains(pg.Body, "deployment (environment: production)") {
-		t.Fatal("details not shown in words")
+	types, err := authzdetails.NewTypes([]authzdetails.Type{
+		{Name: "deployment", Label: "Deployment", Actions: []string{"deploy"}, Identifier: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Project.AuthorizationDetails = types
+	const detail = `[{"type":"deployment","actions":["deploy"],"identifier":"api-v2"}]`
+	wantError(t, ask(t, s, url.Values{"login_hint": {stack.AliceEmail}, "authorization_details": {`[{"type":"payment"}]`}}), 400, "invalid_authorization_details")
+	id := mustAsk(t, s, url.Values{"login_hint": {stack.AliceEmail}, "authorization_details": {detail}})
+	b, pg := signedIn(t, s, stack.AliceEmail, stack.AlicePassword)
+	if !strings.Contains(pg.Body, "Deployment — may: deploy; identifier: api-v2") {
+		t.Fatalf("details not shown in words:\n%s", pg.Body)
+	}
+	press(t, b, pg, "Approve")
+	tok := poll(t, s, id, opsBot, opsBotSecret)
+	if tok.Status != http.StatusOK || !strings.Contains(string(tok.Raw), `"authorization_details":`+detail) {
+		t.Fatalf("token: %d %s", tok.Status, tok.Raw)
+	}
+	stored, err := s.Admin.GetToken(context.Background(), secret.Hash(tok.Str("access_token")))
+	if err != nil || stored.AuthorizationDetails != detail {
+		t.Fatalf("stored token details: %q %v", stored.AuthorizationDetails, err)
 	}
 }
 

@@ -83,9 +83,13 @@ func (f *flow) issue(ctx context.Context, req *oauth.TokenRequest, a store.Appro
 	if !site.PersonActive(p, person) || person.AccessEndedAt.After(a.DecidedAt) {
 		return nil, oauth.ErrInvalidGrant.WithDescription("the person can no longer sign in to this project")
 	}
+	details, err := approved(a.AuthorizationDetails)
+	if err != nil {
+		return nil, oauth.Internal(err)
+	}
 	is := oauth.Issue{
 		Client: req.Client, Subject: person.ID, Scopes: a.Scopes, AuthTime: a.DecidedAt,
-		Refresh: req.Client.HasGrant(site.GrantRefreshToken), JKT: req.JKT, Person: &person,
+		Refresh: req.Client.HasGrant(site.GrantRefreshToken), JKT: req.JKT, Person: &person, Details: details,
 	}
 	tokens, resp, err := oauth.Mint(p, req.Now, is)
 	if err != nil {
@@ -94,13 +98,16 @@ func (f *flow) issue(ctx context.Context, req *oauth.TokenRequest, a store.Appro
 	if err := f.store.CreateTokens(ctx, tokens...); err != nil {
 		return nil, oauth.Internal(err)
 	}
-	details := map[string]string{"grant_type": GrantType, "family_id": tokens[0].FamilyID, "scope": strings.Join(a.Scopes, " ")}
+	rec := map[string]string{"grant_type": GrantType, "family_id": tokens[0].FamilyID, "scope": strings.Join(a.Scopes, " ")}
 	if len(tokens) > 1 {
-		details["refresh_token"] = "issued"
+		rec["refresh_token"] = "issued"
+	}
+	if a.AuthorizationDetails != "" {
+		rec["authorization_details"] = a.AuthorizationDetails
 	}
 	f.env.Record(ctx, store.AuditRecord{
 		Project: p.Key, Time: req.Now, Actor: "client:" + req.Client.ID, Action: events.TokenIssued, Target: person.ID,
-		ClientID: req.Client.ID, Outcome: store.OutcomeSuccess, Details: details,
+		ClientID: req.Client.ID, Outcome: store.OutcomeSuccess, Details: rec,
 	})
 	return &resp, nil
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"latchkey.dev/latchkey/internal/authzdetails"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
@@ -62,10 +63,12 @@ func (f *flow) page(w http.ResponseWriter, r *http.Request) {
 		Notice: notices[r.URL.Query().Get("done")],
 		Decide: base + DecidePath, Block: base + BlockPath, Unblock: base + UnblockPath, Back: base + "/account",
 	}
+	lang := pages.Printer(pages.LanguageOf(w))
+	pr := authzdetails.PrinterFunc(func(k string, args ...any) string { return lang.Sprintf(k, args...) })
 	for _, a := range list {
 		d.Requests = append(d.Requests, pages.ApprovalRequest{
 			ID: a.ID, Agent: f.clientName(ctx, p, a.ClientID), ClientID: a.ClientID, NotifyHost: notifyHost(p, a),
-			Message: a.BindingMessage, Scopes: a.Scopes, Details: Describe(p, a.AuthorizationDetails),
+			Message: a.BindingMessage, Scopes: a.Scopes, Details: Describe(p, a.AuthorizationDetails, pr),
 			Expires: a.ExpiresAt.UTC().Format("2 January 2006, 15:04 UTC"),
 		})
 	}

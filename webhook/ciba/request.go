@@ -28,7 +28,6 @@ const PrefixAuthReqID = "lk_ar_"
 var (
 	errUnknownUser            = oauth.Error{Code: "unknown_user_id", Status: http.StatusBadRequest}
 	errInvalidBindingMessage  = oauth.Error{Code: "invalid_binding_message", Status: http.StatusBadRequest}
-	errInvalidDetails         = oauth.Error{Code: "invalid_authorization_details", Status: http.StatusBadRequest}
 	errAccessDeniedByPerson   = oauth.ErrAccessDenied.WithDescription("the person does not accept requests from this client")
 	errUnsupportedHint        = oauth.ErrInvalidRequest.WithDescription("only login_hint (the person's e-mail address or subject) is supported; id_token_hint and login_hint_token are not")
 	errUserCodeNotSupported   = oauth.ErrInvalidRequest.WithDescription("user_code is not supported (backchannel_user_code_parameter_supported is false)")
@@ -156,7 +155,7 @@ func (f *flow) parse(ctx context.Context, p *config.Project, client *site.Client
 	if err != nil {
 		return a, person, "", err
 	}
-	details, err := Details(p, client, get("authorization_details"))
+	details, err := Details(p, get("authorization_details"))
 	if err != nil {
 		return a, person, "", err
 	}
