@@ -26,7 +26,11 @@ const (
 )
 
 // newStack is the shared installation with two CIBA agents declared in its Project.
-func newStack(t *testing.T, o stack.Options) *stack.Stack {
+func newStack(t *testing.T, o stack.Options) *stack.Stack { return newStackTB(t, o) }
+
+func newStackB(b *testing.B) *stack.Stack { return newStackTB(b, stack.Options{}) }
+
+func newStackTB(t testing.TB, o stack.Options) *stack.Stack {
 	t.Helper()
 	if o.DSN == "" {
 		o.DSN = "sqlite:" + t.TempDir() + "/latchkey.db"
