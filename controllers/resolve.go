@@ -1101,6 +1101,9 @@ func clientConfig(oc *v1alpha1.OAuthClient, secretHash []byte) (*config.Client, 
 	for _, u := range oc.Spec.Resources {
 		out.Resources = append(out.Resources, string(u))
 	}
+	if bc := oc.Spec.Backchannel; bc != nil {
+		out.BackchannelDeliveryMode, out.BackchannelNotificationEndpoint = string(bc.TokenDeliveryMode), bc.ClientNotificationEndpoint
+	}
 	return out, nil
 }
 

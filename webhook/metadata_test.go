@@ -44,7 +44,7 @@ func TestMetadata(t *testing.T) {
 			for k, v := range map[string][]string{
 				"code_challenge_methods_supported":      {"S256"},
 				"response_types_supported":              {"code"},
-				"grant_types_supported":                 {"authorization_code", "client_credentials", "refresh_token", "urn:ietf:params:oauth:grant-type:jwt-bearer", "urn:ietf:params:oauth:grant-type:token-exchange"},
+				"grant_types_supported":                 {"authorization_code", "client_credentials", "refresh_token", "urn:ietf:params:oauth:grant-type:jwt-bearer", "urn:ietf:params:oauth:grant-type:token-exchange", "urn:openid:params:grant-type:ciba"},
 				"token_endpoint_auth_methods_supported": {"client_secret_basic", "client_secret_post", "private_key_jwt", "client_secret_jwt", "none"},
 				// Exactly what verifies: DPoP proofs (mcp/dpop) and client assertions.
 				"dpop_signing_alg_values_supported":                {"ES256", "EdDSA", "PS256", "RS256"},

@@ -34,6 +34,7 @@ import (
 	"latchkey.dev/latchkey/webhook/account"
 	"latchkey.dev/latchkey/webhook/apikey"
 	"latchkey.dev/latchkey/webhook/callback"
+	"latchkey.dev/latchkey/webhook/ciba"
 	"latchkey.dev/latchkey/webhook/consent"
 	"latchkey.dev/latchkey/webhook/exchange"
 	"latchkey.dev/latchkey/webhook/idjag"
@@ -62,6 +63,7 @@ type Store interface {
 	callback.SignOutStore
 	exchange.Store
 	idjag.Store
+	ciba.Store
 	Ping(ctx context.Context) error
 }
 
@@ -103,6 +105,9 @@ type Options struct {
 	// ConnectionHooks run after each saved connection, after the one that finishes the connect
 	// link the connection was made for; may be nil.
 	ConnectionHooks []callback.Hook
+	// BackchannelNotify posts CIBA ping notifications (docs/approvals.md); nil reaches public
+	// addresses only (internal/netguard).
+	BackchannelNotify *http.Client
 }
 
 // Server is the HTTP handler.
@@ -228,6 +233,7 @@ func (s *Server) mountFlows(o Options, env *site.Env, now func() time.Time) {
 	}
 	// Token exchange for an ID-JAG is answered by idjag, every other one by exchange.
 	idjag.Register(s.Grant, env, o.Store, exchange.New(env, o.Store, vault))
+	ciba.Register(s.router, s.Grant, env, o.Store, ciba.Options{Notify: o.BackchannelNotify})
 }
 
 // Env is the environment flows are registered with.

@@ -105,7 +105,7 @@ const (
 )
 
 // GrantType is an OAuth grant type the client may use at the token endpoint.
-// +kubebuilder:validation:Enum=authorization_code;refresh_token;client_credentials;"urn:ietf:params:oauth:grant-type:token-exchange";"urn:ietf:params:oauth:grant-type:jwt-bearer"
+// +kubebuilder:validation:Enum=authorization_code;refresh_token;client_credentials;"urn:ietf:params:oauth:grant-type:token-exchange";"urn:ietf:params:oauth:grant-type:jwt-bearer";"urn:openid:params:grant-type:ciba"
 type GrantType string
 
 const (
@@ -120,7 +120,39 @@ const (
 	// of an issuer the Project trusts for it in spec.identityAssertions.trustedIssuers
 	// (docs/enterprise-idjag.md).
 	GrantJWTBearer GrantType = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+	// GrantCIBA (OpenID CIBA Core 1.0) lets a confidential client ask a person to approve a
+	// request on their account page and redeem the approval for a token (docs/approvals.md).
+	GrantCIBA GrantType = "urn:openid:params:grant-type:ciba"
 )
+
+// BackchannelTokenDeliveryMode is how a CIBA client learns the person answered.
+// +kubebuilder:validation:Enum=poll;ping
+type BackchannelTokenDeliveryMode string
+
+const (
+	// BackchannelPoll: the client polls the token endpoint.
+	BackchannelPoll BackchannelTokenDeliveryMode = "poll"
+	// BackchannelPing: Latchkey also calls the client's notification endpoint when the person
+	// answers, and the client then fetches the token.
+	BackchannelPing BackchannelTokenDeliveryMode = "ping"
+)
+
+// Backchannel is a CIBA client's registration (OpenID CIBA Core 1.0 §4).
+// +kubebuilder:validation:XValidation:rule="self.tokenDeliveryMode != 'ping' || has(self.clientNotificationEndpoint)",message="clientNotificationEndpoint: tokenDeliveryMode ping needs a notification endpoint"
+type Backchannel struct {
+	// tokenDeliveryMode is poll (default) or ping. Push is not offered.
+	// +kubebuilder:default=poll
+	// +optional
+	TokenDeliveryMode BackchannelTokenDeliveryMode `json:"tokenDeliveryMode,omitempty"`
+
+	// clientNotificationEndpoint is where Latchkey POSTs {"auth_req_id": …} with the request's
+	// client_notification_token as bearer token once the person answered, for tokenDeliveryMode
+	// ping: an https URL on a public address (internal/netguard). At most 2048 characters.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') && isURL(self) && size(url(self).getHostname()) > 0",message="clientNotificationEndpoint must be an https URL"
+	// +optional
+	ClientNotificationEndpoint string `json:"clientNotificationEndpoint,omitempty"`
+}
 
 // TokenEndpointAuthMethod is how the client authenticates at the token endpoint (RFC 7591).
 // +kubebuilder:validation:Enum=client_secret_basic;client_secret_post;client_secret_jwt;private_key_jwt;none
@@ -190,7 +222,8 @@ type ClientID string
 // +kubebuilder:validation:XValidation:rule="(!has(self.jwks) && !has(self.jwksURI)) || (has(self.tokenEndpointAuthMethod) && self.tokenEndpointAuthMethod == 'private_key_jwt')",message="jwks and jwksURI are used only with tokenEndpointAuthMethod private_key_jwt"
 // +kubebuilder:validation:XValidation:rule="!has(self.grantTypes) || !('client_credentials' in self.grantTypes) || !has(self.tokenEndpointAuthMethod) || self.tokenEndpointAuthMethod != 'none'",message="grantTypes: client_credentials needs a confidential client; set tokenEndpointAuthMethod to client_secret_basic or client_secret_post"
 // +kubebuilder:validation:XValidation:rule="!has(self.grantTypes) || !('authorization_code' in self.grantTypes) || (has(self.redirectURIs) && size(self.redirectURIs) > 0)",message="redirectURIs: grant type authorization_code needs at least one redirect URI"
-// +kubebuilder:validation:XValidation:rule="!has(self.grantTypes) || !('refresh_token' in self.grantTypes) || 'authorization_code' in self.grantTypes || 'urn:ietf:params:oauth:grant-type:token-exchange' in self.grantTypes",message="grantTypes: refresh_token needs authorization_code or token-exchange, which issue refresh tokens"
+// +kubebuilder:validation:XValidation:rule="!has(self.grantTypes) || !('refresh_token' in self.grantTypes) || 'authorization_code' in self.grantTypes || 'urn:ietf:params:oauth:grant-type:token-exchange' in self.grantTypes || 'urn:openid:params:grant-type:ciba' in self.grantTypes",message="grantTypes: refresh_token needs authorization_code, token-exchange or ciba, which issue refresh tokens"
+// +kubebuilder:validation:XValidation:rule="!has(self.grantTypes) || !('urn:openid:params:grant-type:ciba' in self.grantTypes) || !has(self.tokenEndpointAuthMethod) || self.tokenEndpointAuthMethod != 'none'",message="grantTypes: the ciba grant needs a confidential client (OpenID CIBA Core 1.0 §4)"
 // +kubebuilder:validation:XValidation:rule="!has(self.connectors) || size(self.connectors) == 0 || !has(self.tokenEndpointAuthMethod) || self.tokenEndpointAuthMethod != 'none'",message="connectors: a public client (tokenEndpointAuthMethod none) cannot exchange tokens, because token exchange always authenticates the client (RFC 8693 section 5); set tokenEndpointAuthMethod to client_secret_basic or client_secret_post"
 type OAuthClientSpec struct {
 	// projectRef is the Project this client belongs to.
@@ -361,6 +394,11 @@ type OAuthClientSpec struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
 	SecretName string `json:"secretName,omitempty"`
+
+	// backchannel registers how a client with grant type urn:openid:params:grant-type:ciba learns
+	// that the person answered its approval request (docs/approvals.md). Unset means poll.
+	// +optional
+	Backchannel *Backchannel `json:"backchannel,omitempty"`
 }
 
 // RedirectClassification is how the server reads a redirect URI on the consent screen, under

@@ -259,6 +259,10 @@ type Client struct {
 	// SecretJWTKey is the client secret itself, only for a client_secret_jwt client: an HS256
 	// assertion can only be checked with it. It lives in memory only (never in the database).
 	SecretJWTKey []byte
+	// BackchannelDeliveryMode ("poll" or "ping") and BackchannelNotificationEndpoint: how a
+	// CIBA client learns a person answered (docs/approvals.md).
+	BackchannelDeliveryMode         string
+	BackchannelNotificationEndpoint string
 }
 
 // Connector is a compiled upstream OAuth service.

@@ -38,4 +38,14 @@ const (
 	ClientRegistered = "client.registered"
 	ClientUpdated    = "client.updated"
 	ClientDeleted    = "client.deleted"
+	// ApprovalRequested: an agent asked a person to approve a request (docs/approvals.md);
+	// details.url is the person's approvals page, for a bridge that notifies them.
+	ApprovalRequested = "approval.requested"
+	// ApprovalApproved, ApprovalDenied: the person answered on the approvals page.
+	ApprovalApproved = "approval.approved"
+	ApprovalDenied   = "approval.denied"
+	// ApprovalBlocked, ApprovalUnblocked: the person stopped an agent from asking, or let it
+	// ask again.
+	ApprovalBlocked   = "approval.blocked"
+	ApprovalUnblocked = "approval.unblocked"
 )

@@ -191,6 +191,11 @@ var auditTypes = []struct {
 	{SharedConnectionOpened, store.OutcomeSuccess},
 	{SharedConnectionSaved, store.OutcomeSuccess},
 	{SharedConnectionRefused, store.OutcomeRefused},
+	{ApprovalRequested, store.OutcomeSuccess},
+	{ApprovalApproved, store.OutcomeSuccess},
+	{ApprovalDenied, store.OutcomeRefused},
+	{ApprovalBlocked, store.OutcomeSuccess},
+	{ApprovalUnblocked, store.OutcomeSuccess},
 }
 
 // AuditTypes lists every audit type in a stable order: the CloudEvents types sinks receive

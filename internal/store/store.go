@@ -64,6 +64,7 @@ type Store interface {
 	ClientIDHolders
 	Apps
 	ConnectionActors
+	Approvals
 
 	// GarbageCollect deletes rows that expired before now (sessions, codes, tokens, callback
 	// states, links, delivered events) and reports how many of each it removed. On PostgreSQL
@@ -76,7 +77,7 @@ type Store interface {
 // logout token ids), "pushed_requests", "used_once" (one-time identifiers past their window:
 // DPoP proofs, client assertions, ID-JAGs), "token_replays" (rotated refresh tokens whose stored grace-window response
 // was cleared), "passkey_ceremonies" (passkey ceremonies nobody finished), "rate_buckets"
-// (shared rate-limit buckets full again) and, when the store
+// (shared rate-limit buckets full again), "approvals" (approval requests past their expiry) and, when the store
 // keeps audit records for a set time, "audit" (relayed records older than that).
 type GCResult map[string]int64
 

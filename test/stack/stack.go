@@ -95,6 +95,8 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Extra GitHub accounts beyond Alice's and Mallory's, by login.
 	ExtraLogins []string
+	// BackchannelNotify posts CIBA ping notifications (webhook.Options.BackchannelNotify).
+	BackchannelNotify *http.Client
 }
 
 // Replica is one server of the installation.
@@ -223,7 +225,7 @@ func New(t testing.TB, o Options) *Stack {
 		r.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{ProjectKey: s.Project}, Version: 1})
 		r.Server, err = webhook.New(webhook.Options{
 			Config: r.Holder, Store: ist, Keyring: s.Keyring, Logger: o.Logger, Now: s.Clock.Now,
-			PublicURL: s.Front.URL, Metrics: o.Metrics, RateBuckets: st.RateBuckets(),
+			PublicURL: s.Front.URL, Metrics: o.Metrics, RateBuckets: st.RateBuckets(), BackchannelNotify: o.BackchannelNotify,
 			Vault: &upstream.Vault{Store: ist, Keyring: s.Keyring, Now: s.Clock.Now, Timeout: o.UpstreamTimeout,
 				OnRefresh: o.Metrics.UpstreamRefresh},
 		})

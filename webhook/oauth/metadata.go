@@ -44,6 +44,10 @@ type ServerMetadata struct {
 	RequirePushedAuthorizationRequests bool   `json:"require_pushed_authorization_requests"`
 	// DPoPSigningAlgValuesSupported is exactly what the proof verifier accepts (RFC 9449 §5.1).
 	DPoPSigningAlgValuesSupported []string `json:"dpop_signing_alg_values_supported"`
+	// Backchannel*: OpenID CIBA Core §4, when the ciba grant is served (docs/approvals.md).
+	BackchannelAuthenticationEndpoint      string   `json:"backchannel_authentication_endpoint,omitempty"`
+	BackchannelTokenDeliveryModesSupported []string `json:"backchannel_token_delivery_modes_supported,omitempty"`
+	BackchannelUserCodeParameterSupported  *bool    `json:"backchannel_user_code_parameter_supported,omitempty"`
 	// AuthorizationDetailsTypesSupported are the RFC 9396 types the Project declares (§10);
 	// absent when it declares none.
 	AuthorizationDetailsTypesSupported []string `json:"authorization_details_types_supported,omitempty"`
@@ -88,6 +92,11 @@ func Metadata(p *config.Project, grantTypes []string) ServerMetadata {
 	}
 	if p.Registration.Mode != config.RegistrationClosed && p.Registration.Mode != "" {
 		m.RegistrationEndpoint = iss + "/register"
+	}
+	if slices.Contains(grantTypes, site.GrantCIBA) {
+		m.BackchannelAuthenticationEndpoint = iss + "/bc-authorize"
+		m.BackchannelTokenDeliveryModesSupported = []string{"poll", "ping"}
+		m.BackchannelUserCodeParameterSupported = new(bool)
 	}
 	for _, k := range p.SigningKeys {
 		if !slices.Contains(m.IDTokenSigningAlgValuesSupported, k.Algorithm) {

@@ -18,7 +18,7 @@ import (
 var update = flag.Bool("update", false, "rewrite locales/en.json from the keys the code uses")
 
 // The packages whose Go code puts sentences on pages; their messages must be in the catalogs.
-var pageCode = []string{".", "../links", "../callback", "../account", "../apikey", "../signin", "../consent", "../router.go", "../exchange", "../../internal/authzdetails"}
+var pageCode = []string{".", "../links", "../callback", "../account", "../apikey", "../signin", "../consent", "../router.go", "../exchange", "../ciba", "../../internal/authzdetails"}
 
 // textFields are the fields of page data that render translates (pages.go).
 var textFields = map[string]bool{"Title": true, "Heading": true, "Message": true, "Label": true, "Error": true,

@@ -17,6 +17,7 @@ const (
 	GrantRefreshToken      = "refresh_token"
 	GrantClientCredentials = "client_credentials"
 	GrantTokenExchange     = "urn:ietf:params:oauth:grant-type:token-exchange"
+	GrantCIBA              = "urn:openid:params:grant-type:ciba"
 
 	AuthNone              = "none"
 	AuthClientSecretBasic = "client_secret_basic"

@@ -147,6 +147,12 @@ var tests = []test{
 	{"UseOnce/Collected", testUseOnceCollected},
 	{"PushedRequest/Once", testPushedOnce},
 	{"PushedRequest/ConsumeConcurrent", testPushedConcurrent},
+
+	{"Approval/Lifecycle", testApprovalLifecycle},
+	{"Approval/Poll", testApprovalPoll},
+	{"Approval/RedeemConcurrent", testApprovalRedeemConcurrent},
+	{"Approval/Collected", testApprovalCollected},
+	{"Approval/Blocks", testApprovalBlocks},
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -46,6 +46,8 @@ var (
 		{name: "pushed_requests", table: "pushed_requests", where: "expires_at < ?"},
 		{name: "rate_buckets", table: "rate_buckets", where: "expires_at < ?"},
 		{name: "shared_starts", table: "shared_starts", where: "expires_at < ?"},
+		// Approval requests nobody redeemed: approved, denied or unanswered, past their expiry.
+		{name: "approvals", table: "approval_requests", where: "expires_at < ?"},
 		// Records still waiting for the relay to the event sinks stay, however old.
 		{name: "audit", table: "audit", where: "time < ? AND pending = 0", retained: true},
 	}
