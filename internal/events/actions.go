@@ -38,4 +38,7 @@ const (
 	ClientRegistered = "client.registered"
 	ClientUpdated    = "client.updated"
 	ClientDeleted    = "client.deleted"
+	// AccessDeniedByPolicy: a Project's AccessPolicies or its decision point refused a consent,
+	// a token or a token exchange (details.action, details.policy: what denied; docs/policy.md).
+	AccessDeniedByPolicy = "access.denied_by_policy"
 )

@@ -191,6 +191,7 @@ var auditTypes = []struct {
 	{SharedConnectionOpened, store.OutcomeSuccess},
 	{SharedConnectionSaved, store.OutcomeSuccess},
 	{SharedConnectionRefused, store.OutcomeRefused},
+	{AccessDeniedByPolicy, store.OutcomeRefused},
 }
 
 // AuditTypes lists every audit type in a stable order: the CloudEvents types sinks receive

@@ -175,6 +175,12 @@ func Compile(sources []Source, opts Options) *Set {
 	return s
 }
 
+// Refuse returns a Set that denies every request, naming what is wrong: a Project setting the
+// Set cannot honour.
+func Refuse(name, reason string) *Set {
+	return &Set{invalid: name, invalidReason: reason, location: time.UTC}
+}
+
 // Invalid names the AccessPolicy that keeps the Set from compiling, and why; "" when it
 // compiled.
 func (s *Set) Invalid() (name, reason string) { return s.invalid, s.invalidReason }
@@ -184,7 +190,7 @@ func (s *Set) Invalid() (name, reason string) { return s.invalid, s.invalidReaso
 // for a forbid would let through what it was written to stop.
 func (s *Set) evaluate(req Request) Decision {
 	if s.invalid != "" {
-		return Decision{Policy: s.invalid, Reason: "AccessPolicy " + s.invalid + " does not compile, so the project refuses every request until it is fixed"}
+		return Decision{Policy: s.invalid, Reason: s.invalid + " is not valid, so the project refuses every request until it is fixed"}
 	}
 	entities, creq := s.cedarRequest(req)
 	dec, diag := cedar.Authorize(s, entities, creq)

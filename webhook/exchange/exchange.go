@@ -144,6 +144,10 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 		return nil, oauth.ErrInvalidGrant.WithDescription(err.Error())
 	}
 
+	if err := g.allowedByPolicy(ctx, req, subject, agent, connector); err != nil {
+		return nil, err
+	}
+
 	// An Organisation connector hands out its one shared account, never a person's
 	// (docs/shared-connections.md): everything above about the person and the agent held.
 	if connector.Shared {
