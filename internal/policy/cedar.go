@@ -115,7 +115,14 @@ type Set struct {
 	invalidReason string
 	location      *time.Location
 	point         *DecisionPoint
+	// readsEmail: some policy mentions an email, or a decision point is asked (it gets the
+	// person's email): only then does a flow read the person to say it.
+	readsEmail bool
 }
+
+// ReadsEmail reports whether a request's Person.Email can make a difference: flows that would
+// need a store read to fill it in skip the read otherwise.
+func (s *Set) ReadsEmail() bool { return s != nil && s.readsEmail }
 
 type idPolicy struct {
 	id types.PolicyID
@@ -143,12 +150,13 @@ func Compile(sources []Source, opts Options) *Set {
 	if len(sources) == 0 && opts.DecisionPoint == nil {
 		return nil
 	}
-	s := &Set{forbids: map[types.PolicyID]bool{}, location: opts.Location, point: opts.DecisionPoint}
+	s := &Set{forbids: map[types.PolicyID]bool{}, location: opts.Location, point: opts.DecisionPoint, readsEmail: opts.DecisionPoint != nil}
 	if s.location == nil {
 		s.location = time.UTC
 	}
 	permits := 0
 	for _, src := range sources {
+		s.readsEmail = s.readsEmail || strings.Contains(src.Text, "email")
 		parsed, err := Parse(src)
 		if err != nil {
 			s.invalid, s.invalidReason = src.Name, err.Error()

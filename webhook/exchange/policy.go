@@ -20,9 +20,11 @@ func (g *Grant) allowedByPolicy(ctx context.Context, req *oauth.TokenRequest, su
 		return nil
 	}
 	person := policy.Person{Subject: subject.Subject}
-	// The person's email is read only when a policy may look at it.
-	if pr, err := g.store.GetPerson(ctx, p.Key, subject.Subject); err == nil {
-		person.Email = pr.Email
+	// The person's email costs a read; it is read only when a policy may look at it.
+	if p.AccessPolicy.ReadsEmail() {
+		if pr, err := g.store.GetPerson(ctx, p.Key, subject.Subject); err == nil {
+			person.Email = pr.Email
+		}
 	}
 	pr := policy.Request{
 		Action:   policy.ActionExchange,
