@@ -2,7 +2,9 @@ package policy_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -194,5 +196,24 @@ func TestNoSetAllows(t *testing.T) {
 	}
 	if d := policy.Decide(context.Background(), nil, exchangeRequest(nil, time.Now())); !d.Allow {
 		t.Fatal("no Decider denied")
+	}
+}
+
+// Every Cedar example in docs/policy.md compiles, so the page never shows a policy that would
+// make a Project refuse everything.
+func TestDocExamplesParse(t *testing.T) {
+	b, err := os.ReadFile("../../docs/policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(string(b), "```cedar\n")
+	if len(parts) < 4 {
+		t.Fatalf("found %d Cedar examples, want at least 3", len(parts)-1)
+	}
+	for i, part := range parts[1:] {
+		text, _, _ := strings.Cut(part, "```")
+		if _, err := policy.Parse(policy.Source{Name: fmt.Sprintf("docs/example-%d", i), Text: text}); err != nil {
+			t.Errorf("example %d: %v", i, err)
+		}
 	}
 }
