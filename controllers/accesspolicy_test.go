@@ -95,7 +95,9 @@ func TestAccessPolicyTenantBoundary(t *testing.T) {
 	waitSnapshot(t, "and nothing else of it", decides(project, "gitlab", ""))
 
 	// A typo in the Project's own namespace: the Project refuses everything, naming it.
-	update(t, home, func(p *v1alpha1.AccessPolicy) { p.Spec.Policies = "permit(principal, action, resource);\nforbid(principal action, resource);" })
+	update(t, home, func(p *v1alpha1.AccessPolicy) {
+		p.Spec.Policies = "permit(principal, action, resource);\nforbid(principal action, resource);"
+	})
 	cond = waitNotReady(t, home, v1alpha1.AccessPolicyInvalidReason)
 	if !strings.Contains(cond.Message, teamA+"/home:2:") {
 		t.Errorf("PolicyInvalid message %q does not say where (line 2)", cond.Message)

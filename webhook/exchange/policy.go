@@ -10,6 +10,17 @@ import (
 	"latchkey.dev/latchkey/webhook/site"
 )
 
+// policies applies the project's redirect policy to the agent, then its AccessPolicies.
+func (g *Grant) policies(ctx context.Context, req *oauth.TokenRequest, subject store.Token, agent *site.Client, c *config.Connector) error {
+	// The person's token is only as good as the client it was issued to: one the redirect
+	// policy refuses gets nothing, on every replica, before the controller revokes anything.
+	if err := g.env.RedirectPolicy(req.Project, agent.RedirectURIs); err != nil {
+		g.record(ctx, req, subject.Subject, c, "only_recognised_apps", nil)
+		return oauth.ErrInvalidGrant.WithDescription(err.Error())
+	}
+	return g.allowedByPolicy(ctx, req, subject, agent, c)
+}
+
 // allowedByPolicy asks the project's AccessPolicies whether agent may have the person's token
 // at connector c (Action::"exchange", docs/policy.md). A denial is access_denied naming the
 // policy, with access.denied_by_policy in the audit log; it comes after every check of who may
