@@ -196,7 +196,7 @@ func (c *Compiler) watch(ctx context.Context) error {
 		},
 		DeleteFunc: func(any) { c.kick() },
 	}
-	for _, obj := range []client.Object{&v1alpha1.Project{}, &v1alpha1.OAuthClient{}, &v1alpha1.Connector{}, &v1alpha1.RedirectPolicy{}} {
+	for _, obj := range []client.Object{&v1alpha1.Project{}, &v1alpha1.OAuthClient{}, &v1alpha1.Connector{}, &v1alpha1.RedirectPolicy{}, &v1alpha1.AccessPolicy{}} {
 		if err := c.subscribe(ctx, obj, specChanged); err != nil {
 			return err
 		}
@@ -299,7 +299,7 @@ func compile(ctx context.Context, r client.Reader, publicURL string, signing *lk
 	res.signing = signing
 	snap := &config.Snapshot{Projects: map[string]*config.Project{}}
 	// Projects first: everything else is added to the Project it attaches to.
-	for _, add := range []snapshotStep{addProjects, addConnectors, addRedirectRules, addClients} {
+	for _, add := range []snapshotStep{addProjects, addConnectors, addRedirectRules, addAccessPolicies, addClients} {
 		if err := add(ctx, r, res, snap); err != nil {
 			return nil, nil, err
 		}

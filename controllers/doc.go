@@ -19,8 +19,8 @@ package controllers
 // hold, and the chart's ValidatingAdmissionPolicy refuses any Secret write without Latchkey's
 // managed-by label (docs/decisions/0051).
 //
-// +kubebuilder:rbac:groups=latchkey.dev,resources=projects;oauthclients;connectors;redirectpolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups=latchkey.dev,resources=projects/status;oauthclients/status;connectors/status;redirectpolicies/status,verbs=get;patch
+// +kubebuilder:rbac:groups=latchkey.dev,resources=projects;oauthclients;connectors;redirectpolicies;accesspolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=latchkey.dev,resources=projects/status;oauthclients/status;connectors/status;redirectpolicies/status;accesspolicies/status,verbs=get;patch
 // +kubebuilder:rbac:groups=latchkey.dev,resources=oauthclients/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch

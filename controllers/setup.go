@@ -139,6 +139,9 @@ func SetupWithCompiler(mgr ctrl.Manager, opts Options) (*Compiler, error) {
 	if err := (&RedirectPolicyReconciler{base: b, deps: deps, store: opts.Store, documents: opts.ClientDocuments}).SetupWithManager(mgr, copts); err != nil {
 		return nil, fmt.Errorf("setting up the RedirectPolicy controller: %w", err)
 	}
+	if err := (&AccessPolicyReconciler{base: b, deps: deps}).SetupWithManager(mgr, copts); err != nil {
+		return nil, fmt.Errorf("setting up the AccessPolicy controller: %w", err)
+	}
 	c := NewCompiler(mgr.GetCache(), opts)
 	if err := mgr.Add(c); err != nil {
 		return nil, fmt.Errorf("adding the compiler: %w", err)
@@ -261,6 +264,10 @@ func addIndexes(ctx context.Context, fi client.FieldIndexer) error {
 		}},
 		{&v1alpha1.RedirectPolicy{}, projectIndex, func(o client.Object) []string {
 			p := o.(*v1alpha1.RedirectPolicy)
+			return []string{projectKeyOf(p.Spec.ProjectRef, p.Namespace).String()}
+		}},
+		{&v1alpha1.AccessPolicy{}, projectIndex, func(o client.Object) []string {
+			p := o.(*v1alpha1.AccessPolicy)
 			return []string{projectKeyOf(p.Spec.ProjectRef, p.Namespace).String()}
 		}},
 		{&v1alpha1.Project{}, secretIndex, func(o client.Object) []string {

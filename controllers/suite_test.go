@@ -240,6 +240,8 @@ func conditions(obj client.Object) []metav1.Condition {
 		return o.Status.Conditions
 	case *v1alpha1.RedirectPolicy:
 		return o.Status.Conditions
+	case *v1alpha1.AccessPolicy:
+		return o.Status.Conditions
 	}
 	panic(fmt.Sprintf("no conditions on %T", obj))
 }
@@ -253,6 +255,8 @@ func observedGeneration(obj client.Object) int64 {
 	case *v1alpha1.Connector:
 		return o.Status.ObservedGeneration
 	case *v1alpha1.RedirectPolicy:
+		return o.Status.ObservedGeneration
+	case *v1alpha1.AccessPolicy:
 		return o.Status.ObservedGeneration
 	}
 	panic(fmt.Sprintf("no status on %T", obj))

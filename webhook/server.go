@@ -25,6 +25,7 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/jwks"
 	"latchkey.dev/latchkey/internal/metrics"
+	"latchkey.dev/latchkey/internal/policy"
 	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/requestid"
 	"latchkey.dev/latchkey/internal/secret"
@@ -170,6 +171,7 @@ func New(o Options) (*Server, error) {
 		ClientKeys:     clientKeys,
 		Metrics:        o.Metrics,
 		RateBuckets:    o.RateBuckets,
+		Policy:         policy.NewEngine(now, o.Logger.WithName("policy"), 0, 0),
 	})
 	// Metrics label by project only for Projects in the configuration (bounded series).
 	o.Metrics.Projects(o.Config)

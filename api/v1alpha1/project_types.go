@@ -241,6 +241,35 @@ type ProjectSpec struct {
 	// +listMapKey=type
 	// +optional
 	AuthorizationDetails []AuthorizationDetailsType `json:"authorizationDetails,omitempty"`
+	// accessDecisions sets how the Project's AccessPolicies are evaluated (the time zone their
+	// context.time is in) and names an external decision point asked after them
+	// (docs/policy.md). Unset: times are UTC and no decision point is asked.
+	// +optional
+	AccessDecisions *AccessDecisions `json:"accessDecisions,omitempty"`
+}
+
+// AccessDecisions are a Project's settings for deciding access (docs/policy.md).
+type AccessDecisions struct {
+	// timeZone is the IANA time zone ("Europe/Berlin") that context.time's hour, minute and
+	// weekday are in, for the Project's AccessPolicies and its decision point. Default "UTC". A
+	// name the server's time zone database does not know turns the Project's policies into a
+	// refusal of everything, as an invalid policy does. At most 64 characters.
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_+/-]+$`
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+
+	// decisionPoint names an OpenID AuthZEN 1.0 Access Evaluation API endpoint
+	// (https://pdp.example.com/access/v1/evaluation) asked, after the Project's own
+	// AccessPolicies allow, whether to go on. It is asked with a 500 ms timeout and its answers
+	// are reused for 5 seconds per identical question; no timely answer, an answer other than
+	// 200 with a boolean decision, or an address the Project's spec.upstreamNetwork.allowedCIDRs
+	// does not open (when it is not public) all refuse. At most 2048 characters.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="(self.startsWith('https://') || self.startsWith('http://')) && isURL(self) && size(url(self).getHostname()) > 0",message="decisionPoint must be an absolute https URL"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('http://') || url(self).getHostname() in ['127.0.0.1', '::1', 'localhost']",message="decisionPoint may use http only to a loopback host"
+	// +optional
+	DecisionPoint string `json:"decisionPoint,omitempty"`
 }
 
 // AuthorizationDetailsType declares one type of authorization_details entry (RFC 9396 §2): the

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/authzdetails"
+	"latchkey.dev/latchkey/internal/policy"
 )
 
 // Snapshot is everything the server needs, for every project.
@@ -52,6 +53,9 @@ type Project struct {
 	ConnectorsByAudience map[string]*Connector
 	// Redirects is the union of every RedirectPolicy attached to the project.
 	Redirects RedirectRules
+	// AccessPolicy is the project's compiled AccessPolicies and decision point (internal/policy),
+	// asked at consent, token issuance and token exchange; nil allows (docs/policy.md).
+	AccessPolicy *policy.Set
 	// EventSinks receive security events (CloudEvents over HTTP, HMAC-signed), including those
 	// that are Unavailable.
 	EventSinks []EventSink

@@ -48,4 +48,7 @@ const (
 	// ask again.
 	ApprovalBlocked   = "approval.blocked"
 	ApprovalUnblocked = "approval.unblocked"
+	// AccessDeniedByPolicy: a Project's AccessPolicies or its decision point refused a consent,
+	// a token or a token exchange (details.action, details.policy: what denied; docs/policy.md).
+	AccessDeniedByPolicy = "access.denied_by_policy"
 )

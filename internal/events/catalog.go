@@ -196,6 +196,7 @@ var auditTypes = []struct {
 	{ApprovalDenied, store.OutcomeRefused},
 	{ApprovalBlocked, store.OutcomeSuccess},
 	{ApprovalUnblocked, store.OutcomeSuccess},
+	{AccessDeniedByPolicy, store.OutcomeRefused},
 }
 
 // AuditTypes lists every audit type in a stable order: the CloudEvents types sinks receive

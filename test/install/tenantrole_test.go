@@ -79,6 +79,7 @@ func TestTenantRole(t *testing.T) {
 		"connectors": write, "oauthclients": write,
 		"connectors/status": read, "oauthclients/status": read,
 		"projects": read, "projects/status": read, "redirectpolicies": read, "redirectpolicies/status": read,
+		"accesspolicies": read, "accesspolicies/status": read,
 	}
 	got := map[string][]string{}
 	for _, r := range review.Status.ResourceRules {

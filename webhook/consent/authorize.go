@@ -68,6 +68,10 @@ func (a *authorizer) authorize(w http.ResponseWriter, r *http.Request) {
 		signin.Redirect(a.env, w, r, site.IssuerPath(p)+"/authorize?"+back.Encode(), ok || forced(req))
 		return
 	}
+	if err := a.allowedByPolicy(r, p, req, person); err != nil {
+		a.fail(w, r, p, req, err)
+		return
+	}
 	if a.needsConsent(r, p, req, person) {
 		if req.has("none") {
 			a.fail(w, r, p, req, oauth.Error{Code: "consent_required", Description: "the person must consent"})
@@ -153,6 +157,10 @@ func (a *authorizer) decide(w http.ResponseWriter, r *http.Request) {
 	if dest.ConfirmRequired && form.Get("confirm_destination") != dest.URI {
 		a.consentPage(w, r, p, req, person, http.StatusBadRequest,
 			"Tick the box to confirm where access goes, or choose Deny.")
+		return
+	}
+	if err := a.allowedByPolicy(r, p, req, person); err != nil {
+		a.fail(w, r, p, req, err)
 		return
 	}
 	now := a.env.Now()

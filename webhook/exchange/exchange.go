@@ -142,11 +142,8 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 	if err != nil {
 		return nil, err
 	}
-	// The person's token is only as good as the client it was issued to: one the redirect
-	// policy refuses gets nothing, on every replica, before the controller revokes anything.
-	if err := g.env.RedirectPolicy(p, agent.RedirectURIs); err != nil {
-		g.record(ctx, req, subject.Subject, connector, "only_recognised_apps", nil)
-		return nil, oauth.ErrInvalidGrant.WithDescription(err.Error())
+	if err := g.policies(ctx, req, subject, agent, connector); err != nil {
+		return nil, err
 	}
 
 	// An Organisation connector hands out its one shared account, never a person's

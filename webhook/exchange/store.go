@@ -23,4 +23,6 @@ type Store interface {
 	// ListConnections with store.SharedSubject reads an Organisation connector's shared
 	// connection (docs/shared-connections.md).
 	ListConnections(ctx context.Context, project, subject string) ([]store.Connection, error)
+	// GetPerson reads the person's email for the project's AccessPolicies, only when it has any.
+	GetPerson(ctx context.Context, project, id string) (store.Person, error)
 }

@@ -123,6 +123,9 @@ func authorizationCode(ctx context.Context, st Store, req *TokenRequest) (*Token
 	if !site.PersonActive(p, person) {
 		return nil, ErrInvalidGrant.WithDescription("the person can no longer sign in to this project")
 	}
+	if err := allowedByPolicy(ctx, req, person, audience); err != nil {
+		return nil, err
+	}
 	if slices.Contains(ac.Scopes, "openid") && len(p.SigningKeys) > 0 {
 		is.Person = &person
 	}

@@ -68,6 +68,11 @@ func refreshToken(ctx context.Context, st Store, req *TokenRequest) (*TokenRespo
 			return nil, err
 		}
 	}
+	if old.Subject != "" {
+		if err := allowedByPolicy(ctx, req, person, old.Audience); err != nil {
+			return nil, err
+		}
+	}
 	scopes := old.Scopes
 	if s := f.Get("scope"); s != "" {
 		if scopes, err = grantScopes(s, old.Scopes); err != nil {

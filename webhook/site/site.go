@@ -24,6 +24,7 @@ import (
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/jwks"
 	"latchkey.dev/latchkey/internal/metrics"
+	"latchkey.dev/latchkey/internal/policy"
 	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/internal/requestid"
 	"latchkey.dev/latchkey/internal/secret"
@@ -72,6 +73,9 @@ type Env struct {
 	ClientKeys *jwks.Fetcher
 	// Metrics counts what flows report themselves (sign-ins); nil counts nothing.
 	Metrics *metrics.Metrics
+	// Policy decides a project's AccessPolicies at consent, issuance and token exchange
+	// (Env.Decide, docs/policy.md); nil allows everything.
+	Policy policy.Decider
 }
 
 // What CheckPerson says when a person may not act now.
