@@ -42,6 +42,7 @@ import (
 	"latchkey.dev/latchkey/internal/testclock"
 	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/internal/upstream/fakegithub"
+	"latchkey.dev/latchkey/internal/workload"
 	"latchkey.dev/latchkey/webhook"
 	"latchkey.dev/latchkey/webhook/exchange"
 )
@@ -95,6 +96,9 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Extra GitHub accounts beyond Alice's and Mallory's, by login.
 	ExtraLogins []string
+	// Workloads reviews workload_identity clients' ServiceAccount tokens (a
+	// workload.TokenReviewer on a test cluster); nil: none, as without a cluster.
+	Workloads workload.Reviewer
 }
 
 // Replica is one server of the installation.
@@ -223,7 +227,7 @@ func New(t testing.TB, o Options) *Stack {
 		r.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{ProjectKey: s.Project}, Version: 1})
 		r.Server, err = webhook.New(webhook.Options{
 			Config: r.Holder, Store: ist, Keyring: s.Keyring, Logger: o.Logger, Now: s.Clock.Now,
-			PublicURL: s.Front.URL, Metrics: o.Metrics, RateBuckets: st.RateBuckets(),
+			PublicURL: s.Front.URL, Metrics: o.Metrics, RateBuckets: st.RateBuckets(), Workloads: o.Workloads,
 			Vault: &upstream.Vault{Store: ist, Keyring: s.Keyring, Now: s.Clock.Now, Timeout: o.UpstreamTimeout,
 				OnRefresh: o.Metrics.UpstreamRefresh},
 		})
