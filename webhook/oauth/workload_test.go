@@ -360,7 +360,7 @@ func TestJWTSVIDClient(t *testing.T) {
 		t.Fatalf("want a token, got %d %s", a.Status, a.Raw)
 	}
 	for name, c := range map[string]struct{ svid, typ, desc string }{
-		"another trust domain's key and ID": {stranger.svid(t, "spiffe://evil.example/ns/agents/sa/repo-helper", w.Issuer, soon), oauth.SPIFFEAssertionType, "client authentication failed"},
+		"another trust domain's key and ID":   {stranger.svid(t, "spiffe://evil.example/ns/agents/sa/repo-helper", w.Issuer, soon), oauth.SPIFFEAssertionType, "client authentication failed"},
 		"another trust domain's key, this ID": {stranger.svid(t, spiffeID, w.Issuer, soon), oauth.SPIFFEAssertionType, "client authentication failed"},
 		"another workload of the domain":      {domain.svid(t, "spiffe://example.org/ns/agents/sa/other", w.Issuer, soon), oauth.SPIFFEAssertionType, "client authentication failed"},
 		"another audience":                    {domain.svid(t, spiffeID, "https://vault.example", soon), oauth.SPIFFEAssertionType, "aud must be exactly this issuer"},
