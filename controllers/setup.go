@@ -257,6 +257,10 @@ const (
 	// configMapIndex indexes Projects and OAuthClients by the names of the ConfigMaps (in their
 	// own namespace) they read: logos, SPIFFE trust bundles.
 	configMapIndex = "configMapRefs"
+	// workloadNamespaceIndex indexes OAuthClients by the namespace of the ServiceAccount of
+	// their spec.workloadIdentity, when it is another than their own: that namespace's labels
+	// decide whether the Project admits it.
+	workloadNamespaceIndex = "workloadNamespace"
 	// connectorIndex indexes OAuthClients by the "namespace/name" of every Connector they list.
 	connectorIndex = "spec.connectors"
 )
@@ -284,6 +288,14 @@ func addIndexes(ctx context.Context, fi client.FieldIndexer) error {
 		}},
 		{&v1alpha1.Project{}, configMapIndex, func(o client.Object) []string {
 			return projectConfigMapNames(o.(*v1alpha1.Project))
+		}},
+		{&v1alpha1.OAuthClient{}, workloadNamespaceIndex, func(o client.Object) []string {
+			oc := o.(*v1alpha1.OAuthClient)
+			if wi := oc.Spec.WorkloadIdentity; wi != nil && wi.ServiceAccount != nil && wi.ServiceAccount.Namespace != "" &&
+				wi.ServiceAccount.Namespace != oc.Namespace {
+				return []string{wi.ServiceAccount.Namespace}
+			}
+			return nil
 		}},
 		{&v1alpha1.OAuthClient{}, configMapIndex, func(o client.Object) []string {
 			if wi := o.(*v1alpha1.OAuthClient).Spec.WorkloadIdentity; wi != nil && wi.TrustBundle != nil && wi.TrustBundle.ConfigMapRef != nil {
@@ -530,9 +542,11 @@ func (d *dependents) clientsForConnector(ctx context.Context, c client.Object) [
 	return listed(ctx, d, clientItems, client.MatchingFields{connectorIndex: client.ObjectKeyFromObject(c).String()})
 }
 
-// clientsForNamespace: OAuthClients in the namespace, and those listing a Connector there.
+// clientsForNamespace: OAuthClients in the namespace, those whose ServiceAccount is there, and
+// those listing a Connector there.
 func (d *dependents) clientsForNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
 	out := listed(ctx, d, clientItems, client.InNamespace(ns.GetName()))
+	out = append(out, listed(ctx, d, clientItems, client.MatchingFields{workloadNamespaceIndex: ns.GetName()})...)
 	var conns v1alpha1.ConnectorList
 	if d.list(ctx, &conns, client.InNamespace(ns.GetName())) {
 		for i := range conns.Items {
