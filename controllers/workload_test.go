@@ -76,10 +76,12 @@ func TestWorkloadIdentityCRDRules(t *testing.T) {
 		"with clientSecretRef": func(oc *v1alpha1.OAuthClient) {
 			oc.Spec.ClientSecretRef = &v1alpha1.SecretKeyReference{Name: "s", Key: "k"}
 		},
-		"with another method":  func(oc *v1alpha1.OAuthClient) { oc.Spec.TokenEndpointAuthMethod = v1alpha1.AuthClientSecretBasic },
-		"method without it":    func(oc *v1alpha1.OAuthClient) { oc.Spec.WorkloadIdentity = nil },
-		"neither kind":         func(oc *v1alpha1.OAuthClient) { oc.Spec.WorkloadIdentity.ServiceAccount = nil },
-		"SPIFFE ID, no bundle": func(oc *v1alpha1.OAuthClient) { oc.Spec.WorkloadIdentity = &v1alpha1.WorkloadIdentity{SPIFFEID: "spiffe://example.org/a"} },
+		"with another method": func(oc *v1alpha1.OAuthClient) { oc.Spec.TokenEndpointAuthMethod = v1alpha1.AuthClientSecretBasic },
+		"method without it":   func(oc *v1alpha1.OAuthClient) { oc.Spec.WorkloadIdentity = nil },
+		"neither kind":        func(oc *v1alpha1.OAuthClient) { oc.Spec.WorkloadIdentity.ServiceAccount = nil },
+		"SPIFFE ID, no bundle": func(oc *v1alpha1.OAuthClient) {
+			oc.Spec.WorkloadIdentity = &v1alpha1.WorkloadIdentity{SPIFFEID: "spiffe://example.org/a"}
+		},
 		"both kinds": func(oc *v1alpha1.OAuthClient) {
 			oc.Spec.WorkloadIdentity.SPIFFEID = "spiffe://example.org/a"
 			oc.Spec.WorkloadIdentity.TrustBundle = &v1alpha1.SPIFFETrustBundle{ConfigMapRef: &v1alpha1.ConfigMapKeyReference{Name: "b", Key: "bundle.json"}}
@@ -162,7 +164,9 @@ func TestSPIFFETrustBundleFromConfigMap(t *testing.T) {
 	create(t, oc)
 	waitNotReady(t, oc, v1alpha1.OAuthClientTrustBundleMissingReason)
 
-	update(t, cm, func(c *corev1.ConfigMap) { c.Labels = map[string]string{v1alpha1.SecretUseLabel: v1alpha1.ConfigMapUseSPIFFEBundle} })
+	update(t, cm, func(c *corev1.ConfigMap) {
+		c.Labels = map[string]string{v1alpha1.SecretUseLabel: v1alpha1.ConfigMapUseSPIFFEBundle}
+	})
 	waitReady(t, oc)
 	waitSnapshot(t, "the bundle compiled", func(s *config.Snapshot) error {
 		c := inProject(s, ns+"/proj").Clients["lkc_spiffe-agent"]
