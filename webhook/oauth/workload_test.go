@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func cluster(t *testing.T) *kubernetes.Clientset {
+func cluster(t testing.TB) *kubernetes.Clientset {
 	t.Helper()
 	testenv.SkipShort(t, "a kube-apiserver and etcd (envtest)")
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
@@ -173,7 +173,7 @@ func claimsOf(t *testing.T, raw string) map[string]any {
 	return out
 }
 
-func sign(t *testing.T, key any, alg jose.SignatureAlgorithm, kid string, claims any) string {
+func sign(t testing.TB, key any, alg jose.SignatureAlgorithm, kid string, claims any) string {
 	t.Helper()
 	s, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: key},
 		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid))
@@ -370,5 +370,54 @@ func TestJWTSVIDClient(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			wantRefused(t, w.authenticate(spiffeClient, c.typ, c.svid), 401, "invalid_client", c.desc)
 		})
+	}
+}
+
+// BenchmarkServiceAccountReview is what a ServiceAccount client's authentication adds to a
+// token request: the local checks and one TokenReview at the kube-apiserver (envtest's, on
+// loopback).
+func BenchmarkServiceAccountReview(b *testing.B) {
+	cs := cluster(b)
+	ctx := context.Background()
+	ns := fmt.Sprintf("wid-bench-%d", time.Now().UnixNano()%1e9)
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "agent"}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	const aud = "https://latchkey.test/team/demo"
+	exp := int64(3600)
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "agent", &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{
+		Audiences: []string{aud}, ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rv := &workload.TokenReviewer{Client: cs.AuthenticationV1()}
+	w := &config.Workload{ServiceAccountNamespace: ns, ServiceAccountName: "agent"}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := workload.VerifyServiceAccount(ctx, rv, tr.Status.Token, w, aud, time.Now()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkJWTSVIDVerify is a JWT-SVID client's authentication: parsing and one ES256
+// verification with the compiled bundle, no request anywhere.
+func BenchmarkJWTSVIDVerify(b *testing.B) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := &spiffeDomain{td: spiffeid.RequireTrustDomainFromString("example.org"), key: key, kid: "k1"}
+	const aud = "https://latchkey.test/team/demo"
+	svid := sign(b, d.key, jose.ES256, d.kid, jwt.Claims{Subject: spiffeID, Audience: jwt.Audience{aud},
+		Expiry: jwt.NewNumericDate(time.Now().Add(time.Hour)), IssuedAt: jwt.NewNumericDate(time.Now())})
+	w := &config.Workload{SPIFFEID: spiffeID, SPIFFEBundle: d.bundle()}
+	for b.Loop() {
+		if _, err := workload.VerifySVID(svid, w, aud, time.Now()); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
