@@ -132,6 +132,8 @@ func TestTenantCannotNameAnotherNamespacesServiceAccount(t *testing.T) {
 		}
 		return nil
 	})
+	update(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}}, func(n *corev1.Namespace) { n.Labels = nil })
+	waitNotReady(t, oc, v1alpha1.OAuthClientWorkloadNotAllowedReason)
 }
 
 // spiffeBundleJSON is a SPIFFE bundle with one JWT-SVID key.
@@ -179,4 +181,10 @@ func TestSPIFFETrustBundleFromConfigMap(t *testing.T) {
 
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["bundle.json"] = spiffeBundleJSON(t, "x509-svid-without-cert") })
 	waitNotReady(t, oc, v1alpha1.OAuthClientTrustBundleInvalidReason)
+
+	update(t, cm, func(c *corev1.ConfigMap) {
+		c.Data["bundle.json"] = spiffeBundleJSON(t, "jwt-svid")
+		c.Labels = nil
+	})
+	waitNotReady(t, oc, v1alpha1.OAuthClientTrustBundleMissingReason)
 }
