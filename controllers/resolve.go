@@ -1099,6 +1099,7 @@ func clientConfig(oc *v1alpha1.OAuthClient, secretHash []byte) (*config.Client, 
 		RequireDPoP:             oc.Spec.RequireDPoP,
 		RequirePAR:              oc.Spec.RequirePushedAuthorizationRequests,
 		JWKSURI:                 oc.Spec.JWKSURI,
+		MayAct:                  string(oc.Spec.MayAct),
 	}
 	if oc.Spec.JWKS != "" {
 		if _, err := jwks.Parse([]byte(oc.Spec.JWKS)); err != nil {

@@ -444,6 +444,16 @@ type OAuthClientSpec struct {
 	// +optional
 	Resources []ResourceURI `json:"resources,omitempty"`
 
+	// mayAct is the client id (another OAuthClient's status.clientID) of the one agent that may
+	// exchange the tokens this client gets for people (RFC 8693 token exchange): those tokens
+	// carry it as their may_act claim (RFC 8693 §4.4), and any other client presenting one as a
+	// subject token is refused with invalid_grant, even one the token's audience names. This
+	// client exchanging its own tokens is unaffected. Unset lets every client the token is for
+	// exchange it (docs/delegation.md). Only declared ids (lkc_…) are accepted: a client that
+	// registered itself chose its own name.
+	// +optional
+	MayAct ClientID `json:"mayAct,omitempty"`
+
 	// resourceSharing says which namespaces' OAuthClients may also list the resources this client
 	// owns (spec.resources), for example the same MCP server's client in a second namespace.
 	// OAuthClients in this client's own namespace always may. Defaults to from: Same (no other

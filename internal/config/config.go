@@ -237,6 +237,10 @@ type Client struct {
 	// (an MCP server's URL). A person's access token issued for one of them may be presented
 	// by this client in a token exchange, as an MCP server exchanges its caller's token.
 	Resources []string
+	// MayAct is the id of the one other declared client that may exchange this client's
+	// tokens for its people (RFC 8693 §4.4 may_act, docs/delegation.md); "" lets any client
+	// the token is for.
+	MayAct string
 	// Source names the resource, "namespace/name", for messages.
 	Source string
 	// RequireDPoP: every token request of this client must carry a DPoP proof.

@@ -63,6 +63,7 @@ type Store interface {
 	AdminWatch
 	ClientIDHolders
 	Apps
+	ConnectionActors
 
 	// GarbageCollect deletes rows that expired before now (sessions, codes, tokens, callback
 	// states, links, delivered events) and reports how many of each it removed. On PostgreSQL
@@ -265,6 +266,40 @@ type Token struct {
 	// JKT is the RFC 7638 thumbprint of the key the token is bound to by DPoP (RFC 9449), ""
 	// for a bearer token. Rotation does not carry it over: the caller sets it on each new token.
 	JKT string
+	// Act is who acts for the person with this token (RFC 8693 §4.1): the client it was issued
+	// to, and nested, the agents that exchanged the person's token before (docs/delegation.md).
+	// Nil for a token that names no person. MayAct is the one other agent the token's person
+	// lets exchange it (RFC 8693 §4.4), nil when any agent the token is for may. Both are stored
+	// with the token (one column) and, like JKT, set by the caller on each new token.
+	Act    *Actor
+	MayAct *Actor
+}
+
+// Actor is one party in a delegation chain (RFC 8693 §4.1 act, §4.4 may_act): Sub is the
+// agent's client id, ClientName the name an administrator declared for it (empty for a client
+// that named itself), Act the actor before it.
+type Actor struct {
+	Sub        string `json:"sub"`
+	ClientName string `json:"client_name,omitempty"`
+	Act        *Actor `json:"act,omitempty"`
+}
+
+// Depth counts the actors of the chain a starts: 0 for nil.
+func (a *Actor) Depth() int {
+	n := 0
+	for ; a != nil; a = a.Act {
+		n++
+	}
+	return n
+}
+
+// Chain lists the chain's client ids, the latest actor first.
+func (a *Actor) Chain() []string {
+	var out []string
+	for ; a != nil; a = a.Act {
+		out = append(out, a.Sub)
+	}
+	return out
 }
 
 // Active reports whether the token may be used at now. A rotated refresh token is still
@@ -528,6 +563,28 @@ type Connections interface {
 	// the token's project). ErrNotFound when there is no such token. The caller checks the
 	// token (project, kind, expiry) before it uses the access.
 	SubjectAccess(ctx context.Context, hash []byte, connector string) (Token, AgentAccess, error)
+}
+
+// ConnectionActor says that an agent received a connection's token for its person
+// (docs/delegation.md): ClientID is the agent that asked, Via the agents it acted through, the
+// latest first, space-separated ("" when the person's token was issued to ClientID itself).
+type ConnectionActor struct {
+	Project      string
+	ConnectionID string
+	ClientID     string
+	Via          string
+	LastUsedAt   time.Time
+}
+
+// ConnectionActors remembers which agents acted for a person with each connection, for
+// administrators (the admin API's connections). Deleting a connection deletes its rows.
+type ConnectionActors interface {
+	// RecordConnectionActor stores a's use; a row for the same connection, client and Via keeps
+	// the later LastUsedAt. A connection that no longer exists is passed over.
+	RecordConnectionActor(ctx context.Context, a ConnectionActor) error
+	// ListConnectionActors returns the actors of the project's connections ids, ordered by
+	// connection, then latest use first.
+	ListConnectionActors(ctx context.Context, project string, ids []string) ([]ConnectionActor, error)
 }
 
 // ConnectionUse says that a connection's token was handed out at At.

@@ -17,7 +17,9 @@
 //     and nothing an administrator wrote lets them reach people's upstream tokens.
 //
 // The "agent" is the client the subject token was issued to: it is the one the person allows
-// to use an account, and the one the refusal's message names.
+// to use an account, and the one the refusal's message names. The requesting client is the
+// actor: the audit records and the connection's actors name the whole chain (actor.go,
+// docs/delegation.md).
 //
 // audience (or resource) names the connector by its token-exchange audience. Exactly one
 // connector may be named; anything else is invalid_target.
@@ -111,6 +113,10 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 	if err != nil {
 		return nil, err
 	}
+	actorToken, err := readActorToken(f)
+	if err != nil {
+		return nil, err
+	}
 	connector, err := target(p, f["audience"], f["resource"])
 	if err != nil {
 		return nil, err
@@ -124,6 +130,15 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 	if subject.ClientID != client.ID && !audienceOf(subject, client, p.Clients[client.ID]) {
 		g.record(ctx, req, subject.Subject, connector, "not_issued_to_client", nil)
 		return nil, oauth.ErrInvalidGrant.WithDescription("the subject token was issued neither to this client nor for it")
+	}
+	chain, refusal, err := actingChain(subject, client)
+	if err != nil {
+		g.record(ctx, req, subject.Subject, connector, refusal, withChain(nil, subject.Act))
+		return nil, err
+	}
+	if err := g.checkActorToken(ctx, req, actorToken); err != nil {
+		g.record(ctx, req, subject.Subject, connector, "actor_token_invalid", withChain(nil, chain))
+		return nil, err
 	}
 	if keyMismatch(subject, client, req.JKT) {
 		g.record(ctx, req, subject.Subject, connector, "dpop_key_mismatch", map[string]string{"proof": oauth.ProofState(req.JKT)})
@@ -166,11 +181,12 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 			}
 			// The moment an agent receives a person's upstream token: stored before the
 			// answer, or no answer (docs/decisions/0054).
-			if err := g.env.RecordHandout(ctx, auditRecord(req, subject.Subject, connector, "", map[string]string{
+			if err := g.env.RecordHandout(ctx, auditRecord(req, subject.Subject, connector, "", withChain(map[string]string{
 				"agent": agent.ID, "connection_id": conn.ID, "account": conn.AccountName, "account_id": conn.AccountID,
-			})); err != nil {
+			}, chain))); err != nil {
 				return nil, oauth.Internal(err)
 			}
+			g.recordActor(ctx, req, conn, chain)
 			return response(tok, conn, now), nil
 		case errors.Is(err, upstream.ErrReconnect):
 			kind = store.LinkReconnect
@@ -205,7 +221,7 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 		return nil, errAmbiguous
 	}
 	rerr := g.refuse(ctx, p, subject.Subject, agent, connector, kind, account, now)
-	details := map[string]string{"agent": agent.ID}
+	details := withChain(map[string]string{"agent": agent.ID}, chain)
 	if account != "" {
 		details["account"] = account
 	}
@@ -229,9 +245,6 @@ func readRequest(f url.Values) (subjectToken string, requested []string, err err
 	}
 	if rt := f.Get("requested_token_type"); rt != "" && rt != TokenTypeAccessToken {
 		return "", nil, oauth.ErrInvalidRequest.WithDescription("requested_token_type must be " + TokenTypeAccessToken)
-	}
-	if f.Get("actor_token") != "" || f.Get("actor_token_type") != "" {
-		return "", nil, oauth.ErrInvalidRequest.WithDescription("actor tokens are not supported")
 	}
 	requested, err = oauth.ParseScope(f.Get("scope"))
 	return subjectToken, requested, err

@@ -83,10 +83,12 @@ func TestExchangeErrors(t *testing.T) {
 		{"no subject token type", lt.Agent, lt.AgentSecret, form(alice, func(f url.Values) { f.Del("subject_token_type") }), 400, "invalid_request"},
 		{"id token as subject", lt.Agent, lt.AgentSecret, form(alice, func(f url.Values) { f.Set("subject_token_type", "urn:ietf:params:oauth:token-type:id_token") }), 400, "invalid_request"},
 		{"refresh token requested", lt.Agent, lt.AgentSecret, form(alice, func(f url.Values) { f.Set("requested_token_type", "urn:ietf:params:oauth:token-type:refresh_token") }), 400, "invalid_request"},
-		{"actor token", lt.Agent, lt.AgentSecret, form(alice, func(f url.Values) {
-			f.Set("actor_token", alice)
+		{"another client's actor token", lt.Agent, lt.AgentSecret, form(alice, func(f url.Values) {
+			f.Set("actor_token", copycatOwn)
 			f.Set("actor_token_type", exchange.TokenTypeAccessToken)
 		}), 400, "invalid_request"},
+		{"actor token without its type", lt.Agent, lt.AgentSecret, form(alice, func(f url.Values) { f.Set("actor_token", alice) }), 400, "invalid_request"},
+		{"actor token type without a token", lt.Agent, lt.AgentSecret, form(alice, func(f url.Values) { f.Set("actor_token_type", exchange.TokenTypeAccessToken) }), 400, "invalid_request"},
 		{"wrong client secret", lt.Agent, "lk_cs_wrong", form(alice, nil), 401, "invalid_client"},
 		{"grant not allowed for the client", "plain", plainSecret, form(alice, nil), 400, "unauthorized_client"},
 	}

@@ -14,6 +14,10 @@ import (
 type Store interface {
 	upstream.ConnectionStore
 	links.OpenStore
+	// GetToken reads an actor token; RecordConnectionActor remembers who acted with a
+	// connection (docs/delegation.md).
+	GetToken(ctx context.Context, hash []byte) (store.Token, error)
+	RecordConnectionActor(ctx context.Context, a store.ConnectionActor) error
 	SubjectAccess(ctx context.Context, hash []byte, connector string) (store.Token, store.AgentAccess, error)
 	AgentAccess(ctx context.Context, project, subject, connector, clientID string) (store.AgentAccess, error)
 	// ListConnections with store.SharedSubject reads an Organisation connector's shared

@@ -20,6 +20,9 @@ func recordIssued(ctx context.Context, req *TokenRequest, grantType string, toke
 	if len(t.Audience) > 0 {
 		details["audience"] = strings.Join(t.Audience, " ")
 	}
+	if t.Act != nil {
+		details["act"] = strings.Join(t.Act.Chain(), " ")
+	}
 	for _, tok := range tokens {
 		if tok.Kind == store.RefreshToken {
 			details["refresh_token"] = "issued"

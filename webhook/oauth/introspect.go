@@ -27,6 +27,9 @@ type introspection struct {
 	SubjectType string `json:"latchkey_subject_type,omitempty"`
 	// Cnf is the key a DPoP-bound token is bound to (RFC 9449 §6.2).
 	Cnf *Confirmation `json:"cnf,omitempty"`
+	// Act and MayAct are the token's delegation claims (RFC 8693 §4.1, §4.4), as stored.
+	Act    *store.Actor `json:"act,omitempty"`
+	MayAct *store.Actor `json:"may_act,omitempty"`
 }
 
 // Who a token acts for, in the SubjectTypeClaim member of introspection answers and JWT access
@@ -110,6 +113,8 @@ func introspect(env *site.Env, st Store) http.HandlerFunc {
 			Exp:         t.ExpiresAt.Unix(),
 			Iat:         t.IssuedAt.Unix(),
 			SubjectType: subjectType(t.Subject),
+			Act:         t.Act,
+			MayAct:      t.MayAct,
 		}
 		if t.JKT != "" {
 			out.Cnf = &Confirmation{JKT: t.JKT}

@@ -49,6 +49,9 @@ type Issue struct {
 	// for a public client, the refresh token too (RFC 9449 §5): a confidential client's
 	// refresh token is already bound to it by client authentication.
 	JKT string
+	// Act, when set, is the token's delegation chain (a token exchange on behalf of earlier
+	// agents, docs/delegation.md); a person's token names its client when it is nil.
+	Act *store.Actor
 }
 
 // Mint makes the tokens of an issuance and the response that carries them. The caller stores
@@ -74,11 +77,12 @@ func Mint(p *config.Project, now time.Time, is Issue) ([]store.Token, TokenRespo
 		AuthTime:   is.AuthTime,
 		IssuedAt:   now,
 	}
+	base.Act, base.MayAct = delegationOf(p, is)
 
 	var access string
 	if is.Client.AccessTokenFormat == config.TokenJWT && len(p.SigningKeys) > 0 {
 		var err error
-		if access, err = accessJWT(p, now, atExp, is); err != nil {
+		if access, err = accessJWT(p, now, atExp, is, base); err != nil {
 			return nil, TokenResponse{}, err
 		}
 	} else {
@@ -134,6 +138,9 @@ type accessClaims struct {
 	SubjectType string `json:"latchkey_subject_type"`
 	// Cnf binds the token to a DPoP key (RFC 9449 §6.1).
 	Cnf *Confirmation `json:"cnf,omitempty"`
+	// Act and MayAct are the delegation claims (RFC 8693 §4.1, §4.4; docs/delegation.md).
+	Act    *store.Actor `json:"act,omitempty"`
+	MayAct *store.Actor `json:"may_act,omitempty"`
 }
 
 // Confirmation is the cnf member of a JWT access token or an introspection answer.
@@ -145,7 +152,7 @@ type Confirmation struct {
 // no sub, where RFC 9068 §2.2 would put the client id: a resource server reading sub would take
 // the client for a person, and one that requires sub refuses the token, which is the safe way to
 // fail. Introspection answers the same way (docs/decisions/0018).
-func accessJWT(p *config.Project, now, exp time.Time, is Issue) (string, error) {
+func accessJWT(p *config.Project, now, exp time.Time, is Issue, stored store.Token) (string, error) {
 	aud := is.Audience
 	if len(aud) == 0 {
 		aud = []string{p.Issuer}
@@ -163,6 +170,8 @@ func accessJWT(p *config.Project, now, exp time.Time, is Issue) (string, error) 
 		ClientID:    is.Client.ID,
 		Scope:       strings.Join(is.Scopes, " "),
 		SubjectType: subjectType(is.Subject),
+		Act:         stored.Act,
+		MayAct:      stored.MayAct,
 	}
 	if is.Subject != "" && !is.AuthTime.IsZero() {
 		c.AuthTime = is.AuthTime.Unix()

@@ -138,6 +138,8 @@ var tests = []test{
 	{"GarbageCollect", testGarbageCollect},
 
 	{"Token/Binding", testTokenBinding},
+	{"Token/Delegation", testTokenDelegation},
+	{"Connection/Actors", testConnectionActors},
 	{"UseOnce/Replay", testUseOnce},
 	{"UseOnce/Concurrent", testUseOnceConcurrent},
 	{"UseOnce/Collected", testUseOnceCollected},

@@ -349,7 +349,7 @@ WHERE c.project = ? AND c.subject = ? AND c.connector = ? ORDER BY c.created_at,
 // connection and person columns are coalesced so the scan needs no NULLs.
 // The few rows are put in qAgentAccess's order in Go, which spares both databases a sort.
 var qSubjectAccess = sqlText(`SELECT t.hash, t.kind, t.project, t.client_id, t.subject, t.scopes, t.audience,
-t.family_id, t.generation, t.code_hash, t.auth_time, t.issued_at, t.expires_at, t.revoked_at, t.rotated_at, t.jkt,
+t.family_id, t.generation, t.code_hash, t.auth_time, t.issued_at, t.expires_at, t.revoked_at, t.rotated_at, t.jkt, t.delegation,
 COALESCE(c.id, ''), COALESCE(c.project, ''), COALESCE(c.subject, ''), COALESCE(c.connector, ''),
 COALESCE(c.account_id, ''), COALESCE(c.account_name, ''), COALESCE(c.key_id, ''), c.access_token, c.refresh_token,
 COALESCE(c.token_type, ''), c.expiry, COALESCE(c.scopes, ''), COALESCE(c.status, ''), COALESCE(c.created_at, 0),

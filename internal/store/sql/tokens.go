@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -17,7 +18,7 @@ import (
 // ones: those are what a person or an admin would call "connected".
 
 const tokenCols = `hash, kind, project, client_id, subject, scopes, audience, family_id, generation, code_hash,
-auth_time, issued_at, expires_at, revoked_at, rotated_at, jkt`
+auth_time, issued_at, expires_at, revoked_at, rotated_at, jkt, delegation`
 
 // revokeSet starts every revocation; the WHERE clause continues it. Each revocation returns the
 // rows it ended so the caller can count live ones per client without a second query.
@@ -48,11 +49,11 @@ WHERE project = ? AND revoked_at IS NULL AND rotated_at IS NULL AND expires_at >
 
 func scanToken(t *store.Token, sealed *[]byte) func(scanner) error {
 	return func(r scanner) error {
-		var kind, scopes, audience string
+		var kind, scopes, audience, deleg string
 		var gen, auth, issued, expires int64
 		var revoked, rotated sql.NullInt64
 		dest := []any{&t.Hash, &kind, &t.Project, &t.ClientID, &t.Subject, &scopes, &audience, &t.FamilyID, &gen,
-			&t.CodeHash, &auth, &issued, &expires, &revoked, &rotated, &t.JKT}
+			&t.CodeHash, &auth, &issued, &expires, &revoked, &rotated, &t.JKT, &deleg}
 		if sealed != nil {
 			dest = append(dest, sealed)
 		}
@@ -64,6 +65,9 @@ func scanToken(t *store.Token, sealed *[]byte) func(scanner) error {
 			return err
 		}
 		if t.Audience, err = fromList(audience); err != nil {
+			return err
+		}
+		if t.Act, t.MayAct, err = fromDelegation(deleg); err != nil {
 			return err
 		}
 		t.Kind, t.Generation = store.TokenKind(kind), int(gen)
@@ -78,7 +82,7 @@ func scanToken(t *store.Token, sealed *[]byte) func(scanner) error {
 var qInsertTokens = func() (qs [5]string) {
 	for n := 1; n < len(qs); n++ {
 		qs[n] = sqlText(`INSERT INTO tokens (` + tokenCols + `) VALUES ` +
-			strings.TrimSuffix(strings.Repeat(`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?), `, n), ", "))
+			strings.TrimSuffix(strings.Repeat(`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?), `, n), ", "))
 	}
 	return qs
 }()
@@ -87,11 +91,15 @@ var qInsertTokens = func() (qs [5]string) {
 func insertTokens(ctx context.Context, x q, tokens []store.Token) error {
 	for len(tokens) > 0 {
 		n := min(len(tokens), len(qInsertTokens)-1)
-		args := make([]any, 0, 16*n)
+		args := make([]any, 0, 17*n)
 		for _, t := range tokens[:n] {
+			deleg, err := delegation(t)
+			if err != nil {
+				return err
+			}
 			args = append(args, t.Hash, string(t.Kind), t.Project, t.ClientID, t.Subject, list(t.Scopes),
 				list(t.Audience), t.FamilyID, int64(t.Generation), blob(t.CodeHash), ns(t.AuthTime), ns(t.IssuedAt),
-				ns(t.ExpiresAt), nullNS(t.RevokedAt), nullNS(t.RotatedAt), t.JKT)
+				ns(t.ExpiresAt), nullNS(t.RevokedAt), nullNS(t.RotatedAt), t.JKT, deleg)
 		}
 		if _, err := x.exec(ctx, qInsertTokens[n], args...); err != nil {
 			return conflict(err)
@@ -153,7 +161,7 @@ func (s *Store) GetToken(ctx context.Context, hash []byte) (_ store.Token, err e
 // qTokenHolder is qGetToken joined with qGetPerson; the person's columns are coalesced, so a
 // token without a (stored) person scans without NULLs.
 var qTokenHolder = sqlText(`SELECT t.hash, t.kind, t.project, t.client_id, t.subject, t.scopes, t.audience,
-t.family_id, t.generation, t.code_hash, t.auth_time, t.issued_at, t.expires_at, t.revoked_at, t.rotated_at, t.jkt,
+t.family_id, t.generation, t.code_hash, t.auth_time, t.issued_at, t.expires_at, t.revoked_at, t.rotated_at, t.jkt, t.delegation,
 COALESCE(p.project, ''), COALESCE(p.id, ''), COALESCE(p.source, ''), COALESCE(p.source_subject, ''),
 COALESCE(p.email, ''), COALESCE(p.name, ''), COALESCE(p.created_at, 0), COALESCE(p.access_ended_at, 0)
 FROM tokens t LEFT JOIN people p ON p.project = t.project AND p.id = t.subject AND t.subject <> ''
@@ -263,7 +271,7 @@ func (s *Store) RotateRefreshToken(ctx context.Context, r store.RotateRequest) (
 // row the UPDATE returned, and the auth time too where a successor leaves it unset, so it
 // stores exactly what successors would, and nothing when the UPDATE found no row.
 var qRotate = func() (qs [5][2]string) {
-	row := `(?::bytea, ?::text, ?::text, ?::text, ?::bigint, ?::bigint, ?::bigint, ?::bigint, ?::bigint, ?::text)`
+	row := `(?::bytea, ?::text, ?::text, ?::text, ?::bigint, ?::bigint, ?::bigint, ?::bigint, ?::bigint, ?::text, ?::text)`
 	for n := 1; n < len(qs); n++ {
 		for nilCode := range 2 {
 			code := ` AND code_hash = ?`
@@ -279,9 +287,9 @@ RETURNING ` + tokenCols + `),
 i AS (INSERT INTO tokens (` + tokenCols + `)
 SELECT v.hash, v.kind, r.project, r.client_id, r.subject, v.scopes, v.audience, r.family_id, r.generation + 1,
 r.code_hash, CASE WHEN v.auth_time = 0 THEN r.auth_time ELSE v.auth_time END, v.issued_at, v.expires_at,
-v.revoked_at, v.rotated_at, v.jkt
+v.revoked_at, v.rotated_at, v.jkt, v.delegation
 FROM r, (VALUES ` + strings.TrimSuffix(strings.Repeat(row+`, `, n), ", ") + `)
-AS v (hash, kind, scopes, audience, auth_time, issued_at, expires_at, revoked_at, rotated_at, jkt))
+AS v (hash, kind, scopes, audience, auth_time, issued_at, expires_at, revoked_at, rotated_at, jkt, delegation))
 SELECT ` + tokenCols + ` FROM r`
 		}
 	}
@@ -316,15 +324,19 @@ func (s *Store) rotateInOne(ctx context.Context, r store.RotateRequest) (out sto
 		}
 	}
 	now := r.Now
-	args := make([]any, 0, 12+10*n)
+	args := make([]any, 0, 12+11*n)
 	args = append(args, ns(now), blob(r.Sealed), ns(now.Add(r.Grace)), r.OldHash, ns(now),
 		first.Project, first.ClientID, first.Subject, first.FamilyID, int64(first.Generation), int64(first.Generation))
 	if nilCode == 0 {
 		args = append(args, first.CodeHash)
 	}
 	for _, t := range r.New {
+		deleg, err := delegation(t)
+		if err != nil {
+			return out, true, err
+		}
 		args = append(args, t.Hash, string(t.Kind), list(t.Scopes), list(t.Audience), ns(t.AuthTime),
-			ns(t.IssuedAt), ns(t.ExpiresAt), nullNS(t.RevokedAt), nullNS(t.RotatedAt), t.JKT)
+			ns(t.IssuedAt), ns(t.ExpiresAt), nullNS(t.RevokedAt), nullNS(t.RotatedAt), t.JKT, deleg)
 	}
 	err = s.write(ctx, func(x q) error {
 		return x.row(ctx, scanToken(&out.Old, nil), qRotate[n][nilCode], args...)
@@ -483,4 +495,30 @@ func (s *Store) CountLiveTokens(ctx context.Context, project string, now time.Ti
 		return nil, err
 	}
 	return out, nil
+}
+
+// delegationColumn is the delegation column's JSON: a token's act and may_act claims.
+type delegationColumn struct {
+	Act    *store.Actor `json:"act,omitempty"`
+	MayAct *store.Actor `json:"may_act,omitempty"`
+}
+
+// delegation is t's delegation column, "" when it has neither claim.
+func delegation(t store.Token) (string, error) {
+	if t.Act == nil && t.MayAct == nil {
+		return "", nil
+	}
+	b, err := json.Marshal(delegationColumn{Act: t.Act, MayAct: t.MayAct})
+	return string(b), err
+}
+
+func fromDelegation(s string) (act, mayAct *store.Actor, err error) {
+	if s == "" {
+		return nil, nil, nil
+	}
+	var d delegationColumn
+	if err := json.Unmarshal([]byte(s), &d); err != nil {
+		return nil, nil, fmt.Errorf("sqlstore: token delegation: %w", err)
+	}
+	return d.Act, d.MayAct, nil
 }

@@ -1,0 +1,118 @@
+package exchange
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/webhook/oauth"
+	"latchkey.dev/latchkey/webhook/site"
+)
+
+// Delegation at token exchange (RFC 8693 §1.1, §4.1, §4.4; docs/delegation.md).
+//
+// The requesting client is the actor: it authenticated itself, so it is the one acting,
+// whatever else the request says. An exchange by the client the subject token was issued to
+// continues the token's own chain; one by another client (an MCP server exchanging its
+// caller's token) adds that client in front: act {sub: B, act: {sub: A}}. The chain is read
+// from the stored token, never from a JWT's payload, so an act written into a presented token
+// counts for nothing.
+//
+// actor_token, when sent, must say the same as the client authentication: an access token
+// Latchkey issued to the requesting client (a client_credentials token, say). Anything else
+// is invalid_request (RFC 8693 §2.2.2). A subject token whose may_act names an agent may be
+// exchanged by its holder and by that agent only; any other is invalid_grant.
+
+// actorTokenInvalid is the one answer to every actor token that is not the requesting
+// client's: unknown, dead, foreign and another client's look alike.
+var actorTokenInvalid = oauth.ErrInvalidRequest.WithDescription("actor_token must be a live access token issued to the requesting client")
+
+// readActorToken reads actor_token and actor_token_type (RFC 8693 §2.1): both or neither.
+func readActorToken(f url.Values) (string, error) {
+	tok, typ := f.Get("actor_token"), f.Get("actor_token_type")
+	switch {
+	case tok == "" && typ == "":
+		return "", nil
+	case tok == "":
+		return "", oauth.ErrInvalidRequest.WithDescription("actor_token_type is sent only with an actor_token")
+	case typ == "":
+		return "", oauth.ErrInvalidRequest.WithDescription("actor_token_type is required with an actor_token")
+	case typ != TokenTypeAccessToken:
+		return "", oauth.ErrInvalidRequest.WithDescription("actor_token_type must be " + TokenTypeAccessToken)
+	case len(tok) > oauth.MaxFormBytes:
+		return "", actorTokenInvalid
+	}
+	return tok, nil
+}
+
+// checkActorToken: the actor token is a live access token of this project issued to the
+// requesting client.
+func (g *Grant) checkActorToken(ctx context.Context, req *oauth.TokenRequest, raw string) error {
+	if raw == "" {
+		return nil
+	}
+	t, err := g.store.GetToken(ctx, secret.Hash(raw))
+	if errors.Is(err, store.ErrNotFound) {
+		return actorTokenInvalid
+	}
+	if err != nil {
+		return oauth.Internal(err)
+	}
+	if t.Kind != store.AccessToken || t.Project != req.Project.Key || !t.Active(req.Now) || t.ClientID != req.Client.ID {
+		return actorTokenInvalid
+	}
+	return nil
+}
+
+// actingChain is the act of what the exchange hands out: the subject token's chain, with the
+// requesting client in front when it is not the token's holder. It refuses a client the
+// token's may_act does not name, and a chain longer than oauth.MaxActDepth.
+func actingChain(subject store.Token, client *site.Client) (*store.Actor, string, error) {
+	prev := subject.Act
+	if prev == nil {
+		// A token stored before tokens carried their chain: its holder is its only actor.
+		prev = &store.Actor{Sub: subject.ClientID}
+	}
+	if subject.ClientID == client.ID {
+		return prev, "", nil
+	}
+	if subject.MayAct != nil && subject.MayAct.Sub != client.ID {
+		return nil, "may_act_mismatch", oauth.ErrInvalidGrant.WithDescription("the subject token's may_act names another agent")
+	}
+	chain := oauth.ClientActor(client)
+	chain.Act = prev
+	if chain.Depth() > oauth.MaxActDepth {
+		return nil, "act_too_deep", oauth.ErrInvalidGrant.WithDescription("the delegation chain would be longer than " + strconv.Itoa(oauth.MaxActDepth) + " agents")
+	}
+	return chain, "", nil
+}
+
+// withChain adds the chain to an audit record's details: act lists the agents, the latest
+// first ("mcp-b agent-a": mcp-b acted for the person via agent-a).
+func withChain(details map[string]string, chain *store.Actor) map[string]string {
+	if chain == nil {
+		return details
+	}
+	if details == nil {
+		details = map[string]string{}
+	}
+	details["act"] = strings.Join(chain.Chain(), " ")
+	return details
+}
+
+// recordActor remembers that the chain's agent received the connection's token for its
+// person (the admin API's connections show it). It is a view for administrators, written
+// after the handout's audit record: a failure is logged and the exchange still answers.
+func (g *Grant) recordActor(ctx context.Context, req *oauth.TokenRequest, conn store.Connection, chain *store.Actor) {
+	ids := chain.Chain()
+	err := g.store.RecordConnectionActor(ctx, store.ConnectionActor{
+		Project: req.Project.Key, ConnectionID: conn.ID, ClientID: ids[0], Via: strings.Join(ids[1:], " "), LastUsedAt: req.Now,
+	})
+	if err != nil {
+		g.env.Log(ctx).Error(err, "recording a connection's actor failed", "project", req.Project.Key, "connection", conn.ID)
+	}
+}
