@@ -32,29 +32,57 @@ import (
 var actorTokenInvalid = oauth.ErrInvalidRequest.WithDescription("actor_token must be a live access token issued to the requesting client")
 
 // readActorToken reads actor_token and actor_token_type (RFC 8693 §2.1): both or neither.
-func readActorToken(f url.Values) (string, error) {
-	tok, typ := f.Get("actor_token"), f.Get("actor_token_type")
+func readActorToken(f url.Values) (tok, typ string, err error) {
+	tok, typ = f.Get("actor_token"), f.Get("actor_token_type")
 	switch {
 	case tok == "" && typ == "":
-		return "", nil
+		return "", "", nil
 	case tok == "":
-		return "", oauth.ErrInvalidRequest.WithDescription("actor_token_type is sent only with an actor_token")
+		return "", "", oauth.ErrInvalidRequest.WithDescription("actor_token_type is sent only with an actor_token")
 	case typ == "":
-		return "", oauth.ErrInvalidRequest.WithDescription("actor_token_type is required with an actor_token")
-	case typ != TokenTypeAccessToken:
-		return "", oauth.ErrInvalidRequest.WithDescription("actor_token_type must be " + TokenTypeAccessToken)
+		return "", "", oauth.ErrInvalidRequest.WithDescription("actor_token_type is required with an actor_token")
+	case typ != TokenTypeAccessToken && typ != TokenTypeJWT:
+		return "", "", oauth.ErrInvalidRequest.WithDescription("actor_token_type must be " + TokenTypeAccessToken +
+			" (or " + TokenTypeJWT + " for a workload's own token)")
 	case len(tok) > oauth.MaxFormBytes:
-		return "", actorTokenInvalid
+		return "", "", actorTokenInvalid
 	}
-	return tok, nil
+	return tok, typ, nil
 }
 
+// actorWorkloadInvalid is the one answer to every workload actor token that does not prove the
+// requesting client's own workload.
+var actorWorkloadInvalid = oauth.ErrInvalidRequest.WithDescription("an actor_token of type " + TokenTypeJWT +
+	" must be a token of the requesting client's own workload (spec.workloadIdentity), for this issuer")
+
 // checkActorToken: the actor token is a live access token of this project issued to the
-// requesting client.
-func (g *Grant) checkActorToken(ctx context.Context, req *oauth.TokenRequest, raw string) error {
+// requesting client, or (type jwt) a token of the requesting client's own workload
+// (docs/workload-identity.md), whose verified identity it returns for the records, which
+// then name the workload that acted.
+func (g *Grant) checkActorToken(ctx context.Context, req *oauth.TokenRequest, raw, typ string) (string, error) {
 	if raw == "" {
-		return nil
+		return "", nil
 	}
+	if typ == TokenTypeJWT {
+		w := req.Client.Workload
+		if w == nil {
+			return "", actorWorkloadInvalid
+		}
+		id, err := oauth.VerifyWorkload(ctx, g.env, w, req.Project.Issuer, raw)
+		if e := oauth.AsError(err); err != nil && e.Code == oauth.ErrTemporarilyUnavailable.Code {
+			return "", err
+		}
+		if err != nil {
+			return "", actorWorkloadInvalid
+		}
+		return id.Subject, nil
+	}
+	return "", g.checkAccessActor(ctx, req, raw)
+}
+
+// checkAccessActor: the actor token is a live access token of this project issued to the
+// requesting client.
+func (g *Grant) checkAccessActor(ctx context.Context, req *oauth.TokenRequest, raw string) error {
 	t, err := g.store.GetToken(ctx, secret.Hash(raw))
 	if errors.Is(err, store.ErrNotFound) {
 		return actorTokenInvalid
@@ -89,6 +117,19 @@ func actingChain(subject store.Token, client *site.Client) (*store.Actor, string
 		return nil, "act_too_deep", oauth.ErrInvalidGrant.WithDescription("the delegation chain would be longer than " + strconv.Itoa(oauth.MaxActDepth) + " agents")
 	}
 	return chain, "", nil
+}
+
+// withWorkload adds to an audit record's details the workload whose own token the actor
+// presented (actor_workload: "system:serviceaccount:NS:NAME" or a SPIFFE ID), if any.
+func withWorkload(details map[string]string, workload string) map[string]string {
+	if workload == "" {
+		return details
+	}
+	if details == nil {
+		details = map[string]string{}
+	}
+	details["actor_workload"] = workload
+	return details
 }
 
 // withChain adds the chain to an audit record's details: act lists the agents, the latest

@@ -49,6 +49,10 @@ import (
 const (
 	GrantType            = site.GrantTokenExchange
 	TokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token"
+	// TokenTypeJWT (RFC 8693 §3) is the actor_token_type of a workload's own token: a
+	// ServiceAccount token or JWT-SVID of the requesting workload_identity client
+	// (docs/workload-identity.md).
+	TokenTypeJWT = "urn:ietf:params:oauth:token-type:jwt"
 )
 
 // Reasons of the refusal (docs/connections-for-agents.md, "The refusal").
@@ -113,7 +117,7 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 	if err != nil {
 		return nil, err
 	}
-	actorToken, err := readActorToken(f)
+	actorToken, actorType, err := readActorToken(f)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +140,8 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 		g.record(ctx, req, subject.Subject, connector, refusal, withChain(nil, subject.Act))
 		return nil, err
 	}
-	if err := g.checkActorToken(ctx, req, actorToken); err != nil {
+	actorWorkload, err := g.checkActorToken(ctx, req, actorToken, actorType)
+	if err != nil {
 		g.record(ctx, req, subject.Subject, connector, "actor_token_invalid", withChain(nil, chain))
 		return nil, err
 	}
@@ -181,9 +186,9 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 			}
 			// The moment an agent receives a person's upstream token: stored before the
 			// answer, or no answer (docs/decisions/0054).
-			if err := g.env.RecordHandout(ctx, auditRecord(req, subject.Subject, connector, "", withChain(map[string]string{
+			if err := g.env.RecordHandout(ctx, auditRecord(req, subject.Subject, connector, "", withWorkload(withChain(map[string]string{
 				"agent": agent.ID, "connection_id": conn.ID, "account": conn.AccountName, "account_id": conn.AccountID,
-			}, chain))); err != nil {
+			}, chain), actorWorkload))); err != nil {
 				return nil, oauth.Internal(err)
 			}
 			g.recordActor(ctx, req, conn, chain)
@@ -221,7 +226,7 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 		return nil, errAmbiguous
 	}
 	rerr := g.refuse(ctx, p, subject.Subject, agent, connector, kind, account, now)
-	details := withChain(map[string]string{"agent": agent.ID}, chain)
+	details := withWorkload(withChain(map[string]string{"agent": agent.ID}, chain), actorWorkload)
 	if account != "" {
 		details["account"] = account
 	}
