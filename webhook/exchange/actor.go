@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
@@ -130,11 +132,43 @@ func withChain(details map[string]string, chain *store.Actor) map[string]string 
 	return details
 }
 
+// actorInterval is how often one replica writes the same connection actor: the admin API's
+// "last used" is exact to about this much, and an agent exchanging in a loop costs one write a
+// minute, not one per exchange (a write on SQLite waits for every other write).
+const actorInterval = time.Minute
+
+// maxActorCache bounds the remembered writes; past it the cache starts again empty.
+const maxActorCache = 10000
+
+// actorCache is when this replica last wrote each connection actor.
+type actorCache struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+// due reports whether key should be written at now, and if so counts it as written.
+func (c *actorCache) due(key string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.last[key]; ok && now.Sub(t) < actorInterval && !now.Before(t) {
+		return false
+	}
+	if c.last == nil || len(c.last) >= maxActorCache {
+		c.last = map[string]time.Time{}
+	}
+	c.last[key] = now
+	return true
+}
+
 // recordActor remembers that the chain's agent received the connection's token for its
-// person (the admin API's connections show it). It is a view for administrators, written
-// after the handout's audit record: a failure is logged and the exchange still answers.
+// person (the admin API's connections show it), at most once per actorInterval per replica.
+// It is a view for administrators, written after the handout's audit record: a failure is
+// logged and the exchange still answers.
 func (g *Grant) recordActor(ctx context.Context, req *oauth.TokenRequest, conn store.Connection, chain *store.Actor) {
 	ids := chain.Chain()
+	if !g.actors.due(req.Project.Key+"\x00"+conn.ID+"\x00"+strings.Join(ids, " "), req.Now) {
+		return
+	}
 	err := g.store.RecordConnectionActor(ctx, store.ConnectionActor{
 		Project: req.Project.Key, ConnectionID: conn.ID, ClientID: ids[0], Via: strings.Join(ids[1:], " "), LastUsedAt: req.Now,
 	})

@@ -77,6 +77,8 @@ type Grant struct {
 	env   *site.Env
 	store Store
 	vault Vault
+	// actors remembers the connection actors this replica wrote lately (actor.go).
+	actors actorCache
 }
 
 // New returns the grant handler. A nil vault means an upstream.Vault over st and env's keyring
