@@ -63,7 +63,7 @@ func newRoot(out, errOut io.Writer) *cobra.Command {
 	}{
 		{"people", "People: email, source, last sign-in, sessions", adminv1.ResourcePeople, []string{"person"}},
 		{"grants", "Consents: person × client, scopes, live tokens", adminv1.ResourceGrants, []string{"grant"}},
-		{"connections", "Connected accounts: connector, account, state", adminv1.ResourceConnections, []string{"connection"}},
+		{"connections", "Connected accounts: connector, account, state; -o wide adds the agents that acted for the person", adminv1.ResourceConnections, []string{"connection"}},
 		{"passkeys", "Passkeys: person, name, synced, last used", adminv1.ResourcePasskeys, []string{"passkey"}},
 		{"links", "Open connect links", adminv1.ResourceLinks, []string{"link"}},
 		{"tokens", "Live tokens per client", adminv1.ResourceClientTokens, []string{"clienttokens", "client-tokens"}},

@@ -32,6 +32,7 @@ import (
 type Store interface {
 	store.Admin
 	GetConnection(ctx context.Context, project, id string) (store.Connection, error)
+	ListConnectionActors(ctx context.Context, project string, ids []string) ([]store.ConnectionActor, error)
 	DeleteConnection(ctx context.Context, project, id string) error
 	GetPasskey(ctx context.Context, project string, credentialID []byte) (store.Passkey, error)
 	DeletePasskey(ctx context.Context, project, subject string, credentialID []byte) error

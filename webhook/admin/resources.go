@@ -70,6 +70,7 @@ func (s *Server) resources() []resource {
 				col("Age", "string", "", 0),
 				col("Project", "string", "", 1),
 				col("Scopes", "string", "", 1),
+				col("Actors", "string", "the agents that received the account's token for the person, the latest first: \"agent (via caller) 5m\"", 1),
 			},
 			fields: []string{"person"},
 			list:   s.listConnections, get: s.getConnection, del: s.disconnect,
@@ -424,7 +425,7 @@ func connState(c store.Connection) string {
 	return string(c.Status)
 }
 
-func (s *Server) connectionItem(sc *scope, d *directory, c store.Connection) item {
+func (s *Server) connectionItem(sc *scope, d *directory, c store.Connection, actors []store.ConnectionActor) item {
 	p := sc.project(c.Project)
 	m := meta(p, c.ID, mtime(c.CreatedAt), c.Subject, "connection", c.ID)
 	obj := &adminv1.Connection{
@@ -433,9 +434,20 @@ func (s *Server) connectionItem(sc *scope, d *directory, c store.Connection) ite
 		Project:    p.Name, Person: c.Subject, Connector: c.Connector, Account: c.AccountName, AccountID: c.AccountID,
 		State: connState(c), Scopes: c.Scopes, UpdatedAt: mtime(c.UpdatedAt),
 	}
+	cell := make([]string, 0, len(actors))
+	for _, a := range actors {
+		ca := adminv1.ConnectionActor{ClientID: a.ClientID, ClientDisplayName: d.client(p, a.ClientID),
+			Via: strings.Fields(a.Via), LastUsed: mtime(a.LastUsedAt)}
+		obj.Actors = append(obj.Actors, ca)
+		who := orID(ca.ClientDisplayName, a.ClientID)
+		if len(ca.Via) > 0 {
+			who += " (via " + strings.Join(ca.Via, ", ") + ")"
+		}
+		cell = append(cell, who+" "+since(s.o.Now(), a.LastUsedAt))
+	}
 	return item{obj: obj, meta: m,
 		cells: []any{c.ID, d.email(c.Project, c.Subject), c.Connector, c.AccountName, connState(c),
-			since(s.o.Now(), c.CreatedAt), p.Name, strings.Join(c.Scopes, " ")},
+			since(s.o.Now(), c.CreatedAt), p.Name, strings.Join(c.Scopes, " "), strings.Join(cell, ", ")},
 		fields: fields.Set{"metadata.name": c.ID, "metadata.namespace": p.Namespace, "person": c.Subject}}
 }
 
@@ -443,7 +455,33 @@ func (s *Server) listConnections(ctx context.Context, sc *scope) ([]item, []stri
 	rows, next, err := s.o.Store.ListConnectionsPage(ctx, sc.query())
 	// Shared accounts are nobody's: they are sharedconnections (docs/shared-connections.md).
 	rows = slices.DeleteFunc(rows, func(c store.Connection) bool { return store.IsSharedSubject(c.Subject) })
-	return page(ctx, s, sc, rows, next, err, s.connectionItem)
+	if err != nil {
+		return nil, nil, err
+	}
+	actors, err := s.connectionActors(ctx, rows)
+	return page(ctx, s, sc, rows, next, err, func(sc *scope, d *directory, c store.Connection) item {
+		return s.connectionItem(sc, d, c, actors[c.ID])
+	})
+}
+
+// connectionActors reads the actors of the connections rows, by connection id: one query per
+// project on the page.
+func (s *Server) connectionActors(ctx context.Context, rows []store.Connection) (map[string][]store.ConnectionActor, error) {
+	ids := map[string][]string{}
+	for _, c := range rows {
+		ids[c.Project] = append(ids[c.Project], c.ID)
+	}
+	out := map[string][]store.ConnectionActor{}
+	for project, list := range ids {
+		as, err := s.o.Store.ListConnectionActors(ctx, project, list)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range as {
+			out[a.ConnectionID] = append(out[a.ConnectionID], a)
+		}
+	}
+	return out, nil
 }
 
 func (s *Server) findConnection(ctx context.Context, sc *scope, name string) (store.Connection, error) {
@@ -469,7 +507,11 @@ func (s *Server) getConnection(ctx context.Context, sc *scope, name string) (ite
 	if err != nil {
 		return item{}, err
 	}
-	return s.connectionItem(sc, s.directory(ctx), c), nil
+	actors, err := s.connectionActors(ctx, []store.Connection{c})
+	if err != nil {
+		return item{}, err
+	}
+	return s.connectionItem(sc, s.directory(ctx), c, actors[c.ID]), nil
 }
 
 // disconnect removes a connected account: revoked at the service first where the Connector
@@ -479,7 +521,7 @@ func (s *Server) disconnect(ctx context.Context, sc *scope, name string, dryRun 
 	if err != nil {
 		return "", "", err
 	}
-	u := s.connectionItem(sc, s.directory(ctx), c).meta.UID
+	u := s.connectionItem(sc, s.directory(ctx), c, nil).meta.UID
 	if dryRun {
 		return u, "", nil
 	}

@@ -6,7 +6,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
+	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/oauth"
@@ -30,6 +33,35 @@ import (
 // actorTokenInvalid is the one answer to every actor token that is not the requesting
 // client's: unknown, dead, foreign and another client's look alike.
 var actorTokenInvalid = oauth.ErrInvalidRequest.WithDescription("actor_token must be a live access token issued to the requesting client")
+
+// actor checks who acts with the subject token (the client it was issued to or for,
+// actor_token, may_act, the chain's depth) and returns the chain of what the exchange hands
+// out; each refusal is audited.
+//
+// workload is the workload (docs/workload-identity.md) whose own token the client presented as
+// actor_token, or "".
+func (g *Grant) actor(ctx context.Context, req *oauth.TokenRequest, subject store.Token, c *config.Connector) (chain *store.Actor, workload string, err error) {
+	raw, typ, err := readActorToken(req.Form)
+	if err != nil {
+		return nil, "", err
+	}
+	client := req.Client
+	if subject.ClientID != client.ID && !audienceOf(subject, client, req.Project.Clients[client.ID]) {
+		g.record(ctx, req, subject.Subject, c, "not_issued_to_client", nil)
+		return nil, "", oauth.ErrInvalidGrant.WithDescription("the subject token was issued neither to this client nor for it")
+	}
+	chain, refusal, err := actingChain(subject, req.Client)
+	if err != nil {
+		g.record(ctx, req, subject.Subject, c, refusal, withChain(nil, subject.Act))
+		return nil, "", err
+	}
+	workload, err = g.checkActorToken(ctx, req, raw, typ)
+	if err != nil {
+		g.record(ctx, req, subject.Subject, c, "actor_token_invalid", withChain(nil, chain))
+		return nil, "", err
+	}
+	return chain, workload, nil
+}
 
 // readActorToken reads actor_token and actor_token_type (RFC 8693 §2.1): both or neither.
 func readActorToken(f url.Values) (tok, typ string, err error) {
@@ -145,11 +177,43 @@ func withChain(details map[string]string, chain *store.Actor) map[string]string 
 	return details
 }
 
+// actorInterval is how often one replica writes the same connection actor: the admin API's
+// "last used" is exact to about this much, and an agent exchanging in a loop costs one write a
+// minute, not one per exchange (a write on SQLite waits for every other write).
+const actorInterval = time.Minute
+
+// maxActorCache bounds the remembered writes; past it the cache starts again empty.
+const maxActorCache = 10000
+
+// actorCache is when this replica last wrote each connection actor.
+type actorCache struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+// due reports whether key should be written at now, and if so counts it as written.
+func (c *actorCache) due(key string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.last[key]; ok && now.Sub(t) < actorInterval && !now.Before(t) {
+		return false
+	}
+	if c.last == nil || len(c.last) >= maxActorCache {
+		c.last = map[string]time.Time{}
+	}
+	c.last[key] = now
+	return true
+}
+
 // recordActor remembers that the chain's agent received the connection's token for its
-// person (the admin API's connections show it). It is a view for administrators, written
-// after the handout's audit record: a failure is logged and the exchange still answers.
+// person (the admin API's connections show it), at most once per actorInterval per replica.
+// It is a view for administrators, written after the handout's audit record: a failure is
+// logged and the exchange still answers.
 func (g *Grant) recordActor(ctx context.Context, req *oauth.TokenRequest, conn store.Connection, chain *store.Actor) {
 	ids := chain.Chain()
+	if !g.actors.due(req.Project.Key+"\x00"+conn.ID+"\x00"+strings.Join(ids, " "), req.Now) {
+		return
+	}
 	err := g.store.RecordConnectionActor(ctx, store.ConnectionActor{
 		Project: req.Project.Key, ConnectionID: conn.ID, ClientID: ids[0], Via: strings.Join(ids[1:], " "), LastUsedAt: req.Now,
 	})

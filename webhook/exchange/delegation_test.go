@@ -112,6 +112,18 @@ func TestDelegationChainRecorded(t *testing.T) {
 		got[1].ClientID != lt.Agent || got[1].Via != "" {
 		t.Fatalf("connection actors %+v", got)
 	}
+	// A replica writes the same actor at most once a minute: a later use past that moves its time.
+	first := h.Clock.Now()
+	h.Clock.Advance(30 * time.Second)
+	h.Exchange(lt.MCP, lt.MCPSecret, subject, lt.Audience)
+	if got := actors(t, h, conn); !got[0].LastUsedAt.Equal(first) {
+		t.Fatalf("written again within the minute: %+v", got[0])
+	}
+	h.Clock.Advance(time.Minute)
+	h.Exchange(lt.MCP, lt.MCPSecret, subject, lt.Audience)
+	if got := actors(t, h, conn); !got[0].LastUsedAt.Equal(h.Clock.Now()) {
+		t.Fatalf("a use past the minute not recorded: %+v", got[0])
+	}
 }
 
 // Attacks on the actor token: another client's token (the agent's own, or a person's token
@@ -217,8 +229,8 @@ func TestForgedActIgnored(t *testing.T) {
 		t.Fatalf("forged token: %d %s", a.Status, a.Raw)
 	}
 	// A real token's stored may_act holds however its holder describes it elsewhere.
-	real := delegated(h, lt.Agent, &store.Actor{Sub: lt.Agent}, &store.Actor{Sub: "lkc_other_server"})
-	if a := h.Exchange(lt.MCP, lt.MCPSecret, real, lt.Audience); a.String("error") != "invalid_grant" {
+	genuine := delegated(h, lt.Agent, &store.Actor{Sub: lt.Agent}, &store.Actor{Sub: "lkc_other_server"})
+	if a := h.Exchange(lt.MCP, lt.MCPSecret, genuine, lt.Audience); a.String("error") != "invalid_grant" {
 		t.Fatalf("stored may_act not honoured: %d %s", a.Status, a.Raw)
 	}
 	if got := actors(t, h, conn); len(got) != 0 {

@@ -81,6 +81,8 @@ type Grant struct {
 	env   *site.Env
 	store Store
 	vault Vault
+	// actors remembers the connection actors this replica wrote lately (actor.go).
+	actors actorCache
 }
 
 // New returns the grant handler. A nil vault means an upstream.Vault over st and env's keyring
@@ -117,10 +119,7 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 	if err != nil {
 		return nil, err
 	}
-	actorToken, actorType, err := readActorToken(f)
-	if err != nil {
-		return nil, err
-	}
+
 	connector, err := target(p, f["audience"], f["resource"])
 	if err != nil {
 		return nil, err
@@ -131,18 +130,8 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 		g.record(ctx, req, "", connector, "subject_token_invalid", nil)
 		return nil, err
 	}
-	if subject.ClientID != client.ID && !audienceOf(subject, client, p.Clients[client.ID]) {
-		g.record(ctx, req, subject.Subject, connector, "not_issued_to_client", nil)
-		return nil, oauth.ErrInvalidGrant.WithDescription("the subject token was issued neither to this client nor for it")
-	}
-	chain, refusal, err := actingChain(subject, client)
+	chain, actorWorkload, err := g.actor(ctx, req, subject, connector)
 	if err != nil {
-		g.record(ctx, req, subject.Subject, connector, refusal, withChain(nil, subject.Act))
-		return nil, err
-	}
-	actorWorkload, err := g.checkActorToken(ctx, req, actorToken, actorType)
-	if err != nil {
-		g.record(ctx, req, subject.Subject, connector, "actor_token_invalid", withChain(nil, chain))
 		return nil, err
 	}
 	if keyMismatch(subject, client, req.JKT) {

@@ -69,9 +69,11 @@ func (g *Grant) shared(ctx context.Context, req *oauth.TokenRequest, subject sto
 	}
 	// The record names both: the person whose agent used the account (the subject) and the
 	// shared account (details), stored before the answer as every handout is (decision 0054).
-	r := auditRecord(req, subject.Subject, c, "", map[string]string{
+	// The chain was checked before (Grant): here it is only named.
+	chain, _, _ := actingChain(subject, client)
+	r := auditRecord(req, subject.Subject, c, "", withChain(map[string]string{
 		"agent": agent.ID, "connection_id": conn.ID, "shared_account": conn.AccountName, "shared_account_id": conn.AccountID,
-	})
+	}, chain))
 	r.Action = events.SharedTokenExchanged
 	if err := g.env.RecordHandout(ctx, r); err != nil {
 		return nil, oauth.Internal(err)

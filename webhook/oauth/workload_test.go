@@ -149,7 +149,11 @@ func (w *widStack) authenticate(client, assertionType, assertion string) stack.A
 	if client != "" {
 		form.Set("client_id", client)
 	}
-	return w.MustPost("/token", form, "", "")
+	a, err := w.Post(w.t.Context(), "/token", form, "", "")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return a
 }
 
 func wantRefused(t *testing.T, a stack.Answer, status int, code, descContains string) {

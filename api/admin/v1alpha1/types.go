@@ -99,6 +99,21 @@ type Connection struct {
 	State     string      `json:"state"`
 	Scopes    []string    `json:"scopes,omitempty"`
 	UpdatedAt metav1.Time `json:"updatedAt"`
+	// Actors are the agents that received the connection's token for the person
+	// (docs/delegation.md), the latest first.
+	Actors []ConnectionActor `json:"actors,omitempty"`
+}
+
+// ConnectionActor is an agent that acted for a connection's person: it received the
+// connection's token by token exchange, with the person's token issued to it or, through the
+// agents Via, to the first of them.
+type ConnectionActor struct {
+	ClientID          string `json:"clientID"`
+	ClientDisplayName string `json:"clientDisplayName,omitempty"`
+	// Via lists the agents it acted through, the latest first; empty when the person's token
+	// was issued to it.
+	Via      []string    `json:"via,omitempty"`
+	LastUsed metav1.Time `json:"lastUsed"`
 }
 
 // Link is an open connect link: the URL an agent was given for a person to connect, allow or
