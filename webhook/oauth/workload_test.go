@@ -209,7 +209,6 @@ func TestServiceAccountTokenAuthenticates(t *testing.T) {
 // ServiceAccount's, for this issuer, now.
 func TestServiceAccountTokenRefused(t *testing.T) {
 	w := newWIDStack(t, true)
-	ctx := context.Background()
 
 	t.Run("another ServiceAccount's token", func(t *testing.T) {
 		wantRefused(t, w.authenticate(saClient, oauth.AssertionType, w.token("other", w.Issuer, nil)), 401, "invalid_client", "client authentication failed")
@@ -219,7 +218,7 @@ func TestServiceAccountTokenRefused(t *testing.T) {
 	})
 	t.Run("a token for this issuer and another service too", func(t *testing.T) {
 		exp := int64(600)
-		tr, err := w.cs.CoreV1().ServiceAccounts(w.ns).CreateToken(ctx, "agent", &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{
+		tr, err := w.cs.CoreV1().ServiceAccounts(w.ns).CreateToken(t.Context(), "agent", &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{
 			Audiences: []string{w.Issuer, "https://vault.example"}, ExpirationSeconds: &exp}}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
