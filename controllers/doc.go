@@ -26,3 +26,8 @@ package controllers
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+//
+// The HTTP server asks the cluster whether a workload_identity client's ServiceAccount token is
+// valid (internal/workload, docs/decisions/0078):
+//
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create

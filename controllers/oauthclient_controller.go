@@ -78,7 +78,8 @@ func (r *OAuthClientReconciler) reconcileSecret(ctx context.Context, s *clientSc
 	oc.Status.SecretName = key.Name
 	if !writesCredentials(oc) {
 		// The secret is in the administrator's Secret (spec.clientSecretRef), which Latchkey
-		// only reads; the agent's id is in spec.clientID or status.clientID.
+		// only reads, or there is none (spec.workloadIdentity); the agent's id is in
+		// spec.clientID or status.clientID.
 		return ctrl.Result{}, nil
 	}
 
@@ -273,6 +274,9 @@ func (r *OAuthClientReconciler) reconcileReady(ctx context.Context, s *clientSco
 	if ref := oc.Spec.ClientSecretRef; ref != nil {
 		where = fmt.Sprintf("client secret from Secret %s/%s key %s", oc.Namespace, ref.Name, ref.Key)
 	}
+	if w := res.compiled.Workload; w != nil {
+		where = workloadWhere(w)
+	}
 	r.setReady(&oc.Status.Conditions, oc.Generation, nil,
 		fmt.Sprintf("client %s of Project %s; %s", oc.Status.ClientID, res.project, where))
 
@@ -322,12 +326,14 @@ func (r *OAuthClientReconciler) reconcileRedirects(ctx context.Context, s *clien
 	return r.classifyRedirects(ctx, s)
 }
 
-// SetupWithManager watches OAuthClients, the Secrets they and their Projects use, their Projects,
+// SetupWithManager watches OAuthClients, the Secrets they and their Projects use, the ConfigMaps
+// holding their SPIFFE trust bundles, their Projects,
 // the Connectors they list, the other OAuthClients listing their resources, and namespace labels.
 func (r *OAuthClientReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.OAuthClient{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsForSecret)).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsForConfigMap)).
 		Watches(&v1alpha1.Project{}, handler.EnqueueRequestsFromMapFunc(r.deps.clientsForProject),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// Any change of another client listing the same URL, its status too (it became Ready or

@@ -979,6 +979,9 @@ const defaultSecretSuffix = "-credentials"
 // credentialsSecretName is the Secret an OAuthClient's credentials go to, or, with
 // spec.clientSecretRef, the Secret its client secret comes from.
 func credentialsSecretName(oc *v1alpha1.OAuthClient) string {
+	if isWorkload(oc) {
+		return ""
+	}
 	if ref := oc.Spec.ClientSecretRef; ref != nil {
 		return ref.Name
 	}
@@ -987,16 +990,21 @@ func credentialsSecretName(oc *v1alpha1.OAuthClient) string {
 
 // writesCredentials reports whether Latchkey writes a credentials Secret for the client: not
 // when its secret comes from a Secret of the administrator's (spec.clientSecretRef).
-func writesCredentials(oc *v1alpha1.OAuthClient) bool { return oc.Spec.ClientSecretRef == nil }
+// nor for a workload-identity client, which has no secret (its agent learns its id from
+// spec.clientID or status.clientID).
+func writesCredentials(oc *v1alpha1.OAuthClient) bool {
+	return oc.Spec.ClientSecretRef == nil && !isWorkload(oc)
+}
 
 func isPublic(oc *v1alpha1.OAuthClient) bool {
 	return oc.Spec.TokenEndpointAuthMethod == v1alpha1.AuthNone
 }
 
 // hasSecret reports whether the client gets a client secret: a public client has none, and a
-// private_key_jwt client proves itself with its own keys.
+// private_key_jwt client proves itself with its own keys, a workload-identity client with its
+// platform's token.
 func hasSecret(oc *v1alpha1.OAuthClient) bool {
-	return !isPublic(oc) && oc.Spec.TokenEndpointAuthMethod != v1alpha1.AuthPrivateKeyJWT
+	return !isPublic(oc) && oc.Spec.TokenEndpointAuthMethod != v1alpha1.AuthPrivateKeyJWT && !isWorkload(oc)
 }
 
 // clientResult is a resolved OAuthClient. unresolved lists spec.connectors entries that are not
@@ -1031,11 +1039,15 @@ func (r *resolver) client(ctx context.Context, oc *v1alpha1.OAuthClient, sec *co
 // and spec. Its resources and connectors only narrow what a Ready client may do.
 func (r *resolver) clientBase(ctx context.Context, oc *v1alpha1.OAuthClient, sec *corev1.Secret) (*clientResult, error) {
 	pk := projectKeyOf(oc.Spec.ProjectRef, oc.Namespace)
-	_, project, err := r.attach(ctx, oc.Spec.ProjectRef, oc.Namespace)
+	pobj, project, err := r.attach(ctx, oc.Spec.ProjectRef, oc.Namespace)
 	if err != nil {
 		return nil, err
 	}
 	if err := r.clientIDFree(ctx, oc, pk.String()); err != nil {
+		return nil, err
+	}
+	workload, err := r.clientWorkload(ctx, oc, pobj)
+	if err != nil {
 		return nil, err
 	}
 	var secretHash, jwtKey []byte
@@ -1056,6 +1068,7 @@ func (r *resolver) clientBase(ctx context.Context, oc *v1alpha1.OAuthClient, sec
 		return nil, err
 	}
 	out.SecretJWTKey = jwtKey
+	out.Workload = workload
 	return &clientResult{compiled: out, project: pk.String()}, nil
 }
 

@@ -149,6 +149,20 @@ func SetupWithCompiler(mgr ctrl.Manager, opts Options) (*Compiler, error) {
 	return c, nil
 }
 
+// keptBundleData is what the cache keeps of a ConfigMap's text data: only that of a SPIFFE
+// trust bundle's ConfigMap (v1alpha1.ConfigMapUseSPIFFEBundle), each key cut one byte past
+// the largest bundle accepted.
+func keptBundleData(cm *corev1.ConfigMap) map[string]string {
+	if cm.Labels[v1alpha1.SecretUseLabel] != v1alpha1.ConfigMapUseSPIFFEBundle || len(cm.Data) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(cm.Data))
+	for k, v := range cm.Data {
+		out[k] = v[:min(len(v), maxBundleBytes+1)]
+	}
+	return out
+}
+
 // CacheOptions returns cache options suited to these controllers. Only Secrets that opted in to
 // Latchkey (the label v1alpha1.SecretUseLabel, which Latchkey also sets on the Secrets it
 // creates) are listed, watched and held: the informer asks the API server for those alone, so
@@ -181,7 +195,9 @@ func CacheOptions() cache.Options {
 					// binaryData: the cache keeps no text data (CA bundles, dashboards and
 					// scripts, the bulk of ConfigMaps in most clusters), and of binaryData
 					// only one byte more than a logo may have, enough to refuse one too large.
-					cm.Data = nil
+					// A ConfigMap opted in as a SPIFFE trust bundle keeps its text data, as
+					// much of each key as a bundle may have and one byte more.
+					cm.Data = keptBundleData(cm)
 					if len(cm.BinaryData) > 0 {
 						bd := make(map[string][]byte, len(cm.BinaryData))
 						for k, v := range cm.BinaryData {
@@ -241,9 +257,13 @@ const (
 	// secretIndex indexes Projects, Connectors and OAuthClients by the names of the Secrets (in
 	// their own namespace) they read or write.
 	secretIndex = "secretRefs"
-	// configMapIndex indexes Projects by the names of the ConfigMaps (in their own namespace)
-	// they read.
+	// configMapIndex indexes Projects and OAuthClients by the names of the ConfigMaps (in their
+	// own namespace) they read: logos, SPIFFE trust bundles.
 	configMapIndex = "configMapRefs"
+	// workloadNamespaceIndex indexes OAuthClients by the namespace of the ServiceAccount of
+	// their spec.workloadIdentity, when it is another than their own: that namespace's labels
+	// decide whether the Project admits it.
+	workloadNamespaceIndex = "workloadNamespace"
 	// connectorIndex indexes OAuthClients by the "namespace/name" of every Connector they list.
 	connectorIndex = "spec.connectors"
 )
@@ -275,6 +295,20 @@ func addIndexes(ctx context.Context, fi client.FieldIndexer) error {
 		}},
 		{&v1alpha1.Project{}, configMapIndex, func(o client.Object) []string {
 			return projectConfigMapNames(o.(*v1alpha1.Project))
+		}},
+		{&v1alpha1.OAuthClient{}, workloadNamespaceIndex, func(o client.Object) []string {
+			oc := o.(*v1alpha1.OAuthClient)
+			if wi := oc.Spec.WorkloadIdentity; wi != nil && wi.ServiceAccount != nil && wi.ServiceAccount.Namespace != "" &&
+				wi.ServiceAccount.Namespace != oc.Namespace {
+				return []string{wi.ServiceAccount.Namespace}
+			}
+			return nil
+		}},
+		{&v1alpha1.OAuthClient{}, configMapIndex, func(o client.Object) []string {
+			if wi := o.(*v1alpha1.OAuthClient).Spec.WorkloadIdentity; wi != nil && wi.TrustBundle != nil && wi.TrustBundle.ConfigMapRef != nil {
+				return []string{wi.TrustBundle.ConfigMapRef.Name}
+			}
+			return nil
 		}},
 		{&v1alpha1.Connector{}, secretIndex, func(o client.Object) []string {
 			// An API-key Connector names no Secret.
@@ -413,6 +447,11 @@ func (d *dependents) projectsForConfigMap(ctx context.Context, cm client.Object)
 	return listed(ctx, d, projectItems, client.InNamespace(cm.GetNamespace()), client.MatchingFields{configMapIndex: cm.GetName()})
 }
 
+// clientsForConfigMap: the OAuthClients whose SPIFFE trust bundle the ConfigMap holds.
+func (d *dependents) clientsForConfigMap(ctx context.Context, cm client.Object) []reconcile.Request {
+	return listed(ctx, d, clientItems, client.InNamespace(cm.GetNamespace()), client.MatchingFields{configMapIndex: cm.GetName()})
+}
+
 // listed lists the objects of one kind that opts select, and returns a request for each.
 func listed[T any, PT interface {
 	*T
@@ -510,9 +549,11 @@ func (d *dependents) clientsForConnector(ctx context.Context, c client.Object) [
 	return listed(ctx, d, clientItems, client.MatchingFields{connectorIndex: client.ObjectKeyFromObject(c).String()})
 }
 
-// clientsForNamespace: OAuthClients in the namespace, and those listing a Connector there.
+// clientsForNamespace: OAuthClients in the namespace, those whose ServiceAccount is there, and
+// those listing a Connector there.
 func (d *dependents) clientsForNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
 	out := listed(ctx, d, clientItems, client.InNamespace(ns.GetName()))
+	out = append(out, listed(ctx, d, clientItems, client.MatchingFields{workloadNamespaceIndex: ns.GetName()})...)
 	var conns v1alpha1.ConnectorList
 	if d.list(ctx, &conns, client.InNamespace(ns.GetName())) {
 		for i := range conns.Items {

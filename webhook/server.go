@@ -32,6 +32,7 @@ import (
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/tracing"
 	"latchkey.dev/latchkey/internal/upstream"
+	"latchkey.dev/latchkey/internal/workload"
 	"latchkey.dev/latchkey/webhook/account"
 	"latchkey.dev/latchkey/webhook/apikey"
 	"latchkey.dev/latchkey/webhook/callback"
@@ -81,6 +82,10 @@ type Options struct {
 	// ClientKeys fetches private_key_jwt clients' key sets from their jwks_uri; nil makes one
 	// for production (public addresses only).
 	ClientKeys *jwks.Fetcher
+	// Workloads reviews Kubernetes ServiceAccount tokens of workload_identity clients
+	// (workload.TokenReviewer in a cluster); nil refuses them, saying the server runs without a
+	// cluster.
+	Workloads workload.Reviewer
 	// ClientDocuments fetches client ID metadata documents for projects that accept them;
 	// nil means a clientdoc.Fetcher with its production defaults (public https hosts only).
 	ClientDocuments *clientdoc.Fetcher
@@ -169,6 +174,7 @@ func New(o Options) (*Server, error) {
 		Events:         o.Events,
 		Addresses:      addresses,
 		ClientKeys:     clientKeys,
+		Workloads:      o.Workloads,
 		Metrics:        o.Metrics,
 		RateBuckets:    o.RateBuckets,
 		Policy:         policy.NewEngine(now, o.Logger.WithName("policy"), 0, 0),

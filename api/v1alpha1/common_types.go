@@ -42,6 +42,11 @@ const (
 	// SecretUseLatchkey is set by Latchkey on the Secrets it creates (OAuthClient credentials,
 	// its keys, the admin API's certificate). No Connector may use such a Secret.
 	SecretUseLatchkey = "latchkey"
+	// ConfigMapUseSPIFFEBundle, as the value of SecretUseLabel on a ConfigMap, lets every
+	// OAuthClient in its namespace take a SPIFFE trust bundle from it
+	// (spec.workloadIdentity.trustBundle.configMapRef). Latchkey keeps the text data of no other
+	// ConfigMap.
+	ConfigMapUseSPIFFEBundle = "spiffe-bundle"
 )
 
 // SecretKeyReference names one key of a Secret in the namespace of the object that refers to it.

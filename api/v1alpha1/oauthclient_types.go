@@ -62,6 +62,18 @@ const (
 	// OAuthClientSigningKeyRequiredReason: accessTokenFormat is jwt but the Project has neither
 	// spec.signingKeySource: Operator nor spec.signingKeySecretRef.
 	OAuthClientSigningKeyRequiredReason = "SigningKeyRequired"
+	// OAuthClientWorkloadNotAllowedReason: spec.workloadIdentity.serviceAccount names a
+	// ServiceAccount in a namespace the Project does not admit (spec.allowedNamespaces). The
+	// client is not served: otherwise whoever may create an OAuthClient could make another
+	// namespace's workloads its credentials.
+	OAuthClientWorkloadNotAllowedReason = "WorkloadNotAllowed"
+	// OAuthClientTrustBundleMissingReason: the ConfigMap of
+	// spec.workloadIdentity.trustBundle.configMapRef does not exist, is not labelled
+	// latchkey.dev/use=spiffe-bundle, or lacks the key; the three read alike.
+	OAuthClientTrustBundleMissingReason = "TrustBundleMissing"
+	// OAuthClientTrustBundleInvalidReason: the trust bundle does not parse as a SPIFFE bundle
+	// with at least one JWT-SVID key.
+	OAuthClientTrustBundleInvalidReason = "TrustBundleInvalid"
 	// OAuthClientConnectorsResolvedReason: every listed connector resolved.
 	OAuthClientConnectorsResolvedReason = "Resolved"
 	// OAuthClientConnectorNotFoundReason: a listed connector does not exist, is not Ready, or
@@ -155,7 +167,7 @@ type Backchannel struct {
 }
 
 // TokenEndpointAuthMethod is how the client authenticates at the token endpoint (RFC 7591).
-// +kubebuilder:validation:Enum=client_secret_basic;client_secret_post;client_secret_jwt;private_key_jwt;none
+// +kubebuilder:validation:Enum=client_secret_basic;client_secret_post;client_secret_jwt;private_key_jwt;workload_identity;none
 type TokenEndpointAuthMethod string
 
 const (
@@ -167,6 +179,11 @@ const (
 	// AuthPrivateKeyJWT: a JWT signed with one of the client's private keys (RFC 7523 §2.2),
 	// whose public halves spec.jwks or spec.jwksURI publishes. The client gets no secret.
 	AuthPrivateKeyJWT TokenEndpointAuthMethod = "private_key_jwt"
+	// AuthWorkloadIdentity: a JWT the workload already holds from its platform, as a client
+	// assertion: a projected Kubernetes ServiceAccount token or a SPIFFE JWT-SVID
+	// (spec.workloadIdentity, docs/workload-identity.md). The client gets no secret and no
+	// credentials Secret.
+	AuthWorkloadIdentity TokenEndpointAuthMethod = "workload_identity"
 	// AuthNone makes the client public: it gets no secret and must use PKCE.
 	AuthNone TokenEndpointAuthMethod = "none"
 )
@@ -214,10 +231,96 @@ type ConnectorName string
 // +kubebuilder:validation:Pattern=`^lkc_[A-Za-z0-9._~-]+$`
 type ClientID string
 
+// ServiceAccountReference names a Kubernetes ServiceAccount.
+type ServiceAccountReference struct {
+	// namespace of the ServiceAccount. Defaults to the OAuthClient's namespace. Another namespace
+	// must be one the Project admits (its spec.allowedNamespaces); otherwise the client reports
+	// Ready=False with reason WorkloadNotAllowed and is not served. At most 63 characters.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// name of the ServiceAccount. At most 253 characters.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	Name string `json:"name"`
+}
+
+// ConfigMapKeyReference names a key of a ConfigMap in the namespace of the object that refers
+// to it.
+type ConfigMapKeyReference struct {
+	// name of the ConfigMap, in the same namespace. It must opt in with the label
+	// latchkey.dev/use=spiffe-bundle; until it exists with the label, the client reports
+	// Ready=False with reason TrustBundleMissing. At most 253 characters.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	Name string `json:"name"`
+
+	// key within the ConfigMap's data. At most 253 characters of letters, digits, '-', '_' and '.'.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +required
+	Key string `json:"key"`
+}
+
+// SPIFFETrustBundle is where the keys of a SPIFFE trust domain's JWT-SVIDs come from: a SPIFFE
+// bundle (a JSON Web Key Set whose JWT-SVID keys have "use": "jwt-svid"). Exactly one of
+// configMapRef and endpointURL.
+// +kubebuilder:validation:XValidation:rule="has(self.configMapRef) != has(self.endpointURL)",message="trustBundle needs exactly one of configMapRef and endpointURL"
+type SPIFFETrustBundle struct {
+	// configMapRef names the key of a ConfigMap in this namespace holding the bundle. Latchkey
+	// follows the ConfigMap: the keys it holds now are the only ones accepted.
+	// +optional
+	ConfigMapRef *ConfigMapKeyReference `json:"configMapRef,omitempty"`
+
+	// endpointURL is the trust domain's SPIFFE bundle endpoint (https_web profile): an https URL
+	// the server fetches on a public address, or one the Project's
+	// spec.upstreamNetwork.allowedCIDRs admits (internal/netguard), caches for five minutes, and
+	// fetches again, at most once a minute, when a JWT-SVID names a key id it does not hold. At
+	// most 2048 characters.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') && isURL(self) && size(url(self).getHostname()) > 0",message="endpointURL must be an https URL"
+	// +optional
+	EndpointURL string `json:"endpointURL,omitempty"`
+}
+
+// WorkloadIdentity is the platform identity a client proves itself with instead of a secret:
+// exactly one of serviceAccount and spiffeID (docs/workload-identity.md).
+// +kubebuilder:validation:XValidation:rule="has(self.serviceAccount) != has(self.spiffeID)",message="workloadIdentity needs exactly one of serviceAccount and spiffeID"
+// +kubebuilder:validation:XValidation:rule="has(self.spiffeID) == has(self.trustBundle)",message="spiffeID needs trustBundle, and trustBundle is used only with spiffeID"
+type WorkloadIdentity struct {
+	// serviceAccount is the Kubernetes ServiceAccount whose projected token (audience: the
+	// Project's issuer) the client sends as its client assertion. The server asks the cluster
+	// (TokenReview) whether the token is valid, so a token of a deleted ServiceAccount, or of a
+	// deleted pod it was bound to, is refused at once.
+	// +optional
+	ServiceAccount *ServiceAccountReference `json:"serviceAccount,omitempty"`
+
+	// spiffeID is the SPIFFE ID (spiffe://trust-domain/path) whose JWT-SVIDs (audience: the
+	// Project's issuer) the client sends as its client assertion, verified with trustBundle's
+	// keys for the ID's trust domain. At most 2048 characters.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('spiffe://')",message="spiffeID must start with spiffe://"
+	// +optional
+	SPIFFEID string `json:"spiffeID,omitempty"`
+
+	// trustBundle is where the keys of spiffeID's trust domain come from.
+	// +optional
+	TrustBundle *SPIFFETrustBundle `json:"trustBundle,omitempty"`
+}
+
 // OAuthClientSpec declares one OAuth client of a Project.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.clientID) || (has(self.clientID) && self.clientID == oldSelf.clientID)",message="clientID cannot be changed or removed once set: agents hold it, and people's grants and tokens are stored under it; create a new OAuthClient for a new id"
 // +kubebuilder:validation:XValidation:rule="!has(self.clientSecretRef) || !has(self.secretName)",message="clientSecretRef and secretName conflict: a client whose secret comes from clientSecretRef gets no credentials Secret from Latchkey"
-// +kubebuilder:validation:XValidation:rule="!has(self.clientSecretRef) || !has(self.tokenEndpointAuthMethod) || !(self.tokenEndpointAuthMethod in ['none', 'private_key_jwt'])",message="clientSecretRef needs a client with a secret: tokenEndpointAuthMethod client_secret_basic, client_secret_post or client_secret_jwt"
+// +kubebuilder:validation:XValidation:rule="has(self.workloadIdentity) == (has(self.tokenEndpointAuthMethod) && self.tokenEndpointAuthMethod == 'workload_identity')",message="workloadIdentity and tokenEndpointAuthMethod workload_identity go together"
+// +kubebuilder:validation:XValidation:rule="!has(self.workloadIdentity) || (!has(self.secretName) && !has(self.clientSecretRef))",message="workloadIdentity conflicts with secretName and clientSecretRef: such a client has no secret and Latchkey writes no credentials Secret for it"
+// +kubebuilder:validation:XValidation:rule="!has(self.clientSecretRef) || !has(self.tokenEndpointAuthMethod) || !(self.tokenEndpointAuthMethod in ['none', 'private_key_jwt', 'workload_identity'])",message="clientSecretRef needs a client with a secret: tokenEndpointAuthMethod client_secret_basic, client_secret_post or client_secret_jwt"
 // +kubebuilder:validation:XValidation:rule="!has(self.tokenEndpointAuthMethod) || self.tokenEndpointAuthMethod != 'private_key_jwt' || has(self.jwks) != has(self.jwksURI)",message="tokenEndpointAuthMethod private_key_jwt needs exactly one of jwks and jwksURI"
 // +kubebuilder:validation:XValidation:rule="(!has(self.jwks) && !has(self.jwksURI)) || (has(self.tokenEndpointAuthMethod) && self.tokenEndpointAuthMethod == 'private_key_jwt')",message="jwks and jwksURI are used only with tokenEndpointAuthMethod private_key_jwt"
 // +kubebuilder:validation:XValidation:rule="!has(self.grantTypes) || !('client_credentials' in self.grantTypes) || !has(self.tokenEndpointAuthMethod) || self.tokenEndpointAuthMethod != 'none'",message="grantTypes: client_credentials needs a confidential client; set tokenEndpointAuthMethod to client_secret_basic or client_secret_post"
@@ -298,6 +401,16 @@ type OAuthClientSpec struct {
 	// +kubebuilder:default=client_secret_basic
 	// +optional
 	TokenEndpointAuthMethod TokenEndpointAuthMethod `json:"tokenEndpointAuthMethod,omitempty"`
+
+	// workloadIdentity is the platform identity a client with tokenEndpointAuthMethod
+	// workload_identity proves itself with: a Kubernetes ServiceAccount's projected token, or a
+	// SPIFFE JWT-SVID, sent as client_assertion (RFC 7523; docs/workload-identity.md). Such a
+	// client has no secret: client secrets are refused, Latchkey writes no credentials Secret
+	// for it, and its agent learns its id from spec.clientID or status.clientID. Required with
+	// tokenEndpointAuthMethod workload_identity, not allowed otherwise; conflicts with
+	// secretName and clientSecretRef.
+	// +optional
+	WorkloadIdentity *WorkloadIdentity `json:"workloadIdentity,omitempty"`
 
 	// jwks is the client's public keys as a JSON Web Key Set document ({"keys":[…]}), for
 	// tokenEndpointAuthMethod private_key_jwt. Keys are EC P-256, RSA (2048 bits or more) or

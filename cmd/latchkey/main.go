@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -48,6 +49,7 @@ import (
 	"latchkey.dev/latchkey/internal/tracing"
 	"latchkey.dev/latchkey/internal/trust"
 	"latchkey.dev/latchkey/internal/upstream"
+	"latchkey.dev/latchkey/internal/workload"
 	"latchkey.dev/latchkey/webhook"
 )
 
@@ -378,6 +380,7 @@ func (p *parts) addHTTPServer(context.Context) error {
 		RateBuckets:         p.store.RateBuckets(),
 		ClientAddressHeader: p.o.clientAddrHeader,
 		Vault:               p.vault,
+		Workloads:           p.workloadReviewer(),
 		// Not ready until the first snapshot is published: before that every issuer would
 		// answer 404, and a load balancer must not send people there.
 		Ready: func(context.Context) error {
@@ -397,6 +400,23 @@ func (p *parts) addHTTPServer(context.Context) error {
 	}
 	p.listening = ln.Addr().String()
 	return p.mgr.Add(serverRunnable("http", ln, newHTTPServer(handler, p.log), p.o.shutdownGrace))
+}
+
+// workloadReviewer asks the cluster about workload_identity clients' ServiceAccount tokens
+// (TokenReview); without a cluster there is none, and such clients are refused with a message
+// saying so (docs/no-cluster.md).
+func (p *parts) workloadReviewer() workload.Reviewer {
+	cm, ok := p.mgr.(ctrl.Manager)
+	if !ok {
+		p.log.Info("no cluster: workload_identity clients with a ServiceAccount cannot authenticate")
+		return nil
+	}
+	c, err := authnclient.NewForConfig(cm.GetConfig())
+	if err != nil {
+		p.log.Error(err, "no TokenReview client: workload_identity clients with a ServiceAccount cannot authenticate")
+		return nil
+	}
+	return &workload.TokenReviewer{Client: c}
 }
 
 // addMetricsServer serves Prometheus metrics on --metrics-listen, unless it is "0".

@@ -234,6 +234,11 @@ func run(ctx context.Context, o options) error {
 		err := cl.Get(ctx, client.ObjectKey{Namespace: demoNamespace, Name: repoHelperSecret}, &sec)
 		return string(sec.Data["client_id"]), string(sec.Data["client_secret"]), err
 	}
+	// A ServiceAccount token in place of a client secret (docs/workload-identity.md).
+	workloadCmd, err := setUpWorkloadDemo(ctx, admin.Config(), issuers[0], state)
+	if err != nil {
+		return err
+	}
 	var tenantKubeconfig string
 	setUpAdmin := func() (err error) {
 		tenantKubeconfig, err = setUpAdminAPI(ctx, env, cl, agg, admin.Config(), state)
@@ -245,6 +250,8 @@ func run(ctx context.Context, o options) error {
 		fmt.Printf("resources:  bin/k8s/kubectl --kubeconfig %s get projects,oauthclients,connectors,redirectpolicies -A\n", kubeconfig)
 		fmt.Printf("admin API:  bin/kubectl-latchkey --kubeconfig %s -n %s people   (walkthrough in docs/admin.md)\n", kubeconfig, demoNamespace)
 		fmt.Printf("            tenant admin of %s only: --kubeconfig %s\n", demoNamespace, tenantKubeconfig)
+		fmt.Printf("workload:   %s\n", workloadCmd)
+		fmt.Println("            (a ServiceAccount token instead of a client secret; docs/workload-identity.md)")
 	}, fmt.Sprintf("bin/k8s/kubectl --kubeconfig %s -n %s get secret %s -o jsonpath='{.data.client_secret}' | base64 -d",
 		kubeconfig, demoNamespace, repoHelperSecret))
 }

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spiffe/go-spiffe/v2/bundle/jwtbundle"
 	"latchkey.dev/latchkey/internal/authzdetails"
 	"latchkey.dev/latchkey/internal/policy"
 )
@@ -267,6 +268,30 @@ type Client struct {
 	// CIBA client learns a person answered (docs/approvals.md).
 	BackchannelDeliveryMode         string
 	BackchannelNotificationEndpoint string
+	// Workload is the platform identity of a client with TokenEndpointAuthMethod
+	// "workload_identity" (nil for every other client; docs/workload-identity.md).
+	Workload *Workload
+}
+
+// Workload is the one workload whose platform-issued JWT authenticates a client: a Kubernetes
+// ServiceAccount (ServiceAccountNamespace and ServiceAccountName) or a SPIFFE ID (SPIFFEID
+// with SPIFFEBundle). The controllers set exactly one.
+type Workload struct {
+	ServiceAccountNamespace string
+	ServiceAccountName      string
+	SPIFFEID                string
+	// SPIFFEBundle holds the JWT-SVID keys of SPIFFEID's trust domain, as compiled from the
+	// trust bundle.
+	SPIFFEBundle *jwtbundle.Bundle
+}
+
+// ServiceAccountSubject is the username Kubernetes gives a ServiceAccount, and the sub of its
+// tokens: "system:serviceaccount:NAMESPACE:NAME"; "" when w names no ServiceAccount.
+func (w *Workload) ServiceAccountSubject() string {
+	if w == nil || w.ServiceAccountName == "" {
+		return ""
+	}
+	return "system:serviceaccount:" + w.ServiceAccountNamespace + ":" + w.ServiceAccountName
 }
 
 // Connector is a compiled upstream OAuth service.

@@ -42,6 +42,7 @@ import (
 	"latchkey.dev/latchkey/internal/testclock"
 	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/internal/upstream/fakegithub"
+	"latchkey.dev/latchkey/internal/workload"
 	"latchkey.dev/latchkey/webhook"
 	"latchkey.dev/latchkey/webhook/exchange"
 )
@@ -97,6 +98,9 @@ type Options struct {
 	ExtraLogins []string
 	// BackchannelNotify posts CIBA ping notifications (webhook.Options.BackchannelNotify).
 	BackchannelNotify *http.Client
+	// Workloads reviews workload_identity clients' ServiceAccount tokens (a
+	// workload.TokenReviewer on a test cluster); nil: none, as without a cluster.
+	Workloads workload.Reviewer
 }
 
 // Replica is one server of the installation.
@@ -226,6 +230,7 @@ func New(t testing.TB, o Options) *Stack {
 		r.Server, err = webhook.New(webhook.Options{
 			Config: r.Holder, Store: ist, Keyring: s.Keyring, Logger: o.Logger, Now: s.Clock.Now,
 			PublicURL: s.Front.URL, Metrics: o.Metrics, RateBuckets: st.RateBuckets(), BackchannelNotify: o.BackchannelNotify,
+			Workloads: o.Workloads,
 			Vault: &upstream.Vault{Store: ist, Keyring: s.Keyring, Now: s.Clock.Now, Timeout: o.UpstreamTimeout,
 				OnRefresh: o.Metrics.UpstreamRefresh},
 		})

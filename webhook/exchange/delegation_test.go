@@ -112,6 +112,18 @@ func TestDelegationChainRecorded(t *testing.T) {
 		got[1].ClientID != lt.Agent || got[1].Via != "" {
 		t.Fatalf("connection actors %+v", got)
 	}
+	// A replica writes the same actor at most once a minute: a later use past that moves its time.
+	first := h.Clock.Now()
+	h.Clock.Advance(30 * time.Second)
+	h.Exchange(lt.MCP, lt.MCPSecret, subject, lt.Audience)
+	if got := actors(t, h, conn); !got[0].LastUsedAt.Equal(first) {
+		t.Fatalf("written again within the minute: %+v", got[0])
+	}
+	h.Clock.Advance(time.Minute)
+	h.Exchange(lt.MCP, lt.MCPSecret, subject, lt.Audience)
+	if got := actors(t, h, conn); !got[0].LastUsedAt.Equal(h.Clock.Now()) {
+		t.Fatalf("a use past the minute not recorded: %+v", got[0])
+	}
 }
 
 // Attacks on the actor token: another client's token (the agent's own, or a person's token

@@ -49,6 +49,10 @@ import (
 const (
 	GrantType            = site.GrantTokenExchange
 	TokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token"
+	// TokenTypeJWT (RFC 8693 §3) is the actor_token_type of a workload's own token: a
+	// ServiceAccount token or JWT-SVID of the requesting workload_identity client
+	// (docs/workload-identity.md).
+	TokenTypeJWT = "urn:ietf:params:oauth:token-type:jwt"
 )
 
 // Reasons of the refusal (docs/connections-for-agents.md, "The refusal").
@@ -77,6 +81,8 @@ type Grant struct {
 	env   *site.Env
 	store Store
 	vault Vault
+	// actors remembers the connection actors this replica wrote lately (actor.go).
+	actors actorCache
 }
 
 // New returns the grant handler. A nil vault means an upstream.Vault over st and env's keyring
@@ -124,7 +130,7 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 		g.record(ctx, req, "", connector, "subject_token_invalid", nil)
 		return nil, err
 	}
-	chain, err := g.actor(ctx, req, subject, connector)
+	chain, actorWorkload, err := g.actor(ctx, req, subject, connector)
 	if err != nil {
 		return nil, err
 	}
@@ -169,9 +175,9 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 			}
 			// The moment an agent receives a person's upstream token: stored before the
 			// answer, or no answer (docs/decisions/0054).
-			if err := g.env.RecordHandout(ctx, auditRecord(req, subject.Subject, connector, "", withChain(map[string]string{
+			if err := g.env.RecordHandout(ctx, auditRecord(req, subject.Subject, connector, "", withWorkload(withChain(map[string]string{
 				"agent": agent.ID, "connection_id": conn.ID, "account": conn.AccountName, "account_id": conn.AccountID,
-			}, chain))); err != nil {
+			}, chain), actorWorkload))); err != nil {
 				return nil, oauth.Internal(err)
 			}
 			g.recordActor(ctx, req, conn, chain)
@@ -209,7 +215,7 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 		return nil, errAmbiguous
 	}
 	rerr := g.refuse(ctx, p, subject.Subject, agent, connector, kind, account, now)
-	details := withChain(map[string]string{"agent": agent.ID}, chain)
+	details := withWorkload(withChain(map[string]string{"agent": agent.ID}, chain), actorWorkload)
 	if account != "" {
 		details["account"] = account
 	}

@@ -72,8 +72,9 @@ func assertionSubject(raw string) (string, bool) {
 // are the client id; aud is this issuer, its token endpoint or the endpoint called; exp is
 // required and at most ten minutes ahead; the jti is spent once.
 func authenticateAssertion(ctx context.Context, env *site.Env, st ReplayStore, p *config.Project, r *http.Request, form url.Values) (*site.Client, error) {
-	if form.Get("client_assertion_type") != AssertionType {
-		return nil, ErrInvalidClient.WithDescription("client_assertion_type must be " + AssertionType)
+	typ := form.Get("client_assertion_type")
+	if typ != AssertionType && typ != SPIFFEAssertionType {
+		return nil, ErrInvalidClient.WithDescription("client_assertion_type must be " + AssertionType + " (or " + SPIFFEAssertionType + " for a SPIFFE JWT-SVID)")
 	}
 	raw := form.Get("client_assertion")
 	if raw == "" {
@@ -84,6 +85,9 @@ func authenticateAssertion(ctx context.Context, env *site.Env, st ReplayStore, p
 	}
 	if len(raw) > 16<<10 {
 		return nil, assertionError("client_assertion is too long")
+	}
+	if c, handled, err := workloadAssertion(ctx, env, p, form, typ, raw); handled {
+		return c, err
 	}
 	tok, err := jwt.ParseSigned(raw, append(slices.Clone(privateKeyAlgs), secretAlgs...))
 	if err != nil || len(tok.Headers) != 1 {

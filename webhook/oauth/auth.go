@@ -151,8 +151,10 @@ func authenticate(ctx context.Context, env *site.Env, st ReplayStore, p *config.
 		return c, nil
 	}
 	// A client that chose a JWT method never sends its secret (client_secret_jwt) or has none
-	// (private_key_jwt): the secret methods are not for it (docs/decisions/0038).
-	if c.AuthMethod == site.AuthClientSecretJWT || c.AuthMethod == site.AuthPrivateKeyJWT || c.Public() {
+	// (private_key_jwt, workload_identity): the secret methods are not for it
+	// (docs/decisions/0038, 0078).
+	if c.AuthMethod == site.AuthClientSecretJWT || c.AuthMethod == site.AuthPrivateKeyJWT ||
+		c.AuthMethod == site.AuthWorkloadIdentity || c.Public() {
 		return nil, failed("method_not_allowed")
 	}
 	if !secret.HashEqual(sec, c.SecretHash) {

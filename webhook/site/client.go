@@ -24,6 +24,9 @@ const (
 	AuthClientSecretPost  = "client_secret_post"
 	AuthClientSecretJWT   = "client_secret_jwt"
 	AuthPrivateKeyJWT     = "private_key_jwt"
+	// AuthWorkloadIdentity: the client sends its platform's token (a Kubernetes ServiceAccount
+	// token or a SPIFFE JWT-SVID) as a client assertion; it has no secret.
+	AuthWorkloadIdentity = "workload_identity"
 )
 
 // Client is one OAuth client as every flow sees it, whichever way it came to exist. Handlers
@@ -59,12 +62,16 @@ type Client struct {
 	JWKSURI string
 	// SecretJWTKey is the client secret itself, for client_secret_jwt only (declared clients).
 	SecretJWTKey []byte
+	// Workload is the platform identity of a workload_identity client (declared clients).
+	Workload *config.Workload
 }
 
 // Public reports whether the client has no credential; PKCE is then its only proof. A
-// private_key_jwt client has no secret but authenticates with its keys.
+// private_key_jwt client has no secret but authenticates with its keys, a workload_identity
+// client with its platform's token.
 func (c *Client) Public() bool {
-	return c.AuthMethod == AuthNone || (len(c.SecretHash) == 0 && c.AuthMethod != AuthPrivateKeyJWT)
+	return c.AuthMethod == AuthNone ||
+		(len(c.SecretHash) == 0 && c.AuthMethod != AuthPrivateKeyJWT && c.AuthMethod != AuthWorkloadIdentity)
 }
 
 // registeredMetadata is what of a registered client's metadata is read beyond the columns.
@@ -146,6 +153,7 @@ func FromConfig(c *config.Client) *Client {
 		JWKS:              c.JWKS,
 		JWKSURI:           c.JWKSURI,
 		SecretJWTKey:      c.SecretJWTKey,
+		Workload:          c.Workload,
 	}
 }
 

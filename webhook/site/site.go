@@ -29,6 +29,7 @@ import (
 	"latchkey.dev/latchkey/internal/requestid"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/internal/workload"
 	"latchkey.dev/latchkey/webhook/pages"
 )
 
@@ -71,6 +72,10 @@ type Env struct {
 	CheckPerson func(ctx context.Context, p *config.Project, person store.Person, now time.Time) error
 	// ClientKeys fetches the key sets private_key_jwt clients publish at a jwks_uri.
 	ClientKeys *jwks.Fetcher
+	// Workloads asks the cluster whether a ServiceAccount token is valid (TokenReview), for
+	// workload_identity clients; nil without a cluster, where such clients are refused and told
+	// why (docs/workload-identity.md).
+	Workloads workload.Reviewer
 	// Metrics counts what flows report themselves (sign-ins); nil counts nothing.
 	Metrics *metrics.Metrics
 	// Policy decides a project's AccessPolicies at consent, issuance and token exchange
