@@ -140,9 +140,9 @@ func credential(c *config.Connector, token string) (name, value string) {
 // headerWriter collects the headers oauth.ResourceAccessToken sets on a refusal.
 type headerWriter struct{ h http.Header }
 
-func (w *headerWriter) Header() http.Header       { return w.h }
+func (w *headerWriter) Header() http.Header         { return w.h }
 func (w *headerWriter) Write(b []byte) (int, error) { return len(b), nil }
-func (w *headerWriter) WriteHeader(int)           {}
+func (w *headerWriter) WriteHeader(int)             {}
 
 // clearOf reports whether s does not contain token; an empty token is in nothing.
 func clearOf(s, token string) bool { return token == "" || !strings.Contains(s, token) }
