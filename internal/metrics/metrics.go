@@ -161,7 +161,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}, "operation", "result")
 	m.proxied = counter("latchkey_proxy_requests_total",
 		"Calls through the token proxy and Envoy external authorization, by connector and result: the service's status class (2xx … 5xx), "+
-			"refused (Latchkey refused the call) or error (the service could not be reached).", "connector", "result")
+			"refused (Latchkey refused the call), error (the service could not be reached) or authorised (allowed by Envoy external authorization).", "connector", "result")
 	m.proxyTime = histogram("latchkey_proxy_upstream_duration_seconds",
 		"Time from a proxied call's arrival until the service's answer headers, by connector.",
 		[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}, "connector")
@@ -283,13 +283,15 @@ func (m *Metrics) UpstreamRefresh(connector, result string) {
 
 // Proxy results (latchkey_proxy_requests_total{result}) besides the status classes.
 const (
-	ProxyRefused = "refused"
-	ProxyError   = "error"
+	ProxyRefused    = "refused"
+	ProxyError      = "error"
+	ProxyAuthorised = "authorised"
 )
 
 // ProxyRequest counts one call through the token proxy for connector (a declared Connector's
-// key): status is the service's answer (0 when there was none), refused says Latchkey refused
-// the call itself, and took, when above zero, is the time until the service's answer headers.
+// key): status is the service's answer (0 when there was none, -1 for a call Envoy external
+// authorization allowed, whose answer Latchkey never sees), refused says Latchkey refused the
+// call itself, and took, when above zero, is the time until the service's answer headers.
 func (m *Metrics) ProxyRequest(connector string, status int, refused bool, took time.Duration) {
 	if m == nil {
 		return
@@ -298,6 +300,8 @@ func (m *Metrics) ProxyRequest(connector string, status int, refused bool, took 
 	switch {
 	case refused:
 		result = ProxyRefused
+	case status == -1:
+		result = ProxyAuthorised
 	case status >= 100 && status < 600:
 		result = fmt.Sprintf("%dxx", status/100)
 	}

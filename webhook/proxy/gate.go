@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/dpop"
@@ -146,3 +147,6 @@ func (w *headerWriter) WriteHeader(int)             {}
 
 // clearOf reports whether s does not contain token; an empty token is in nothing.
 func clearOf(s, token string) bool { return token == "" || !strings.Contains(s, token) }
+
+// Now is the time on the server's injected clock, for counting a call decided elsewhere.
+func (g *Gate) Now() time.Time { return g.env.Clock() }

@@ -35,12 +35,18 @@ type tallyKey struct{ project, subject, agent, connector string }
 type tallyCount struct {
 	total   int
 	classes [6]int // by status/100; 0 holds calls the service did not answer
+	gateway int
 }
 
 // NewTally returns a tally writing through env.
 func NewTally(env *site.Env) *Tally { return &Tally{env: env, counts: map[tallyKey]*tallyCount{}} }
 
-// Add counts one call at now; status is the service's answer, 0 when there was none.
+// Gateway is the status Add is given for a call a gateway forwards after Envoy external
+// authorization allowed it: Latchkey never sees the service's answer.
+const Gateway = -1
+
+// Add counts one call at now; status is the service's answer, 0 when there was none, Gateway
+// for a call allowed at a gateway.
 func (t *Tally) Add(ctx context.Context, project, subject, agent, connector string, status int, now time.Time) {
 	minute := now.Truncate(time.Minute)
 	t.mu.Lock()
@@ -63,9 +69,12 @@ func (t *Tally) Add(ctx context.Context, project, subject, agent, connector stri
 		}
 	}
 	c.total++
-	if status >= 100 && status < 600 {
+	switch {
+	case status == Gateway:
+		c.gateway++
+	case status >= 100 && status < 600:
 		c.classes[status/100]++
-	} else {
+	default:
 		c.classes[0]++
 	}
 	t.mu.Unlock()
@@ -100,6 +109,9 @@ func (t *Tally) write(ctx context.Context, minute time.Time, counts map[tallyKey
 	for k, c := range counts {
 		d := map[string]string{
 			"agent": k.agent, "count": strconv.Itoa(c.total), "minute": minute.UTC().Format(time.RFC3339),
+		}
+		if c.gateway > 0 {
+			d["gateway"] = strconv.Itoa(c.gateway)
 		}
 		for class, n := range c.classes {
 			switch {
