@@ -160,7 +160,7 @@ func denied(pr *proxy.Problem) *authv3.CheckResponse {
 	return &authv3.CheckResponse{
 		Status: &status.Status{Code: int32(code), Message: pr.Code},
 		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
-			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(pr.Status)},
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(pr.Status)}, //nolint:gosec // G115: an HTTP status, 400 to 504
 			Headers: hs,
 			Body:    string(pr.Body()),
 		}},

@@ -90,7 +90,7 @@ func TestExtAuthzCheck(t *testing.T) {
 			t.Fatalf("header %v, want alice's GitHub token", h)
 		}
 		// The token works at GitHub, and is alice's.
-		req, _ := http.NewRequest("GET", s.GitHubURL+"/user", nil)
+		req, _ := http.NewRequest(http.MethodGet, s.GitHubURL+"/user", nil)
 		req.Header.Set("Authorization", h.GetHeader().GetValue())
 		r, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -276,7 +276,7 @@ func TestProxyRefusals(t *testing.T) {
 	t.Run("another person's token gets that person's account", func(t *testing.T) {
 		s.ConnectGitHub(stack.MalloryEmail, stack.MalloryLogin)
 		resp, body := f.call(t, "GET", "/user", mallory, nil)
-		if resp.StatusCode != 200 || !bytes.Contains(body, []byte(`"login":"mallory-gh"`)) {
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"login":"mallory-gh"`)) {
 			t.Fatalf("%d %s, want mallory's own account", resp.StatusCode, body)
 		}
 	})
@@ -286,7 +286,7 @@ func TestProxyRefusals(t *testing.T) {
 		s.Connector.Proxy = nil
 		defer func() { s.Connector.Proxy = rules }()
 		resp, body := f.call(t, "GET", "/user", alice, nil)
-		if resp.StatusCode != 403 || problemOf(t, resp, body)["type"] != "urn:latchkey:problem:call_not_allowed" {
+		if resp.StatusCode != http.StatusForbidden || problemOf(t, resp, body)["type"] != "urn:latchkey:problem:call_not_allowed" {
 			t.Fatalf("%d %s", resp.StatusCode, body)
 		}
 	})
@@ -295,20 +295,20 @@ func TestProxyRefusals(t *testing.T) {
 		s.Project.RequireDPoP = true
 		defer func() { s.Project.RequireDPoP = false }()
 		resp, body := f.call(t, "GET", "/user", alice, nil)
-		if resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "DPoP ") {
+		if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "DPoP ") {
 			t.Fatalf("%d %q %s, want a DPoP challenge", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body)
 		}
 	})
 
 	t.Run("unknown connector", func(t *testing.T) {
-		req, _ := http.NewRequest("GET", s.Issuer+"/proxy/gitlab/user", nil)
+		req, _ := http.NewRequest(http.MethodGet, s.Issuer+"/proxy/gitlab/user", nil)
 		req.Header.Set("Authorization", "Bearer "+alice)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != 404 {
+		if resp.StatusCode != http.StatusNotFound {
 			t.Fatalf("%d, want 404", resp.StatusCode)
 		}
 	})
@@ -382,7 +382,7 @@ func TestProxyStreamsLargeAnswers(t *testing.T) {
 	f := newFixture(t)
 	f.s.ConnectGitHub(stack.AliceEmail, stack.AliceLogin)
 	alice := f.s.AccessToken(stack.AliceEmail, stack.Agent)
-	req, _ := http.NewRequest("GET", f.s.Issuer+"/proxy/github/user/stream", nil)
+	req, _ := http.NewRequest(http.MethodGet, f.s.Issuer+"/proxy/github/user/stream", nil)
 	req.Header.Set("Authorization", "Bearer "+alice)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -426,7 +426,7 @@ func TestProxyHeaders(t *testing.T) {
 		"Dpop":                {"not-a-proof"},
 		"X-Agent-Kept":        {"yes"},
 	})
-	if resp.StatusCode != 200 {
+	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
 	f.api.mu.Lock()
@@ -457,7 +457,7 @@ func TestProxyAuditIsAggregated(t *testing.T) {
 	f.s.ConnectGitHub(stack.AliceEmail, stack.AliceLogin)
 	alice := f.s.AccessToken(stack.AliceEmail, stack.Agent)
 	for range 3 {
-		if resp, body := f.call(t, "GET", "/user", alice, nil); resp.StatusCode != 200 {
+		if resp, body := f.call(t, "GET", "/user", alice, nil); resp.StatusCode != http.StatusOK {
 			t.Fatalf("%d %s", resp.StatusCode, body)
 		}
 	}
