@@ -11,6 +11,7 @@ import (
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/upstream/catalog"
 )
 
 // compileAPIKeyConnector compiles a Connector people connect by pasting an API key
@@ -38,6 +39,9 @@ func (r *resolver) compileAPIKeyConnector(ctx context.Context, project *v1alpha1
 		if _, ok := out.Headers[k.Header]; ok {
 			return nil, notReadyf(v1alpha1.ConnectorInvalidAPIKeyReason, "spec.headers sets %s, which carries the key (spec.apiKey.header)", k.Header)
 		}
+	}
+	if out.Proxy, err = proxyConfig(&c.Spec, &catalog.Preset{}, strings.NewReplacer()); err != nil {
+		return nil, err
 	}
 	if out.AllowedNetworks, err = r.connectorNetworks(ctx, project, c); err != nil {
 		return nil, err

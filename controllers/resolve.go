@@ -923,7 +923,8 @@ func applyDialect(out *config.Connector, c *v1alpha1.Connector) error {
 		out.SelectAccountParams = maps.Clone(p.SelectAccount.Params)
 	}
 	out.AccountHintParam = p.SelectAccount.HintParameter
-	return nil
+	out.Proxy, err = proxyConfig(sp, p, placeholders)
+	return err
 }
 
 // presetBaseURL is what {baseURL} stands for in the preset's endpoints: spec.baseURL, checked

@@ -43,6 +43,7 @@ import (
 	"latchkey.dev/latchkey/webhook/links"
 	"latchkey.dev/latchkey/webhook/oauth"
 	"latchkey.dev/latchkey/webhook/pages"
+	"latchkey.dev/latchkey/webhook/proxy"
 	"latchkey.dev/latchkey/webhook/register"
 	"latchkey.dev/latchkey/webhook/signin"
 	"latchkey.dev/latchkey/webhook/site"
@@ -66,6 +67,7 @@ type Store interface {
 	exchange.Store
 	idjag.Store
 	ciba.Store
+	proxy.Store
 	Ping(ctx context.Context) error
 }
 
@@ -129,6 +131,7 @@ type Server struct {
 	cop      *http.CrossOriginProtection
 	metrics  *metrics.Metrics
 	handler  http.Handler // ServeHTTP's outer layer: metrics and the access log
+	proxy    *proxy.Handler
 }
 
 // New builds the server with every core flow mounted.
@@ -240,9 +243,16 @@ func (s *Server) mountFlows(o Options, env *site.Env, now func() time.Time) {
 		vault = &upstream.Vault{Store: o.Store, Keyring: o.Keyring, Now: now, OnRefresh: o.Metrics.UpstreamRefresh}
 	}
 	// Token exchange for an ID-JAG is answered by idjag, every other one by exchange.
-	idjag.Register(s.Grant, env, o.Store, exchange.New(env, o.Store, vault))
+	ex := exchange.New(env, o.Store, vault)
+	idjag.Register(s.Grant, env, o.Store, ex)
 	ciba.Register(s.router, s.Grant, env, o.Store, ciba.Options{Notify: o.BackchannelNotify})
+	// The token proxy decides every call as token exchange would (docs/token-proxy.md).
+	s.proxy = proxy.New(env, o.Store, ex, proxy.Options{})
+	proxy.Register(s.router, s.proxy)
 }
+
+// Proxy is the token proxy, whose decision Envoy external authorization shares.
+func (s *Server) Proxy() *proxy.Handler { return s.proxy }
 
 // Env is the environment flows are registered with.
 func (s *Server) Env() *site.Env { return s.env }
@@ -267,6 +277,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			pages.Headers(false, s.wellKnwn).ServeHTTP(w, r)
 			return
 		}
+	}
+	if proxy.NotCanonical(s.base, r) {
+		// ServeMux would redirect to the cleaned path; the proxy refuses it instead.
+		pages.Headers(true, http.HandlerFunc(proxy.RefusePath)).ServeHTTP(w, r)
+		return
 	}
 	pages.Headers(true, s.router.mux).ServeHTTP(w, r)
 }

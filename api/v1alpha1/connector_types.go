@@ -39,6 +39,11 @@ const ConnectorPresetParameterMissingReason = "PresetParameterMissing"
 // preset (or the Connector without one) has no endpoint that starts with it.
 const ConnectorPresetParameterInvalidReason = "PresetParameterInvalid"
 
+// ConnectorInvalidProxyReason: spec.proxy cannot be used as written: its apiBaseURL is not an
+// absolute https URL (or http to a loopback host), neither it nor the preset gives one, or a
+// rule's pathPrefix could mean another path than the one written (docs/token-proxy.md).
+const ConnectorInvalidProxyReason = "InvalidProxy"
+
 // ConnectorInvalidUserInfoReason: spec.userInfo.body is not a JSON document.
 const ConnectorInvalidUserInfoReason = "InvalidUserInfo"
 
@@ -475,6 +480,56 @@ type ConnectorSpec struct {
 	// no longer used until it is changed back.
 	// +optional
 	Sharing ConnectorSharing `json:"sharing,omitempty"`
+
+	// proxy lets agents call the service's API through Latchkey's token proxy,
+	// {issuer}/proxy/{audience}/{path}, and through gateways that ask Latchkey's Envoy external
+	// authorization service: Latchkey adds the person's token, so it never reaches the agent
+	// (docs/token-proxy.md). Unset, the proxy refuses every call for this Connector.
+	// +optional
+	Proxy *ConnectorProxy `json:"proxy,omitempty"`
+}
+
+// ConnectorProxy says where the token proxy forwards and which calls it forwards.
+type ConnectorProxy struct {
+	// apiBaseURL is the service's API address the proxy forwards to, joined with the path
+	// after {issuer}/proxy/{audience}. Defaults to the preset's (https://api.github.com for
+	// github; {baseURL}/api/v3 for github-enterprise-server). https, or http to a loopback
+	// host; dialled only at public addresses plus the ranges the Project's
+	// spec.upstreamNetwork grants this Connector.
+	// +optional
+	APIBaseURL EndpointURL `json:"apiBaseURL,omitempty"`
+
+	// allow lists the calls the proxy forwards: a call passes when a rule has its method and
+	// its path starts with the rule's pathPrefix. Empty takes the rules the preset proposes
+	// (docs/providers/README.md); a Connector without a preset and without rules forwards
+	// nothing. At most 32.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Allow []ProxyRule `json:"allow,omitempty"`
+}
+
+// ProxyMethod is an HTTP method the token proxy may forward.
+// +kubebuilder:validation:Enum=GET;HEAD;POST;PUT;PATCH;DELETE
+type ProxyMethod string
+
+// ProxyRule admits calls with one of its methods to paths under its prefix.
+type ProxyRule struct {
+	// methods the rule admits. At least 1, at most 6.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=6
+	// +listType=set
+	// +required
+	Methods []ProxyMethod `json:"methods"`
+
+	// pathPrefix is matched against the request's path segment by segment: "/user" admits
+	// /user and /user/repos, never /users. It starts with "/", and has no "." or ".." segment,
+	// no "//", no percent-encoding and no query. At most 256 characters.
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^/[A-Za-z0-9._~!$&'()*+,;=:@/-]*$`
+	// +kubebuilder:validation:XValidation:rule="!self.contains('//') && !self.contains('/./') && !self.contains('/../') && !self.endsWith('/.') && !self.endsWith('/..')",message="pathPrefix must not hold '//', '.' or '..' segments"
+	// +required
+	PathPrefix string `json:"pathPrefix"`
 }
 
 // ConnectorSharing is whose account a Connector's tokens come from.

@@ -378,6 +378,24 @@ type Connector struct {
 	// SharedClients are the OAuthClients ("namespace/name", Client.Source) the Project's
 	// spec.sharedConnections lets use the shared account; empty when not Shared.
 	SharedClients []string
+
+	// Proxy, when set, lets agents call the service through the token proxy and Envoy
+	// external authorization (docs/token-proxy.md); nil refuses every call.
+	Proxy *Proxy
+}
+
+// Proxy is where the token proxy forwards a Connector's calls, and which it forwards.
+type Proxy struct {
+	// BaseURL is the API's address without a trailing slash (https://api.github.com).
+	BaseURL string
+	// Rules admit calls; none admits nothing.
+	Rules []ProxyRule
+}
+
+// ProxyRule admits calls with one of Methods to PathPrefix or below it, segment by segment.
+type ProxyRule struct {
+	Methods    []string
+	PathPrefix string
 }
 
 // APIKey is how a pasted key is checked and sent. Every field is set (the controllers fill the

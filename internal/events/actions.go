@@ -15,6 +15,10 @@ const (
 	PermissionRemoved = "permission.removed"
 	// ConnectionDisconnected: a person disconnected one of their accounts.
 	ConnectionDisconnected = "connection.disconnected"
+	// TokenProxied: an agent's calls through the token proxy or Envoy external authorization
+	// (docs/token-proxy.md), counted per person, agent and connector for one minute and written
+	// as one record: details.count, details.minute and the upstream answers by status class.
+	TokenProxied = "token.proxied"
 	// LinkCreated: a token-exchange refusal made a new connect link.
 	LinkCreated = "link.created"
 	// LinkDeclined: the person declined a connect link.

@@ -144,6 +144,7 @@ var auditTypes = []struct {
 	{RefreshRefused, store.OutcomeRefused},
 	{TokenExchanged, store.OutcomeSuccess},
 	{TokenExchangeRefused, store.OutcomeRefused},
+	{TokenProxied, store.OutcomeSuccess},
 	{TokenRevoked, store.OutcomeSuccess},
 	{ClientAuthFailed, store.OutcomeRefused},
 	{DPoPProofRefused, store.OutcomeRefused},

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -95,6 +96,8 @@ type Metrics struct {
 	refreshes *prometheus.CounterVec
 	storeOps  *prometheus.HistogramVec
 	signIns   *prometheus.CounterVec
+	proxied   *prometheus.CounterVec
+	proxyTime *prometheus.HistogramVec
 
 	// projects is the compiled configuration the project label is checked against.
 	projects atomic.Pointer[config.Holder]
@@ -156,8 +159,17 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	m.storeOps = histogram("latchkey_store_operation_duration_seconds",
 		"Time spent in store operations, by operation and result (ok, not_found, conflict, error).",
 		[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}, "operation", "result")
+	m.proxied = counter("latchkey_proxy_requests_total",
+		"Calls through the token proxy and Envoy external authorization, by connector and result: the service's status class (2xx … 5xx), "+
+			"refused (Latchkey refused the call), error (the service could not be reached) or authorised (allowed by Envoy external authorization).", "connector", "result")
+	m.proxyTime = histogram("latchkey_proxy_upstream_duration_seconds",
+		"Time from a proxied call's arrival until the service's answer headers, by connector.",
+		[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}, "connector")
 	if err != nil {
 		return nil, err
+	}
+	if m.proxied == nil || m.proxyTime == nil {
+		return nil, errors.New("metrics: a latchkey_proxy_* metric is already registered as another kind of collector")
 	}
 	if m.requests == nil || m.duration == nil || m.inflight == nil || m.issued == nil || m.tokenErrs == nil ||
 		m.exchanges == nil || m.refusals == nil || m.refreshes == nil || m.storeOps == nil || m.signIns == nil {
@@ -267,6 +279,36 @@ func (m *Metrics) UpstreamRefresh(connector, result string) {
 		result = RefreshError
 	}
 	m.refreshes.WithLabelValues(connector, result).Inc()
+}
+
+// Proxy results (latchkey_proxy_requests_total{result}) besides the status classes.
+const (
+	ProxyRefused    = "refused"
+	ProxyError      = "error"
+	ProxyAuthorised = "authorised"
+)
+
+// ProxyRequest counts one call through the token proxy for connector (a declared Connector's
+// key): status is the service's answer (0 when there was none, -1 for a call Envoy external
+// authorization allowed, whose answer Latchkey never sees), refused says Latchkey refused the
+// call itself, and took, when above zero, is the time until the service's answer headers.
+func (m *Metrics) ProxyRequest(connector string, status int, refused bool, took time.Duration) {
+	if m == nil {
+		return
+	}
+	result := ProxyError
+	switch {
+	case refused:
+		result = ProxyRefused
+	case status == -1:
+		result = ProxyAuthorised
+	case status >= 100 && status < 600:
+		result = fmt.Sprintf("%dxx", status/100)
+	}
+	m.proxied.WithLabelValues(connector, result).Inc()
+	if took > 0 {
+		m.proxyTime.WithLabelValues(connector).Observe(took.Seconds())
+	}
 }
 
 func errorCode(code string) string {

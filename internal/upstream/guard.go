@@ -211,3 +211,14 @@ func classify(ctx context.Context, what string, err error) error {
 	}
 	return fail(ErrService, what+" failed", err)
 }
+
+// Transport is the round tripper for calls to c's API on a person's behalf (the token proxy,
+// webhook/proxy): every dial checked against c's networks like every other call to c, never
+// through a proxy, traced. Connections are reused across calls.
+func Transport(c *config.Connector) (http.RoundTripper, error) {
+	t, err := guardedTransport(nil, netguard.Allowed(c.AllowedNetworks))
+	if err != nil {
+		return nil, err
+	}
+	return traced(t), nil
+}

@@ -101,8 +101,6 @@ func Register(handle func(grantType string, h oauth.GrantHandler), env *site.Env
 }
 
 // Grant answers one token-exchange request.
-//
-//nolint:funlen // the token-exchange checks in the order docs/connections-for-agents.md states them, each ending in its own audited refusal
 func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.TokenResponse, error) {
 	f, p, client, now := req.Form, req.Project, req.Client, req.Now
 
@@ -125,45 +123,72 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 		return nil, err
 	}
 
+	h, err := g.hand(ctx, req, subjectToken, account, connector, requested, true)
+	if err != nil {
+		return nil, err
+	}
+	return h.approval.apply(response(h.Token, h.Connection, now), now), nil
+}
+
+// Handout is a person's upstream token handed out for one use, with the connection it came
+// from and the person it speaks for.
+type Handout struct {
+	Token      *oauth2.Token
+	Connection store.Connection
+	Subject    string
+	// approval is what the person's authorization_details allow at the Connector; token
+	// exchange puts it on its answer (approval.apply).
+	approval approval
+}
+
+// hand runs every check of token exchange after the request was read, in the order
+// docs/connections-for-agents.md states them, and returns the person's upstream token or the
+// refusal. record says whether a handout is written to the audit log here, before the answer
+// (token exchange: decision 0054); the token proxy counts its uses instead (webhook/proxy).
+//
+//nolint:funlen // the token-exchange checks in the order docs/connections-for-agents.md states them, each ending in its own audited refusal
+func (g *Grant) hand(ctx context.Context, req *oauth.TokenRequest, subjectToken, account string, connector *config.Connector, requested []string, record bool) (Handout, error) {
+	p, client, now := req.Project, req.Client, req.Now
 	subject, access, err := g.subject(ctx, p, subjectToken, connector, now)
 	if err != nil {
 		g.record(ctx, req, "", connector, "subject_token_invalid", nil)
-		return nil, err
+		return Handout{}, err
 	}
 	chain, actorWorkload, err := g.actor(ctx, req, subject, connector)
 	if err != nil {
-		return nil, err
+		return Handout{}, err
 	}
 	if keyMismatch(subject, client, req.JKT) {
 		g.record(ctx, req, subject.Subject, connector, "dpop_key_mismatch", map[string]string{"proof": oauth.ProofState(req.JKT)})
-		return nil, oauth.BoundKeyError("subject token")
+		return Handout{}, oauth.BoundKeyError("subject token")
 	}
 	if !permitted(client, p.Clients[client.ID], connector) {
 		g.record(ctx, req, subject.Subject, connector, "client_not_permitted", nil)
-		return nil, oauth.ErrUnauthorizedClient.WithDescription("this client may not exchange tokens for " + connector.Audience)
+		return Handout{}, oauth.ErrUnauthorizedClient.WithDescription("this client may not exchange tokens for " + connector.Audience)
 	}
 	// Authorization details the person approved for this connector's types bound what the
 	// agent may ask for here (docs/authorization-details.md).
 	agent, approved, err := g.agentWithin(ctx, req, subject, client, connector)
 	if err != nil {
-		return nil, err
+		return Handout{}, err
 	}
 	if err := g.policies(ctx, req, subject, agent, connector); err != nil {
-		return nil, err
+		return Handout{}, err
 	}
 
 	// An Organisation connector hands out its one shared account, never a person's
 	// (docs/shared-connections.md): everything above about the person and the agent held.
 	if connector.Shared {
-		resp, err := g.shared(ctx, req, subject, agent, connector, requested)
-		return approved.apply(resp, now), err
+		h, err := g.shared(ctx, req, subject, agent, connector, requested, record)
+		h.approval = approved
+		return h, err
 	}
 
 	// agent is the client the subject token was issued to, whose access subject read with it.
 	conn, kind, err := decideAccount(access, account)
 	if err != nil {
 		g.record(ctx, req, subject.Subject, connector, "account_ambiguous", map[string]string{"agent": agent.ID, "account": account})
-		return nil, err
+		return Handout{}, err
 	}
 	if kind == "" {
 		tok, err := g.token(ctx, connector, conn)
@@ -171,17 +196,19 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 		case err == nil:
 			if len(requested) > 0 && len(conn.Scopes) > 0 && !oauth.Subset(requested, conn.Scopes) {
 				g.record(ctx, req, subject.Subject, connector, "scope_not_granted", nil)
-				return nil, oauth.ErrInvalidScope.WithDescription("the connected account was not granted the requested scope")
+				return Handout{}, oauth.ErrInvalidScope.WithDescription("the connected account was not granted the requested scope")
 			}
 			// The moment an agent receives a person's upstream token: stored before the
 			// answer, or no answer (docs/decisions/0054).
-			if err := g.env.RecordHandout(ctx, auditRecord(req, subject.Subject, connector, "", withWorkload(withChain(map[string]string{
-				"agent": agent.ID, "connection_id": conn.ID, "account": conn.AccountName, "account_id": conn.AccountID,
-			}, chain), actorWorkload))); err != nil {
-				return nil, oauth.Internal(err)
+			if record {
+				if err := g.env.RecordHandout(ctx, auditRecord(req, subject.Subject, connector, "", withWorkload(withChain(map[string]string{
+					"agent": agent.ID, "connection_id": conn.ID, "account": conn.AccountName, "account_id": conn.AccountID,
+				}, chain), actorWorkload))); err != nil {
+					return Handout{}, oauth.Internal(err)
+				}
 			}
 			g.recordActor(ctx, req, conn, chain)
-			return approved.apply(response(tok, conn, now), now), nil
+			return Handout{Token: tok, Connection: conn, Subject: subject.Subject, approval: approved}, nil
 		case errors.Is(err, upstream.ErrReconnect):
 			kind = store.LinkReconnect
 		case errors.Is(err, secret.ErrUnknownKey), errors.Is(err, secret.ErrOpen):
@@ -193,26 +220,26 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 			// Disconnected between the two reads: decide again from what is there now.
 			access, err := g.store.AgentAccess(ctx, p.Key, subject.Subject, connector.Key, agent.ID)
 			if err != nil {
-				return nil, oauth.Internal(err)
+				return Handout{}, oauth.Internal(err)
 			}
 			if _, kind, err = decideAccount(access, account); err == nil && kind == "" {
-				return nil, oauth.ErrTemporarilyUnavailable.WithDescription("the connection changed while it was read; try again")
+				return Handout{}, oauth.ErrTemporarilyUnavailable.WithDescription("the connection changed while it was read; try again")
 			}
 		case errors.Is(err, upstream.ErrTimeout):
 			g.record(ctx, req, subject.Subject, connector, "upstream_timeout", nil)
 			g.env.Log(ctx).Info("connected service did not answer a refresh", "project", p.Key, "connector", connector.Key)
-			return nil, oauth.ErrTemporarilyUnavailable.WithDescription(links.ServiceName(connector) + " did not answer in time; try again")
+			return Handout{}, oauth.ErrTemporarilyUnavailable.WithDescription(links.ServiceName(connector) + " did not answer in time; try again")
 		case errors.Is(err, upstream.ErrService):
 			g.record(ctx, req, subject.Subject, connector, "upstream_error", nil)
 			g.env.Log(ctx).Error(err, "connected service refused a refresh", "project", p.Key, "connector", connector.Key)
-			return nil, oauth.ErrTemporarilyUnavailable.WithDescription(links.ServiceName(connector) + " refused Latchkey's request; try again later")
+			return Handout{}, oauth.ErrTemporarilyUnavailable.WithDescription(links.ServiceName(connector) + " refused Latchkey's request; try again later")
 		default:
-			return nil, oauth.Internal(err)
+			return Handout{}, oauth.Internal(err)
 		}
 	}
 	if kind == "" {
 		// The account named became ambiguous between the two reads.
-		return nil, errAmbiguous
+		return Handout{}, errAmbiguous
 	}
 	rerr := g.refuse(ctx, p, subject.Subject, agent, connector, kind, account, now)
 	details := withWorkload(withChain(map[string]string{"agent": agent.ID}, chain), actorWorkload)
@@ -220,7 +247,7 @@ func (g *Grant) Grant(ctx context.Context, req *oauth.TokenRequest) (*oauth.Toke
 		details["account"] = account
 	}
 	g.record(ctx, req, subject.Subject, connector, reason(kind), details)
-	return nil, rerr
+	return Handout{}, rerr
 }
 
 // readRequest checks the token-exchange parameters (RFC 8693 §2.1) and returns the subject

@@ -66,6 +66,24 @@ type Preset struct {
 	// (docs/several-accounts.md). Empty: the service has no such request, and reuses the
 	// account signed in there.
 	SelectAccount SelectAccount `json:"selectAccount,omitempty"`
+	// API is where the token proxy forwards the service's API calls, and the rules it proposes
+	// (docs/token-proxy.md): a Connector's spec.proxy turns the proxy on and may replace both.
+	API API `json:"api,omitempty"`
+}
+
+// API is a service's API as the token proxy reaches it.
+type API struct {
+	// BaseURL is the API's address (https://api.github.com), which may start with {baseURL}.
+	BaseURL string `json:"baseURL,omitempty"`
+	// Allow are the calls the preset proposes to forward when the Connector's spec.proxy names
+	// none: read-only ones, as a start.
+	Allow []ProxyRule `json:"allow,omitempty"`
+}
+
+// ProxyRule admits calls with one of Methods to PathPrefix or below.
+type ProxyRule struct {
+	Methods    []string `json:"methods"`
+	PathPrefix string   `json:"pathPrefix"`
 }
 
 // SelectAccount is a service's way of letting the person choose another account.
@@ -104,7 +122,7 @@ const (
 )
 
 func (p *Preset) endpoints() []string {
-	return []string{p.AuthorizationURL, p.TokenURL, p.UserInfoURL, p.RevocationURL, p.OIDCIssuer, p.RefreshURL}
+	return []string{p.AuthorizationURL, p.TokenURL, p.UserInfoURL, p.RevocationURL, p.OIDCIssuer, p.RefreshURL, p.API.BaseURL}
 }
 
 // TakesBaseURL reports whether the preset's endpoints contain {baseURL}.
@@ -240,7 +258,54 @@ func (p *Preset) validate() error {
 	if err := p.validateEndpoints(); err != nil {
 		return err
 	}
+	if err := p.validateAPI(); err != nil {
+		return err
+	}
 	return p.validateDialect()
+}
+
+// proxyMethods are the methods a proxy rule may name, as the Connector CRD's ProxyMethod.
+var proxyMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
+
+// validateAPI: proposed rules need an API address, name known methods, and have clean prefixes.
+func (p *Preset) validateAPI() error {
+	if len(p.API.Allow) > 0 && p.API.BaseURL == "" {
+		return fmt.Errorf("api.allow needs api.baseURL")
+	}
+	for _, r := range p.API.Allow {
+		if len(r.Methods) == 0 {
+			return fmt.Errorf("api.allow: a rule names no method")
+		}
+		for _, m := range r.Methods {
+			if !slices.Contains(proxyMethods, m) {
+				return fmt.Errorf("api.allow: method %q is not one of %q", m, proxyMethods)
+			}
+		}
+		if err := CheckPathPrefix(r.PathPrefix); err != nil {
+			return fmt.Errorf("api.allow: %w", err)
+		}
+	}
+	return nil
+}
+
+// pathPrefixRE is the Connector CRD's pattern for spec.proxy.allow[].pathPrefix.
+var pathPrefixRE = regexp.MustCompile(`^/[A-Za-z0-9._~!$&'()*+,;=:@/-]*$`)
+
+// CheckPathPrefix refuses a proxy rule's path prefix that could mean another path than the one
+// written: not starting with "/", percent-encoding, a query, "//", or a "." or ".." segment.
+func CheckPathPrefix(s string) error {
+	if len(s) > 256 || !pathPrefixRE.MatchString(s) {
+		return fmt.Errorf("path prefix %q must start with / and hold only unreserved path characters", s)
+	}
+	if strings.Contains(s, "//") {
+		return fmt.Errorf("path prefix %q must not hold //", s)
+	}
+	for seg := range strings.SplitSeq(s, "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Errorf("path prefix %q must not hold . or .. segments", s)
+		}
+	}
+	return nil
 }
 
 // validateEndpoints: every endpoint is https once its placeholders are filled, and
