@@ -5,6 +5,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -294,4 +295,23 @@ func (b *Browser) t() testing.TB {
 		panic("stack: a browser made by NewBrowser has no test to fail; use the error-returning methods")
 	}
 	return b.S.T
+}
+
+// MustJSON decodes s into v, failing the test when s is not JSON.
+func MustJSON(t testing.TB, s string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, s)
+	}
+}
+
+// Strings reads a JSON array of strings (as decoded into any); anything else is empty.
+func Strings(v any) []string {
+	l, _ := v.([]any)
+	out := make([]string, 0, len(l))
+	for _, x := range l {
+		s, _ := x.(string)
+		out = append(out, s)
+	}
+	return out
 }
