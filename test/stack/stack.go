@@ -1,9 +1,10 @@
-// Package stack runs a Latchkey installation for the fault, replica and log tests: one or more
-// replicas (each a webhook.Server with its own store connection to one database, as separate
-// pods would have) behind a round-robin front that plays the Service, the fake GitHub on its own
-// listener, an injected clock, and the parts of a project the stories need: Repo Helper (an
-// agent allowed to exchange tokens for GitHub), a client_credentials service, password sign-in
-// for Alice and Mallory.
+// Package stack is the one full-server harness (decision 0081): it runs a Latchkey
+// installation — one or more replicas (each a webhook.Server with its own store connection to
+// one database, as separate pods would have) behind a round-robin front that plays the Service,
+// the fake GitHub on its own listener, an injected clock — with the project every full-server
+// test shares (NewProject, and Repo Helper with its GitHub connector), the requests of its
+// clients, and browsers that read pages as a person would (html.go). The flow tests of
+// webhook/<flow>, and the fault, replica and log tests of test/, run on it.
 //
 // All replicas share what real replicas share: the database, the sealing keys (one Secret) and
 // the compiled configuration (the same resources), and nothing else.
