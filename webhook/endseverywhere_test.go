@@ -10,7 +10,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"html"
 	"io"
 	"maps"
 	"net/http"
@@ -347,15 +346,16 @@ func (e *endsEnv) authorize() (string, pkce) {
 				e.t.Fatalf("authorization refused: %s", loc)
 			}
 			pg = e.b.Get(loc)
-		case pg.Status == http.StatusOK && reContinue.MatchString(pg.Body):
-			pg = e.b.Get(html.UnescapeString(reContinue.FindStringSubmatch(pg.Body)[1]))
-		case pg.Status == http.StatusOK && strings.Contains(pg.Body, `name="decision"`):
-			f := page{body: pg.Body}.hidden()
-			f.Set("decision", "allow")
-			if m := reConfirm.FindStringSubmatch(pg.Body); m != nil {
-				f.Set("confirm_destination", html.UnescapeString(m[1]))
+		case pg.Status == http.StatusOK && pg.Continue() != "":
+			pg = e.b.Get(pg.Continue())
+		case pg.Status == http.StatusOK && strings.Contains(pg.Text(), "Where access goes"):
+			f, _ := pg.FindForm("Allow")
+			if pg.HasField("I set up this connection") {
+				if err := f.Check("I set up this connection"); err != nil {
+					e.t.Fatal(err)
+				}
 			}
-			pg = e.b.Post(e.h.Issuer+"/authorize", f)
+			pg = e.b.Post(f.Action, f.Fields)
 		default:
 			e.t.Fatalf("unexpected page %d at %s: %s", pg.Status, pg.URL, pg.Text())
 		}

@@ -7,12 +7,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"html"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -407,11 +405,11 @@ func TestUpstreamSignInMustBeRecent(t *testing.T) {
 			if strings.HasPrefix(loc, h.base[len(h.ts.URL):]+"/sign-in?") {
 				// The sign-in page: choose the organisation's sign-in.
 				form := b.get(loc)
-				m := regexp.MustCompile(`href="([^"]*/sign-in/oidc[^"]*)"`).FindStringSubmatch(form.body)
-				if m == nil {
+				href, ok := form.sp().Link("Sign in with")
+				if !ok {
 					t.Fatalf("no organisation sign-in on %s:\n%s", loc, form.body)
 				}
-				p = b.get(html.UnescapeString(m[1]))
+				p = b.get(href)
 				continue
 			}
 			if !strings.HasPrefix(loc, idp.srv.URL) && !strings.Contains(loc, "/sign-in/") {

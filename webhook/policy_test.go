@@ -5,11 +5,9 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
-	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -23,12 +21,8 @@ import (
 
 const refusal = "This organisation only allows recognised apps to connect"
 
-var reTags = regexp.MustCompile(`<[^>]*>`)
-
-// text is the page as a person reads it: tags removed, whitespace collapsed.
-func (p page) text() string {
-	return strings.Join(strings.Fields(html.UnescapeString(reTags.ReplaceAllString(p.body, ""))), " ")
-}
+// text is the page as a person reads it.
+func (p page) text() string { return p.sp().Text() }
 
 func (h *harness) registerClient(t *testing.T, body string) string {
 	t.Helper()

@@ -1,13 +1,11 @@
 package webhook_test
 
 import (
-	"encoding/json"
 	"testing"
+
+	"latchkey.dev/latchkey/test/stack"
 )
 
-func mustJSON(t testing.TB, s string, v any) {
-	t.Helper()
-	if err := json.Unmarshal([]byte(s), v); err != nil {
-		t.Fatalf("not JSON: %v: %s", err, s)
-	}
-}
+func mustJSON(t testing.TB, s string, v any) { t.Helper(); stack.MustJSON(t, s, v) }
+
+func strs(v any) []string { return stack.Strings(v) }

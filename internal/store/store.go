@@ -379,6 +379,10 @@ type Tokens interface {
 	// RevokeClientTokens revokes every live token held by the given clients of a project,
 	// reporting how many were live per client (enforcing "Only recognised apps can connect").
 	RevokeClientTokens(ctx context.Context, project string, clientIDs []string, now time.Time) (map[string]int64, error)
+	// RevokeClientTokensIn revokes every live token of one client in each of the projects, in
+	// one transaction (all of them or none), reporting how many were live per project (the
+	// admin API's delete of a client's tokens across the projects a caller may see).
+	RevokeClientTokensIn(ctx context.Context, projects []string, clientID string, now time.Time) (map[string]int64, error)
 	// CountLiveTokens counts live tokens per client of a project (for status and tests).
 	CountLiveTokens(ctx context.Context, project string, now time.Time) (map[string]int64, error)
 }

@@ -1,9 +1,10 @@
-// Package stack runs a Latchkey installation for the fault, replica and log tests: one or more
-// replicas (each a webhook.Server with its own store connection to one database, as separate
-// pods would have) behind a round-robin front that plays the Service, the fake GitHub on its own
-// listener, an injected clock, and the parts of a project the stories need: Repo Helper (an
-// agent allowed to exchange tokens for GitHub), a client_credentials service, password sign-in
-// for Alice and Mallory.
+// Package stack is the one full-server harness (decision 0081): it runs a Latchkey
+// installation — one or more replicas (each a webhook.Server with its own store connection to
+// one database, as separate pods would have) behind a round-robin front that plays the Service,
+// the fake GitHub on its own listener, an injected clock — with the project every full-server
+// test shares (NewProject, and Repo Helper with its GitHub connector), the requests of its
+// clients, and browsers that read pages as a person would (html.go). The flow tests of
+// webhook/<flow>, and the fault, replica and log tests of test/, run on it.
 //
 // All replicas share what real replicas share: the database, the sealing keys (one Secret) and
 // the compiled configuration (the same resources), and nothing else.
@@ -16,14 +17,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html"
 	"io"
 	"maps"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"regexp"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,7 +81,8 @@ type Clock = testclock.Clock
 
 // Options configure a Stack.
 type Options struct {
-	// DSN of the database every replica opens (sqlite:… or postgres://…). Required.
+	// DSN of the database every replica opens (sqlite:… or postgres://…); a new SQLite
+	// database of the test's own when empty.
 	DSN string
 	// Replicas is the number of servers behind the front; default 1.
 	Replicas int
@@ -101,6 +102,10 @@ type Options struct {
 	// Workloads reviews workload_identity clients' ServiceAccount tokens (a
 	// workload.TokenReviewer on a test cluster); nil: none, as without a cluster.
 	Workloads workload.Reviewer
+	// Project, when set, changes the project before the replicas start.
+	Project func(*config.Project)
+	// Server, when set, changes the options every replica's server is built with.
+	Server func(*webhook.Options)
 }
 
 // Replica is one server of the installation.
@@ -143,6 +148,7 @@ var hashes = sync.OnceValue(func() map[string]string {
 		}
 		out[email] = string(b)
 	}
+	out[BobEmail] = argon2idPHC(BobPassword)
 	return out
 })
 
@@ -154,6 +160,9 @@ func New(t testing.TB, o Options) *Stack {
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
+	}
+	if o.DSN == "" {
+		o.DSN = "sqlite:" + filepath.Join(t.TempDir(), "latchkey.db")
 	}
 	s := &Stack{
 		T:       t,
@@ -190,31 +199,17 @@ func New(t testing.TB, o Options) *Stack {
 	s.GitHubURL = gh.URL
 	s.Connector = s.GitHub.Connector(gh.URL, callbackURL)
 
-	hs := hashes()
-	s.Project = &config.Project{
-		Key: ProjectKey, Namespace: "team", Name: "demo", DisplayName: "Demo Team", Issuer: s.Issuer,
-		SignIn: config.SignIn{Passwords: map[string]config.PasswordUser{
-			AliceEmail:   {Email: AliceEmail, Name: "Alice", Hash: hs[AliceEmail]},
-			MalloryEmail: {Email: MalloryEmail, Name: "Mallory", Hash: hs[MalloryEmail]},
-		}},
-		Lifetimes:    config.DefaultLifetimes(),
-		Registration: config.Registration{Mode: config.RegistrationOpen},
-		Clients: map[string]*config.Client{
-			Agent: {
-				ID: Agent, SecretHash: secret.Hash(AgentSecret), Name: AgentName, RedirectURIs: []string{AgentRedir},
-				GrantTypes:              []string{"authorization_code", "refresh_token", exchange.GrantType},
-				Scopes:                  []string{"openid", "profile", "email", "read"},
-				TokenEndpointAuthMethod: "client_secret_basic", Connectors: []string{s.Connector.Key},
-			},
-			Service: {
-				ID: Service, SecretHash: secret.Hash(ServiceSecret), Name: "Service",
-				GrantTypes: []string{"client_credentials"}, Scopes: []string{"read"},
-				TokenEndpointAuthMethod: "client_secret_basic",
-			},
-		},
-		Connectors:           map[string]*config.Connector{s.Connector.Key: s.Connector},
-		ConnectorsByAudience: map[string]*config.Connector{s.Connector.Audience: s.Connector},
-		Redirects:            config.DefaultRedirectRules(),
+	s.Project = NewProject(s.Issuer)
+	s.Project.Clients[Agent] = &config.Client{
+		ID: Agent, SecretHash: secret.Hash(AgentSecret), Name: AgentName, RedirectURIs: []string{AgentRedir},
+		GrantTypes:              []string{"authorization_code", "refresh_token", exchange.GrantType},
+		Scopes:                  []string{"openid", "profile", "email", "read"},
+		TokenEndpointAuthMethod: "client_secret_basic", Connectors: []string{s.Connector.Key},
+	}
+	s.Project.Connectors = map[string]*config.Connector{s.Connector.Key: s.Connector}
+	s.Project.ConnectorsByAudience = map[string]*config.Connector{s.Connector.Audience: s.Connector}
+	if o.Project != nil {
+		o.Project(s.Project)
 	}
 
 	for range o.Replicas {
@@ -227,13 +222,17 @@ func New(t testing.TB, o Options) *Stack {
 		r := &Replica{Store: ist, Holder: &config.Holder{}}
 		// Each replica compiles the same resources into its own snapshot.
 		r.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{ProjectKey: s.Project}, Version: 1})
-		r.Server, err = webhook.New(webhook.Options{
+		so := webhook.Options{
 			Config: r.Holder, Store: ist, Keyring: s.Keyring, Logger: o.Logger, Now: s.Clock.Now,
 			PublicURL: s.Front.URL, Metrics: o.Metrics, RateBuckets: st.RateBuckets(), BackchannelNotify: o.BackchannelNotify,
 			Workloads: o.Workloads,
 			Vault: &upstream.Vault{Store: ist, Keyring: s.Keyring, Now: s.Clock.Now, Timeout: o.UpstreamTimeout,
 				OnRefresh: o.Metrics.UpstreamRefresh},
-		})
+		}
+		if o.Server != nil {
+			o.Server(&so)
+		}
+		r.Server, err = webhook.New(so)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -461,12 +460,14 @@ func NewBrowser(base, issuer string) *Browser {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
-// Page is a response as a test reads it.
+// Page is a response as a test reads it; html.go reads its document.
 type Page struct {
 	Status int
 	Header http.Header
 	Body   string
 	URL    string
+	// SetCookies are the cookies the response set.
+	SetCookies []*http.Cookie
 }
 
 // Location is the redirect target resolved against the request URL.
@@ -483,45 +484,23 @@ func (p Page) Location() string {
 	return u.String()
 }
 
-var (
-	reTag      = regexp.MustCompile(`<[^>]*>`)
-	reForm     = regexp.MustCompile(`(?s)<form [^>]*action="([^"]*)"[^>]*>(.*?)</form>`)
-	reHidden   = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
-	reContinue = regexp.MustCompile(`<meta http-equiv="refresh" content="0; url=([^"]+)">`)
-	reConfirm  = regexp.MustCompile(`name="confirm_destination" value="([^"]*)"`)
-)
-
-// Hidden returns a page's hidden form fields.
-func (p Page) Hidden() url.Values {
-	v := url.Values{}
-	for _, m := range reHidden.FindAllStringSubmatch(p.Body, -1) {
-		v.Set(html.UnescapeString(m[1]), html.UnescapeString(m[2]))
-	}
-	return v
-}
-
-// Form finds the form whose submit button says label and returns its action and fields.
-func (p Page) Form(label string) (action string, fields url.Values, ok bool) {
-	for _, m := range reForm.FindAllStringSubmatch(p.Body, -1) {
-		if !strings.Contains(reTag.ReplaceAllString(m[2], " "), label) {
-			continue
+// Cookie returns the cookie the response set with that name, or nil.
+func (p Page) Cookie(name string) *http.Cookie {
+	for _, c := range p.SetCookies {
+		if c.Name == name {
+			return c
 		}
-		fields = url.Values{}
-		for _, f := range reHidden.FindAllStringSubmatch(m[2], -1) {
-			fields.Set(html.UnescapeString(f[1]), html.UnescapeString(f[2]))
-		}
-		return html.UnescapeString(m[1]), fields, true
 	}
-	return "", nil, false
+	return nil
 }
 
 // Press submits the form of page whose button says label.
 func (b *Browser) Press(p Page, label string) (Page, error) {
-	action, fields, ok := p.Form(label)
+	f, ok := p.FindForm(label)
 	if !ok {
-		return p, &StepError{Page: p, Err: fmt.Errorf("no %q button", label)}
+		return p, &StepError{Page: p, Err: fmt.Errorf("no %q button among %q", label, p.Buttons())}
 	}
-	return b.Post(action, fields)
+	return b.Submit(f)
 }
 
 // Follow follows redirects from p (at most ten) and returns the first page that is not one.
@@ -595,7 +574,7 @@ func (b *Browser) do(req *http.Request) (Page, error) {
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	return Page{Status: resp.StatusCode, Header: resp.Header, Body: string(body), URL: req.URL.String()}, err
+	return Page{Status: resp.StatusCode, Header: resp.Header, Body: string(body), URL: req.URL.String(), SetCookies: resp.Cookies()}, err
 }
 
 // SignIn signs the browser in through the sign-in page.
@@ -604,21 +583,51 @@ func (b *Browser) SignIn(email, password string) error {
 	if err != nil {
 		return err
 	}
-	if form.Status != http.StatusOK || !strings.Contains(form.Body, `name="password"`) {
+	if form.Status != http.StatusOK || !form.HasField("Password") {
 		return fmt.Errorf("sign-in page: %d", form.Status)
 	}
-	f := form.Hidden()
-	f.Set("username", email)
-	f.Set("password", password)
-	res, err := b.Post(b.Issuer+"/sign-in", f)
+	res, err := b.FillSignIn(form, email, password)
 	if err != nil {
 		return err
 	}
-	if res.Status != http.StatusOK || !strings.Contains(res.Body, "signed in") {
+	if res.Status != http.StatusOK || !strings.Contains(res.Text(), "signed in") {
 		return fmt.Errorf("sign-in: %d", res.Status)
 	}
 	return nil
 }
+
+// FillSignIn fills in the sign-in form of page p (Email, Password) and presses "Sign in".
+func (b *Browser) FillSignIn(p Page, email, password string) (Page, error) {
+	f, ok := p.FindForm("Sign in")
+	if !ok {
+		return p, &StepError{Page: p, Err: fmt.Errorf("no sign-in form; buttons %q", p.Buttons())}
+	}
+	if err := f.Set("Email", email); err != nil {
+		return p, &StepError{Page: p, Err: err}
+	}
+	if err := f.Set("Password", password); err != nil {
+		return p, &StepError{Page: p, Err: err}
+	}
+	return b.Submit(f)
+}
+
+// Allow presses "Allow" on a consent page, first ticking the box that confirms where access
+// goes when the page asks for it, as the person who set up the connection would.
+func (b *Browser) Allow(p Page) (Page, error) {
+	f, ok := p.FindForm("Allow")
+	if !ok {
+		return p, &StepError{Page: p, Err: fmt.Errorf("no Allow button; buttons %q", p.Buttons())}
+	}
+	if p.HasField(confirmLabel) {
+		if err := f.Check(confirmLabel); err != nil {
+			return p, &StepError{Page: p, Err: err}
+		}
+	}
+	return b.Submit(f)
+}
+
+// confirmLabel starts the label of the consent page's "I expected access to go there" box.
+const confirmLabel = "I set up this connection"
 
 // PKCE is a code verifier and its S256 challenge.
 type PKCE struct{ Verifier, Challenge string }
@@ -640,60 +649,83 @@ func (e *StepError) Error() string {
 	if e.Err != nil {
 		return fmt.Sprintf("at %s: %v", e.Page.URL, e.Err)
 	}
-	return fmt.Sprintf("stopped at %d %s", e.Page.Status, e.Page.URL)
+	return fmt.Sprintf("stopped at %d %s: %s", e.Page.Status, e.Page.URL, e.Page.Text())
 }
 
 func (e *StepError) Unwrap() error { return e.Err }
 
-// Authorize runs the browser side of an authorization code flow for client (signing in as
-// email when asked, allowing on the consent page) and returns the code. With email "" a
-// request to sign in is an error: the browser is expected to be signed in already.
-func (b *Browser) Authorize(client, redirectURI, scope, email, password string, pk PKCE) (string, error) {
+// AuthorizeURL is an authorization request of client with PKCE; extra parameters are added
+// (replacing any of the same name). Its state is "st-" and the client's id.
+func (s *Stack) AuthorizeURL(client, redirectURI, scope string, pk PKCE, extra url.Values) string {
+	return authorizeURL(s.Issuer, client, redirectURI, scope, pk, extra)
+}
+
+func authorizeURL(issuer, client, redirectURI, scope string, pk PKCE, extra url.Values) string {
 	q := url.Values{
-		"response_type": {"code"}, "client_id": {client}, "redirect_uri": {redirectURI}, "state": {"st"},
+		"response_type": {"code"}, "client_id": {client}, "redirect_uri": {redirectURI}, "state": {"st-" + client},
 		"code_challenge": {pk.Challenge}, "code_challenge_method": {"S256"},
 	}
 	if scope != "" {
 		q.Set("scope", scope)
 	}
-	p, err := b.Get(b.Issuer + "/authorize?" + q.Encode())
+	maps.Copy(q, extra)
+	return issuer + "/authorize?" + q.Encode()
+}
+
+// Authorize runs the browser side of an authorization code flow for client (signing in as
+// email when asked, allowing on the consent page) and returns the code. With email "" a
+// request to sign in is an error: the browser is expected to be signed in already.
+func (b *Browser) Authorize(client, redirectURI, scope, email, password string, pk PKCE) (string, error) {
+	to, _, err := b.authorize(authorizeURL(b.Issuer, client, redirectURI, scope, pk, nil), email, password,
+		func(loc string) bool { return strings.HasPrefix(loc, redirectURI) })
+	if err != nil {
+		return "", err
+	}
+	if c := to.Query().Get("code"); c != "" {
+		return c, nil
+	}
+	return "", &StepError{Err: fmt.Errorf("redirected without a code: %s", to)}
+}
+
+// AuthorizeAt is the browser side of the authorization request at authURL: it signs in as
+// email when asked and allows on the consent page, and returns where Latchkey finally sends
+// the browser away to (the client's redirect) and whether a consent page was shown.
+func (b *Browser) AuthorizeAt(authURL, email, password string) (to *url.URL, consented bool, err error) {
+	return b.authorize(authURL, email, password, func(loc string) bool { return !strings.HasPrefix(loc, b.Base+"/") })
+}
+
+// authorize follows the authorization request at authURL until a redirect to an address done
+// accepts.
+func (b *Browser) authorize(authURL, email, password string, done func(string) bool) (*url.URL, bool, error) {
+	consented := false
+	p, err := b.Get(authURL)
 	for range 10 {
 		if err != nil {
-			return "", &StepError{Page: p, Err: err}
+			return nil, consented, &StepError{Page: p, Err: err}
 		}
 		switch {
 		case p.Status == http.StatusSeeOther || p.Status == http.StatusFound:
 			loc := p.Location()
-			if strings.HasPrefix(loc, redirectURI) {
-				u, _ := url.Parse(loc)
-				if c := u.Query().Get("code"); c != "" {
-					return c, nil
-				}
-				return "", &StepError{Page: p, Err: fmt.Errorf("redirected without a code: %s", loc)}
+			if done(loc) {
+				u, err := url.Parse(loc)
+				return u, consented, err
 			}
 			p, err = b.Get(loc)
-		case p.Status == http.StatusOK && strings.Contains(p.Body, `name="password"`):
+		case p.Status == http.StatusOK && p.HasField("Password"):
 			if email == "" {
-				return "", &StepError{Page: p, Err: errors.New("asked to sign in again")}
+				return nil, consented, &StepError{Page: p, Err: errors.New("asked to sign in again")}
 			}
-			f := p.Hidden()
-			f.Set("username", email)
-			f.Set("password", password)
-			p, err = b.Post(b.Issuer+"/sign-in", f)
-		case p.Status == http.StatusOK && reContinue.MatchString(p.Body):
-			p, err = b.Get(html.UnescapeString(reContinue.FindStringSubmatch(p.Body)[1]))
-		case p.Status == http.StatusOK && strings.Contains(p.Body, "Where access goes"):
-			f := p.Hidden()
-			f.Set("decision", "allow")
-			if m := reConfirm.FindStringSubmatch(p.Body); m != nil {
-				f.Set("confirm_destination", html.UnescapeString(m[1]))
-			}
-			p, err = b.Post(b.Issuer+"/authorize", f)
+			p, err = b.FillSignIn(p, email, password)
+		case p.Status == http.StatusOK && p.Continue() != "":
+			p, err = b.Get(p.Continue())
+		case p.Status == http.StatusOK && strings.Contains(p.Text(), "Where access goes"):
+			consented = true
+			p, err = b.Allow(p)
 		default:
-			return "", &StepError{Page: p}
+			return nil, consented, &StepError{Page: p}
 		}
 	}
-	return "", &StepError{Page: p, Err: errors.New("authorization did not finish")}
+	return nil, consented, &StepError{Page: p, Err: errors.New("authorization did not finish")}
 }
 
 // CodeFlow signs email in (if needed), consents for Repo Helper and redeems the code.

@@ -39,7 +39,7 @@ type Store interface {
 	GetLink(ctx context.Context, id string) (store.Link, error)
 	GetClient(ctx context.Context, project, id string) (store.Client, error)
 	RevokeApp(ctx context.Context, project, subject, clientID string, now time.Time) error
-	RevokeClientTokens(ctx context.Context, project string, clientIDs []string, now time.Time) (map[string]int64, error)
+	RevokeClientTokensIn(ctx context.Context, projects []string, clientID string, now time.Time) (map[string]int64, error)
 	CountLiveTokens(ctx context.Context, project string, now time.Time) (map[string]int64, error)
 	AppendAudit(ctx context.Context, r store.AuditRecord) error
 	store.AdminWatch

@@ -639,15 +639,22 @@ func (s *Server) revokeClientTokens(ctx context.Context, sc *scope, name string,
 	if dryRun {
 		return u, "", nil
 	}
+	// One transaction for every project: a failure leaves all of the client's tokens as they
+	// were, never some projects' revoked and others' not.
+	projects := make([]string, len(found))
+	for i, f := range found {
+		projects[i] = f.Project
+	}
+	clientID := found[0].ClientID
+	live, err := s.o.Store.RevokeClientTokensIn(ctx, projects, clientID, s.o.Now())
+	if err != nil {
+		return "", "", err
+	}
 	var total int64
-	for _, f := range found {
-		live, err := s.o.Store.RevokeClientTokens(ctx, f.Project, []string{f.ClientID}, s.o.Now())
-		if err != nil {
-			return "", "", err
-		}
-		total += live[f.ClientID]
-		s.record(ctx, store.AuditRecord{Project: f.Project, Action: events.AdminClientTokensRevoked, Target: "client:" + f.ClientID,
-			Details: map[string]string{"tokens": strconv.FormatInt(live[f.ClientID], 10)}})
+	for _, p := range projects {
+		total += live[p]
+		s.record(ctx, store.AuditRecord{Project: p, Action: events.AdminClientTokensRevoked, Target: "client:" + clientID,
+			Details: map[string]string{"tokens": strconv.FormatInt(live[p], 10)}})
 	}
 	return u, fmt.Sprintf("revoked %d live tokens", total), nil
 }

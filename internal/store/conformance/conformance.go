@@ -64,6 +64,7 @@ var tests = []test{
 	{"Token/RevokeFamily", testTokenRevokeFamily},
 	{"Token/RevokeByCode", testTokenRevokeByCode},
 	{"Token/RevokeClientTokens", testTokenRevokeClientTokens},
+	{"Token/RevokeClientTokensIn", testTokenRevokeClientTokensIn},
 	{"Token/CountLive", testTokenCountLive},
 	{"Token/AuthorizationDetails", testTokenAuthorizationDetails},
 

@@ -165,6 +165,33 @@ func testTokenRevokeClientTokens(t *testing.T, s store.Store) {
 	}
 }
 
+// testTokenRevokeClientTokensIn: one client's tokens end in every project named and only
+// there; the same client id in a project not named, and other clients, keep theirs.
+func testTokenRevokeClientTokensIn(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	issue(t, s, "f1", "c1", "alice")
+	issue(t, s, "f2", "c2", "alice")
+	for _, tok := range []store.Token{
+		{Hash: hash("b-c1"), Kind: store.AccessToken, Project: "team-b/main", ClientID: "c1", Subject: "alice", FamilyID: "fb", IssuedAt: base, ExpiresAt: at(time.Hour)},
+		{Hash: hash("c-c1"), Kind: store.AccessToken, Project: "team-c/main", ClientID: "c1", Subject: "alice", FamilyID: "fc", IssuedAt: base, ExpiresAt: at(time.Hour)},
+	} {
+		must(t, s.CreateTokens(ctx, tok))
+	}
+
+	got, err := s.RevokeClientTokensIn(ctx, []string{project, "team-b/main", "team-empty/main"}, "c1", at(time.Minute))
+	must(t, err)
+	equal(t, "revoked per project", got, map[string]int64{project: 2, "team-b/main": 1, "team-empty/main": 0})
+	live, err := s.CountLiveTokens(ctx, project, at(time.Minute))
+	must(t, err)
+	equal(t, "live in the project", live, map[string]int64{"c2": 2})
+	if getToken(t, s, "b-c1").Active(at(time.Minute)) {
+		t.Error("c1's token in team-b/main is still active")
+	}
+	if !getToken(t, s, "c-c1").Active(at(time.Minute)) {
+		t.Error("c1's token in a project not named was revoked")
+	}
+}
+
 func testTokenCountLive(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	issue(t, s, "f1", "c1", "alice") // access expires at base+1h

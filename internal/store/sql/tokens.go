@@ -478,6 +478,24 @@ func (s *Store) RevokeClientTokens(ctx context.Context, project string, clientID
 	return out, err
 }
 
+// RevokeClientTokensIn revokes one client's live tokens in each project, in one transaction.
+func (s *Store) RevokeClientTokensIn(ctx context.Context, projects []string, clientID string, now time.Time) (_ map[string]int64, err error) {
+	defer s.observe(ctx, "RevokeClientTokensIn", time.Now(), &err)
+	var out map[string]int64
+	err = s.tx(ctx, func(x q) error {
+		out = make(map[string]int64, len(projects))
+		for _, p := range projects {
+			live, err := revoke(ctx, x, qRevokeClient, now, p, clientID)
+			if err != nil {
+				return err
+			}
+			out[p] += live[clientID]
+		}
+		return nil
+	})
+	return out, err
+}
+
 // CountLiveTokens counts live tokens per client; clients with none are absent.
 func (s *Store) CountLiveTokens(ctx context.Context, project string, now time.Time) (_ map[string]int64, err error) {
 	defer s.observe(ctx, "CountLiveTokens", time.Now(), &err)

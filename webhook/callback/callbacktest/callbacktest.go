@@ -8,7 +8,6 @@ package callbacktest
 import (
 	"context"
 	"database/sql"
-	"html"
 	"io"
 	"net"
 	"net/http"
@@ -17,7 +16,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +23,7 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/testclock"
+	"latchkey.dev/latchkey/test/stack"
 
 	"github.com/go-logr/logr"
 	"golang.org/x/crypto/bcrypt"
@@ -417,73 +416,8 @@ func (h *Harness) Browser() *Browser {
 	}}}
 }
 
-// Page is a response as a test reads it.
-type Page struct {
-	Status int
-	Header http.Header
-	Body   string
-	URL    string
-	// SetCookies are the cookies the response set.
-	SetCookies []*http.Cookie
-}
-
-// Location is the redirect target, resolved against the request URL.
-func (p Page) Location() string {
-	loc := p.Header.Get("Location")
-	if loc == "" {
-		return ""
-	}
-	base, err := url.Parse(p.URL)
-	if err != nil {
-		return loc
-	}
-	u, err := base.Parse(loc)
-	if err != nil {
-		return loc
-	}
-	return u.String()
-}
-
-// Cookie returns the cookie the response set with that name, or nil.
-func (p Page) Cookie(name string) *http.Cookie {
-	for _, c := range p.SetCookies {
-		if c.Name == name {
-			return c
-		}
-	}
-	return nil
-}
-
-// Text is the body as a reader sees it: tags removed (inline ones without a gap), whitespace
-// collapsed, entities decoded.
-func (p Page) Text() string {
-	s := reInline.ReplaceAllString(p.Body, "")
-	s = reTag.ReplaceAllString(s, " ")
-	return strings.Join(strings.Fields(html.UnescapeString(s)), " ")
-}
-
-var (
-	reTag    = regexp.MustCompile(`<[^>]*>`)
-	reInline = regexp.MustCompile(`</?(?:strong|em|code|span|a|b|i)\b[^>]*>`)
-	reForm   = regexp.MustCompile(`(?s)<form [^>]*action="([^"]*)"[^>]*>(.*?)</form>`)
-	reHidden = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
-)
-
-// Form finds the form whose submit button says label and returns its action and fields.
-func (p Page) Form(label string) (action string, fields url.Values, ok bool) {
-	for _, m := range reForm.FindAllStringSubmatch(p.Body, -1) {
-		inner := m[2]
-		if !strings.Contains(reTag.ReplaceAllString(inner, " "), label) {
-			continue
-		}
-		fields = url.Values{}
-		for _, f := range reHidden.FindAllStringSubmatch(inner, -1) {
-			fields.Set(html.UnescapeString(f[1]), html.UnescapeString(f[2]))
-		}
-		return html.UnescapeString(m[1]), fields, true
-	}
-	return "", nil, false
-}
+// Page is a response as a test reads it; test/stack reads its document as a browser would.
+type Page = stack.Page
 
 func (b *Browser) abs(u string) string {
 	if strings.HasPrefix(u, "/") {

@@ -1,6 +1,7 @@
-package webhook_test
+package oauth_test
 
 import (
+	"latchkey.dev/latchkey/test/stack"
 	"net/http"
 	"testing"
 
@@ -11,11 +12,12 @@ import (
 // Deleting an OAuthClient resource ends its tokens at once: introspection and userinfo refuse
 // them as soon as the snapshot no longer holds the client, while other clients' tokens live on.
 func TestDeletedDeclaredClientTokensDie(t *testing.T) {
-	h := newHarness(t)
+	t.Parallel()
+	h := stack.New(t, stack.Options{})
 	const id, sec = config.DeclaredClientPrefix + "0123456789abcdef", "lk_cs_declared-client-secret-0123456789"
-	h.update(func(p *config.Project) {
+	h.Update(func(p *config.Project) {
 		p.Clients = map[string]*config.Client{}
-		for k, v := range h.project.Clients {
+		for k, v := range h.Project.Clients {
 			p.Clients[k] = v
 		}
 		p.Clients[id] = &config.Client{
@@ -24,14 +26,14 @@ func TestDeletedDeclaredClientTokensDie(t *testing.T) {
 			GrantTypes:   []string{"authorization_code", "refresh_token"},
 		}
 	})
-	declared := h.codeFlow(h.browser(), id, sec, "openid", "alice@example.com", alicePass)
-	other := h.codeFlow(h.browser(), "web", webSecret, "openid", "alice@example.com", alicePass)
-	at, otherAT := declared.str("access_token"), other.str("access_token")
-	if !h.active(at) || !h.active(otherAT) {
+	declared := h.CodeFlowAs(h.Browser(), id, sec, "openid", "alice@example.com", stack.AlicePassword)
+	other := h.CodeFlowAs(h.Browser(), "web", stack.WebSecret, "openid", "alice@example.com", stack.AlicePassword)
+	at, otherAT := declared.Str("access_token"), other.Str("access_token")
+	if !h.Active(at) || !h.Active(otherAT) {
 		t.Fatal("tokens not active before the client was deleted")
 	}
 
-	h.update(func(p *config.Project) {
+	h.Update(func(p *config.Project) {
 		clients := map[string]*config.Client{}
 		for k, v := range p.Clients {
 			if k != id {
@@ -40,13 +42,13 @@ func TestDeletedDeclaredClientTokensDie(t *testing.T) {
 		}
 		p.Clients = clients
 	})
-	if h.active(at) {
+	if h.Active(at) {
 		t.Error("the deleted client's access token is still active at introspection")
 	}
-	if r := h.userinfo(at); r.status != http.StatusUnauthorized {
-		t.Errorf("userinfo with the deleted client's token: %d, want 401", r.status)
+	if r := h.Userinfo(at); r.Status != http.StatusUnauthorized {
+		t.Errorf("userinfo with the deleted client's token: %d, want 401", r.Status)
 	}
-	if !h.active(otherAT) {
+	if !h.Active(otherAT) {
 		t.Error("another client's token died with it")
 	}
 }

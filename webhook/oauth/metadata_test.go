@@ -1,6 +1,7 @@
-package webhook_test
+package oauth_test
 
 import (
+	"latchkey.dev/latchkey/test/stack"
 	"net/http"
 	"slices"
 	"strings"
@@ -10,29 +11,30 @@ import (
 )
 
 func TestMetadata(t *testing.T) {
-	h := newHarness(t)
-	b := h.browser()
+	t.Parallel()
+	h := stack.New(t, stack.Options{})
+	b := h.Browser()
 	for _, u := range []string{
-		h.base + "/.well-known/oauth-authorization-server",
-		h.base + "/.well-known/openid-configuration",
-		h.ts.URL + "/.well-known/oauth-authorization-server/team/demo",
+		h.Issuer + "/.well-known/oauth-authorization-server",
+		h.Issuer + "/.well-known/openid-configuration",
+		h.Front.URL + "/.well-known/oauth-authorization-server/team/demo",
 	} {
-		t.Run(strings.TrimPrefix(u, h.ts.URL), func(t *testing.T) {
-			p := b.get(u)
-			if p.status != http.StatusOK || p.header.Get("Content-Type") != "application/json" {
-				t.Fatalf("%d %s", p.status, p.body)
+		t.Run(strings.TrimPrefix(u, h.Front.URL), func(t *testing.T) {
+			p := b.MustGet(u)
+			if p.Status != http.StatusOK || p.Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("%d %s", p.Status, p.Body)
 			}
 			var m map[string]any
-			mustJSON(t, p.body, &m)
+			stack.MustJSON(t, p.Body, &m)
 			want := map[string]any{
-				"issuer":                 h.base,
-				"authorization_endpoint": h.base + "/authorize",
-				"token_endpoint":         h.base + "/token",
-				"registration_endpoint":  h.base + "/register",
-				"revocation_endpoint":    h.base + "/revoke",
-				"introspection_endpoint": h.base + "/introspect",
-				"userinfo_endpoint":      h.base + "/userinfo",
-				"jwks_uri":               h.base + "/jwks.json",
+				"issuer":                 h.Issuer,
+				"authorization_endpoint": h.Issuer + "/authorize",
+				"token_endpoint":         h.Issuer + "/token",
+				"registration_endpoint":  h.Issuer + "/register",
+				"revocation_endpoint":    h.Issuer + "/revoke",
+				"introspection_endpoint": h.Issuer + "/introspect",
+				"userinfo_endpoint":      h.Issuer + "/userinfo",
+				"jwks_uri":               h.Issuer + "/jwks.json",
 				"authorization_response_iss_parameter_supported": true,
 				"client_id_metadata_document_supported":          false,
 			}
@@ -51,22 +53,22 @@ func TestMetadata(t *testing.T) {
 				"token_endpoint_auth_signing_alg_values_supported": {"ES256", "EdDSA", "PS256", "RS256", "HS256"},
 				"introspection_endpoint_auth_methods_supported":    {"client_secret_basic", "client_secret_post", "private_key_jwt", "client_secret_jwt"},
 			} {
-				if got := strs(m[k]); !slices.Equal(got, v) {
+				if got := stack.Strings(m[k]); !slices.Equal(got, v) {
 					t.Errorf("%s = %v, want %v", k, got, v)
 				}
 			}
-			if s := strs(m["scopes_supported"]); !slices.Contains(s, "openid") || !slices.Contains(s, "read") {
+			if s := stack.Strings(m["scopes_supported"]); !slices.Contains(s, "openid") || !slices.Contains(s, "read") {
 				t.Errorf("scopes_supported = %v", s)
 			}
 		})
 	}
 
 	t.Run("closed registration is not advertised", func(t *testing.T) {
-		h.update(func(p *config.Project) {
+		h.Update(func(p *config.Project) {
 			p.Registration = config.Registration{Mode: config.RegistrationClosed, ClientIDMetadataDocuments: true}
 		})
 		var m map[string]any
-		mustJSON(t, b.get(h.base+"/.well-known/oauth-authorization-server").body, &m)
+		stack.MustJSON(t, b.MustGet(h.Issuer+"/.well-known/oauth-authorization-server").Body, &m)
 		if _, ok := m["registration_endpoint"]; ok {
 			t.Error("registration_endpoint advertised while registration is closed")
 		}
@@ -76,15 +78,15 @@ func TestMetadata(t *testing.T) {
 	})
 
 	t.Run("unknown project", func(t *testing.T) {
-		for _, u := range []string{h.ts.URL + "/team/nope/.well-known/oauth-authorization-server", h.ts.URL + "/.well-known/oauth-authorization-server/team/nope"} {
-			p := b.get(u)
-			if p.status != http.StatusNotFound || !strings.Contains(p.body, `"error"`) {
-				t.Errorf("%s: %d %s", u, p.status, p.body)
+		for _, u := range []string{h.Front.URL + "/team/nope/.well-known/oauth-authorization-server", h.Front.URL + "/.well-known/oauth-authorization-server/team/nope"} {
+			p := b.MustGet(u)
+			if p.Status != http.StatusNotFound || !strings.Contains(p.Body, `"error"`) {
+				t.Errorf("%s: %d %s", u, p.Status, p.Body)
 			}
 		}
-		p := b.get(h.ts.URL + "/team/nope/sign-in")
-		if p.status != http.StatusNotFound || !strings.Contains(p.header.Get("Content-Type"), "text/html") {
-			t.Errorf("unknown project page: %d %s", p.status, p.header.Get("Content-Type"))
+		p := b.MustGet(h.Front.URL + "/team/nope/sign-in")
+		if p.Status != http.StatusNotFound || !strings.Contains(p.Header.Get("Content-Type"), "text/html") {
+			t.Errorf("unknown project page: %d %s", p.Status, p.Header.Get("Content-Type"))
 		}
 	})
 
@@ -92,31 +94,21 @@ func TestMetadata(t *testing.T) {
 		var set struct {
 			Keys []map[string]any `json:"keys"`
 		}
-		mustJSON(t, b.get(h.base+"/jwks.json").body, &set)
+		stack.MustJSON(t, b.MustGet(h.Issuer+"/jwks.json").Body, &set)
 		if len(set.Keys) != 1 || set.Keys[0]["kid"] != "k1" || set.Keys[0]["d"] != nil {
 			t.Fatalf("jwks = %v", set)
 		}
 	})
 
 	t.Run("health", func(t *testing.T) {
-		if p := b.get(h.ts.URL + "/-/healthz"); p.status != 200 {
-			t.Error("healthz", p.status)
+		if p := b.MustGet(h.Front.URL + "/-/healthz"); p.Status != 200 {
+			t.Error("healthz", p.Status)
 		}
-		if p := b.get(h.ts.URL + "/-/readyz"); p.status != 200 {
-			t.Error("readyz", p.status, p.body)
+		if p := b.MustGet(h.Front.URL + "/-/readyz"); p.Status != 200 {
+			t.Error("readyz", p.Status, p.Body)
 		}
-		if p := b.get(h.ts.URL + "/-/static/latchkey.css"); p.status != 200 || !strings.Contains(p.header.Get("Content-Type"), "text/css") {
-			t.Error("static", p.status, p.header)
+		if p := b.MustGet(h.Front.URL + "/-/static/latchkey.css"); p.Status != 200 || !strings.Contains(p.Header.Get("Content-Type"), "text/css") {
+			t.Error("static", p.Status, p.Header)
 		}
 	})
-}
-
-func strs(v any) []string {
-	l, _ := v.([]any)
-	out := make([]string, 0, len(l))
-	for _, x := range l {
-		s, _ := x.(string)
-		out = append(out, s)
-	}
-	return out
 }

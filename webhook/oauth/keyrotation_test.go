@@ -1,7 +1,8 @@
-package webhook_test
+package oauth_test
 
 import (
 	"encoding/json"
+	"latchkey.dev/latchkey/test/stack"
 	"net/url"
 	"slices"
 	"testing"
@@ -19,30 +20,31 @@ import (
 // still signs), use (the new key signs, tokens the old one signed still verify), retire (the
 // old key leaves once every token it signed has expired).
 func TestSigningKeyRotation(t *testing.T) {
-	h := newHarness(t)
+	t.Parallel()
+	h := stack.New(t, stack.Options{})
 	const announce, retire = 24 * time.Hour, 24 * time.Hour
 	signing := &keys.Signing{Retire: retire}
-	set := keys.New(h.clock.Now())
+	set := keys.New(h.Clock.Now())
 	// What the compiler does whenever the keys Secret changes (controllers, operatorSigningKeys).
 	publish := func() {
 		t.Helper()
 		signing.Store(set)
-		ks, ok, err := signing.ProjectKeys(projectKey, h.project.Lifetimes.AccessToken)
+		ks, ok, err := signing.ProjectKeys(stack.ProjectKey, h.Project.Lifetimes.AccessToken)
 		if err != nil || !ok {
 			t.Fatal(ok, err)
 		}
-		h.update(func(p *config.Project) { p.SigningKeys = ks })
+		h.Update(func(p *config.Project) { p.SigningKeys = ks })
 	}
 	publish()
 	oldID := set.Signing[0].ID
 
 	issue := func() (string, string) {
 		t.Helper()
-		r := h.token(url.Values{"grant_type": {"client_credentials"}}, "jwt", jwtSecret)
-		if r.status != 200 {
-			t.Fatal(r.raw)
+		r := h.Token(url.Values{"grant_type": {"client_credentials"}}, "jwt", stack.JWTSecret)
+		if r.Status != 200 {
+			t.Fatal(r.Raw)
 		}
-		at := r.str("access_token")
+		at := r.Str("access_token")
 		tok, err := jwt.ParseSigned(at, []jose.SignatureAlgorithm{jose.ES256})
 		if err != nil {
 			t.Fatal(err)
@@ -54,7 +56,7 @@ func TestSigningKeyRotation(t *testing.T) {
 	jwks := func() jose.JSONWebKeySet {
 		t.Helper()
 		var set jose.JSONWebKeySet
-		if err := json.Unmarshal([]byte(h.browser().get(h.base+"/jwks.json").body), &set); err != nil {
+		if err := json.Unmarshal([]byte(h.Browser().MustGet(h.Issuer+"/jwks.json").Body), &set); err != nil {
 			t.Fatal(err)
 		}
 		return set
@@ -89,8 +91,8 @@ func TestSigningKeyRotation(t *testing.T) {
 
 	// Announce: the next key is published at once, but does not sign yet: a verifier that
 	// fetched the JWKS a moment ago must not meet a kid it does not know.
-	h.clock.Advance(time.Hour)
-	newID := set.AddSigning(h.clock.Now(), announce)
+	h.Clock.Advance(time.Hour)
+	newID := set.AddSigning(h.Clock.Now(), announce)
 	publish()
 	if got := kids(); !slices.Equal(got, []string{oldID, newID}) {
 		t.Fatalf("announced: jwks %v, want both %s and %s", got, oldID, newID)
@@ -98,27 +100,27 @@ func TestSigningKeyRotation(t *testing.T) {
 	if _, kid := issue(); kid != oldID {
 		t.Errorf("during the announce period the new key signs (kid %q)", kid)
 	}
-	h.clock.Advance(announce - time.Minute)
+	h.Clock.Advance(announce - time.Minute)
 	last, kid := issue()
 	if kid != oldID {
 		t.Fatalf("a minute before the switch: kid %q", kid)
 	}
 
 	// Use: after the announce period the new key signs; what the old one signed still verifies.
-	h.clock.Advance(time.Minute)
+	h.Clock.Advance(time.Minute)
 	if _, kid := issue(); kid != newID {
 		t.Errorf("after the announce period: kid %q, want the new key %q", kid, newID)
 	}
 	if !verifies(last) {
 		t.Error("a token the old key signed a minute before the switch no longer verifies")
 	}
-	h.clock.Advance(retire - time.Minute)
+	h.Clock.Advance(retire - time.Minute)
 	if !slices.Contains(kids(), oldID) || !verifies(last) {
 		t.Error("the old key left the JWKS before its retire period ended")
 	}
 
 	// Retire: once the retire period is over the old key is gone from the JWKS.
-	h.clock.Advance(time.Minute)
+	h.Clock.Advance(time.Minute)
 	if got := kids(); !slices.Equal(got, []string{newID}) {
 		t.Errorf("after retire: jwks %v, want only %s", got, newID)
 	}
@@ -127,7 +129,7 @@ func TestSigningKeyRotation(t *testing.T) {
 	}
 	// The elected replica then removes the key from the Secret; nothing a Project publishes
 	// changes.
-	if !set.Prune(h.clock.Now(), retire) || len(set.Signing) != 1 || set.Signing[0].ID != newID {
+	if !set.Prune(h.Clock.Now(), retire) || len(set.Signing) != 1 || set.Signing[0].ID != newID {
 		t.Errorf("prune kept %v", set.Signing)
 	}
 	publish()
