@@ -39,7 +39,6 @@ const (
 	DefaultPath    = "/account/default"
 )
 
-const maxFormBytes = 16 << 10
 
 // notices are the only texts the page shows from its query string, so a crafted link cannot
 // put words on it.
@@ -345,38 +344,11 @@ func (h *handler) revokeApp(w http.ResponseWriter, r *http.Request) {
 	h.back(w, r, p, "revoked")
 }
 
-// action runs the checks every POST shares: a readable form, a signed-in person and the
-// session's anti-forgery token. It answers the request itself when a check fails.
+// action runs the checks every POST shares (signin.PostedForm).
 func (h *handler) action(w http.ResponseWriter, r *http.Request) (*config.Project, store.Person, store.Session, url.Values, bool) {
-	pages.NoStore(w.Header())
 	p := site.Project(r)
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-	if err := r.ParseForm(); err != nil || repeated(r.PostForm) {
-		h.env.Pages.Error(w, http.StatusBadRequest, pages.ErrorData{Frame: pages.Frame{Project: signin.ProjectName(p)}, Message: "The form could not be read."})
-		return nil, store.Person{}, store.Session{}, nil, false
-	}
-	session, person, ok := signin.Require(h.env, h.store, w, r, site.IssuerPath(p)+Path)
-	if !ok {
-		return nil, store.Person{}, store.Session{}, nil, false
-	}
-	if !signin.CheckCSRF(h.env, r, r.PostForm.Get("csrf_token")) {
-		h.env.Pages.Error(w, http.StatusForbidden, pages.ErrorData{
-			Frame:   pages.Frame{Title: "Form expired", Project: signin.ProjectName(p), SignedInAs: signin.DisplayName(person)},
-			Message: "This form has expired. Go back, reload the page and try again. Nothing was changed.",
-		})
-		return nil, store.Person{}, store.Session{}, nil, false
-	}
-	return p, person, session, r.PostForm, true
-}
-
-// repeated reports whether a form names a field more than once; no action's form does.
-func repeated(form url.Values) bool {
-	for _, v := range form {
-		if len(v) > 1 {
-			return true
-		}
-	}
-	return false
+	session, person, form, ok := signin.PostedForm(h.env, h.store, w, r, site.IssuerPath(p)+Path)
+	return p, person, session, form, ok
 }
 
 func (h *handler) back(w http.ResponseWriter, r *http.Request, p *config.Project, notice string) {

@@ -16,7 +16,6 @@ import (
 	"latchkey.dev/latchkey/webhook/site"
 )
 
-const maxFormBytes = 16 << 10
 
 // notices are the only texts the page shows from its query string, so a crafted link cannot
 // put words on it.
@@ -182,37 +181,11 @@ func (f *flow) recent(w http.ResponseWriter, r *http.Request, p *config.Project,
 	return false
 }
 
-// action runs the checks every POST shares: a readable form without repeated fields, a
-// signed-in person and the session's anti-forgery token.
+// action runs the checks every POST shares (signin.PostedForm).
 func (f *flow) action(w http.ResponseWriter, r *http.Request) (*config.Project, store.Person, store.Session, url.Values, bool) {
-	pages.NoStore(w.Header())
 	p := site.Project(r)
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-	if err := r.ParseForm(); err != nil || repeated(r.PostForm) {
-		f.env.Pages.Error(w, http.StatusBadRequest, pages.ErrorData{Frame: pages.Frame{Project: signin.ProjectName(p)}, Message: "The form could not be read."})
-		return nil, store.Person{}, store.Session{}, nil, false
-	}
-	session, person, ok := signin.Require(f.env, f.store, w, r, site.IssuerPath(p)+PagePath)
-	if !ok {
-		return nil, store.Person{}, store.Session{}, nil, false
-	}
-	if !signin.CheckCSRF(f.env, r, r.PostForm.Get("csrf_token")) {
-		f.env.Pages.Error(w, http.StatusForbidden, pages.ErrorData{
-			Frame:   pages.Frame{Title: "Form expired", Project: signin.ProjectName(p), SignedInAs: signin.DisplayName(person)},
-			Message: "This form has expired. Go back, reload the page and try again. Nothing was changed.",
-		})
-		return nil, store.Person{}, store.Session{}, nil, false
-	}
-	return p, person, session, r.PostForm, true
-}
-
-func repeated(form url.Values) bool {
-	for _, v := range form {
-		if len(v) > 1 {
-			return true
-		}
-	}
-	return false
+	session, person, form, ok := signin.PostedForm(f.env, f.store, w, r, site.IssuerPath(p)+PagePath)
+	return p, person, session, form, ok
 }
 
 func (f *flow) back(w http.ResponseWriter, r *http.Request, p *config.Project, notice string) {

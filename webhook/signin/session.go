@@ -274,3 +274,39 @@ func end(ctx context.Context, env *site.Env, st Store, w http.ResponseWriter, r 
 	}
 	return nil
 }
+
+// PostedForm runs the checks every state-changing form post of a signed-in page shares: a
+// readable form of at most 16 KiB that names no field twice, a signed-in person (otherwise
+// sent to sign in, then back to returnTo) and the session's anti-forgery token. It answers the
+// request itself when a check fails, and says so with ok false; every answer is no-store.
+func PostedForm(env *site.Env, st SessionStore, w http.ResponseWriter, r *http.Request, returnTo string) (s store.Session, person store.Person, form url.Values, ok bool) {
+	pages.NoStore(w.Header())
+	p := site.Project(r)
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil || repeated(r.PostForm) {
+		env.Pages.Error(w, http.StatusBadRequest, pages.ErrorData{Frame: pages.Frame{Project: ProjectName(p)}, Message: "The form could not be read."})
+		return store.Session{}, store.Person{}, nil, false
+	}
+	s, person, ok = Require(env, st, w, r, returnTo)
+	if !ok {
+		return store.Session{}, store.Person{}, nil, false
+	}
+	if !CheckCSRF(env, r, r.PostForm.Get("csrf_token")) {
+		env.Pages.Error(w, http.StatusForbidden, pages.ErrorData{
+			Frame:   pages.Frame{Title: "Form expired", Project: ProjectName(p), SignedInAs: DisplayName(person)},
+			Message: "This form has expired. Go back, reload the page and try again. Nothing was changed.",
+		})
+		return store.Session{}, store.Person{}, nil, false
+	}
+	return s, person, r.PostForm, true
+}
+
+// repeated reports whether a form names a field more than once; no page's form does.
+func repeated(form url.Values) bool {
+	for _, v := range form {
+		if len(v) > 1 {
+			return true
+		}
+	}
+	return false
+}
