@@ -232,8 +232,11 @@ func (s *Server) mountFlows(o Options, env *site.Env, now func() time.Time) {
 		vault = &upstream.Vault{Store: o.Store, Keyring: o.Keyring, Now: now, OnRefresh: o.Metrics.UpstreamRefresh}
 	}
 	// Token exchange for an ID-JAG is answered by idjag, every other one by exchange.
-	idjag.Register(s.Grant, env, o.Store, exchange.New(env, o.Store, vault))
-	ciba.Register(s.router, s.Grant, env, o.Store, ciba.Options{Notify: o.BackchannelNotify})
+	// An exchange refused for authorization_details may start an approval, through the same
+	// rate limit, block list and store as the backchannel endpoint.
+	approvals := ciba.NewApprovals(env, o.Store)
+	idjag.Register(s.Grant, env, o.Store, exchange.New(env, o.Store, vault).WithApprovals(approvals))
+	ciba.Register(s.router, s.Grant, env, o.Store, ciba.Options{Notify: o.BackchannelNotify, Approvals: approvals})
 }
 
 // Env is the environment flows are registered with.
