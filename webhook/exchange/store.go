@@ -12,9 +12,6 @@ import (
 	"latchkey.dev/latchkey/webhook/links"
 )
 
-// Store is what token exchange uses (RFC 8693): the subject token, the person's connections the
-// agent may use, the vault that hands out their upstream tokens, and the connect links it opens
-// when it refuses.
 // Approvals starts an approval request when an exchange asks for authorization_details the
 // subject token does not carry (ciba.Approvals, docs/approvals.md#from-a-token-exchange).
 type Approvals interface {
@@ -25,6 +22,9 @@ type Approvals interface {
 	StartForExchange(ctx context.Context, p *config.Project, client *site.Client, subject string, scopes []string, details string, now time.Time) error
 }
 
+// Store is what token exchange uses (RFC 8693): the subject token, the person's connections the
+// agent may use, the vault that hands out their upstream tokens, and the connect links it opens
+// when it refuses.
 type Store interface {
 	upstream.ConnectionStore
 	links.OpenStore
