@@ -158,3 +158,24 @@ func TestExchangeApprovalBlockedAgent(t *testing.T) {
 		t.Fatalf("%d approval requests started", n)
 	}
 }
+
+// TestExchangeApprovalRateLimited: exchange-started requests spend the agent's approval
+// allowance like /bc-authorize's: after ciba.ClientBurst of them the next is
+// temporarily_unavailable (429) and nothing more is stored.
+func TestExchangeApprovalRateLimited(t *testing.T) {
+	h := approvalHarness(t)
+	subject := tokenWithDetails(t, h, "", time.Hour)
+	details := "[" + ghDetail("read", repoAPI) + "]"
+	for i := range ciba.ClientBurst {
+		if a := exchangeDetails(h, lt.Agent, lt.AgentSecret, subject, details); a.String("error") != ciba.CodeApprovalRequired {
+			t.Fatalf("request %d: %d %s", i+1, a.Status, a.Raw)
+		}
+	}
+	a := exchangeDetails(h, lt.Agent, lt.AgentSecret, subject, details)
+	if a.Status != 429 || a.String("error") != "temporarily_unavailable" || a.String("auth_req_id") != "" {
+		t.Fatalf("request over the limit: %d %s", a.Status, a.Raw)
+	}
+	if n := h.CountRows("approval_requests"); n != ciba.ClientBurst {
+		t.Fatalf("%d approval requests stored, want %d", n, ciba.ClientBurst)
+	}
+}
