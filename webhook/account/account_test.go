@@ -10,7 +10,9 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/webhook/account"
 	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/webhook/ciba"
 )
 
 // connect signs email in and connects their GitHub account login through the account page, in
@@ -381,6 +383,9 @@ func TestAccountLinksToWaitingApprovals(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if account.ApprovalsPath != ciba.PagePath {
+		t.Fatalf("the account page links to %s, the approvals page is at %s", account.ApprovalsPath, ciba.PagePath)
 	}
 	link := `<a href="/team/demo/account/approvals">`
 	if pg := alice.Account(); !strings.Contains(pg.Body, link+"Waiting for you (2)</a>") {

@@ -64,6 +64,9 @@ func TestExchangeStartsApproval(t *testing.T) {
 		refused.String("approvals_uri") != h.Issuer+ciba.PagePath {
 		t.Fatalf("exchange outside the approval: %d %s", refused.Status, refused.Raw)
 	}
+	if refused.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("approval_required carries an auth_req_id but Cache-Control is %q", refused.Header.Get("Cache-Control"))
+	}
 	if got := pollCIBA(h, id); got.String("error") != "authorization_pending" {
 		t.Fatalf("poll before the answer: %s", got.Raw)
 	}
