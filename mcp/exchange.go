@@ -44,6 +44,9 @@ type Exchanger struct {
 	ClientSecret string
 	// HTTP is the client used to reach Latchkey; nil means http.DefaultClient.
 	HTTP *http.Client
+	// Wait pauses between polls in WaitForApproval; nil means a timer that ends early when
+	// ctx does.
+	Wait func(ctx context.Context, d time.Duration) error
 }
 
 // Token is the person's access token at the connected service.
@@ -133,6 +136,14 @@ func (e *OAuthError) Error() string {
 // any other OAuth error, and a plain error when Latchkey cannot be reached or answers out of
 // protocol.
 func (e *Exchanger) Exchange(ctx context.Context, subjectToken, audience string) (*Token, error) {
+	return e.ExchangeDetails(ctx, subjectToken, audience, "")
+}
+
+// ExchangeDetails is Exchange asking for RFC 9396 authorization_details (a JSON array; none
+// when ""). When the subject token does not carry them and the MCP server's client may start
+// approvals, the refusal is an *ApprovalRequired: WaitForApproval, then exchange again with
+// the token it returns.
+func (e *Exchanger) ExchangeDetails(ctx context.Context, subjectToken, audience, authorizationDetails string) (*Token, error) {
 	if e == nil || e.TokenURL == "" {
 		return nil, errors.New("latchkey: Exchanger.TokenURL is not set")
 	}
@@ -148,6 +159,9 @@ func (e *Exchanger) Exchange(ctx context.Context, subjectToken, audience string)
 		"subject_token_type":   {TokenTypeAccessToken},
 		"requested_token_type": {TokenTypeAccessToken},
 		"audience":             {audience},
+	}
+	if authorizationDetails != "" {
+		form.Set("authorization_details", authorizationDetails)
 	}
 	status, body, err := postForm(ctx, e.HTTP, e.TokenURL, e.ClientID, e.ClientSecret, form)
 	if err != nil {
@@ -235,6 +249,9 @@ func parseRefusal(status int, body []byte, audience string) error {
 	}
 	if err := json.Unmarshal(body, &er); err != nil || er.Error == "" {
 		return fmt.Errorf("latchkey: token endpoint answered %d without an OAuth error", status)
+	}
+	if er.Error == CodeApprovalRequired {
+		return parseApproval(status, body, er.ErrorDescription, audience)
 	}
 	oe := &OAuthError{StatusCode: status, Code: er.Error, Description: er.ErrorDescription, URI: er.ErrorURI, Audience: audience}
 	if er.Error != "invalid_grant" {

@@ -243,9 +243,12 @@ func (s *Server) mountFlows(o Options, env *site.Env, now func() time.Time) {
 		vault = &upstream.Vault{Store: o.Store, Keyring: o.Keyring, Now: now, OnRefresh: o.Metrics.UpstreamRefresh}
 	}
 	// Token exchange for an ID-JAG is answered by idjag, every other one by exchange.
-	ex := exchange.New(env, o.Store, vault)
+	// An exchange refused for authorization_details may start an approval, through the same
+	// rate limit, block list and store as the backchannel endpoint.
+	approvals := ciba.NewApprovals(env, o.Store)
+	ex := exchange.New(env, o.Store, vault).WithApprovals(approvals)
 	idjag.Register(s.Grant, env, o.Store, ex)
-	ciba.Register(s.router, s.Grant, env, o.Store, ciba.Options{Notify: o.BackchannelNotify})
+	ciba.Register(s.router, s.Grant, env, o.Store, ciba.Options{Notify: o.BackchannelNotify, Approvals: approvals})
 	// The token proxy decides every call as token exchange would (docs/token-proxy.md).
 	s.proxy = proxy.New(env, o.Store, ex, proxy.Options{})
 	proxy.Register(s.router, s.proxy)

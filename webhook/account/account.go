@@ -37,6 +37,8 @@ const (
 	RemoveAgent    = "/account/agents/remove"
 	RevokeApp      = "/account/apps/revoke"
 	DefaultPath    = "/account/default"
+	// ApprovalsPath is the "Waiting for you" page, served by webhook/ciba (ciba.PagePath).
+	ApprovalsPath = "/account/approvals"
 )
 
 
@@ -103,6 +105,11 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, p, err)
 		return
 	}
+	waiting, err := h.store.ListApprovals(ctx, p.Key, person.ID, h.env.Now())
+	if err != nil {
+		h.internal(w, p, err)
+		return
+	}
 	base := site.IssuerPath(p)
 	d := pages.AccountData{
 		Frame:             pages.Frame{Title: "Your account", Project: signin.ProjectName(p), SignedInAs: signin.DisplayName(person)},
@@ -114,6 +121,8 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 		RevokeAppAction:   base + RevokeApp,
 		DefaultAction:     base + DefaultPath,
 		SignOut:           base + "/sign-out",
+		Approvals:         base + ApprovalsPath,
+		Waiting:           len(waiting),
 	}
 	accounts := map[string]int{}
 	for _, c := range conns {

@@ -10,7 +10,9 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/webhook/account"
 	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/webhook/ciba"
 )
 
 // connect signs email in and connects their GitHub account login through the account page, in
@@ -360,5 +362,37 @@ func TestConnectNeedsAPasskeyWhereRequired(t *testing.T) {
 	}
 	if n := h.CountRows("callback_states"); n != 1 {
 		t.Fatalf("%d connection attempts after a passkey sign-in, want 1", n)
+	}
+}
+
+// TestAccountLinksToWaitingApprovals: the account page links to the "Waiting for you" page with
+// the number of requests waiting for the signed-in person (an expired one is not counted), and
+// mallory's page links there without a count of alice's requests.
+func TestAccountLinksToWaitingApprovals(t *testing.T) {
+	h := ct.New(t, ct.Options{})
+	alice := h.Browser()
+	alice.SignIn(ct.AliceEmail, ct.AlicePassword)
+	mallory := h.Browser()
+	mallory.SignIn(ct.MalloryEmail, ct.MalloryPassword)
+	now := h.Clock.Now()
+	for i, ends := range []time.Duration{time.Hour, 10 * time.Minute, -time.Minute} {
+		if err := h.Store.CreateApproval(context.Background(), store.Approval{
+			Hash: []byte{byte(i), 1, 2, 3}, ID: "request-" + string(rune('a'+i)), Project: ct.ProjectKey, ClientID: "lkc_ops-bot",
+			Subject: h.Person(ct.AliceEmail).ID, Scopes: []string{"openid"}, DeliveryMode: "poll", Status: store.ApprovalPending,
+			Interval: 5 * time.Second, CreatedAt: now.Add(-2 * time.Minute), ExpiresAt: now.Add(ends),
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if account.ApprovalsPath != ciba.PagePath {
+		t.Fatalf("the account page links to %s, the approvals page is at %s", account.ApprovalsPath, ciba.PagePath)
+	}
+	link := `<a href="/team/demo/account/approvals">`
+	if pg := alice.Account(); !strings.Contains(pg.Body, link+"Waiting for you (2)</a>") {
+		t.Fatalf("alice's account page lacks the link with the count 2: %s", pg.Text())
+	}
+	pg := mallory.Account()
+	if !strings.Contains(pg.Body, link+"Waiting for you</a>") || strings.Contains(pg.Text(), "Waiting for you (") {
+		t.Fatalf("mallory's account page: %s", pg.Text())
 	}
 }

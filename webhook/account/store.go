@@ -33,4 +33,6 @@ type Store interface {
 	AddPasskey(ctx context.Context, k store.Passkey) error
 	ListPasskeys(ctx context.Context, project, subject string) ([]store.Passkey, error)
 	DeletePasskey(ctx context.Context, project, subject string, credentialID []byte) error
+	// ListApprovals counts the requests waiting for the person (docs/approvals.md).
+	ListApprovals(ctx context.Context, project, subject string, now time.Time) ([]store.Approval, error)
 }

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"time"
 
-	"latchkey.dev/latchkey/internal/ratelimit"
 	"latchkey.dev/latchkey/webhook/oauth"
 	"latchkey.dev/latchkey/webhook/site"
 )
@@ -55,19 +54,22 @@ type Options struct {
 	// Notify posts ping notifications; nil makes a client that reaches public addresses only
 	// (internal/netguard).
 	Notify *http.Client
+	// Approvals starts requests; token exchange shares it (NewApprovals). nil makes one.
+	Approvals *Approvals
 }
 
 type flow struct {
-	env    *site.Env
-	store  Store
-	limit  *ratelimit.Limiter
+	*Approvals
 	notify *http.Client
 }
 
 // Register mounts the backchannel authentication endpoint and the approvals page, and
 // registers the CIBA grant with grant (the server's token endpoint).
 func Register(rt site.Router, grant func(string, oauth.GrantHandler), env *site.Env, st Store, o Options) {
-	f := &flow{env: env, store: st, limit: ratelimit.New(ClientBurst, ClientEvery).Share(env.RateBuckets, "ciba.client"), notify: o.Notify}
+	f := &flow{Approvals: o.Approvals, notify: o.Notify}
+	if f.Approvals == nil {
+		f.Approvals = NewApprovals(env, st)
+	}
 	if f.notify == nil {
 		f.notify = publicClient()
 	}

@@ -139,7 +139,8 @@ func TestApprovedRequestRedeemsOnce(t *testing.T) {
 
 	s.Clock.Advance(time.Minute)
 	tok := poll(t, s, id, opsBot, opsBotSecret)
-	if tok.Status != http.StatusOK || tok.Str("access_token") == "" || tok.Str("refresh_token") == "" {
+	// No refresh token, though Ops Bot has the refresh_token grant: none may outlive the approval.
+	if tok.Status != http.StatusOK || tok.Str("access_token") == "" || tok.Str("refresh_token") != "" {
 		t.Fatalf("token: %d %s", tok.Status, tok.Raw)
 	}
 	if tok.Str("scope") != "openid deploy" {
@@ -496,4 +497,42 @@ func TestApprovalEndsWithAccess(t *testing.T) {
 	s.Project.SignIn.Passwords = ps
 	wantError(t, poll(t, s, id, opsBot, opsBotSecret), 400, "invalid_grant")
 	wantError(t, ask(t, s, url.Values{"login_hint": {stack.AliceEmail}}), 400, "unknown_user_id")
+}
+
+// TestApprovalBoundsTokenLifetime: a request approved for two minutes yields an access token
+// that ends with the approval: expires_in at most what is left of it, no refresh token, and
+// inactive at introspection once the approval's time is up (though the Project's access token
+// lifetime is longer).
+func TestApprovalBoundsTokenLifetime(t *testing.T) {
+	s := newStack(t, stack.Options{})
+	if s.Project.Lifetimes.AccessToken <= 2*time.Minute {
+		t.Fatalf("the Project's access token lifetime %s does not exceed the approval", s.Project.Lifetimes.AccessToken)
+	}
+	id := mustAsk(t, s, url.Values{"login_hint": {stack.AliceEmail}, "requested_expiry": {"120"}})
+	b, pg := signedIn(t, s, stack.AliceEmail, stack.AlicePassword)
+	press(t, b, pg, "Approve")
+	s.Clock.Advance(30 * time.Second)
+	tok := poll(t, s, id, opsBot, opsBotSecret)
+	if tok.Status != http.StatusOK || tok.Str("refresh_token") != "" {
+		t.Fatalf("token: %d %s", tok.Status, tok.Raw)
+	}
+	if in, _ := tok.Body["expires_in"].(float64); in <= 0 || in > 90 {
+		t.Fatalf("expires_in = %v, want at most the 90 s left of the approval", tok.Body["expires_in"])
+	}
+	active := func() bool {
+		intro := s.MustPost("/introspect", url.Values{"token": {tok.Str("access_token")}}, opsBot, opsBotSecret)
+		if intro.Status != http.StatusOK {
+			t.Fatalf("introspection: %d %s", intro.Status, intro.Raw)
+		}
+		v, _ := intro.Body["active"].(bool)
+		return v
+	}
+	s.Clock.Advance(85 * time.Second)
+	if !active() {
+		t.Fatal("token inactive before the approval ended")
+	}
+	s.Clock.Advance(6 * time.Second)
+	if active() {
+		t.Fatal("token still active after the approval ended")
+	}
 }

@@ -87,9 +87,11 @@ func (f *flow) issue(ctx context.Context, req *oauth.TokenRequest, a store.Appro
 	if err != nil {
 		return nil, oauth.Internal(err)
 	}
+	// The approval's end bounds the access token, and no refresh token outlives it: the
+	// person said yes until then, so the agent asks again afterwards (docs/approvals.md).
 	is := oauth.Issue{
 		Client: req.Client, Subject: person.ID, Scopes: a.Scopes, AuthTime: a.DecidedAt,
-		Refresh: req.Client.HasGrant(site.GrantRefreshToken), JKT: req.JKT, Person: &person, Details: details,
+		JKT: req.JKT, Person: &person, Details: details, Until: a.ExpiresAt,
 	}
 	tokens, resp, err := oauth.Mint(p, req.Now, is)
 	if err != nil {
@@ -99,9 +101,6 @@ func (f *flow) issue(ctx context.Context, req *oauth.TokenRequest, a store.Appro
 		return nil, oauth.Internal(err)
 	}
 	rec := map[string]string{"grant_type": GrantType, "family_id": tokens[0].FamilyID, "scope": strings.Join(a.Scopes, " ")}
-	if len(tokens) > 1 {
-		rec["refresh_token"] = "issued"
-	}
 	if a.AuthorizationDetails != "" {
 		rec["authorization_details"] = a.AuthorizationDetails
 	}

@@ -54,10 +54,10 @@ type sealed struct {
 }
 
 // seal seals the ping secrets under the keyring's primary key.
-func (f *flow) seal(id, token string) []byte {
+func (a *Approvals) seal(id, token string) []byte {
 	b, _ := json.Marshal(pingSecrets{AuthReqID: id, Token: token})
 	var v sealed
-	v.KeyID, v.Sealed = f.env.Keyring.Seal(sealPurpose, b)
+	v.KeyID, v.Sealed = a.env.Keyring.Seal(sealPurpose, b)
 	out, _ := json.Marshal(v)
 	return out
 }

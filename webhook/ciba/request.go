@@ -12,9 +12,6 @@ import (
 	"unicode/utf8"
 
 	"latchkey.dev/latchkey/internal/config"
-	"latchkey.dev/latchkey/internal/events"
-	"latchkey.dev/latchkey/internal/ratelimit"
-	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/webhook/oauth"
 	"latchkey.dev/latchkey/webhook/site"
@@ -73,11 +70,12 @@ func (f *flow) request(w http.ResponseWriter, r *http.Request, p *config.Project
 	}
 	now := f.env.Now()
 	// After client authentication: nobody else can spend a client's allowance.
-	if ok, wait := f.limit.Take(ctx, p.Key+"|"+client.ID, now); !ok {
-		secs := ratelimit.Seconds(wait)
-		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		return nil, oauth.ErrTemporarilyUnavailable.WithStatus(http.StatusTooManyRequests).
-			WithDescription("too many approval requests from this client; try again in " + strconv.Itoa(secs) + " s")
+	if e := f.take(ctx, p, client, now); e != nil {
+		if secs, ok := e.Extra["retry_after"].(int); ok {
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+			delete(e.Extra, "retry_after")
+		}
+		return nil, *e
 	}
 	// Only a request that is stored (and announced) spends the allowance.
 	defer func(ctx context.Context) {
@@ -89,32 +87,7 @@ func (f *flow) request(w http.ResponseWriter, r *http.Request, p *config.Project
 	if err != nil {
 		return nil, err
 	}
-	blocked, err := f.store.ClientBlocked(ctx, p.Key, person.ID, client.ID)
-	if err != nil {
-		return nil, oauth.Internal(err)
-	}
-	if blocked {
-		// Refused at once and nobody is told: blocking is how a person stops being asked.
-		return nil, errAccessDeniedByPerson
-	}
-	id := secret.New(PrefixAuthReqID)
-	a.Hash, a.ID = secret.Hash(id), secret.NewID()
-	if a.DeliveryMode == modePing {
-		a.NotificationToken = f.seal(id, notifyToken)
-	}
-	if err := f.store.CreateApproval(ctx, a); err != nil {
-		return nil, oauth.Internal(err)
-	}
-	f.env.Record(ctx, store.AuditRecord{
-		Project: p.Key, Actor: "client:" + client.ID, Action: events.ApprovalRequested, Target: person.ID, ClientID: client.ID,
-		Details: map[string]string{
-			"url":             p.Issuer + PagePath,
-			"agent":           agentName(declared),
-			"binding_message": a.BindingMessage,
-			"expires_at":      a.ExpiresAt.UTC().Format(time.RFC3339),
-		},
-	})
-	return &response{AuthReqID: id, ExpiresIn: int64(a.ExpiresAt.Sub(now) / time.Second), Interval: int64(a.Interval / time.Second)}, nil
+	return f.start(ctx, p, declared, a, notifyToken, person.ID, now)
 }
 
 // parse validates the request's parameters into a new pending request for the person the

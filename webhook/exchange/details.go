@@ -54,6 +54,10 @@ func (g *Grant) approvedFor(ctx context.Context, req *oauth.TokenRequest, subjec
 	}
 	if len(approved) == 0 || !authzdetails.Covers(approved, requested) {
 		g.record(ctx, req, subject.Subject, c, ReasonDetailsExceeded, map[string]string{"requested": authzdetails.Marshal(requested)})
+		// A declared agent with the ciba grant is not just refused: the person is asked.
+		if g.approvals != nil && g.approvals.Asks(p, req.Client) {
+			return approval{}, g.approvals.StartForExchange(ctx, p, req.Client, subject.Subject, subject.Scopes, authzdetails.Marshal(requested), req.Now)
+		}
 		return approval{}, oauth.ErrInvalidAuthorizationDetails.WithDescription("authorization_details asks for more than the person approved for " + c.Audience)
 	}
 	return approval{details: requested, until: subject.ExpiresAt}, nil

@@ -78,11 +78,19 @@ type readVault interface {
 
 // Grant is the token-exchange grant handler.
 type Grant struct {
-	env   *site.Env
-	store Store
-	vault Vault
+	env       *site.Env
+	store     Store
+	vault     Vault
+	approvals Approvals
 	// actors remembers the connection actors this replica wrote lately (actor.go).
 	actors actorCache
+}
+
+// WithApprovals makes a refusal for authorization_details start an approval request for a
+// declared agent with the ciba grant (docs/approvals.md#from-a-token-exchange).
+func (g *Grant) WithApprovals(a Approvals) *Grant {
+	g.approvals = a
+	return g
 }
 
 // New returns the grant handler. A nil vault means an upstream.Vault over st and env's keyring

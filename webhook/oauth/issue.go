@@ -59,6 +59,9 @@ type Issue struct {
 	// Act, when set, is the token's delegation chain (a token exchange on behalf of earlier
 	// agents, docs/delegation.md); a person's token names its client when it is nil.
 	Act *store.Actor
+	// Until, when set, is the latest the access token may live: an approval's end
+	// (docs/approvals.md) bounds what it is redeemed for.
+	Until time.Time
 }
 
 // Mint makes the tokens of an issuance and the response that carries them. The caller stores
@@ -72,6 +75,9 @@ func Mint(p *config.Project, now time.Time, is Issue) ([]store.Token, TokenRespo
 	}
 	lt := p.Lifetimes
 	atExp := now.Add(lt.AccessToken)
+	if !is.Until.IsZero() && is.Until.Before(atExp) {
+		atExp = is.Until
+	}
 	base := store.Token{
 		Project:    p.Key,
 		ClientID:   is.Client.ID,
@@ -110,7 +116,7 @@ func Mint(p *config.Project, now time.Time, is Issue) ([]store.Token, TokenRespo
 	resp := TokenResponse{
 		AccessToken: access,
 		TokenType:   tokenType,
-		ExpiresIn:   int64(lt.AccessToken / time.Second),
+		ExpiresIn:   int64(atExp.Sub(now) / time.Second),
 		Scope:       strings.Join(is.Scopes, " "),
 	}
 	resp.AuthorizationDetails = is.Details

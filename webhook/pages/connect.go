@@ -69,6 +69,10 @@ type AccountData struct {
 	PasskeysOffered                           bool
 	Passkeys                                  []AccountPasskey
 	PasskeyOptions, PasskeyAdd, PasskeyRemove string
+	// Approvals is the person's "Waiting for you" page (docs/approvals.md); Waiting how many
+	// agents' requests wait there for them.
+	Approvals string
+	Waiting   int
 }
 
 // AccountPasskey is one of the person's passkeys.

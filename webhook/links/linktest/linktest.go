@@ -31,6 +31,7 @@ import (
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/webhook/ciba"
 	"latchkey.dev/latchkey/webhook/exchange"
 	"latchkey.dev/latchkey/webhook/idjag"
 	"latchkey.dev/latchkey/webhook/links"
@@ -130,7 +131,7 @@ func New(t testing.TB, o Options) *Harness {
 	env.Events = em.Recorded
 	// Token exchange is registered again with this Env; ID-JAG requests still go to idjag, as
 	// in webhook.New.
-	idjag.Register(ch.Server.Grant, env, ch.Store, exchange.New(env, ch.Store, nil))
+	idjag.Register(ch.Server.Grant, env, ch.Store, exchange.New(env, ch.Store, nil).WithApprovals(ciba.NewApprovals(env, ch.Store)))
 	return h
 }
 
