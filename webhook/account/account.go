@@ -41,7 +41,6 @@ const (
 	ApprovalsPath = "/account/approvals"
 )
 
-
 // notices are the only texts the page shows from its query string, so a crafted link cannot
 // put words on it.
 var notices = map[string]string{

@@ -16,7 +16,6 @@ import (
 	"latchkey.dev/latchkey/webhook/site"
 )
 
-
 // notices are the only texts the page shows from its query string, so a crafted link cannot
 // put words on it.
 var notices = map[string]string{
