@@ -45,7 +45,7 @@ func FuzzParse(f *testing.F) {
 		if !Covers(ds, ds) {
 			t.Fatalf("%s does not cover itself", out)
 		}
-		for _, line := range Describe(ts, ds, PrinterFunc(func(k string, a ...any) string { return fmt.Sprintf(k, a...) })) {
+		for _, line := range Describe(ts, ds, PrinterFunc(fmt.Sprintf)) {
 			if strings.IndexFunc(line, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }) >= 0 {
 				t.Fatalf("description %q has a control or format character", line)
 			}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/bundle/jwtbundle"
+
 	"latchkey.dev/latchkey/internal/authzdetails"
 	"latchkey.dev/latchkey/internal/policy"
 )

@@ -1,9 +1,10 @@
 package oauth_test
 
 import (
-	"latchkey.dev/latchkey/test/stack"
 	"net/http"
 	"testing"
+
+	"latchkey.dev/latchkey/test/stack"
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"

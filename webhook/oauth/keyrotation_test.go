@@ -2,11 +2,12 @@ package oauth_test
 
 import (
 	"encoding/json"
-	"latchkey.dev/latchkey/test/stack"
 	"net/url"
 	"slices"
 	"testing"
 	"time"
+
+	"latchkey.dev/latchkey/test/stack"
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"

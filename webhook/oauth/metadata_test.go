@@ -1,11 +1,12 @@
 package oauth_test
 
 import (
-	"latchkey.dev/latchkey/test/stack"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+
+	"latchkey.dev/latchkey/test/stack"
 
 	"latchkey.dev/latchkey/internal/config"
 )

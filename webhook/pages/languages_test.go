@@ -1,11 +1,12 @@
 package pages_test
 
 import (
-	"latchkey.dev/latchkey/test/stack"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+
+	"latchkey.dev/latchkey/test/stack"
 
 	"latchkey.dev/latchkey/internal/config"
 )

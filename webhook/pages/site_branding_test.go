@@ -3,10 +3,11 @@ package pages_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"latchkey.dev/latchkey/test/stack"
 	"net/http"
 	"strings"
 	"testing"
+
+	"latchkey.dev/latchkey/test/stack"
 
 	"latchkey.dev/latchkey/internal/config"
 )

@@ -1,11 +1,12 @@
 package signin_test
 
 import (
-	"latchkey.dev/latchkey/test/stack"
 	"maps"
 	"net/http"
 	"strings"
 	"testing"
+
+	"latchkey.dev/latchkey/test/stack"
 
 	"latchkey.dev/latchkey/internal/config"
 )
