@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -199,8 +200,21 @@ func TestSamples(t *testing.T) {
 		// The demo Project allows the fake GitHub's loopback address explicitly.
 		AllowedNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 	}
-	if fmt.Sprintf("%+v", *c) != fmt.Sprintf("%+v", want) {
-		t.Errorf("connector\n got %+v\nwant %+v", *c, want)
+	// The demo lets agents read the fake GitHub's API through the token proxy, with the github
+	// preset's rules, which only read (docs/token-proxy.md).
+	got := *c
+	if got.Proxy == nil || got.Proxy.BaseURL != "http://127.0.0.1:8090" || len(got.Proxy.Rules) == 0 {
+		t.Errorf("connector proxy = %+v, want the fake GitHub's address and the preset's rules", got.Proxy)
+	} else {
+		for _, r := range got.Proxy.Rules {
+			if slices.ContainsFunc(r.Methods, func(m string) bool { return m != http.MethodGet && m != http.MethodHead }) {
+				t.Errorf("demo proxy rule %+v admits a method that writes", r)
+			}
+		}
+	}
+	got.Proxy = nil
+	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+		t.Errorf("connector\n got %+v\nwant %+v", got, want)
 	}
 }
 
