@@ -54,8 +54,10 @@ image: ## Build bin/latchkey-image.tar, an OCI image archive (amd64 + arm64), wi
 # Not part of `make test`, which runs the root and mcp modules only; about 25 s once both platforms'
 # builds are cached, a few minutes the first time (the arm64 compile).
 .PHONY: test-image
+# Its first run compiles the server for two architectures from a cold cache (over ten minutes on
+# 2 cores with the gRPC and Envoy packages), so it gets more than go test's default ten minutes.
 test-image: ## Build the image twice and check it: user, entrypoint, files, same digest, the binary runs.
-	cd hack/tools && $(GO) test -count=1 ./image
+	cd hack/tools && $(GO) test -count=1 -timeout 40m ./image
 
 # A release, as .github/workflows/release.yml makes it: the image archive, the packaged chart
 # and an SPDX SBOM of the image's binary, in $(RELEASE_DIR), then a test that they agree with
@@ -74,7 +76,7 @@ release-dry-run: ## Build what a release publishes (image archive, chart .tgz, S
 	bin/latchkey-release chart -chart charts/latchkey -out $(RELEASE_DIR)
 	bin/latchkey-release sbom -image $(RELEASE_DIR)/latchkey-image.tar -out $(RELEASE_DIR)/latchkey.spdx.json
 	$(MAKE) --no-print-directory release-binaries
-	cd hack/tools && LATCHKEY_RELEASE_DIR=$(abspath $(RELEASE_DIR)) $(GO) test -count=1 -run TestRelease ./release
+	cd hack/tools && LATCHKEY_RELEASE_DIR=$(abspath $(RELEASE_DIR)) $(GO) test -count=1 -timeout 40m -run TestRelease ./release
 
 # The binaries a release publishes (docs/decisions/0068-release-binaries-and-krew.md):
 # latchkey and the kubectl plugin for each platform `latchkey-release platforms` names
