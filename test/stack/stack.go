@@ -676,7 +676,7 @@ func authorizeURL(issuer, client, redirectURI, scope string, pk PKCE, extra url.
 // email when asked, allowing on the consent page) and returns the code. With email "" a
 // request to sign in is an error: the browser is expected to be signed in already.
 func (b *Browser) Authorize(client, redirectURI, scope, email, password string, pk PKCE) (string, error) {
-	to, _, err := b.authorize(authorizeURL(b.Issuer, client, redirectURI, scope, pk, nil), email, password,
+	to, last, _, err := b.authorize(authorizeURL(b.Issuer, client, redirectURI, scope, pk, nil), email, password,
 		func(loc string) bool { return strings.HasPrefix(loc, redirectURI) })
 	if err != nil {
 		return "", err
@@ -684,36 +684,38 @@ func (b *Browser) Authorize(client, redirectURI, scope, email, password string, 
 	if c := to.Query().Get("code"); c != "" {
 		return c, nil
 	}
-	return "", &StepError{Err: fmt.Errorf("redirected without a code: %s", to)}
+	// The redirect itself is the page: a caller can read the error the client was sent.
+	return "", &StepError{Page: last, Err: fmt.Errorf("redirected without a code: %s", to)}
 }
 
 // AuthorizeAt is the browser side of the authorization request at authURL: it signs in as
 // email when asked and allows on the consent page, and returns where Latchkey finally sends
 // the browser away to (the client's redirect) and whether a consent page was shown.
 func (b *Browser) AuthorizeAt(authURL, email, password string) (to *url.URL, consented bool, err error) {
-	return b.authorize(authURL, email, password, func(loc string) bool { return !strings.HasPrefix(loc, b.Base+"/") })
+	to, _, consented, err = b.authorize(authURL, email, password, func(loc string) bool { return !strings.HasPrefix(loc, b.Base+"/") })
+	return to, consented, err
 }
 
 // authorize follows the authorization request at authURL until a redirect to an address done
-// accepts.
-func (b *Browser) authorize(authURL, email, password string, done func(string) bool) (*url.URL, bool, error) {
+// accepts, and returns that redirect's page too.
+func (b *Browser) authorize(authURL, email, password string, done func(string) bool) (*url.URL, Page, bool, error) {
 	consented := false
 	p, err := b.Get(authURL)
 	for range 10 {
 		if err != nil {
-			return nil, consented, &StepError{Page: p, Err: err}
+			return nil, p, consented, &StepError{Page: p, Err: err}
 		}
 		switch {
 		case p.Status == http.StatusSeeOther || p.Status == http.StatusFound:
 			loc := p.Location()
 			if done(loc) {
 				u, err := url.Parse(loc)
-				return u, consented, err
+				return u, p, consented, err
 			}
 			p, err = b.Get(loc)
 		case p.Status == http.StatusOK && p.HasField("Password"):
 			if email == "" {
-				return nil, consented, &StepError{Page: p, Err: errors.New("asked to sign in again")}
+				return nil, p, consented, &StepError{Page: p, Err: errors.New("asked to sign in again")}
 			}
 			p, err = b.FillSignIn(p, email, password)
 		case p.Status == http.StatusOK && p.Continue() != "":
@@ -722,10 +724,10 @@ func (b *Browser) authorize(authURL, email, password string, done func(string) b
 			consented = true
 			p, err = b.Allow(p)
 		default:
-			return nil, consented, &StepError{Page: p}
+			return nil, p, consented, &StepError{Page: p}
 		}
 	}
-	return nil, consented, &StepError{Page: p, Err: errors.New("authorization did not finish")}
+	return nil, p, consented, &StepError{Page: p, Err: errors.New("authorization did not finish")}
 }
 
 // CodeFlow signs email in (if needed), consents for Repo Helper and redeems the code.
