@@ -233,6 +233,11 @@ type AuthCodes interface {
 	// a request that cannot redeem a code (wrong client, redirect_uri or PKCE verifier) cannot
 	// burn it either. check runs only for an unused, unexpired code and must not call the store.
 	RedeemAuthCode(ctx context.Context, hash []byte, now time.Time, check func(AuthCode) error) (AuthCode, error)
+	// AuthCodeReplayed reports whether RevokeByCode has been called for the code, reading what
+	// is committed. The redemption that won asks after storing its tokens: a replay that
+	// revoked before those tokens existed is seen here, and one that marks the code later
+	// revokes them itself, since RevokeByCode marks the code before it revokes.
+	AuthCodeReplayed(ctx context.Context, hash []byte) (bool, error)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -375,6 +380,9 @@ type Tokens interface {
 	// RevokeFamily revokes every token of a family; it returns how many were live.
 	RevokeFamily(ctx context.Context, familyID string, now time.Time) (int64, error)
 	// RevokeByCode revokes every family issued from a code (replayed code, RFC 6749 §4.1.2).
+	// It first marks the code replayed, committed on its own, and only then revokes, so that
+	// with AuthCodeReplayed no ordering of a replay and the winning redemption leaves tokens
+	// issued from a replayed code alive.
 	RevokeByCode(ctx context.Context, codeHash []byte, now time.Time) (int64, error)
 	// RevokeClientTokens revokes every live token held by the given clients of a project,
 	// reporting how many were live per client (enforcing "Only recognised apps can connect").

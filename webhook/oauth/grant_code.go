@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"slices"
+	"time"
 
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
@@ -133,8 +134,8 @@ func authorizationCode(ctx context.Context, st Store, req *TokenRequest) (*Token
 	if err != nil {
 		return nil, Internal(err)
 	}
-	if err := st.CreateTokens(ctx, tokens...); err != nil {
-		return nil, Internal(err)
+	if err := storeCodeTokens(ctx, st, req.Now, hash, tokens); err != nil {
+		return nil, err
 	}
 	recordIssued(ctx, req, "authorization_code", tokens)
 	return &resp, nil
@@ -143,6 +144,24 @@ func authorizationCode(ctx context.Context, st Store, req *TokenRequest) (*Token
 // redirectMatches: redirect_uri must be the one the authorization request sent. When that
 // request sent none (allowed for a client with one registered redirect URI), the token request
 // may omit it too (RFC 6749 §4.1.3), or send that one registered URI.
+// storeCodeTokens stores what a code bought. A replay that came between spending the code and
+// storing these tokens revoked nothing: it marked the code first, so the mark is seen here and
+// the tokens end before they are handed out. A replay marking it later revokes them itself
+// (store.AuthCodes).
+func storeCodeTokens(ctx context.Context, st Store, now time.Time, hash []byte, tokens []store.Token) error {
+	if err := st.CreateTokens(ctx, tokens...); err != nil {
+		return Internal(err)
+	}
+	replayed, err := st.AuthCodeReplayed(ctx, hash)
+	if err == nil && !replayed {
+		return nil
+	}
+	if _, rerr := st.RevokeByCode(ctx, hash, now); rerr != nil || err != nil {
+		return Internal(errors.Join(err, rerr))
+	}
+	return ErrInvalidGrant.WithDescription("the code has already been used")
+}
+
 func redirectMatches(f url.Values, ac store.AuthCode, registered []string) bool {
 	got, sent := f.Get("redirect_uri"), f.Has("redirect_uri")
 	if ac.RedirectURI != "" {

@@ -31,6 +31,7 @@ type Store interface {
 	RevokeToken(ctx context.Context, hash []byte, now time.Time) error
 	RevokeFamily(ctx context.Context, familyID string, now time.Time) (int64, error)
 	RevokeByCode(ctx context.Context, codeHash []byte, now time.Time) (int64, error)
+	AuthCodeReplayed(ctx context.Context, hash []byte) (bool, error)
 	GetPerson(ctx context.Context, project, id string) (store.Person, error)
 }
 

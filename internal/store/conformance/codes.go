@@ -164,3 +164,38 @@ func testCodeDPoPBinding(t *testing.T, s store.Store) {
 	must(t, err)
 	equal(t, "unbound code's jkt", got.DPoPJKT, "")
 }
+
+// A replay marks the code before revoking, and the mark is what the winning redemption reads
+// after storing its tokens: whichever runs first, tokens of a replayed code end.
+func testCodeReplayMark(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	c := newCode("code-f1")
+	must(t, s.CreateAuthCode(ctx, c))
+	_, err := s.RedeemAuthCode(ctx, c.Hash, at(time.Second), nil)
+	must(t, err)
+	replayed, err := s.AuthCodeReplayed(ctx, c.Hash)
+	must(t, err)
+	equal(t, "replayed after one redemption", replayed, false)
+
+	// The replay comes before the winner has stored anything: nothing to revoke, but marked.
+	n, err := s.RevokeByCode(ctx, c.Hash, at(2*time.Second))
+	must(t, err)
+	equal(t, "revoked before the tokens exist", n, int64(0))
+	replayed, err = s.AuthCodeReplayed(ctx, c.Hash)
+	must(t, err)
+	equal(t, "replayed after the replay", replayed, true)
+
+	// The winner stores its tokens, sees the mark and revokes them; a second replay marks
+	// again without error.
+	issue(t, s, "f1", "c1", "alice")
+	n, err = s.RevokeByCode(ctx, c.Hash, at(3*time.Second))
+	must(t, err)
+	equal(t, "revoked by the winner", n, int64(2))
+	if getToken(t, s, "f1/at").Active(at(3 * time.Second)) {
+		t.Fatal("a token of the replayed code is active")
+	}
+
+	replayed, err = s.AuthCodeReplayed(ctx, hash("unknown"))
+	must(t, err)
+	equal(t, "unknown code", replayed, false)
+}

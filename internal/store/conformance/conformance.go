@@ -56,6 +56,7 @@ var tests = []test{
 	{"AuthCode/RedeemCheckedConcurrent", testCodeRedeemCheckedConcurrent},
 	{"AuthCode/DPoPBinding", testCodeDPoPBinding},
 	{"AuthCode/AuthorizationDetails", testCodeAuthorizationDetails},
+	{"AuthCode/ReplayMark", testCodeReplayMark},
 
 	{"Token/RoundTrip", testTokenRoundTrip},
 	{"Token/Holder", testTokenHolder},

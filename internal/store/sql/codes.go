@@ -18,6 +18,9 @@ var (
 	qRedeemCode = sqlText(`UPDATE auth_codes SET used_at = ? WHERE hash = ? AND used_at IS NULL AND expires_at > ?
 RETURNING ` + codeCols)
 	qGetCode = sqlText(`SELECT ` + codeCols + `, used_at FROM auth_codes WHERE hash = ?`)
+	// The mark a replay leaves (migration 0023); an unknown code marks nothing.
+	qMarkCodeReplayed = sqlText(`UPDATE auth_codes SET replayed_at = ? WHERE hash = ? AND replayed_at IS NULL`)
+	qCodeReplayed     = sqlText(`SELECT replayed_at IS NOT NULL FROM auth_codes WHERE hash = ?`)
 )
 
 func scanCode(c *store.AuthCode, used *sql.NullInt64) func(scanner) error {
@@ -106,4 +109,16 @@ func (s *Store) redeemAuthCode(ctx context.Context, hash []byte, now time.Time, 
 		return c, false, store.ErrConflict
 	}
 	return store.AuthCode{}, false, store.ErrNotFound
+}
+
+// AuthCodeReplayed reads the replay mark. The read pool sees every commit made before the
+// statement starts (SQLite's WAL readers; PostgreSQL's read committed), which is all the
+// ordering argument in store.AuthCodes needs.
+func (s *Store) AuthCodeReplayed(ctx context.Context, hash []byte) (replayed bool, err error) {
+	defer s.observe(ctx, "AuthCodeReplayed", time.Now(), &err)
+	err = s.reader().row(ctx, func(r scanner) error { return r.Scan(&replayed) }, qCodeReplayed, hash)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return replayed, err
 }

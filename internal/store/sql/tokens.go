@@ -450,6 +450,12 @@ func (s *Store) RevokeFamily(ctx context.Context, familyID string, now time.Time
 
 func (s *Store) RevokeByCode(ctx context.Context, codeHash []byte, now time.Time) (_ int64, err error) {
 	defer s.observe(ctx, "RevokeByCode", time.Now(), &err)
+	// The mark commits before the revocation starts (store.AuthCodes.AuthCodeReplayed): in one
+	// transaction, a redemption could store its tokens after the revocation looked and read
+	// the mark before it committed, and both would miss.
+	if _, err := s.wexec(ctx, qMarkCodeReplayed, ns(now), codeHash); err != nil {
+		return 0, err
+	}
 	var n int64
 	err = s.tx(ctx, func(x q) error {
 		live, err := revoke(ctx, x, qRevokeByCode, now, codeHash)
