@@ -176,6 +176,9 @@ func (b *Bundles) Get(ctx context.Context, url string, td spiffeid.TrustDomain, 
 	return v.(BundleState)
 }
 
+// Until is how long until t on the fetcher's clock: when a BundleState's Next comes.
+func (b *Bundles) Until(t time.Time) time.Duration { return t.Sub(b.o.Now()) }
+
 // Due reports whether an endpoint asked for within the last MaxRefresh is due for a fetch:
 // the compiler then compiles again, which fetches it. Endpoints nobody asked for since are
 // forgotten.
