@@ -41,7 +41,7 @@ type bundleEndpoint struct {
 	fetches atomic.Int32
 }
 
-func newEndpoint(t *testing.T) *bundleEndpoint {
+func newEndpoint(t testing.TB) *bundleEndpoint {
 	t.Helper()
 	e := &bundleEndpoint{hint: 300}
 	e.rotate(t, "k1")
@@ -63,7 +63,7 @@ func newEndpoint(t *testing.T) *bundleEndpoint {
 }
 
 // rotate replaces the endpoint's key, as the trust domain does when it rotates.
-func (e *bundleEndpoint) rotate(t *testing.T, kid string) {
+func (e *bundleEndpoint) rotate(t testing.TB, kid string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -229,5 +229,24 @@ func TestBundleBadRefreshKeepsLastGood(t *testing.T) {
 				t.Errorf("a bundle %v past its last good fetch is still used", workload.MaxStale)
 			}
 		})
+	}
+}
+
+// BenchmarkBundlesGetCached is what each compilation pays per endpoint client between
+// refreshes: a map lookup, no fetch.
+func BenchmarkBundlesGetCached(b *testing.B) {
+	e := newEndpoint(b)
+	c := &clock{now: time.Now()}
+	bs := newBundles(e, c)
+	ctx := context.Background()
+	if st := bs.Get(ctx, e.URL, td, nil); st.Bundle == nil {
+		b.Fatal(st.Err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		bs.Get(ctx, e.URL, td, nil)
+	}
+	if n := e.fetches.Load(); n != 1 {
+		b.Fatalf("%d fetches", n)
 	}
 }
