@@ -65,6 +65,7 @@ func (r *resolver) clientWorkload(ctx context.Context, oc *v1alpha1.OAuthClient,
 	return &config.Workload{SPIFFEID: id.String(), SPIFFEBundle: jb}, nil
 }
 
+// wiEndpoint is the bundle endpoint's URL; "" when the bundle comes from a ConfigMap.
 func wiEndpoint(wi *v1alpha1.WorkloadIdentity) string {
 	if wi.TrustBundle == nil {
 		return ""
