@@ -93,6 +93,15 @@ func TestWorkloadIdentityCRDRules(t *testing.T) {
 			oc.Spec.WorkloadIdentity.SPIFFEID = "spiffe://example.org/a"
 			oc.Spec.WorkloadIdentity.TrustBundle = &v1alpha1.SPIFFETrustBundle{ConfigMapRef: &v1alpha1.ConfigMapKeyReference{Name: "b", Key: "bundle.json"}}
 		},
+		"bundle endpoint over http": func(oc *v1alpha1.OAuthClient) {
+			oc.Spec.WorkloadIdentity = &v1alpha1.WorkloadIdentity{SPIFFEID: "spiffe://example.org/a",
+				TrustBundle: &v1alpha1.SPIFFETrustBundle{EndpointURL: "http://spire.example.org/bundle"}}
+		},
+		"bundle endpoint and ConfigMap": func(oc *v1alpha1.OAuthClient) {
+			oc.Spec.WorkloadIdentity = &v1alpha1.WorkloadIdentity{SPIFFEID: "spiffe://example.org/a",
+				TrustBundle: &v1alpha1.SPIFFETrustBundle{EndpointURL: "https://spire.example.org/bundle",
+					ConfigMapRef: &v1alpha1.ConfigMapKeyReference{Name: "b", Key: "bundle.json"}}}
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			oc := workloadClient(ns, "c-"+randomSuffix(), sa)
