@@ -21,6 +21,7 @@ import (
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/config"
 	lkkeys "latchkey.dev/latchkey/internal/keys"
+	"latchkey.dev/latchkey/internal/workload"
 )
 
 // Compiler builds the server's configuration (config.Snapshot) from the informer cache and
@@ -53,6 +54,7 @@ type Compiler struct {
 	// configMaps are the ConfigMaps the last compilation looked up (Project logos).
 	configMaps map[types.NamespacedName]struct{}
 	signing    *lkkeys.Signing
+	bundles    *workload.Bundles
 	waitFor    func(context.Context) error
 }
 
@@ -68,6 +70,7 @@ func NewCompiler(c cache.Cache, opts Options) *Compiler {
 		publicURL: opts.PublicURL,
 		holder:    opts.Config,
 		signing:   opts.SigningKeys,
+		bundles:   opts.SPIFFEBundles,
 		waitFor:   opts.WaitFor,
 		debounce:  debounce,
 		log:       ctrl.Log.WithName("compiler"),
@@ -116,6 +119,7 @@ func (c *Compiler) Start(ctx context.Context) error {
 		}
 	}
 
+	go c.refreshBundles(ctx)
 	const maxBackoff = 30 * time.Second
 	backoff := time.Second
 	var retry <-chan time.Time
@@ -167,6 +171,29 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	case <-t.C:
 		return true
+	}
+}
+
+// bundleCheck is how often the compiler looks whether a SPIFFE bundle endpoint is due: a
+// compilation fetches it (workload.Bundles), on every replica, since each compiles its own
+// snapshot.
+const bundleCheck = 15 * time.Second
+
+func (c *Compiler) refreshBundles(ctx context.Context) {
+	if c.bundles == nil {
+		return
+	}
+	t := time.NewTicker(bundleCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if c.bundles.Due() {
+				c.kick()
+			}
+		}
 	}
 }
 
@@ -281,7 +308,7 @@ func (c *Compiler) references(key types.NamespacedName) bool {
 func (c *Compiler) compileOnce(ctx context.Context) (*config.Snapshot, error) {
 	c.compiling.Store(true)
 	defer c.compiling.Store(false)
-	snap, res, err := compile(ctx, c.cache, c.publicURL, c.signing)
+	snap, res, err := compile(ctx, c.cache, c.publicURL, c.signing, c.bundles)
 	if err != nil {
 		return nil, err
 	}
@@ -294,9 +321,10 @@ func (c *Compiler) compileOnce(ctx context.Context) (*config.Snapshot, error) {
 // compile builds a complete snapshot from what r holds, and returns the resolver, which
 // records every Secret and ConfigMap looked up. It is linear in the number of objects: one List
 // per kind and cache lookups per object.
-func compile(ctx context.Context, r client.Reader, publicURL string, signing *lkkeys.Signing) (*config.Snapshot, *resolver, error) {
+func compile(ctx context.Context, r client.Reader, publicURL string, signing *lkkeys.Signing, bundles *workload.Bundles) (*config.Snapshot, *resolver, error) {
 	res := newResolver(r, publicURL)
 	res.signing = signing
+	res.bundles = bundles
 	snap := &config.Snapshot{Projects: map[string]*config.Project{}}
 	// Projects first: everything else is added to the Project it attaches to.
 	for _, add := range []snapshotStep{addProjects, addConnectors, addRedirectRules, addAccessPolicies, addClients} {

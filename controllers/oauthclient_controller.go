@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -268,7 +269,7 @@ func (r *OAuthClientReconciler) reconcileReady(ctx context.Context, s *clientSco
 		meta.RemoveStatusCondition(&oc.Status.Conditions, v1alpha1.OAuthClientConnectorsResolvedCondition)
 		meta.RemoveStatusCondition(&oc.Status.Conditions, v1alpha1.OAuthClientResourcesOwnedCondition)
 		meta.RemoveStatusCondition(&oc.Status.Conditions, v1alpha1.DegradedCondition)
-		return ctrl.Result{}, nil
+		return bundleRequeue(s), nil
 	}
 	where := fmt.Sprintf("credentials in Secret %s/%s", oc.Namespace, oc.Status.SecretName)
 	if ref := oc.Spec.ClientSecretRef; ref != nil {
@@ -312,12 +313,25 @@ func (r *OAuthClientReconciler) reconcileReady(ctx context.Context, s *clientSco
 		r.setCondition(&oc.Status.Conditions, oc.Generation, v1alpha1.OAuthClientResourcesOwnedCondition, resErr,
 			v1alpha1.OAuthClientResourcesOwnedReason, resMsg)
 	}
+	if res.staleBundle != nil {
+		problems = append(problems, res.staleBundle)
+	}
 	var degErr error
 	if len(problems) > 0 {
 		degErr = joinNotReady(problems)
 	}
 	r.setDegraded(&oc.Status.Conditions, oc.Generation, degErr, msg)
-	return ctrl.Result{}, nil
+	return bundleRequeue(s), nil
+}
+
+// bundleRequeue reconciles a client whose trust bundle comes from an endpoint again when the
+// endpoint is next fetched, so its conditions follow what the compiler serves.
+func bundleRequeue(s *clientScope) ctrl.Result {
+	next := s.res.bundleNext[types.NamespacedName{Namespace: s.oc.Namespace, Name: s.oc.Name}]
+	if next.IsZero() {
+		return ctrl.Result{}
+	}
+	return ctrl.Result{RequeueAfter: max(s.res.bundles.Until(next), time.Second)}
 }
 
 // reconcileRedirects lists the registered redirect URIs in status with their classification

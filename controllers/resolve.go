@@ -28,6 +28,7 @@ import (
 	"latchkey.dev/latchkey/internal/redirect"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/upstream/catalog"
+	"latchkey.dev/latchkey/internal/workload"
 )
 
 // notReady says why an object is not Ready. Reconcilers turn it into Ready=False with this
@@ -88,6 +89,13 @@ type resolver struct {
 	// signing gives Projects with signingKeySource Operator their keys; nil when the operator
 	// keeps none (tests, and callers that do not wire it).
 	signing *lkkeys.Signing
+	// bundles fetches SPIFFE bundle endpoints (Options.SPIFFEBundles); nil where none are
+	// fetched (a server without a cluster). staleBundles holds, per OAuthClient, why its
+	// endpoint's last refresh failed while its last good bundle serves, and bundleNext when the
+	// endpoint is fetched again.
+	bundles      *workload.Bundles
+	staleBundles map[types.NamespacedName]*notReady
+	bundleNext   map[types.NamespacedName]time.Time
 }
 
 type projectResult struct {
@@ -114,6 +122,9 @@ func newResolver(c client.Reader, publicURL string) *resolver {
 		connFull:   map[types.NamespacedName]*connectorResult{},
 		secrets:    map[types.NamespacedName]struct{}{},
 		configMaps: map[types.NamespacedName]struct{}{},
+
+		staleBundles: map[types.NamespacedName]*notReady{},
+		bundleNext:   map[types.NamespacedName]time.Time{},
 	}
 }
 
@@ -1018,6 +1029,9 @@ type clientResult struct {
 	unresolved        []string
 	refused           []string
 	resourceConflicts []string
+	// staleBundle says why the SPIFFE bundle endpoint's last refresh failed, while the client
+	// serves with the last good bundle.
+	staleBundle *notReady
 }
 
 // client resolves an OAuthClient given its credentials Secret (nil when it does not exist yet):
@@ -1070,7 +1084,8 @@ func (r *resolver) clientBase(ctx context.Context, oc *v1alpha1.OAuthClient, sec
 	}
 	out.SecretJWTKey = jwtKey
 	out.Workload = workload
-	return &clientResult{compiled: out, project: pk.String()}, nil
+	key := types.NamespacedName{Namespace: oc.Namespace, Name: oc.Name}
+	return &clientResult{compiled: out, project: pk.String(), staleBundle: r.staleBundles[key]}, nil
 }
 
 // clientConfig compiles what of an OAuthClient needs nothing but its spec and secret hash.

@@ -26,6 +26,7 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	lkkeys "latchkey.dev/latchkey/internal/keys"
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/internal/workload"
 )
 
 // Store is the part of the runtime state the controllers use: RedirectPolicy enforcement
@@ -63,6 +64,9 @@ type Options struct {
 	// SigningKeys are the operator's signing keys, for Projects with signingKeySource
 	// Operator; nil refuses such Projects. Call Compiler.Kick when they change.
 	SigningKeys *lkkeys.Signing
+	// SPIFFEBundles fetches the SPIFFE bundle endpoints OAuthClients name
+	// (spec.workloadIdentity.trustBundle.endpointURL); nil means one with production defaults.
+	SPIFFEBundles *workload.Bundles
 	// WaitFor, when set, is waited for before the first compilation: the server publishes no
 	// configuration (and so serves no project) until the keys are loaded.
 	WaitFor func(context.Context) error
@@ -87,6 +91,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Debounce <= 0 {
 		o.Debounce = 100 * time.Millisecond
+	}
+	if o.SPIFFEBundles == nil {
+		o.SPIFFEBundles = workload.NewBundles(workload.BundleOptions{Log: ctrl.Log.WithName("spiffe-bundles")})
 	}
 	return nil
 }
@@ -116,6 +123,7 @@ func SetupWithCompiler(mgr ctrl.Manager, opts Options) (*Compiler, error) {
 		clock:     opts.Clock,
 		projects:  &projectMemo{},
 		signing:   opts.SigningKeys,
+		bundles:   opts.SPIFFEBundles,
 		audit:     opts.Store,
 		recorded:  &sync.Map{},
 	}

@@ -154,7 +154,7 @@ func (s *Standalone) Apply(ctx context.Context, objs *Objects) error {
 		s.log.Error(err, "setting status; retried at the next change or enforcement interval")
 	}
 
-	snap, _, err := compile(ctx, mem, s.opts.PublicURL, s.opts.SigningKeys)
+	snap, _, err := compile(ctx, mem, s.opts.PublicURL, s.opts.SigningKeys, nil)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 	lkkeys "latchkey.dev/latchkey/internal/keys"
+	"latchkey.dev/latchkey/internal/workload"
 )
 
 // base is what every reconciler shares.
@@ -33,6 +34,8 @@ type base struct {
 	quietFirstReady bool
 	// signing: Options.SigningKeys.
 	signing *lkkeys.Signing
+	// bundles: Options.SPIFFEBundles.
+	bundles *workload.Bundles
 	// audit receives policy.changed records (recordPolicyChange); nil writes none.
 	audit Store
 	// recorded remembers the generation last written per object UID, so a reconcile that
@@ -44,6 +47,7 @@ func (b *base) resolver() *resolver {
 	r := newResolver(b.client, b.publicURL)
 	r.memo = b.projects
 	r.signing = b.signing
+	r.bundles = b.bundles
 	return r
 }
 

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -31,6 +33,7 @@ import (
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
 	"latchkey.dev/latchkey/internal/testenv"
+	"latchkey.dev/latchkey/internal/workload"
 )
 
 // One kube-apiserver and etcd for the whole package (starting one takes seconds); each test
@@ -129,7 +132,13 @@ func runMain(m *testing.M) int {
 	}
 	defer testStore.Close()
 	testSigning.Store(lkkeys.New(testNow))
+	// One bundle endpoint server for the run (workload_test.go), so that the fetcher can trust
+	// its certificate; tests register what it serves per path.
+	bundleServer = httptest.NewTLSServer(&bundleEndpoints)
+	defer bundleServer.Close()
 	compiler, err = SetupWithCompiler(mgr, Options{
+		SPIFFEBundles: workload.NewBundles(workload.BundleOptions{AllowLoopback: true,
+			RootCAs: bundleServer.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs, Now: bundleClock.Now}),
 		PublicURL: testPublicURL,
 		Config:    holder,
 		Store:     testStore,

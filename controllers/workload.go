@@ -3,16 +3,15 @@ package controllers
 import (
 	"cmp"
 	"context"
-	"crypto/ecdsa"
-	"crypto/ed25519"
-	"crypto/rsa"
 	"fmt"
+	"time"
 
-	"github.com/spiffe/go-spiffe/v2/bundle/spiffebundle"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"k8s.io/apimachinery/pkg/types"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/workload"
 )
 
 // maxBundleBytes bounds a SPIFFE trust bundle read from a ConfigMap (the cache keeps at most
@@ -26,7 +25,8 @@ func isWorkload(oc *v1alpha1.OAuthClient) bool { return oc.Spec.WorkloadIdentity
 // clientWorkload compiles spec.workloadIdentity. A ServiceAccount in another namespace must be
 // in one the Project admits: naming it makes that namespace's pods this client's credential
 // holders, which only the Project's administrator may allow. A SPIFFE trust bundle comes from
-// a ConfigMap of the client's own namespace that opted in (v1alpha1.ConfigMapUseSPIFFEBundle).
+// a ConfigMap of the client's own namespace that opted in (v1alpha1.ConfigMapUseSPIFFEBundle),
+// or from the trust domain's bundle endpoint.
 func (r *resolver) clientWorkload(ctx context.Context, oc *v1alpha1.OAuthClient, project *v1alpha1.Project) (*config.Workload, error) {
 	wi := oc.Spec.WorkloadIdentity
 	if wi == nil {
@@ -51,32 +51,49 @@ func (r *resolver) clientWorkload(ctx context.Context, oc *v1alpha1.OAuthClient,
 	if err != nil {
 		return nil, notReadyf(v1alpha1.OAuthClientTrustBundleInvalidReason, "spec.workloadIdentity.spiffeID: %v", err)
 	}
+	if url := wiEndpoint(wi); url != "" {
+		return r.endpointBundle(ctx, oc, id, url, project)
+	}
 	raw, err := r.spiffeBundle(ctx, oc)
 	if err != nil {
 		return nil, err
 	}
-	b, err := spiffebundle.Parse(id.TrustDomain(), raw)
+	jb, _, err := workload.ParseBundle(id.TrustDomain(), raw)
 	if err != nil {
 		return nil, notReadyf(v1alpha1.OAuthClientTrustBundleInvalidReason, "spec.workloadIdentity.trustBundle: %v", err)
 	}
-	jb := b.JWTBundle()
-	if len(jb.JWTAuthorities()) == 0 {
-		return nil, notReadyf(v1alpha1.OAuthClientTrustBundleInvalidReason,
-			"spec.workloadIdentity.trustBundle holds no JWT-SVID key (a key with \"use\": \"jwt-svid\")")
-	}
-	for kid, k := range jb.JWTAuthorities() {
-		switch pub := k.(type) {
-		case *ecdsa.PublicKey, ed25519.PublicKey:
-		case *rsa.PublicKey:
-			if pub.N.BitLen() < 2048 {
-				return nil, notReadyf(v1alpha1.OAuthClientTrustBundleInvalidReason, "spec.workloadIdentity.trustBundle: key %q is RSA of fewer than 2048 bits", kid)
-			}
-		default:
-			// A private key published as a trust anchor has leaked; refuse the bundle whole.
-			return nil, notReadyf(v1alpha1.OAuthClientTrustBundleInvalidReason, "spec.workloadIdentity.trustBundle: key %q is not a public EC, RSA or Ed25519 key", kid)
-		}
-	}
 	return &config.Workload{SPIFFEID: id.String(), SPIFFEBundle: jb}, nil
+}
+
+// wiEndpoint is the bundle endpoint's URL; "" when the bundle comes from a ConfigMap.
+func wiEndpoint(wi *v1alpha1.WorkloadIdentity) string {
+	if wi.TrustBundle == nil {
+		return ""
+	}
+	return wi.TrustBundle.EndpointURL
+}
+
+// endpointBundle compiles the bundle of spec.workloadIdentity.trustBundle.endpointURL, fetched
+// here (the compiler and the reconcilers; handlers never fetch) through the address guard with
+// the Project's allowed networks. A refresh that fails keeps the last good bundle, which the
+// reconciler reports as Degraded (r.staleBundles); without one the client is not served.
+func (r *resolver) endpointBundle(ctx context.Context, oc *v1alpha1.OAuthClient, id spiffeid.ID, url string, project *v1alpha1.Project) (*config.Workload, error) {
+	if r.bundles == nil {
+		return nil, notReadyf(v1alpha1.OAuthClientTrustBundleMissingReason,
+			"spec.workloadIdentity.trustBundle.endpointURL is fetched only by Latchkey running in a cluster; publish the bundle in a ConfigMap")
+	}
+	st := r.bundles.Get(ctx, url, id.TrustDomain(), allowedNetworks(project))
+	key := types.NamespacedName{Namespace: oc.Namespace, Name: oc.Name}
+	r.bundleNext[key] = st.Next
+	if st.Bundle == nil {
+		return nil, notReadyf(v1alpha1.OAuthClientTrustBundleMissingReason, "bundle endpoint %s: %v", url, st.Err)
+	}
+	if st.Err != nil {
+		r.staleBundles[key] = notReadyf(v1alpha1.OAuthClientTrustBundleStaleReason,
+			"bundle endpoint %s: %v; serving with the bundle fetched at %s until %s",
+			url, st.Err, st.Fetched.UTC().Format(time.RFC3339), st.Fetched.Add(workload.MaxStale).UTC().Format(time.RFC3339))
+	}
+	return &config.Workload{SPIFFEID: id.String(), SPIFFEBundle: st.Bundle}, nil
 }
 
 // spiffeBundle reads the bundle of spec.workloadIdentity.trustBundle.configMapRef. A ConfigMap

@@ -8,8 +8,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
 	corev1 "k8s.io/api/core/v1"
@@ -85,6 +92,15 @@ func TestWorkloadIdentityCRDRules(t *testing.T) {
 		"both kinds": func(oc *v1alpha1.OAuthClient) {
 			oc.Spec.WorkloadIdentity.SPIFFEID = "spiffe://example.org/a"
 			oc.Spec.WorkloadIdentity.TrustBundle = &v1alpha1.SPIFFETrustBundle{ConfigMapRef: &v1alpha1.ConfigMapKeyReference{Name: "b", Key: "bundle.json"}}
+		},
+		"bundle endpoint over http": func(oc *v1alpha1.OAuthClient) {
+			oc.Spec.WorkloadIdentity = &v1alpha1.WorkloadIdentity{SPIFFEID: "spiffe://example.org/a",
+				TrustBundle: &v1alpha1.SPIFFETrustBundle{EndpointURL: "http://spire.example.org/bundle"}}
+		},
+		"bundle endpoint and ConfigMap": func(oc *v1alpha1.OAuthClient) {
+			oc.Spec.WorkloadIdentity = &v1alpha1.WorkloadIdentity{SPIFFEID: "spiffe://example.org/a",
+				TrustBundle: &v1alpha1.SPIFFETrustBundle{EndpointURL: "https://spire.example.org/bundle",
+					ConfigMapRef: &v1alpha1.ConfigMapKeyReference{Name: "b", Key: "bundle.json"}}}
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -187,4 +203,154 @@ func TestSPIFFETrustBundleFromConfigMap(t *testing.T) {
 		c.Labels = nil
 	})
 	waitNotReady(t, oc, v1alpha1.OAuthClientTrustBundleMissingReason)
+}
+
+// The SPIFFE bundle endpoints of the run: one TLS server (suite_test.go) whose paths tests
+// register, and the fetcher's clock, which tests move to make a refresh due.
+var (
+	bundleServer    *httptest.Server
+	bundleEndpoints endpointMux
+	bundleClock     = &shiftClock{}
+)
+
+type endpointMux struct{ paths sync.Map }
+
+func (m *endpointMux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, ok := m.paths.Load(r.URL.Path)
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	h.(http.Handler).ServeHTTP(w, r)
+}
+
+type shiftClock struct{ offset atomic.Int64 }
+
+func (c *shiftClock) Now() time.Time      { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *shiftClock) add(d time.Duration) { c.offset.Add(int64(d)) }
+
+// fakeBundleEndpoint serves a trust domain's bundle (https_web: a JWKS with
+// spiffe_refresh_hint) at a path of its own, with the key id and body the test sets.
+type fakeBundleEndpoint struct {
+	url     string
+	mu      sync.Mutex
+	body    string
+	fetches atomic.Int32
+}
+
+func newBundleEndpoint(t *testing.T, kid string) *fakeBundleEndpoint {
+	t.Helper()
+	e := &fakeBundleEndpoint{url: bundleServer.URL + "/" + randomSuffix() + "/bundle"}
+	e.serveKey(t, kid)
+	path := strings.TrimPrefix(e.url, bundleServer.URL)
+	bundleEndpoints.paths.Store(path, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		e.fetches.Add(1)
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		fmt.Fprint(w, e.body)
+	}))
+	t.Cleanup(func() { bundleEndpoints.paths.Delete(path) })
+	return e
+}
+
+func (e *fakeBundleEndpoint) serve(body string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.body = body
+}
+
+func (e *fakeBundleEndpoint) serveKey(t *testing.T, kid string) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(map[string]any{"spiffe_refresh_hint": 300,
+		"keys": []jose.JSONWebKey{{Key: key.Public(), KeyID: kid, Use: "jwt-svid"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.serve(string(b))
+}
+
+// refresh makes the endpoint due and waits until the compiler fetched it again.
+func (e *fakeBundleEndpoint) refresh(t *testing.T) {
+	t.Helper()
+	before := e.fetches.Load()
+	bundleClock.add(5 * time.Minute)
+	eventually(t, "the bundle endpoint fetched again", func() error {
+		compiler.Kick()
+		if e.fetches.Load() == before {
+			return errors.New("not fetched")
+		}
+		return nil
+	})
+}
+
+func endpointClient(ns, name, clientID, url string) *v1alpha1.OAuthClient {
+	oc := workloadClient(ns, name, nil)
+	oc.Spec.ClientID = v1alpha1.ClientID(clientID)
+	oc.Spec.WorkloadIdentity = &v1alpha1.WorkloadIdentity{SPIFFEID: "spiffe://example.org/agent",
+		TrustBundle: &v1alpha1.SPIFFETrustBundle{EndpointURL: url}}
+	return oc
+}
+
+// bundleKeys waits for the compiled bundle of clientID to hold exactly kid.
+func bundleKeys(t *testing.T, project, clientID, kid string) {
+	t.Helper()
+	waitSnapshot(t, clientID+" compiled with key "+kid, func(s *config.Snapshot) error {
+		c := inProject(s, project).Clients[clientID]
+		if c == nil || c.Workload == nil || c.Workload.SPIFFEBundle == nil {
+			return errors.New("not compiled with a bundle")
+		}
+		if got := slices.Collect(maps.Keys(c.Workload.SPIFFEBundle.JWTAuthorities())); len(got) != 1 || got[0] != kid {
+			return fmt.Errorf("keys %v", got)
+		}
+		return nil
+	})
+}
+
+// TestSPIFFETrustBundleFromEndpoint: a bundle endpoint's keys are compiled; when the trust
+// domain rotates its key, the refresh replaces the old key (its JWT-SVIDs are then refused,
+// internal/workload's TestBundleEndpointRotation); a refresh that answers a malformed bundle
+// keeps the last good one and reports the client Degraded (TrustBundleStale).
+func TestSPIFFETrustBundleFromEndpoint(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t, nil)
+	newProject(t, ns, "proj", nil)
+	e := newBundleEndpoint(t, "k1")
+	oc := endpointClient(ns, "agent", "lkc_endpoint-agent", e.url)
+	create(t, oc)
+	waitReady(t, oc)
+	bundleKeys(t, ns+"/proj", "lkc_endpoint-agent", "k1")
+
+	e.serveKey(t, "k2")
+	e.refresh(t)
+	bundleKeys(t, ns+"/proj", "lkc_endpoint-agent", "k2")
+
+	e.serve(`{"keys": [`)
+	e.refresh(t)
+	bundleKeys(t, ns+"/proj", "lkc_endpoint-agent", "k2")
+	// The reconciler looks again when the endpoint is due; a spec change makes it look now.
+	update(t, oc, func(c *v1alpha1.OAuthClient) { c.Spec.DisplayName = "agent, bundle refreshed" })
+	cond := waitDegraded(t, oc, v1alpha1.OAuthClientTrustBundleStaleReason)
+	if !strings.Contains(cond.Message, e.url) || !strings.Contains(cond.Message, "serving with the bundle fetched at") {
+		t.Errorf("Degraded message %q", cond.Message)
+	}
+}
+
+// TestSPIFFETrustBundleEndpointGuarded: a bundle endpoint on an address the guard never dials
+// (the cloud metadata service's link-local range), or a private one the Project does not
+// admit, is not fetched, and the client is not served.
+func TestSPIFFETrustBundleEndpointGuarded(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t, nil)
+	newProject(t, ns, "proj", nil)
+	for i, url := range []string{"https://169.254.169.254/bundle", "https://10.0.0.1/bundle"} {
+		oc := endpointClient(ns, fmt.Sprintf("agent-%d", i), fmt.Sprintf("lkc_guarded-%d", i), url)
+		create(t, oc)
+		cond := waitNotReady(t, oc, v1alpha1.OAuthClientTrustBundleMissingReason)
+		if !strings.Contains(cond.Message, "does not resolve to a public address") {
+			t.Errorf("%s: Ready message %q", url, cond.Message)
+		}
+	}
 }

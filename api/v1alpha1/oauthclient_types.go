@@ -69,8 +69,15 @@ const (
 	OAuthClientWorkloadNotAllowedReason = "WorkloadNotAllowed"
 	// OAuthClientTrustBundleMissingReason: the ConfigMap of
 	// spec.workloadIdentity.trustBundle.configMapRef does not exist, is not labelled
-	// latchkey.dev/use=spiffe-bundle, or lacks the key; the three read alike.
+	// latchkey.dev/use=spiffe-bundle, or lacks the key; the three read alike. For
+	// spec.workloadIdentity.trustBundle.endpointURL: no bundle was fetched yet, or the last
+	// good one is more than a day old.
 	OAuthClientTrustBundleMissingReason = "TrustBundleMissing"
+	// OAuthClientTrustBundleStaleReason (Degraded): the last refresh of the trust bundle
+	// endpoint failed (unreachable, refused by the address guard, malformed, oversized, no
+	// JWT-SVID key); the client serves with the last good bundle, for at most a day after it was
+	// fetched.
+	OAuthClientTrustBundleStaleReason = "TrustBundleStale"
 	// OAuthClientTrustBundleInvalidReason: the trust bundle does not parse as a SPIFFE bundle
 	// with at least one JWT-SVID key.
 	OAuthClientTrustBundleInvalidReason = "TrustBundleInvalid"
@@ -279,11 +286,14 @@ type SPIFFETrustBundle struct {
 	// +optional
 	ConfigMapRef *ConfigMapKeyReference `json:"configMapRef,omitempty"`
 
-	// endpointURL is the trust domain's SPIFFE bundle endpoint (https_web profile): an https URL
-	// the server fetches on a public address, or one the Project's
-	// spec.upstreamNetwork.allowedCIDRs admits (internal/netguard), caches for five minutes, and
-	// fetches again, at most once a minute, when a JWT-SVID names a key id it does not hold. At
-	// most 2048 characters.
+	// endpointURL is the trust domain's SPIFFE bundle endpoint (https_web profile: the bundle
+	// served over TLS with a certificate of the Web PKI or the operator's --ca-bundle). The
+	// controllers fetch it on a public address, or one the Project's
+	// spec.upstreamNetwork.allowedCIDRs admits, never following a redirect, with a 5-second
+	// timeout and a 64 KiB limit, and again after its spiffe_refresh_hint (kept between one
+	// minute and one hour; five minutes without one). A failed refresh keeps the last good
+	// bundle (Degraded, reason TrustBundleStale) for at most a day after it was fetched. At most
+	// 2048 characters.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') && isURL(self) && size(url(self).getHostname()) > 0",message="endpointURL must be an https URL"
 	// +optional

@@ -88,8 +88,8 @@ type options struct {
 	caBundle        string
 	// otlpEndpoint turns tracing on (docs/operations.md, "Tracing and request ids").
 	otlpEndpoint string
-	// extAuthzListen serves Envoy external authorization (docs/token-proxy.md); "" is off.
-	extAuthzListen string
+	// extAuthz serves Envoy external authorization (docs/token-proxy.md).
+	extAuthz extAuthzOptions
 	// trustedProxies and clientAddrHeader say where rate limits read the client's address.
 	trustedProxies   string
 	clientAddrHeader string
@@ -205,8 +205,7 @@ func registerFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.otlpEndpoint, "otlp-traces-endpoint", "",
 		"OTLP/HTTP URL to send traces to, used as written (https://collector:4318/v1/traces); tracing is off unless this or "+
 			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT is set")
-	fs.StringVar(&o.extAuthzListen, "ext-authz-listen", "",
-		"address of the Envoy external authorization service (ext_authz v3 gRPC, plaintext; docs/token-proxy.md); it answers with people's upstream tokens, so only the gateway may reach it (loopback for a sidecar, or a NetworkPolicy); empty: off")
+	o.extAuthz.flags(fs)
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or text")
 }
@@ -403,7 +402,7 @@ func (p *parts) addHTTPServer(context.Context) error {
 		return fmt.Errorf("http server: %w", err)
 	}
 	p.listening = ln.Addr().String()
-	if err := addExtAuthz(p.mgr, p.o.extAuthzListen, p.config, handler, p.metrics, p.log); err != nil {
+	if err := addExtAuthz(p.mgr, p.o.extAuthz, p.config, handler, p.metrics, p.log); err != nil {
 		return err
 	}
 	if err := p.mgr.Add(tallyFlusher{server: handler}); err != nil {

@@ -14,6 +14,7 @@ package extauthz
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/metrics"
@@ -53,9 +55,14 @@ func New(h *config.Holder, p *proxy.Handler, m *metrics.Metrics) *Server {
 	return &Server{config: h, gate: p.Gate(), tally: p.Tally(), metrics: m}
 }
 
-// Serve answers Check on ln until ctx ends, then stops gracefully.
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	gs := grpc.NewServer()
+// Serve answers Check on ln until ctx ends, then stops gracefully. With tlsConfig (TLSFiles)
+// every connection is mutual TLS; nil serves plaintext, for a sidecar on loopback.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Config) error {
+	var opts []grpc.ServerOption
+	if tlsConfig != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConfig)))
+	}
+	gs := grpc.NewServer(opts...)
 	authv3.RegisterAuthorizationServer(gs, s)
 	stop := context.AfterFunc(ctx, gs.GracefulStop)
 	defer stop()
