@@ -411,3 +411,26 @@ func (f *IDP) SetClaims(sub string, claims map[string]any) {
 	defer f.mu.Unlock()
 	f.Users[sub].Claims = claims
 }
+
+// ---------------------------------------------------------------------------------------------
+// Dynamic client registration
+
+// Register posts a client registration request (RFC 7591) of JSON body, without an initial
+// access token.
+func (s *Stack) Register(body string) Answer {
+	s.T.Helper()
+	req, _ := http.NewRequest(http.MethodPost, s.Issuer+"/register", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	return s.Send(req)
+}
+
+// MustRegister is Register failing the test unless the client is created; it returns the
+// client's id.
+func (s *Stack) MustRegister(body string) string {
+	s.T.Helper()
+	r := s.Register(body)
+	if r.Status != http.StatusCreated {
+		s.T.Fatalf("registration: %d %s", r.Status, r.Raw)
+	}
+	return r.Str("client_id")
+}
