@@ -177,3 +177,31 @@ func TestSessionCookieOverHTTPS(t *testing.T) {
 		t.Errorf("cookie value should be 32 random bytes in base64url, got %d chars", len(c.Value))
 	}
 }
+
+// After sign-in, return_to only ever leads to this issuer's own pages.
+func TestSignInReturnToStaysHome(t *testing.T) {
+	t.Parallel()
+	s := stack.New(t, stack.Options{})
+	for _, rt := range []string{
+		"https://evil.example/", "//evil.example/", "/\\evil.example", "\\\\evil.example",
+		"javascript:alert(1)", "/team/demo/../../evil", "http://" + strings.TrimPrefix(s.Front.URL, "http://") + "@evil.example/",
+		"/team/demo/%2F%2Fevil.example", "\x00/team/demo", "/team/demo/account\r\nLocation: https://evil.example/",
+	} {
+		t.Run(rt, func(t *testing.T) {
+			b := s.Browser()
+			p := b.SignInPage(rt, stack.AliceEmail, stack.AlicePassword)
+			if p.Status >= 500 {
+				t.Fatalf("%d", p.Status)
+			}
+			for _, target := range []string{p.Header.Get("Location"), p.Continue()} {
+				if target == "" {
+					continue
+				}
+				u, err := url.Parse(target)
+				if err != nil || (u.Host != "" && "http://"+u.Host != s.Front.URL) || !strings.HasPrefix(u.Path, "/team/demo/") || strings.HasPrefix(target, "//") {
+					t.Errorf("return_to %q led to %q", rt, target)
+				}
+			}
+		})
+	}
+}
