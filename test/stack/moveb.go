@@ -434,3 +434,51 @@ func (s *Stack) MustRegister(body string) string {
 	}
 	return r.Str("client_id")
 }
+
+// ---------------------------------------------------------------------------------------------
+// A person and their agent (Web holding their tokens)
+
+// AgentFor gives Web ("an agent") tokens for the person signed in to b.
+func (s *Stack) AgentFor(b *Browser) Answer {
+	s.T.Helper()
+	return s.CodeFlowAs(b, Web, WebSecret, "openid read", "", "")
+}
+
+// BackchannelLogout is the provider posting a logout token to the back-channel logout
+// endpoint.
+func (s *Stack) BackchannelLogout(token string) Answer {
+	s.T.Helper()
+	return s.MustPost("/sign-in/backchannel-logout", url.Values{"logout_token": {token}}, "", "")
+}
+
+// ExpectSignedOut checks what a person who lost access sees: the account page asks for a
+// sign-in, the agent's refresh token is refused, and its access token is no longer active.
+func (s *Stack) ExpectSignedOut(who string, b *Browser, agent Answer) {
+	s.T.Helper()
+	if pg := b.MustGet(s.Issuer + "/account"); pg.Status != http.StatusSeeOther || !strings.Contains(pg.Header.Get("Location"), "/sign-in") {
+		s.T.Errorf("%s's account page: %d %q, want a redirect to sign in", who, pg.Status, pg.Header.Get("Location"))
+	}
+	if r := s.RefreshAs(Web, WebSecret, agent.Str("refresh_token")); r.Status != http.StatusBadRequest || r.Str("error") != "invalid_grant" {
+		s.T.Errorf("%s's agent refreshed: %d %s", who, r.Status, r.Raw)
+	}
+	if s.Active(agent.Str("access_token")) {
+		s.T.Errorf("%s's agent's access token is still active", who)
+	}
+}
+
+// ExpectStillIn checks that a person kept their access; it rotates the agent's refresh token
+// and returns the new pair.
+func (s *Stack) ExpectStillIn(who string, b *Browser, agent Answer) Answer {
+	s.T.Helper()
+	if pg := b.MustGet(s.Issuer + "/account"); pg.Status != http.StatusOK {
+		s.T.Errorf("%s's account page: %d %q", who, pg.Status, pg.Header.Get("Location"))
+	}
+	if !s.Active(agent.Str("access_token")) {
+		s.T.Errorf("%s's agent's access token was ended", who)
+	}
+	r := s.RefreshAs(Web, WebSecret, agent.Str("refresh_token"))
+	if r.Status != http.StatusOK {
+		s.T.Fatalf("%s's agent cannot refresh: %d %s", who, r.Status, r.Raw)
+	}
+	return r
+}
