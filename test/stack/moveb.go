@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"maps"
@@ -481,4 +482,78 @@ func (s *Stack) ExpectStillIn(who string, b *Browser, agent Answer) Answer {
 		s.T.Fatalf("%s's agent cannot refresh: %d %s", who, r.Status, r.Raw)
 	}
 	return r
+}
+
+// ---------------------------------------------------------------------------------------------
+// An app's web site
+
+// DocSite is an app's web site on 127.0.0.1 (https, its certificate in Pool), serving client
+// ID metadata documents (and, in Extra, any other handler by path).
+type DocSite struct {
+	URL  string
+	Pool *x509.CertPool
+
+	mu    sync.Mutex
+	docs  map[string][]byte
+	extra map[string]http.HandlerFunc
+}
+
+// NewDocSite starts a site, stopped when the test ends.
+func NewDocSite(t testing.TB) *DocSite {
+	s := &DocSite{docs: map[string][]byte{}, extra: map[string]http.HandlerFunc{}}
+	ts := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		doc, h := s.docs[r.URL.Path], s.extra[r.URL.Path]
+		s.mu.Unlock()
+		switch {
+		case h != nil:
+			h(w, r)
+		case doc != nil:
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(doc)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(ts.Close)
+	s.URL = ts.URL
+	s.Pool = x509.NewCertPool()
+	s.Pool.AddCert(ts.Certificate())
+	return s
+}
+
+// Handle serves path with h.
+func (s *DocSite) Handle(path string, h http.HandlerFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.extra[path] = h
+}
+
+// Serve publishes a document at path and returns its URL, the client's id; fields override
+// the defaults (a public Claude Code on loopback; "client_id" defaults to the document's own
+// URL) and a nil field is left out.
+func (s *DocSite) Serve(path string, fields map[string]any) string {
+	id := s.URL + path
+	doc := map[string]any{
+		"client_id": id, "client_name": "Claude Code", "redirect_uris": []string{"http://127.0.0.1/callback"},
+		"token_endpoint_auth_method": "none", "grant_types": []string{"authorization_code", "refresh_token"},
+		"client_uri": "https://claude.ai/",
+	}
+	for k, v := range fields {
+		if v == nil {
+			delete(doc, k)
+		} else {
+			doc[k] = v
+		}
+	}
+	b, _ := json.Marshal(doc)
+	s.mu.Lock()
+	s.docs[path] = b
+	s.mu.Unlock()
+	return id
+}
+
+// OnlyRecognisedApps turns the project's spec.redirects.onlyRecognisedApps on or off.
+func (s *Stack) OnlyRecognisedApps(on bool) {
+	s.Update(func(p *config.Project) { p.Redirects.OnlyRecognisedApps = on })
 }
