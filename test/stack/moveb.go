@@ -29,6 +29,10 @@ import (
 	"latchkey.dev/latchkey/internal/store"
 )
 
+// What the flow tests moved out of package webhook share: the session cookie, the audit trail,
+// a company's OpenID provider (IDP) and a person signed in with it whose agent holds tokens,
+// registration requests, and an app's web site serving client ID metadata documents.
+
 // ---------------------------------------------------------------------------------------------
 // Sessions and the audit trail
 
