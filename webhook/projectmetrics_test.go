@@ -8,30 +8,31 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"latchkey.dev/latchkey/internal/metrics"
-	"latchkey.dev/latchkey/webhook"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // Token issuance and sign-ins are counted under the project they happened in.
 func TestMetricsCountByProject(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarnessServer(t, "sqlite:"+t.TempDir()+"/latchkey.db", func(o *webhook.Options) { o.Metrics = m })
-	if r := h.postForm("/token", url.Values{"grant_type": {"client_credentials"}, "client_id": {"svc"}, "client_secret": {svcSecret}}, "", ""); r.status != 200 {
-		t.Fatalf("client_credentials: %d %s", r.status, r.raw)
+	s := stack.New(t, stack.Options{Metrics: m})
+	if r := s.Token(url.Values{"grant_type": {"client_credentials"}, "client_id": {stack.Service}, "client_secret": {stack.ServiceSecret}}, "", ""); r.Status != 200 {
+		t.Fatalf("client_credentials: %d %s", r.Status, r.Raw)
 	}
-	h.browser().signIn("", "alice@example.com", "wrong password")
-	h.browser().signIn("", "alice@example.com", alicePass)
+	s.Browser().SignInPage("", stack.AliceEmail, "wrong password")
+	s.Browser().SignInPage("", stack.AliceEmail, stack.AlicePassword)
 
 	for _, c := range []struct {
 		name   string
 		labels map[string]string
 	}{
-		{"latchkey_tokens_issued_total", map[string]string{"project": projectKey, "grant_type": "client_credentials"}},
-		{"latchkey_sign_ins_total", map[string]string{"project": projectKey, "method": "password", "result": "refused"}},
-		{"latchkey_sign_ins_total", map[string]string{"project": projectKey, "method": "password", "result": "ok"}},
+		{"latchkey_tokens_issued_total", map[string]string{"project": stack.ProjectKey, "grant_type": "client_credentials"}},
+		{"latchkey_sign_ins_total", map[string]string{"project": stack.ProjectKey, "method": "password", "result": "refused"}},
+		{"latchkey_sign_ins_total", map[string]string{"project": stack.ProjectKey, "method": "password", "result": "ok"}},
 	} {
 		if got := counterValue(t, reg, c.name, c.labels); got != 1 {
 			t.Errorf("%s%v = %v, want 1", c.name, c.labels, got)

@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"latchkey.dev/latchkey/internal/requestid"
+	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook"
 )
 
@@ -49,30 +50,27 @@ func (s *syncBuffer) lines(t *testing.T, msg string) []map[string]any {
 	return out
 }
 
-func loggedHarness(t *testing.T, change func(*webhook.Options)) (*harness, *syncBuffer) {
+// loggedStack is a stack whose server logs everything as JSON lines into the buffer returned;
+// server, when set, changes the server's options.
+func loggedStack(t *testing.T, server func(*webhook.Options)) (*stack.Stack, *syncBuffer) {
 	t.Helper()
 	buf := &syncBuffer{}
 	log := logr.FromSlogHandler(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h := newHarnessServer(t, "sqlite:"+t.TempDir()+"/latchkey.db", func(o *webhook.Options) {
-		o.Logger = log
-		if change != nil {
-			change(o)
-		}
-	})
-	return h, buf
+	return stack.New(t, stack.Options{Logger: log, Server: server}), buf
 }
 
 // Every request's id is in the X-Request-Id header, on the log lines written while it was
 // served (the access log and a handler's own), in the JSON of an OAuth error, and on an HTML
 // error page for the person to quote.
 func TestRequestIDOnHeaderLogsErrorsAndPages(t *testing.T) {
-	h, logs := loggedHarness(t, nil)
+	t.Parallel()
+	s, logs := loggedStack(t, nil)
 
 	// A handler's own log line: registration writes an audit line.
-	reg := h.jsonReq(http.MethodPost, h.base+"/register", "", `{"redirect_uris":["https://app.example/cb"],"client_name":"Logged"}`)
-	id := reg.header.Get(requestid.Header)
-	if reg.status != 201 || !requestid.Valid(id) {
-		t.Fatalf("registration: %d, X-Request-Id %q", reg.status, id)
+	reg := s.Register(`{"redirect_uris":["https://app.example/cb"],"client_name":"Logged"}`)
+	id := reg.Header.Get(requestid.Header)
+	if reg.Status != 201 || !requestid.Valid(id) {
+		t.Fatalf("registration: %d, X-Request-Id %q", reg.Status, id)
 	}
 	audits := logs.lines(t, "audit")
 	if len(audits) != 1 || audits[0]["request_id"] != id {
@@ -80,12 +78,12 @@ func TestRequestIDOnHeaderLogsErrorsAndPages(t *testing.T) {
 	}
 
 	// An OAuth error: the id is an extension member beside error, as in the header.
-	bad := h.postForm("/token", url.Values{"grant_type": {"password"}}, "web", webSecret)
-	id2 := bad.header.Get(requestid.Header)
-	if bad.status != 400 || bad.str("error") != "unsupported_grant_type" || bad.str("request_id") != id2 || id2 == id {
-		t.Errorf("token error: %d %s, header id %q (the registration's was %q)", bad.status, bad.raw, id2, id)
+	bad := s.Token(url.Values{"grant_type": {"password"}}, stack.Web, stack.WebSecret)
+	id2 := bad.Header.Get(requestid.Header)
+	if bad.Status != 400 || bad.Str("error") != "unsupported_grant_type" || bad.Str("request_id") != id2 || id2 == id {
+		t.Errorf("token error: %d %s, header id %q (the registration's was %q)", bad.Status, bad.Raw, id2, id)
 	}
-	if got := bad.header.Get("Access-Control-Expose-Headers"); got != requestid.Header {
+	if got := bad.Header.Get("Access-Control-Expose-Headers"); got != requestid.Header {
 		t.Errorf("Access-Control-Expose-Headers %q: a browser-based client cannot read the id", got)
 	}
 
@@ -99,7 +97,7 @@ func TestRequestIDOnHeaderLogsErrorsAndPages(t *testing.T) {
 	}
 
 	// An HTML error page shows the id; an ordinary page does not.
-	resp, err := http.Get(h.base + "/no-such-page")
+	resp, err := http.Get(s.Issuer + "/no-such-page")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +107,7 @@ func TestRequestIDOnHeaderLogsErrorsAndPages(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(html.UnescapeString(string(body)), "quote this id: <code>"+id3+"</code>") {
 		t.Errorf("404 page (%d, id %q) does not show the id:\n%s", resp.StatusCode, id3, body)
 	}
-	resp, err = http.Get(h.base + "/sign-in")
+	resp, err = http.Get(s.Issuer + "/sign-in")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,9 +122,10 @@ func TestRequestIDOnHeaderLogsErrorsAndPages(t *testing.T) {
 // ignored. Only a trusted proxy's is used, and only when it has an id's shape.
 func TestRequestIDFromTrustedProxiesOnly(t *testing.T) {
 	const proxyID = "0f8fad5b-d9cb-469f-a165-70867728950e"
-	get := func(h *harness, sent string) string {
+	t.Parallel()
+	get := func(s *stack.Stack, sent string) string {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, h.base+"/no-such-page", nil)
+		req, _ := http.NewRequest(http.MethodGet, s.Issuer+"/no-such-page", nil)
 		req.Header.Set(requestid.Header, sent)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -135,11 +134,11 @@ func TestRequestIDFromTrustedProxiesOnly(t *testing.T) {
 		resp.Body.Close()
 		return resp.Header.Get(requestid.Header)
 	}
-	untrusted, _ := loggedHarness(t, nil)
+	untrusted, _ := loggedStack(t, nil)
 	if got := get(untrusted, proxyID); got == proxyID || !requestid.Valid(got) {
 		t.Errorf("a client's X-Request-Id was used: %q", got)
 	}
-	trusted, _ := loggedHarness(t, func(o *webhook.Options) {
+	trusted, _ := loggedStack(t, func(o *webhook.Options) {
 		o.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	})
 	if got := get(trusted, proxyID); got != proxyID {

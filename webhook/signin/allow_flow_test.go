@@ -1,4 +1,4 @@
-package webhook_test
+package signin_test
 
 import (
 	"net/http"
@@ -9,6 +9,7 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // TestSignInAllowedDomainsAndGroups plays people whom the company's provider signs in but whom
@@ -17,6 +18,7 @@ import (
 // allowed groups, a provider that sends no groups. Each is refused with a page, an audit record
 // and no session; the admitted person signs in.
 func TestSignInAllowedDomainsAndGroups(t *testing.T) {
+	t.Parallel()
 	type claims = map[string]any
 	domain := func(p *config.OIDCProvider) { p.AllowedEmailDomains = []string{"example.com"} }
 	group := func(p *config.OIDCProvider) { p.AllowedGroups = []string{"latchkey-users"}; p.GroupsClaim = "groups" }
@@ -47,38 +49,41 @@ func TestSignInAllowedDomainsAndGroups(t *testing.T) {
 		{"admitted by both", both, claims{"email": "carol@example.com", "email_verified": true, "groups": []string{"latchkey-users"}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, idp := oidcHarness(t, 0)
-			h.update(func(p *config.Project) { tc.rule(p.SignIn.OIDC) })
-			idp.mu.Lock()
-			idp.users["carol-123"].claims = tc.claims
-			idp.mu.Unlock()
-			b := h.browser()
-			p := b.get(h.base + "/sign-in/oidc?return_to=%2Fteam%2Fdemo%2Faccount")
+			t.Parallel()
+			s := stack.New(t, stack.Options{})
+			idp := s.UseIDP(0)
+			s.Update(func(p *config.Project) { tc.rule(p.SignIn.OIDC) })
+			idp.Lock()
+			idp.Users["carol-123"].Claims = tc.claims
+			idp.Unlock()
+			b := s.Browser()
+			p := b.MustGet(s.Issuer + "/sign-in/oidc?return_to=%2Fteam%2Fdemo%2Faccount")
 			for range 5 {
-				if p.status != http.StatusFound && p.status != http.StatusSeeOther {
+				if p.Status != http.StatusFound && p.Status != http.StatusSeeOther {
 					break
 				}
-				p = b.get(p.location())
+				p = b.MustGet(p.Location())
 			}
-			acct := b.get(h.base + "/account")
-			signedIn := acct.status == http.StatusOK && strings.Contains(acct.body, "Sign out")
-			failed := h.audit(events.SignInFailed)
+			acct := b.MustGet(s.Issuer + "/account")
+			_, signOut := acct.Link("Sign out")
+			signedIn := acct.Status == http.StatusOK && signOut
+			failed := s.Audit(events.SignInFailed)
 			if tc.reason == "" {
 				if !signedIn || len(failed) != 0 {
-					t.Fatalf("admitted person not signed in: %d %s; failures %+v", acct.status, acct.body, failed)
+					t.Fatalf("admitted person not signed in: %d %s; failures %+v", acct.Status, acct.Text(), failed)
 				}
 				return
 			}
 			if signedIn {
 				t.Fatalf("refused person is signed in")
 			}
-			if p.status != http.StatusForbidden || !strings.Contains(p.body, "You may not sign in to this project") {
-				t.Errorf("refusal page: %d %s", p.status, p.body)
+			if p.Status != http.StatusForbidden || !strings.Contains(p.Text(), "You may not sign in to this project") {
+				t.Errorf("refusal page: %d %s", p.Status, p.Text())
 			}
 			if len(failed) != 1 || failed[0].Reason != tc.reason || failed[0].Outcome != store.OutcomeRefused || failed[0].Details["method"] != "oidc" {
 				t.Errorf("audit: %+v, want one %s", failed, tc.reason)
 			}
-			if n := len(h.audit(events.SignInSucceeded)); n != 0 {
+			if n := len(s.Audit(events.SignInSucceeded)); n != 0 {
 				t.Errorf("%d sign-ins recorded", n)
 			}
 		})
@@ -92,52 +97,54 @@ func TestSignInAllowedDomainsAndGroups(t *testing.T) {
 // about her: her agent goes on.
 func TestRecheckAppliesAllowedDomainsAndGroups(t *testing.T) {
 	const n = 10 * time.Minute
-	h, idp := oidcHarness(t, n)
-	h.update(func(p *config.Project) {
+	t.Parallel()
+	s := stack.New(t, stack.Options{})
+	idp := s.UseIDP(n)
+	s.Update(func(p *config.Project) {
 		p.SignIn.OIDC.AllowedEmailDomains = []string{"corp.example"}
 		p.SignIn.OIDC.AllowedGroups = []string{"staff"}
 		p.SignIn.OIDC.GroupsClaim = "groups"
 	})
-	idp.mu.Lock()
+	idp.Lock()
 	for _, sub := range []string{"alice-1", "bob-2", "carol-123"} {
-		idp.users[sub].claims = map[string]any{"email_verified": true, "groups": []string{"staff"}}
+		idp.Users[sub].Claims = map[string]any{"email_verified": true, "groups": []string{"staff"}}
 	}
-	idp.refreshIDToken = true
-	idp.mu.Unlock()
-	alice := h.signInAt(idp, "alice-1", "alice@corp.example")
-	aliceAgent := h.agentFor(alice)
-	bob := h.signInAt(idp, "bob-2", "bob@corp.example")
-	bobAgent := h.agentFor(bob)
-	carol := h.signInAt(idp, "carol-123", "carol@corp.example")
-	carolAgent := h.agentFor(carol)
+	idp.RefreshIDToken = true
+	idp.Unlock()
+	alice := s.SignInWith(idp, "alice-1", "alice@corp.example")
+	aliceAgent := s.AgentFor(alice)
+	bob := s.SignInWith(idp, "bob-2", "bob@corp.example")
+	bobAgent := s.AgentFor(bob)
+	carol := s.SignInWith(idp, "carol-123", "carol@corp.example")
+	carolAgent := s.AgentFor(carol)
 
-	idp.mu.Lock()
-	idp.users["alice-1"].claims = map[string]any{"email_verified": true, "groups": []string{"contractors"}}
-	idp.users["bob-2"].claims = map[string]any{"email": "bob@corp.example.evil.test", "email_verified": true, "groups": []string{"staff"}}
-	idp.users["carol-123"].claims = map[string]any{"email": nil, "groups": nil}
-	idp.mu.Unlock()
+	idp.Lock()
+	idp.Users["alice-1"].Claims = map[string]any{"email_verified": true, "groups": []string{"contractors"}}
+	idp.Users["bob-2"].Claims = map[string]any{"email": "bob@corp.example.evil.test", "email_verified": true, "groups": []string{"staff"}}
+	idp.Users["carol-123"].Claims = map[string]any{"email": nil, "groups": nil}
+	idp.Unlock()
 	// Inside the interval nothing is asked, so nothing changes.
-	h.clock.Advance(n - time.Minute)
-	aliceAgent = h.stillIn("alice", alice, aliceAgent)
+	s.Clock.Advance(n - time.Minute)
+	aliceAgent = s.ExpectStillIn("alice", alice, aliceAgent)
 
-	h.clock.Advance(2 * time.Minute)
+	s.Clock.Advance(2 * time.Minute)
 	for _, who := range []struct {
 		name  string
-		b     *browser
-		agent tokenResult
+		b     *stack.Browser
+		agent stack.Answer
 	}{{"alice", alice, aliceAgent}, {"bob", bob, bobAgent}} {
-		r := h.refresh("web", webSecret, who.agent.str("refresh_token"))
-		if r.status != http.StatusBadRequest || r.str("error") != "invalid_grant" {
-			t.Fatalf("%s's agent after leaving: %d %s", who.name, r.status, r.raw)
+		r := s.RefreshAs(stack.Web, stack.WebSecret, who.agent.Str("refresh_token"))
+		if r.Status != http.StatusBadRequest || r.Str("error") != "invalid_grant" {
+			t.Fatalf("%s's agent after leaving: %d %s", who.name, r.Status, r.Raw)
 		}
-		h.signedOut(who.name, who.b, who.agent)
+		s.ExpectSignedOut(who.name, who.b, who.agent)
 	}
 	reasons := map[string]bool{}
-	for _, r := range h.audit(events.RecheckFailed) {
+	for _, r := range s.Audit(events.RecheckFailed) {
 		reasons[r.Details["reason"]] = true
 	}
 	if len(reasons) != 2 || !reasons["group_not_allowed"] || !reasons["domain_not_allowed"] {
 		t.Errorf("re-check reasons: %v", reasons)
 	}
-	h.stillIn("carol", carol, carolAgent)
+	s.ExpectStillIn("carol", carol, carolAgent)
 }

@@ -1,4 +1,4 @@
-package webhook_test
+package signin_test
 
 import (
 	"context"
@@ -22,7 +22,9 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/test/stack"
 	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/webhook/exchange"
 	"latchkey.dev/latchkey/webhook/idjag"
 )
 
@@ -37,6 +39,7 @@ import (
 // A row with nothing ended runs every way in first, so no cell passes because its way in never
 // worked.
 func TestAccessEndsEverywhere(t *testing.T) {
+	t.Parallel()
 	type row struct {
 		name string
 		oidc bool           // the person signs in with the project's OpenID provider
@@ -46,20 +49,20 @@ func TestAccessEndsEverywhere(t *testing.T) {
 	rows := []row{
 		{name: "nothing ends"},
 		{name: "back-channel logout", oidc: true, end: func(e *endsEnv) {
-			if r := e.postLogout(e.idp.sign(e.idp.key, "idp", "logout+jwt", e.idp.logoutClaims("alice-1"))); r.status != http.StatusOK {
-				e.t.Fatalf("logout: %d %s", r.status, r.raw)
+			if r := e.postLogout(e.idp.Sign(e.idp.Key, "idp", "logout+jwt", e.idp.LogoutClaims("alice-1"))); r.Status != http.StatusOK {
+				e.t.Fatalf("logout: %d %s", r.Status, r.Raw)
 			}
 		}},
 		{name: "failed re-check", oidc: true,
 			prep: func(e *endsEnv) {
 				// Disabled at the provider, and the provider's last word older than the interval.
-				e.idp.disable("alice-1")
+				e.idp.Disable("alice-1")
 				e.h.Clock.Advance(11 * time.Minute)
 			},
 			end: func(e *endsEnv) {
 				// The agent's other grant refreshes: the provider is asked and refuses.
-				if r := e.refresh(e.trigger.str("refresh_token")); r.status != http.StatusBadRequest || r.str("error") != "invalid_grant" {
-					e.t.Fatalf("the re-check did not refuse: %d %s", r.status, r.raw)
+				if r := e.refresh(e.trigger.Str("refresh_token")); r.Status != http.StatusBadRequest || r.Str("error") != "invalid_grant" {
+					e.t.Fatalf("the re-check did not refuse: %d %s", r.Status, r.Raw)
 				}
 			}},
 		{name: "password file removal", end: func(e *endsEnv) {
@@ -101,34 +104,34 @@ func TestAccessEndsEverywhere(t *testing.T) {
 		}},
 		{"code in flight", func(e *endsEnv) (bool, string) {
 			r := e.agentToken(url.Values{"grant_type": {"authorization_code"}, "code": {e.code},
-				"redirect_uri": {agentRedirect}, "code_verifier": {e.codePKCE.verifier}})
-			return r.status == http.StatusBadRequest && r.str("error") == "invalid_grant", r.raw
+				"redirect_uri": {agentRedirect}, "code_verifier": {e.codePKCE.Verifier}})
+			return r.Status == http.StatusBadRequest && r.Str("error") == "invalid_grant", string(r.Raw)
 		}},
 		{"access token at exchange", func(e *endsEnv) (bool, string) {
 			r := e.exchange()
-			return r.status == http.StatusBadRequest && r.str("error") == "invalid_grant" && r.str("connect_uri") == "", r.raw
+			return r.Status == http.StatusBadRequest && r.Str("error") == "invalid_grant" && r.Str("connect_uri") == "", string(r.Raw)
 		}},
 		{"access token at introspection", func(e *endsEnv) (bool, string) {
-			r := e.agentPost("/introspect", url.Values{"token": {e.tokens.str("access_token")}})
-			return r.status == http.StatusOK && r.json["active"] == false, r.raw
+			r := e.agentPost("/introspect", url.Values{"token": {e.tokens.Str("access_token")}})
+			return r.Status == http.StatusOK && r.Body["active"] == false, string(r.Raw)
 		}},
 		{"access token at userinfo", func(e *endsEnv) (bool, string) {
 			req, _ := http.NewRequest(http.MethodGet, e.h.Issuer+"/userinfo", nil)
-			req.Header.Set("Authorization", "Bearer "+e.tokens.str("access_token"))
+			req.Header.Set("Authorization", "Bearer "+e.tokens.Str("access_token"))
 			r := e.send(req)
-			return r.status == http.StatusUnauthorized, r.raw
+			return r.Status == http.StatusUnauthorized, string(r.Raw)
 		}},
 		{"access token at ID-JAG issuance", func(e *endsEnv) (bool, string) {
-			r := e.idjag(e.tokens.str("access_token"), idjag.TokenTypeAccessToken)
-			return r.status == http.StatusBadRequest && r.str("error") == "invalid_grant", r.raw
+			r := e.idjag(e.tokens.Str("access_token"), idjag.TokenTypeAccessToken)
+			return r.Status == http.StatusBadRequest && r.Str("error") == "invalid_grant", string(r.Raw)
 		}},
 		{"ID token at ID-JAG issuance", func(e *endsEnv) (bool, string) {
-			r := e.idjag(e.tokens.str("id_token"), idjag.TokenTypeIDToken)
-			return r.status == http.StatusBadRequest && r.str("error") == "invalid_grant", r.raw
+			r := e.idjag(e.tokens.Str("id_token"), idjag.TokenTypeIDToken)
+			return r.Status == http.StatusBadRequest && r.Str("error") == "invalid_grant", string(r.Raw)
 		}},
 		{"refresh", func(e *endsEnv) (bool, string) {
-			r := e.refresh(e.tokens.str("refresh_token"))
-			return r.status == http.StatusBadRequest && r.str("error") == "invalid_grant", r.raw
+			r := e.refresh(e.tokens.Str("refresh_token"))
+			return r.Status == http.StatusBadRequest && r.Str("error") == "invalid_grant", string(r.Raw)
 		}},
 		{"connect link", func(e *endsEnv) (bool, string) {
 			// Opened in the person's browser; whoever follows it must sign in (again) first,
@@ -141,6 +144,7 @@ func TestAccessEndsEverywhere(t *testing.T) {
 
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEndsEnv(t, r.oidc)
 			if r.prep != nil {
 				r.prep(e)
@@ -205,16 +209,16 @@ const (
 type endsEnv struct {
 	t      *testing.T
 	h      *ct.Harness
-	idp    *fakeIDP
+	idp    *stack.IDP
 	b      *ct.Browser // alice's browser
 	email  string
 	person store.Person
 	key    *softPasskey
 	// The agent's tokens, and a second grant whose refresh triggers a re-check.
-	tokens, trigger tokenResult
+	tokens, trigger stack.Answer
 	// Opened just before the end: a code not redeemed yet, a connect link, an upstream callback.
 	code     string
-	codePKCE pkce
+	codePKCE stack.PKCE
 	link     string
 	callback string
 	// duringCallback runs once, after the callback took its state.
@@ -242,14 +246,14 @@ func newEndsEnv(t *testing.T, oidc bool) *endsEnv {
 	t.Helper()
 	e := &endsEnv{t: t}
 	e.h = ct.New(t, ct.Options{PublicHost: "localhost", GitHubHost: "127.0.0.2", Store: func(s store.Store) store.Store { return hookStore{s, e} }})
-	e.idp = newFakeIDP(t, e.h.Clock.Now)
+	e.idp = stack.NewIDP(t, e.h.Clock.Now)
 	signing, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.publish(func(p *config.Project) {
 		p.SigningKeys = []config.SigningKey{{ID: "k1", Algorithm: "ES256", Private: signing}}
-		p.SignIn.OIDC = &config.OIDCProvider{Issuer: e.idp.srv.URL, ClientID: "latchkey", ClientSecret: "idp-secret",
+		p.SignIn.OIDC = &config.OIDCProvider{Issuer: e.idp.URL, ClientID: "latchkey", ClientSecret: "idp-secret",
 			Label: "Sign in with Corp SSO", RecheckInterval: 10 * time.Minute}
 		p.Clients = maps.Clone(p.Clients)
 		p.Clients["agent"] = &config.Client{
@@ -267,11 +271,11 @@ func newEndsEnv(t *testing.T, oidc bool) *endsEnv {
 	e.b = e.h.Browser()
 	if oidc {
 		e.email = "alice@corp.example"
-		e.idp.mu.Lock()
-		e.idp.login = "alice-1"
+		e.idp.Lock()
+		e.idp.Login = "alice-1"
 		// Connecting a service needs a recent sign-in, which the provider's auth_time shows.
-		e.idp.authTime = func() (time.Time, bool) { return e.h.Clock.Now(), true }
-		e.idp.mu.Unlock()
+		e.idp.AuthTime = func() (time.Time, bool) { return e.h.Clock.Now(), true }
+		e.idp.Unlock()
 		pg := e.b.Follow(e.b.Get(e.h.Issuer + "/sign-in/oidc?return_to=" + url.QueryEscape("/team/demo/account")))
 		if pg.Status != http.StatusOK || !strings.Contains(pg.Body, e.email) {
 			t.Fatalf("OpenID sign-in: %d %s", pg.Status, pg.Text())
@@ -292,8 +296,8 @@ func newEndsEnv(t *testing.T, oidc bool) *endsEnv {
 	}
 	e.tokens = e.redeem(e.authorize())
 	e.trigger = e.redeem(e.authorize())
-	if e.tokens.str("id_token") == "" {
-		t.Fatalf("no ID token: %s", e.tokens.raw)
+	if e.tokens.Str("id_token") == "" {
+		t.Fatalf("no ID token: %s", e.tokens.Raw)
 	}
 	return e
 }
@@ -304,8 +308,8 @@ func (e *endsEnv) openYoungWaysIn() {
 	e.code, e.codePKCE = e.authorize()
 	// Token exchange for GitHub, which alice has not connected: the refusal carries a link.
 	x := e.exchange()
-	if e.link = x.str("connect_uri"); e.link == "" {
-		e.t.Fatalf("no connect link: %d %s", x.status, x.raw)
+	if e.link = x.Str("connect_uri"); e.link == "" {
+		e.t.Fatalf("no connect link: %d %s", x.Status, x.Raw)
 	}
 	res := e.b.Press("Connect GitHub")
 	if res.Status != http.StatusSeeOther {
@@ -328,11 +332,11 @@ func (e *endsEnv) publish(fn func(*config.Project)) {
 }
 
 // authorize runs the browser side of the agent's authorization and returns the code.
-func (e *endsEnv) authorize() (string, pkce) {
+func (e *endsEnv) authorize() (string, stack.PKCE) {
 	e.t.Helper()
-	pk := newPKCE()
+	pk := stack.NewPKCE()
 	q := url.Values{"response_type": {"code"}, "client_id": {"agent"}, "redirect_uri": {agentRedirect}, "state": {"s"},
-		"scope": {"openid email"}, "code_challenge": {pk.challenge}, "code_challenge_method": {"S256"}}
+		"scope": {"openid email"}, "code_challenge": {pk.Challenge}, "code_challenge_method": {"S256"}}
 	pg := e.b.Get(e.h.Issuer + "/authorize?" + q.Encode())
 	for range 10 {
 		switch {
@@ -364,22 +368,22 @@ func (e *endsEnv) authorize() (string, pkce) {
 	return "", pk
 }
 
-func (e *endsEnv) redeem(code string, pk pkce) tokenResult {
+func (e *endsEnv) redeem(code string, pk stack.PKCE) stack.Answer {
 	e.t.Helper()
 	r := e.agentToken(url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {agentRedirect},
-		"code_verifier": {pk.verifier}})
-	if r.status != http.StatusOK {
-		e.t.Fatalf("code redemption: %d %s", r.status, r.raw)
+		"code_verifier": {pk.Verifier}})
+	if r.Status != http.StatusOK {
+		e.t.Fatalf("code redemption: %d %s", r.Status, r.Raw)
 	}
 	return r
 }
 
-func (e *endsEnv) send(req *http.Request) tokenResult {
+func (e *endsEnv) send(req *http.Request) stack.Answer {
 	e.t.Helper()
-	return sendRequest(e.t, req)
+	return stack.MustDo(e.t, req)
 }
 
-func (e *endsEnv) post(path string, form url.Values, user, pass string) tokenResult {
+func (e *endsEnv) post(path string, form url.Values, user, pass string) stack.Answer {
 	e.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, e.h.Issuer+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -389,35 +393,35 @@ func (e *endsEnv) post(path string, form url.Values, user, pass string) tokenRes
 	return e.send(req)
 }
 
-func (e *endsEnv) agentPost(path string, form url.Values) tokenResult {
+func (e *endsEnv) agentPost(path string, form url.Values) stack.Answer {
 	e.t.Helper()
 	return e.post(path, form, "agent", endsAgentSecret)
 }
 
-func (e *endsEnv) agentToken(form url.Values) tokenResult {
+func (e *endsEnv) agentToken(form url.Values) stack.Answer {
 	e.t.Helper()
 	return e.agentPost("/token", form)
 }
 
-func (e *endsEnv) refresh(rt string) tokenResult {
+func (e *endsEnv) refresh(rt string) stack.Answer {
 	e.t.Helper()
 	return e.agentToken(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
 }
 
-func (e *endsEnv) postLogout(token string) tokenResult {
+func (e *endsEnv) postLogout(token string) stack.Answer {
 	e.t.Helper()
 	return e.post("/sign-in/backchannel-logout", url.Values{"logout_token": {token}}, "", "")
 }
 
-func (e *endsEnv) exchange() tokenResult {
+func (e *endsEnv) exchange() stack.Answer {
 	e.t.Helper()
-	return e.agentToken(url.Values{"grant_type": {exchangeType}, "subject_token": {e.tokens.str("access_token")},
+	return e.agentToken(url.Values{"grant_type": {exchange.GrantType}, "subject_token": {e.tokens.Str("access_token")},
 		"subject_token_type": {"urn:ietf:params:oauth:token-type:access_token"}, "audience": {e.h.Connector.Audience}})
 }
 
-func (e *endsEnv) idjag(subject, typ string) tokenResult {
+func (e *endsEnv) idjag(subject, typ string) stack.Answer {
 	e.t.Helper()
-	return e.agentToken(url.Values{"grant_type": {exchangeType}, "requested_token_type": {idjag.TokenTypeIDJAG},
+	return e.agentToken(url.Values{"grant_type": {exchange.GrantType}, "requested_token_type": {idjag.TokenTypeIDJAG},
 		"subject_token": {subject}, "subject_token_type": {typ}, "audience": {toolsIssuer}})
 }
 
@@ -499,24 +503,26 @@ func (k *softPasskey) assert(t *testing.T, origin, rpID, challenge string, userH
 // recheckInterval, as an agent's refresh does, but with no grace for a provider that does not
 // answer. The refusal reads as an unknown passkey's and is recorded.
 func TestPasskeySignInAsksTheProvider(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
-		idp     func(*fakeIDP)
+		idp     func(*stack.IDP)
 		refused string // the sign-in.failed reason; "" when the sign-in goes through
 	}{
-		{"the provider confirms the person", func(*fakeIDP) {}, ""},
-		{"the provider let the person go", func(f *fakeIDP) { f.disable("alice-1") }, "recheck_failed"},
-		{"the provider does not answer", func(f *fakeIDP) { f.mu.Lock(); f.down = true; f.mu.Unlock() }, "recheck_unavailable"},
+		{"the provider confirms the person", func(*stack.IDP) {}, ""},
+		{"the provider let the person go", func(f *stack.IDP) { f.Disable("alice-1") }, "recheck_failed"},
+		{"the provider does not answer", func(f *stack.IDP) { f.Lock(); f.Down = true; f.Unlock() }, "recheck_unavailable"},
 		// allowedGroups (decision 0063): the provider still honours alice's grant, but its
 		// refreshed ID token says she left the only allowed group.
-		{"the person left the allowed group", func(f *fakeIDP) {
-			f.mu.Lock()
-			f.refreshIDToken = true
-			f.users["alice-1"].claims = map[string]any{"groups": []string{"contractors"}}
-			f.mu.Unlock()
+		{"the person left the allowed group", func(f *stack.IDP) {
+			f.Lock()
+			f.RefreshIDToken = true
+			f.Users["alice-1"].Claims = map[string]any{"groups": []string{"contractors"}}
+			f.Unlock()
 		}, "recheck_failed"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEndsEnv(t, true)
 			c.idp(e.idp)
 			e.publish(func(p *config.Project) {
@@ -524,12 +530,12 @@ func TestPasskeySignInAsksTheProvider(t *testing.T) {
 				o.AllowedGroups, o.GroupsClaim = []string{"staff"}, "groups"
 				p.SignIn.OIDC = &o
 			})
-			e.idp.mu.Lock()
-			if e.idp.users["alice-1"].claims == nil {
-				e.idp.refreshIDToken = true
-				e.idp.users["alice-1"].claims = map[string]any{"groups": []string{"staff"}}
+			e.idp.Lock()
+			if e.idp.Users["alice-1"].Claims == nil {
+				e.idp.RefreshIDToken = true
+				e.idp.Users["alice-1"].Claims = map[string]any{"groups": []string{"staff"}}
 			}
-			e.idp.mu.Unlock()
+			e.idp.Unlock()
 			// Inside the interval the provider is not asked: the sign-in itself was its word.
 			if st, out := e.passkeySignIn(); st != http.StatusOK {
 				t.Fatalf("passkey sign-in inside the interval: %d %v", st, out)

@@ -1,4 +1,4 @@
-package webhook_test
+package consent_test
 
 import (
 	"net/http"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // A client that asks for prompt=login (or max_age=0) gets a code only after a sign-in that
@@ -15,30 +17,31 @@ import (
 // (one it wrote itself, one the server sealed for another request, or the server's own after
 // it has expired). Each time the person is sent to sign in again; no consent page, no code.
 func TestLoginAfterCannotCancelPromptLogin(t *testing.T) {
-	h := newHarness(t)
-	b := h.browser()
-	b.signIn("", "alice@example.com", alicePass)
-	signedInAt := h.clock.Now()
+	t.Parallel()
+	s := stack.New(t, stack.Options{})
+	b := s.Browser()
+	b.SignInPage("", stack.AliceEmail, stack.AlicePassword)
+	signedInAt := s.Clock.Now()
 	// Consent is remembered, so a request that skips the sign-in would be answered with a code
 	// at once.
-	if loc, _ := b.authorize(authorizeURL(h, "web", "https://app.example/cb", "read", newPKCE(), nil), "", ""); loc.Query().Get("code") == "" {
+	if loc, _ := b.MustAuthorizeAt(s.AuthorizeURL(stack.Web, stack.WebRedirect, "read", stack.NewPKCE(), nil), "", ""); loc.Query().Get("code") == "" {
 		t.Fatalf("no code for the first request: %s", loc)
 	}
-	h.clock.Advance(5 * time.Minute)
+	s.Clock.Advance(5 * time.Minute)
 
 	mustSignIn := func(t *testing.T, u string) {
 		t.Helper()
-		p := b.get(u)
-		loc := p.location()
-		if p.status != http.StatusSeeOther || !strings.Contains(loc, "/sign-in") || !strings.Contains(loc, "prompt=login") {
-			t.Fatalf("a stale sign-in passed: %d %q %s", p.status, loc, p.body)
+		p := b.MustGet(u)
+		loc := p.Header.Get("Location")
+		if p.Status != http.StatusSeeOther || !strings.Contains(loc, "/sign-in") || !strings.Contains(loc, "prompt=login") {
+			t.Fatalf("a stale sign-in passed: %d %q %s", p.Status, loc, p.Text())
 		}
 	}
 	// sealed returns the login_after the server hands out when it sends this request to sign in.
 	sealed := func(t *testing.T, u string) string {
 		t.Helper()
-		p := b.get(u)
-		loc, err := url.Parse(p.location())
+		p := b.MustGet(u)
+		loc, err := url.Parse(p.Header.Get("Location"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,25 +74,25 @@ func TestLoginAfterCannotCancelPromptLogin(t *testing.T) {
 				"garbage":                     "not-a-time",
 			} {
 				t.Run(name, func(t *testing.T) {
-					mustSignIn(t, authorizeURL(h, "web", "https://app.example/cb", "read", newPKCE(), with(url.Values{"login_after": {v}})))
+					mustSignIn(t, s.AuthorizeURL(stack.Web, stack.WebRedirect, "read", stack.NewPKCE(), with(url.Values{"login_after": {v}})))
 				})
 			}
 			t.Run("sealed for another request", func(t *testing.T) {
-				other := sealed(t, authorizeURL(h, "web", "https://app.example/cb", "read", newPKCE(), with(nil)))
-				mustSignIn(t, authorizeURL(h, "web", "https://app.example/cb", "read", newPKCE(), with(url.Values{"login_after": {other}})))
+				other := sealed(t, s.AuthorizeURL(stack.Web, stack.WebRedirect, "read", stack.NewPKCE(), with(nil)))
+				mustSignIn(t, s.AuthorizeURL(stack.Web, stack.WebRedirect, "read", stack.NewPKCE(), with(url.Values{"login_after": {other}})))
 			})
 			t.Run("sealed for this request, then signed in, then expired", func(t *testing.T) {
-				pk := newPKCE()
-				u := authorizeURL(h, "web", "https://app.example/cb", "read", pk, with(nil))
-				back := authorizeURL(h, "web", "https://app.example/cb", "read", pk, with(url.Values{"login_after": {sealed(t, u)}}))
-				h.clock.Advance(time.Second)
-				b.submitSignIn(b.get(h.base+"/sign-in?prompt=login"), "alice@example.com", alicePass)
+				pk := stack.NewPKCE()
+				u := s.AuthorizeURL(stack.Web, stack.WebRedirect, "read", pk, with(nil))
+				back := s.AuthorizeURL(stack.Web, stack.WebRedirect, "read", pk, with(url.Values{"login_after": {sealed(t, u)}}))
+				s.Clock.Advance(time.Second)
+				b.MustFillSignIn(b.MustGet(s.Issuer+"/sign-in?prompt=login"), stack.AliceEmail, stack.AlicePassword)
 				// The genuine return from that sign-in gets its code.
-				if loc, _ := b.authorize(back, "", ""); loc.Query().Get("code") == "" {
+				if loc, _ := b.MustAuthorizeAt(back, "", ""); loc.Query().Get("code") == "" {
 					t.Fatalf("no code after signing in for the request: %s", loc)
 				}
 				// The same address much later, with that sign-in grown old: sign in again.
-				h.clock.Advance(time.Hour)
+				s.Clock.Advance(time.Hour)
 				mustSignIn(t, back)
 			})
 		})
