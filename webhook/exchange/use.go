@@ -30,9 +30,9 @@ type Use struct {
 // Use decides a Use exactly as token exchange decides an exchange the agent asks for with its
 // own token: the same checks, in the same order, the same refresh of the upstream token, the
 // same refusals with the same connect links, audited as events.TokenProxyRefused. Only the
-// handout is not written here:
-// the proxy counts its uses per minute instead (events.TokenProxied). A public client never
-// uses a person's connection, as it never exchanges (RFC 8693 §5).
+// handout is not written here: the proxy counts its uses per minute instead
+// (events.TokenProxied). A public client never uses a person's connection, as it never
+// exchanges (RFC 8693 §5).
 func (g *Grant) Use(ctx context.Context, u Use) (Handout, error) {
 	if u.Agent.Public() {
 		return Handout{}, oauth.ErrUnauthorizedClient.WithDescription("a public client cannot use people's connected accounts")
