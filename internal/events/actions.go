@@ -19,6 +19,11 @@ const (
 	// (docs/token-proxy.md), counted per person, agent and connector for one minute and written
 	// as one record: details.count, details.minute and the upstream answers by status class.
 	TokenProxied = "token.proxied"
+	// TokenProxyRefused: token exchange's decision refused a call through the token proxy or
+	// Envoy external authorization (connect_required, allow_required, reconnect_required, the
+	// client not permitted, a policy...); reasons as token.exchange_refused's. Written behind,
+	// one per refused call.
+	TokenProxyRefused = "token.proxy_refused"
 	// LinkCreated: a token-exchange refusal made a new connect link.
 	LinkCreated = "link.created"
 	// LinkDeclined: the person declined a connect link.

@@ -103,7 +103,7 @@ const (
 // every other action are written before the answer.
 func WrittenBehind(action string) bool {
 	switch action {
-	case TokenIssued, TokenExchangeRefused, ClientAuthFailed, DPoPProofRefused:
+	case TokenIssued, TokenExchangeRefused, TokenProxyRefused, ClientAuthFailed, DPoPProofRefused:
 		return true
 	}
 	return false
@@ -145,6 +145,7 @@ var auditTypes = []struct {
 	{TokenExchanged, store.OutcomeSuccess},
 	{TokenExchangeRefused, store.OutcomeRefused},
 	{TokenProxied, store.OutcomeSuccess},
+	{TokenProxyRefused, store.OutcomeRefused},
 	{TokenRevoked, store.OutcomeSuccess},
 	{ClientAuthFailed, store.OutcomeRefused},
 	{DPoPProofRefused, store.OutcomeRefused},

@@ -65,6 +65,7 @@ type Store interface {
 	Apps
 	ConnectionActors
 	Approvals
+	Revisions
 
 	// GarbageCollect deletes rows that expired before now (sessions, codes, tokens, callback
 	// states, links, delivered events) and reports how many of each it removed. On PostgreSQL
@@ -742,6 +743,21 @@ type Links interface {
 	// when there is no such row. It serves the flow that finishes a link it started (the
 	// upstream callback), never the link page, which finds links by code.
 	GetLink(ctx context.Context, id string) (Link, error)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Revisions
+
+// Revisions is a number that moves whenever the store changed in a way that could withdraw or
+// change what a cached decision read (docs/decisions/0082): the token proxy keeps its
+// decisions with the revision it read before deciding, and decides afresh once it moved.
+type Revisions interface {
+	// Revision returns the store's revision, the same on every replica. It is greater than
+	// every revision read before any write that could withdraw a permission (a token, grant,
+	// client, person, session or connection changed or removed) returned, on any replica.
+	// Writes that cannot withdraw anything (new tokens, audit records, one-time identifiers,
+	// rate-limit buckets, connection actors) do not move it.
+	Revision(ctx context.Context) (int64, error)
 }
 
 // ---------------------------------------------------------------------------------------------

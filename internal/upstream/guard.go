@@ -214,11 +214,32 @@ func classify(ctx context.Context, what string, err error) error {
 
 // Transport is the round tripper for calls to c's API on a person's behalf (the token proxy,
 // webhook/proxy): every dial checked against c's networks like every other call to c, never
-// through a proxy, traced. Connections are reused across calls.
+// through a proxy, traced. Connections are reused across calls: unlike the few calls to a
+// service's OAuth endpoints, the proxy sends an agent's whole traffic, so its pool keeps enough
+// idle connections per service for calls in parallel (proxyBase), and HTTP/2 is used where the
+// service offers it. The proxy asks for uncompressed answers itself, and sets Accept when the
+// agent did not (the requests are its own, so nothing is cloned here).
 func Transport(c *config.Connector) (http.RoundTripper, error) {
-	t, err := guardedTransport(nil, netguard.Allowed(c.AllowedNetworks))
+	t, err := guardedTransport(proxyBase, netguard.Allowed(c.AllowedNetworks))
 	if err != nil {
 		return nil, err
 	}
-	return traced(t), nil
+	if v, ok := tracedTransports.Load(t); ok {
+		return v.(http.RoundTripper), nil
+	}
+	v, _ := tracedTransports.LoadOrStore(t, tracing.Transport("upstream", t))
+	return v.(http.RoundTripper), nil
 }
+
+// proxyBase is the token proxy's transport before the guard: http.DefaultTransport's
+// timeouts, with idle connections for 64 calls in parallel per service (the default keeps
+// two, so a busy agent would open and close a connection on most calls), and no transparent
+// decompression (the proxy streams the bytes it gets and asks for them uncompressed).
+var proxyBase = func() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 512
+	t.MaxIdleConnsPerHost = 64
+	t.ForceAttemptHTTP2 = true
+	t.DisableCompression = true
+	return t
+}()

@@ -282,7 +282,11 @@ func readRequest(f url.Values) (subjectToken string, requested []string, err err
 // record writes token.exchanged (reason "") or token.exchange_refused with reason, a code:
 // docs/audit.md lists them. Upstream timeouts and errors are failures, the rest refusals.
 func (g *Grant) record(ctx context.Context, req *oauth.TokenRequest, subject string, c *config.Connector, reason string, details map[string]string) {
-	g.env.Record(ctx, auditRecord(req, subject, c, reason, details))
+	r := auditRecord(req, subject, c, reason, details)
+	if reason != "" {
+		r.Action = refusedAction(ctx)
+	}
+	g.env.Record(ctx, r)
 }
 
 func auditRecord(req *oauth.TokenRequest, subject string, c *config.Connector, reason string, details map[string]string) store.AuditRecord {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/webhook/oauth"
 	"latchkey.dev/latchkey/webhook/site"
 )
@@ -28,9 +29,10 @@ type Use struct {
 
 // Use decides a Use exactly as token exchange decides an exchange the agent asks for with its
 // own token: the same checks, in the same order, the same refresh of the upstream token, the
-// same audited refusals with the same connect links. Only the handout is not written here:
-// the proxy counts its uses per minute instead (events.TokenProxied). A public client never
-// uses a person's connection, as it never exchanges (RFC 8693 §5).
+// same refusals with the same connect links, audited as events.TokenProxyRefused. Only the
+// handout is not written here: the proxy counts its uses per minute instead
+// (events.TokenProxied). A public client never uses a person's connection, as it never
+// exchanges (RFC 8693 §5).
 func (g *Grant) Use(ctx context.Context, u Use) (Handout, error) {
 	if u.Agent.Public() {
 		return Handout{}, oauth.ErrUnauthorizedClient.WithDescription("a public client cannot use people's connected accounts")
@@ -42,5 +44,17 @@ func (g *Grant) Use(ctx context.Context, u Use) (Handout, error) {
 			"audience": {u.Connector.Audience},
 		},
 	}
-	return g.hand(ctx, req, u.Token, "", u.Connector, nil, false)
+	return g.hand(context.WithValue(ctx, proxiedUse{}, true), req, u.Token, "", u.Connector, nil, false)
+}
+
+// proxiedUse marks the context of a Use: its refusals are audited as events.TokenProxyRefused,
+// so the audit log tells a refused call through the proxy from a refused exchange.
+type proxiedUse struct{}
+
+// refusedAction is the action of a refusal decided in ctx.
+func refusedAction(ctx context.Context) string {
+	if ctx.Value(proxiedUse{}) != nil {
+		return events.TokenProxyRefused
+	}
+	return events.TokenExchangeRefused
 }

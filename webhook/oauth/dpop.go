@@ -208,52 +208,59 @@ func DPoPToken(r *http.Request) string {
 // DPoP-bound token must come with "Authorization: DPoP" and a proof for this request, signed
 // with the bound key, whose ath is the token's hash. htu is the resource's URL.
 func ResourceAccessToken(ctx context.Context, env *site.Env, st ResourceStore, w http.ResponseWriter, r *http.Request, p *config.Project, htu string, now time.Time) (store.Token, error) {
-	if raw := DPoPToken(r); raw != "" {
-		t, err := LookupAccessToken(ctx, env, st, p, raw, now)
-		if err != nil {
-			return store.Token{}, err
-		}
-		fail := func(desc string) (store.Token, error) {
-			e := ErrInvalidToken.WithDescription(desc)
-			w.Header().Set("WWW-Authenticate", dpopChallenge(e))
-			return store.Token{}, e
-		}
-		if t.JKT == "" {
-			return fail("the access token is not bound to a key; present it as a Bearer token")
-		}
-		values := r.Header.Values("DPoP")
-		if len(values) != 1 {
-			return fail("send exactly one DPoP proof")
-		}
-		proof, err := dpop.Verify(values[0], dpop.Check{Method: r.Method, URL: htu, Now: now, AccessToken: raw})
-		if err != nil {
-			e := ErrInvalidDPoPProof.WithStatus(http.StatusUnauthorized).WithDescription(dpop.Problem(err))
-			w.Header().Set("WWW-Authenticate", dpopChallenge(e))
-			return store.Token{}, e
-		}
-		if proof.JKT != t.JKT {
-			return fail("the DPoP proof is not signed with the key the access token is bound to")
-		}
-		if err := useProof(ctx, st, p, "resource", proof, now); err != nil {
-			if e := AsError(err); e.Status < 500 {
-				e = e.WithStatus(http.StatusUnauthorized)
-				w.Header().Set("WWW-Authenticate", dpopChallenge(e))
-				return store.Token{}, e
-			}
-			return store.Token{}, err
-		}
-		return t, nil
+	raw := DPoPToken(r)
+	if raw == "" {
+		raw = BearerToken(r)
 	}
-	t, err := LookupAccessToken(ctx, env, st, p, BearerToken(r), now)
+	t, err := LookupAccessToken(ctx, env, st, p, raw, now)
 	if err != nil {
 		return store.Token{}, err
 	}
-	if t.JKT != "" {
-		// A bound token presented as a bearer token is what a thief holding the token but not
-		// the key would send (RFC 9449 §7.2).
-		e := ErrInvalidToken.WithDescription("the access token is bound to a DPoP key; present it with Authorization: DPoP and a proof")
-		w.Header().Set("WWW-Authenticate", dpopChallenge(e))
-		return store.Token{}, e
+	if err := Presented(ctx, st, w, r, p, htu, t, now); err != nil {
+		return store.Token{}, err
 	}
 	return t, nil
+}
+
+// Presented checks how r presents t, an access token found live: a DPoP-bound one with
+// Authorization: DPoP and exactly one proof of its key for this call (method, htu, the token's
+// hash, a jti never used before, RFC 9449 §7.1), an unbound one as a Bearer token (a bound
+// token presented as a bearer token is what a thief holding the token but not the key would
+// send, RFC 9449 §7.2). It runs on every call, also when the caller remembers t from an
+// earlier one (the token proxy's decision cache). A refusal's WWW-Authenticate goes on w.
+func Presented(ctx context.Context, st ReplayStore, w http.ResponseWriter, r *http.Request, p *config.Project, htu string, t store.Token, now time.Time) error {
+	raw := DPoPToken(r)
+	if raw == "" {
+		if t.JKT != "" {
+			e := ErrInvalidToken.WithDescription("the access token is bound to a DPoP key; present it with Authorization: DPoP and a proof")
+			w.Header().Set("WWW-Authenticate", dpopChallenge(e))
+			return e
+		}
+		return nil
+	}
+	fail := func(e Error) error {
+		w.Header().Set("WWW-Authenticate", dpopChallenge(e))
+		return e
+	}
+	if t.JKT == "" {
+		return fail(ErrInvalidToken.WithDescription("the access token is not bound to a key; present it as a Bearer token"))
+	}
+	values := r.Header.Values("DPoP")
+	if len(values) != 1 {
+		return fail(ErrInvalidToken.WithDescription("send exactly one DPoP proof"))
+	}
+	proof, err := dpop.Verify(values[0], dpop.Check{Method: r.Method, URL: htu, Now: now, AccessToken: raw})
+	if err != nil {
+		return fail(ErrInvalidDPoPProof.WithStatus(http.StatusUnauthorized).WithDescription(dpop.Problem(err)))
+	}
+	if proof.JKT != t.JKT {
+		return fail(ErrInvalidToken.WithDescription("the DPoP proof is not signed with the key the access token is bound to"))
+	}
+	if err := useProof(ctx, st, p, "resource", proof, now); err != nil {
+		if e := AsError(err); e.Status < 500 {
+			return fail(e.WithStatus(http.StatusUnauthorized))
+		}
+		return err
+	}
+	return nil
 }

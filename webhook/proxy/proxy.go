@@ -16,6 +16,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"latchkey.dev/latchkey/internal/config"
@@ -47,6 +49,31 @@ type Handler struct {
 	tally         *Tally
 	headerTimeout time.Duration
 	transport     func(*config.Connector) (http.RoundTripper, error)
+	// transports remembers each compiled Connector's round tripper (roundTripper).
+	transports  sync.Map // *config.Connector -> http.RoundTripper
+	ntransports atomic.Int64
+}
+
+// maxTransports bounds the remembered round trippers: every config reload compiles new
+// Connectors, so the map is emptied once it holds this many.
+const maxTransports = 1024
+
+// roundTripper is c's round tripper, looked up once per compiled Connector rather than on
+// every call.
+func (h *Handler) roundTripper(c *config.Connector) (http.RoundTripper, error) {
+	if v, ok := h.transports.Load(c); ok {
+		return v.(http.RoundTripper), nil
+	}
+	rt, err := h.transport(c)
+	if err != nil {
+		return nil, err
+	}
+	if h.ntransports.Add(1) > maxTransports {
+		h.transports.Clear()
+		h.ntransports.Store(1)
+	}
+	h.transports.Store(c, rt)
+	return rt, nil
 }
 
 // New returns the proxy, deciding through use (token exchange).
@@ -145,7 +172,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, p *config.Proj
 	out.ContentLength = r.ContentLength
 	requestHeaders(out.Header, r.Header, c)
 	out.Header.Set(pass.HeaderName, pass.HeaderValue)
-	rt, err := h.transport(c)
+	rt, err := h.roundTripper(c)
 	if err != nil {
 		h.env.Log(ctx).Error(err, "no transport for the connector", "connector", c.Key)
 		problem(http.StatusInternalServerError, "server_error", "Latchkey failed", "").Write(w)
@@ -166,7 +193,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, p *config.Proj
 	h.tally.Add(ctx, p.Key, pass.Subject, pass.Agent, c.Key, resp.StatusCode, h.env.Clock())
 	responseHeaders(w.Header(), resp.Header, pass.Token)
 	w.WriteHeader(resp.StatusCode)
-	if err := stream(w, resp.Body, pass.Token); err != nil {
+	if err := stream(w, resp.Body, resp.ContentLength, pass.Token); err != nil {
 		// The answer is cut short: abort the connection, so the agent does not take a
 		// truncated body for a whole one.
 		panic(http.ErrAbortHandler)
@@ -204,32 +231,60 @@ var agentOnly = []string{
 	"Authorization", "Dpop", "Cookie", "Host", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
 }
 
+// requestDrop and responseDrop are the headers never forwarded, canonically spelled.
+var requestDrop, responseDrop = set(hopByHop, agentOnly), set(hopByHop, serviceOnly)
+
+func set(lists ...[]string) map[string]bool {
+	m := map[string]bool{}
+	for _, l := range lists {
+		for _, k := range l {
+			m[k] = true
+		}
+	}
+	return m
+}
+
+// named is the set of headers the Connection header names (RFC 9110 §7.6.1), nil without one:
+// most calls have none, and then nothing is allocated.
+func named(h http.Header) map[string]bool {
+	vs := h["Connection"]
+	if len(vs) == 0 {
+		return nil
+	}
+	m := map[string]bool{}
+	for _, v := range vs {
+		for f := range strings.SplitSeq(v, ",") {
+			m[http.CanonicalHeaderKey(strings.TrimSpace(f))] = true
+		}
+	}
+	return m
+}
+
 // requestHeaders copies the agent's headers to the service's request, less the hop-by-hop
 // ones, those the Connection header names, the agent's own credentials and cookies, and the
 // header the person's token goes in; then the Connector's own headers. The answer is asked for
-// uncompressed, so the token can be kept out of it (stream).
+// uncompressed, so the token can be kept out of it (stream), and as JSON when the agent did
+// not say (what a service's API answers by default is not always JSON).
 func requestHeaders(dst, src http.Header, c *config.Connector) {
-	drop := map[string]bool{}
-	for _, k := range append(hopByHop, agentOnly...) {
-		drop[k] = true
-	}
-	for _, v := range src.Values("Connection") {
-		for f := range strings.SplitSeq(v, ",") {
-			drop[http.CanonicalHeaderKey(strings.TrimSpace(f))] = true
-		}
-	}
+	conn := named(src)
+	apiKey := ""
 	if c.APIKey != nil {
-		drop[http.CanonicalHeaderKey(c.APIKey.Header)] = true
+		apiKey = http.CanonicalHeaderKey(c.APIKey.Header)
 	}
 	for k, vs := range src {
-		if !drop[http.CanonicalHeaderKey(k)] {
-			dst[k] = append([]string(nil), vs...)
+		// The server parsed the request's headers into canonical form already.
+		if requestDrop[k] || conn[k] || k == apiKey {
+			continue
 		}
+		dst[k] = append([]string(nil), vs...)
 	}
 	for k, v := range c.Headers {
 		dst.Set(k, v)
 	}
-	dst.Set("Accept-Encoding", "identity")
+	dst["Accept-Encoding"] = []string{"identity"}
+	if len(dst["Accept"]) == 0 {
+		dst["Accept"] = []string{"application/json"}
+	}
 }
 
 // serviceOnly are the service's headers the agent never gets: its cookies (a session at the
@@ -243,18 +298,10 @@ var serviceOnly = []string{
 // ones, those the Connection header names, serviceOnly, any whose value holds the person's
 // token (a WWW-Authenticate quoting it), and any Latchkey already set (its security headers).
 func responseHeaders(dst, src http.Header, token string) {
-	drop := map[string]bool{}
-	for _, k := range append(hopByHop, serviceOnly...) {
-		drop[k] = true
-	}
-	for _, v := range src.Values("Connection") {
-		for f := range strings.SplitSeq(v, ",") {
-			drop[http.CanonicalHeaderKey(strings.TrimSpace(f))] = true
-		}
-	}
+	conn := named(src)
 	for k, vs := range src {
 		ck := http.CanonicalHeaderKey(k)
-		if drop[ck] || len(dst[ck]) > 0 {
+		if responseDrop[ck] || conn[ck] || len(dst[ck]) > 0 {
 			continue
 		}
 		kept := make([]string, 0, len(vs))
@@ -269,21 +316,40 @@ func responseHeaders(dst, src http.Header, token string) {
 	}
 }
 
+// streamBuffers are stream's buffers, reused across calls: a read buffer and room for the
+// bytes held back.
+var streamBuffers = sync.Pool{New: func() any { return new(streamBuffer) }}
+
+type streamBuffer struct {
+	read    [32 << 10]byte
+	pending []byte
+}
+
 // stream copies the service's answer to the agent as it arrives, flushing every read, so a
 // large or slow answer is never held whole. Any occurrence of the person's token (a service
 // echoing the request's headers) is overwritten with '*' of the same length, so Content-Length
 // stays right; to catch one split across reads, the last len(token)-1 bytes wait for the next.
-func stream(w http.ResponseWriter, body io.Reader, token string) error {
+// length is the answer's Content-Length (-1 when unknown): the read that completes it is not
+// flushed separately, so a small answer goes out in one write.
+func stream(w http.ResponseWriter, body io.Reader, length int64, token string) error {
 	rc := http.NewResponseController(w)
 	keep := max(len(token)-1, 0)
-	buf := make([]byte, 32<<10)
-	pending := make([]byte, 0, len(buf)+keep)
+	sb := streamBuffers.Get().(*streamBuffer)
+	defer streamBuffers.Put(sb)
+	buf := sb.read[:]
+	pending := sb.pending[:0]
+	defer func() { sb.pending = pending[:0] }()
+	var read int64
 	for {
 		n, err := body.Read(buf)
+		read += int64(n)
 		if n > 0 {
 			pending = append(pending, buf[:n]...)
 			mask(pending, token)
-			if cut := len(pending) - keep; cut > 0 {
+			// The last part waits for the end of the body, and goes out in one write with
+			// whatever was held back.
+			last := errors.Is(err, io.EOF) || read == length
+			if cut := len(pending) - keep; cut > 0 && !last {
 				if _, werr := w.Write(pending[:cut]); werr != nil {
 					return werr
 				}

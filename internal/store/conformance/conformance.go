@@ -34,6 +34,9 @@ type test struct {
 var tests = []test{
 	{"Ping", testPing},
 
+	{"Revision/MovesOnWithdrawal", testRevisionMovesOnWithdrawal},
+	{"Revision/QuietWrites", testRevisionQuietWrites},
+
 	{"Person/Upsert", testPersonUpsert},
 	{"Person/IDTaken", testPersonIDTaken},
 	{"Person/Find", testPersonFind},

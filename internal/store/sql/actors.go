@@ -19,7 +19,7 @@ CASE WHEN excluded.last_used_at > connection_actors.last_used_at THEN excluded.l
 
 func (s *Store) RecordConnectionActor(ctx context.Context, a store.ConnectionActor) (err error) {
 	defer s.observe(ctx, "RecordConnectionActor", time.Now(), &err)
-	_, err = s.wexec(ctx, qRecordActor, a.ClientID, a.Via, ns(a.LastUsedAt), a.Project, a.ConnectionID)
+	_, err = s.wexecQuiet(ctx, qRecordActor, a.ClientID, a.Via, ns(a.LastUsedAt), a.Project, a.ConnectionID)
 	return err
 }
 

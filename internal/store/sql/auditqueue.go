@@ -311,7 +311,7 @@ func auditInsertText(n int) string {
 func (s *Store) writeAudit(ctx context.Context, rows []auditRow) (err error) {
 	if len(rows) == 1 {
 		r := rows[0].r
-		_, err = s.wexec(ctx, qAppendAudit, r.Project, ns(r.Time), r.Actor, r.Action, r.Target, rows[0].details,
+		_, err = s.wexecQuiet(ctx, qAppendAudit, r.Project, ns(r.Time), r.Actor, r.Action, r.Target, rows[0].details,
 			r.ClientID, r.Connector, r.Outcome, r.Reason)
 		return err
 	}
@@ -321,6 +321,6 @@ func (s *Store) writeAudit(ctx context.Context, rows []auditRow) (err error) {
 		args = append(args, r.Project, ns(r.Time), r.Actor, r.Action, r.Target, row.details,
 			r.ClientID, r.Connector, r.Outcome, r.Reason)
 	}
-	_, err = s.wexec(ctx, auditInsertText(len(rows)), args...)
+	_, err = s.wexecQuiet(ctx, auditInsertText(len(rows)), args...)
 	return err
 }

@@ -74,8 +74,9 @@ func (s *Store) RedeemAuthCode(ctx context.Context, hash []byte, now time.Time, 
 
 // redeemAuthCode is RedeemAuthCode; refused says the error is check's.
 func (s *Store) redeemAuthCode(ctx context.Context, hash []byte, now time.Time, check func(store.AuthCode) error) (c store.AuthCode, refused bool, err error) {
+	// Spending a code withdraws nothing (a reused code's tokens are revoked by RevokeByCode).
 	if check == nil {
-		err = s.wrow(ctx, scanCode(&c, nil), qRedeemCode, ns(now), hash, ns(now))
+		err = s.wrowQuiet(ctx, scanCode(&c, nil), qRedeemCode, ns(now), hash, ns(now))
 	} else {
 		// Read, check, then spend: a code's fields never change once stored, so check judges
 		// exactly what the spend returns, and the conditional UPDATE alone settles a race
@@ -95,7 +96,7 @@ func (s *Store) redeemAuthCode(ctx context.Context, hash []byte, now time.Time, 
 			return c, true, checkErr
 		}
 		c = store.AuthCode{}
-		err = s.wrow(ctx, scanCode(&c, nil), qRedeemCode, ns(now), hash, ns(now))
+		err = s.wrowQuiet(ctx, scanCode(&c, nil), qRedeemCode, ns(now), hash, ns(now))
 	}
 	if !errors.Is(err, store.ErrNotFound) {
 		return c, false, err

@@ -213,7 +213,7 @@ func (s *Store) UpdateConnection(ctx context.Context, project, id string, fn fun
 			out = next
 			return nil
 		})
-		return out, err
+		return out, s.changed(ctx, err)
 	}
 
 	cur, err := s.getConnection(ctx, project, id)

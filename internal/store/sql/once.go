@@ -18,7 +18,7 @@ ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at WHERE used_once
 func (s *Store) UseOnce(ctx context.Context, key []byte, expiresAt, now time.Time) error {
 	var observed error
 	defer s.observe(ctx, "UseOnce", time.Now(), &observed)
-	n, err := s.wexec(ctx, qUseOnce, key, ns(expiresAt), ns(now))
+	n, err := s.wexecQuiet(ctx, qUseOnce, key, ns(expiresAt), ns(now))
 	if observed = err; err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ func (s *Store) RateBuckets() ratelimit.Shared {
 func (s *Store) UpdateRateBucket(ctx context.Context, key []byte, full float64, now time.Time,
 	fn func(tokens float64, last time.Time) (float64, time.Time, time.Time)) (err error) {
 	defer s.observe(ctx, "UpdateRateBucket", time.Now(), &err)
-	return s.tx(ctx, func(x q) error {
+	return s.txQuiet(ctx, func(x q) error {
 		if _, err := x.exec(ctx, qRateSeed, key, full, ns(now), ns(now)); err != nil {
 			return err
 		}

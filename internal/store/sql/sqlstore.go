@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -72,6 +73,9 @@ type Store struct {
 
 	// searchPath is the search_path the PostgreSQL DSN sets, checked at Open (pooler.go).
 	searchPath string
+
+	// revision is the store's revision on SQLite (revision.go); counted on PostgreSQL too, unread.
+	revision atomic.Int64
 
 	// tracer, when an Option sets it, is handed every statement and batch the PostgreSQL
 	// connections send; the round-trip test counts them with it (roundtrips_test.go).
@@ -486,6 +490,12 @@ func (s *Store) reader() q { return q{s: s, db: s.r} }
 // write runs fn's statements on the write pool outside a transaction (each statement commits
 // by itself), after its turn at the gate.
 func (s *Store) write(ctx context.Context, fn func(q) error) error {
+	return s.changed(ctx, s.writeQuiet(ctx, fn))
+}
+
+// writeQuiet is write for writes that cannot withdraw anything a cached decision read (see
+// store.Revisions): the revision does not move.
+func (s *Store) writeQuiet(ctx context.Context, fn func(q) error) error {
 	if s.group != nil {
 		return s.group.do(ctx, false, fn)
 	}
@@ -505,6 +515,15 @@ func (s *Store) wexec(ctx context.Context, query string, args ...any) (n int64, 
 	return n, err
 }
 
+// wexecQuiet is wexec for a statement that cannot withdraw anything (see writeQuiet).
+func (s *Store) wexecQuiet(ctx context.Context, query string, args ...any) (n int64, err error) {
+	err = s.writeQuiet(ctx, func(x q) error {
+		n, err = x.execN(ctx, query, args...)
+		return err
+	})
+	return n, err
+}
+
 // wexecOne runs one write statement that must change a row: changing none is ErrNotFound.
 func (s *Store) wexecOne(ctx context.Context, query string, args ...any) error {
 	n, err := s.wexec(ctx, query, args...)
@@ -517,6 +536,11 @@ func (s *Store) wexecOne(ctx context.Context, query string, args ...any) error {
 // wrow runs one write statement that returns at most one row (… RETURNING).
 func (s *Store) wrow(ctx context.Context, scan func(scanner) error, query string, args ...any) error {
 	return s.write(ctx, func(x q) error { return x.row(ctx, scan, query, args...) })
+}
+
+// wrowQuiet is wrow for a statement that cannot withdraw anything (see writeQuiet).
+func (s *Store) wrowQuiet(ctx context.Context, scan func(scanner) error, query string, args ...any) error {
+	return s.writeQuiet(ctx, func(x q) error { return x.row(ctx, scan, query, args...) })
 }
 
 // enter waits for the write gate (SQLite with one write connection). Go channels queue
@@ -688,6 +712,11 @@ type scanner interface{ Scan(dest ...any) error }
 // (UpdateConnection's fn) use tx1. fn must not call back into the store: on SQLite the
 // transaction holds the only write connection.
 func (s *Store) tx(ctx context.Context, fn func(q) error) error {
+	return s.changed(ctx, s.txQuiet(ctx, fn))
+}
+
+// txQuiet is tx for transactions that cannot withdraw anything a cached decision read.
+func (s *Store) txQuiet(ctx context.Context, fn func(q) error) error {
 	for attempt := 0; ; attempt++ {
 		err := s.tx1(ctx, fn)
 		if err == nil || attempt >= 7 || !(errors.Is(err, errRace) || s.retryable(err)) {

@@ -146,9 +146,9 @@ func (s *Store) CreateTokens(ctx context.Context, tokens ...store.Token) (err er
 		return nil
 	}
 	if len(tokens) < len(qInsertTokens) {
-		return s.write(ctx, func(x q) error { return insertTokens(ctx, x, tokens) })
+		return s.writeQuiet(ctx, func(x q) error { return insertTokens(ctx, x, tokens) })
 	}
-	return s.tx(ctx, func(x q) error { return insertTokens(ctx, x, tokens) })
+	return s.txQuiet(ctx, func(x q) error { return insertTokens(ctx, x, tokens) })
 }
 
 func (s *Store) GetToken(ctx context.Context, hash []byte) (_ store.Token, err error) {
@@ -202,7 +202,14 @@ func (s *Store) RotateRefreshToken(ctx context.Context, r store.RotateRequest) (
 		}
 	}
 	var out store.Rotation
-	err = s.tx(ctx, func(x q) error {
+	// Only a reuse withdraws anything (the holder's tokens are revoked): the revision moves
+	// then, and stays for a rotation or a replay.
+	defer func() {
+		if out.Outcome == store.OutcomeReuseDetected || err != nil {
+			err = s.changed(ctx, err)
+		}
+	}()
+	err = s.txQuiet(ctx, func(x q) error {
 		out = store.Rotation{}
 		var old store.Token
 		var sealed []byte
@@ -338,7 +345,8 @@ func (s *Store) rotateInOne(ctx context.Context, r store.RotateRequest) (out sto
 		args = append(args, t.Hash, string(t.Kind), list(t.Scopes), list(t.Audience), ns(t.AuthTime),
 			ns(t.IssuedAt), ns(t.ExpiresAt), nullNS(t.RevokedAt), nullNS(t.RotatedAt), t.JKT, t.AuthorizationDetails, deleg)
 	}
-	err = s.write(ctx, func(x q) error {
+	// Rotating withdraws nothing: the old refresh token's successor takes over.
+	err = s.writeQuiet(ctx, func(x q) error {
 		return x.row(ctx, scanToken(&out.Old, nil), qRotate[n][nilCode], args...)
 	})
 	switch {
