@@ -45,7 +45,7 @@ func BenchmarkJWTBearer(b *testing.B) {
 func BenchmarkIDJAGVerify(b *testing.B) {
 	s := stack.NewIDJAG(b, stack.New(b, stack.Options{}))
 	a := s.Assertion(nil)
-	key := &s.IdPKey.PublicKey
+	key := &s.IDPKey.PublicKey
 	b.ReportAllocs()
 	for b.Loop() {
 		tok, err := jwt.ParseSigned(a, []jose.SignatureAlgorithm{jose.ES256})

@@ -25,7 +25,7 @@ import (
 )
 
 // fakeIDP is left for the tests of this package still to move beside their flow (test/stack's
-// UpstreamIdP once moved); it goes with harness_test.go.
+// UpstreamIDP once moved); it goes with harness_test.go.
 //
 // fakeIDP is a minimal OpenID provider: it approves whoever login names ("carol" unless
 // changed) and checks PKCE. Like a company's provider, it issues refresh tokens for

@@ -68,8 +68,8 @@ type IDJAG struct {
 	Tools *config.Project
 	// ToolsIssuer is team/tools' issuer.
 	ToolsIssuer string
-	// IdPKey signs TestIDP's assertions, OtherKey OtherIDP's.
-	IdPKey, OtherKey *ecdsa.PrivateKey
+	// IDPKey signs TestIDP's assertions, OtherKey OtherIDP's.
+	IDPKey, OtherKey *ecdsa.PrivateKey
 }
 
 // NewECKey is a new P-256 key.
@@ -87,7 +87,7 @@ func publicSet(kid string, k *ecdsa.PrivateKey) *jose.JSONWebKeySet {
 
 // NewIDJAG adds team/tools to s and lets team/demo's Web client ask for ID-JAGs for it.
 func NewIDJAG(t testing.TB, s *Stack) *IDJAG {
-	x := &IDJAG{Stack: s, ToolsIssuer: s.Front.URL + "/team/tools", IdPKey: NewECKey(t), OtherKey: NewECKey(t)}
+	x := &IDJAG{Stack: s, ToolsIssuer: s.Front.URL + "/team/tools", IDPKey: NewECKey(t), OtherKey: NewECKey(t)}
 
 	// team/demo issues ID-JAGs for team/tools to Web, known there as "agent".
 	demo := *s.Project
@@ -117,7 +117,7 @@ func NewIDJAG(t testing.TB, s *Stack) *IDJAG {
 	tools.IdentityAssertions = config.IdentityAssertions{Issuers: map[string]*config.AssertionIssuer{
 		s.Issuer: {Issuer: s.Issuer, JWKSURI: s.Issuer + "/jwks.json", Clients: []string{"agent", "sneaky"},
 			Subject: config.AssertionSubjectSub, CreatePeople: true, AllowedNetworks: netguard.Loopback},
-		TestIDP: {Issuer: TestIDP, JWKS: publicSet("idp-1", x.IdPKey), Clients: []string{"agent", "sneaky"},
+		TestIDP: {Issuer: TestIDP, JWKS: publicSet("idp-1", x.IDPKey), Clients: []string{"agent", "sneaky"},
 			Subject: config.AssertionSubjectSub, CreatePeople: true},
 		OtherIDP: {Issuer: OtherIDP, JWKS: publicSet("other-1", x.OtherKey), Clients: []string{"agent"},
 			Subject: config.AssertionSubjectSub, CreatePeople: true},
@@ -173,7 +173,7 @@ func (x *IDJAG) Assertion(edit func(h map[string]any, c map[string]any)) string 
 		"jti": secret.NewID(), "iat": now.Unix(), "exp": now.Add(5 * time.Minute).Unix(),
 		"resource": MCPResource, "scope": "repos:read", "email": "alice@idp.test",
 	}
-	key := x.IdPKey
+	key := x.IDPKey
 	if edit != nil {
 		edit(h, c)
 	}
@@ -209,18 +209,18 @@ func SignJWS(t testing.TB, h, c map[string]any, key *ecdsa.PrivateKey) string {
 // ---------------------------------------------------------------------------------------------
 // The company's identity provider
 
-// UpstreamIdPClient and UpstreamIdPSecret are Latchkey's client at an UpstreamIdP.
+// UpstreamIDPClient and UpstreamIDPSecret are Latchkey's client at an UpstreamIDP.
 const (
-	UpstreamIdPClient = "latchkey"
-	UpstreamIdPSecret = "idp-secret"
+	UpstreamIDPClient = "latchkey"
+	UpstreamIDPSecret = "idp-secret"
 )
 
-// UpstreamIdP is a company's OpenID provider people sign in with (Project spec.signIn.oidc), as
-// a minimal real one: it answers at URL, client "latchkey" with secret UpstreamIdPSecret; it: it approves whoever login names ("carol" unless
+// UpstreamIDP is a company's OpenID provider people sign in with (Project spec.signIn.oidc), as
+// a minimal real one: it answers at URL, client "latchkey" with secret UpstreamIDPSecret; it: it approves whoever login names ("carol" unless
 // changed) and checks PKCE. Like a company's provider, it issues refresh tokens for
 // offline_access, refuses them once the person is disabled, names its sessions (sid), and
 // signs back-channel logout tokens with its own key.
-type UpstreamIdP struct {
+type UpstreamIDP struct {
 	// URL is its issuer.
 	URL string
 	// Key signs its ID tokens and logout tokens (kid "idp").
@@ -270,9 +270,9 @@ type idpGrant struct{ sub, sid string }
 
 type idpCode struct{ nonce, challenge, redirect, scope, sub string }
 
-func NewUpstreamIdP(t testing.TB, now func() time.Time) *UpstreamIdP {
+func NewUpstreamIDP(t testing.TB, now func() time.Time) *UpstreamIDP {
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	f := &UpstreamIdP{t: t, Key: key, now: now, codes: map[string]idpCode{}, login: "carol-123", refresh: map[string]idpGrant{}, sids: map[string]string{},
+	f := &UpstreamIDP{t: t, Key: key, now: now, codes: map[string]idpCode{}, login: "carol-123", refresh: map[string]idpGrant{}, sids: map[string]string{},
 		users: map[string]*idpUser{
 			"carol-123": {email: "carol@corp.example", name: "Carol"},
 			"alice-1":   {email: "alice@corp.example", name: "Alice"},
@@ -299,7 +299,7 @@ func NewUpstreamIdP(t testing.TB, now func() time.Time) *UpstreamIdP {
 	})
 	mux.HandleFunc("GET /authorize", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		if q.Get("code_challenge_method") != "S256" || q.Get("nonce") == "" || q.Get("client_id") != UpstreamIdPClient {
+		if q.Get("code_challenge_method") != "S256" || q.Get("nonce") == "" || q.Get("client_id") != UpstreamIDPClient {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
@@ -327,7 +327,7 @@ func NewUpstreamIdP(t testing.TB, now func() time.Time) *UpstreamIdP {
 			_, _ = w.Write([]byte(`{"error":"` + code + `"}`))
 		}
 		user, pass, _ := r.BasicAuth()
-		if user != UpstreamIdPClient || pass != UpstreamIdPSecret {
+		if user != UpstreamIDPClient || pass != UpstreamIDPSecret {
 			fail(http.StatusUnauthorized, "invalid_client")
 			return
 		}
@@ -350,7 +350,7 @@ func NewUpstreamIdP(t testing.TB, now func() time.Time) *UpstreamIdP {
 			resp := map[string]any{"access_token": "idp-at", "token_type": "Bearer", "expires_in": 3600, "refresh_token": rt}
 			if f.refreshIDToken {
 				now := f.now()
-				claims := map[string]any{"iss": f.URL, "sub": g.sub, "aud": UpstreamIdPClient, "exp": now.Add(time.Hour).Unix(), "iat": now.Unix(),
+				claims := map[string]any{"iss": f.URL, "sub": g.sub, "aud": UpstreamIDPClient, "exp": now.Add(time.Hour).Unix(), "iat": now.Unix(),
 					"email": f.users[g.sub].email}
 				maps.Copy(claims, f.users[g.sub].claims)
 				maps.DeleteFunc(claims, func(_ string, v any) bool { return v == nil }) // nil: left out
@@ -376,7 +376,7 @@ func NewUpstreamIdP(t testing.TB, now func() time.Time) *UpstreamIdP {
 		f.sids[c.sub] = sid
 		u := f.users[c.sub]
 		claims := map[string]any{
-			"iss": f.URL, "sub": c.sub, "aud": UpstreamIdPClient, "exp": now.Add(time.Hour).Unix(), "iat": now.Unix(),
+			"iss": f.URL, "sub": c.sub, "aud": UpstreamIDPClient, "exp": now.Add(time.Hour).Unix(), "iat": now.Unix(),
 			"nonce": c.nonce, "email": u.email, "name": u.name, "sid": sid,
 		}
 		maps.Copy(claims, u.claims)
@@ -404,7 +404,7 @@ func NewUpstreamIdP(t testing.TB, now func() time.Time) *UpstreamIdP {
 }
 
 // Sign makes a JWT of type typ with claims, signed with key under kid.
-func (f *UpstreamIdP) Sign(key *ecdsa.PrivateKey, kid, typ string, claims map[string]any) string {
+func (f *UpstreamIDP) Sign(key *ecdsa.PrivateKey, kid, typ string, claims map[string]any) string {
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key}, (&jose.SignerOptions{}).WithHeader("kid", kid).WithType(jose.ContentType(typ)))
 	if err != nil {
 		f.t.Fatal(err)
@@ -418,23 +418,23 @@ func (f *UpstreamIdP) Sign(key *ecdsa.PrivateKey, kid, typ string, claims map[st
 
 // LogoutClaims are the claims of a valid back-channel logout token for sub (OpenID Connect
 // Back-Channel Logout 1.0 §2.4), issued now with a fresh jti.
-func (f *UpstreamIdP) LogoutClaims(sub string) map[string]any {
+func (f *UpstreamIDP) LogoutClaims(sub string) map[string]any {
 	now := f.now()
 	return map[string]any{
-		"iss": f.URL, "aud": UpstreamIdPClient, "sub": sub, "iat": now.Unix(), "exp": now.Add(2 * time.Minute).Unix(),
+		"iss": f.URL, "aud": UpstreamIDPClient, "sub": sub, "iat": now.Unix(), "exp": now.Add(2 * time.Minute).Unix(),
 		"jti": "jti-" + secret.New(""), "events": map[string]any{"http://schemas.openid.net/event/backchannel-logout": map[string]any{}},
 	}
 }
 
 // LastSID is the provider's session (sid) of sub's latest sign-in.
-func (f *UpstreamIdP) LastSID(sub string) string {
+func (f *UpstreamIDP) LastSID(sub string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.sids[sub]
 }
 
 // LastScope is the scope parameter of the latest authorization request.
-func (f *UpstreamIdP) LastScope() string {
+func (f *UpstreamIDP) LastScope() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.scopes[len(f.scopes)-1]
@@ -442,40 +442,40 @@ func (f *UpstreamIdP) LastScope() string {
 
 // Disable disables sub at the provider, as an administrator does when someone leaves: no
 // more sign-ins, and their refresh tokens are refused.
-func (f *UpstreamIdP) Disable(sub string) {
+func (f *UpstreamIDP) Disable(sub string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.users[sub].disabled = true
 }
 
 // RefreshCount is the number of refresh_token grants it received.
-func (f *UpstreamIdP) RefreshCount() int {
+func (f *UpstreamIDP) RefreshCount() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.refreshes
 }
 
 // Config is the Project's sign-in with this provider, its button labelled label.
-func (f *UpstreamIdP) Config(label string) *config.OIDCProvider {
-	return &config.OIDCProvider{Issuer: f.URL, ClientID: UpstreamIdPClient, ClientSecret: UpstreamIdPSecret, Label: label}
+func (f *UpstreamIDP) Config(label string) *config.OIDCProvider {
+	return &config.OIDCProvider{Issuer: f.URL, ClientID: UpstreamIDPClient, ClientSecret: UpstreamIDPSecret, Label: label}
 }
 
 // SetAuthTime makes fn the auth_time of the ID tokens it issues (ok false: none); nil, none.
-func (f *UpstreamIdP) SetAuthTime(fn func() (at time.Time, ok bool)) {
+func (f *UpstreamIDP) SetAuthTime(fn func() (at time.Time, ok bool)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.authTime = fn
 }
 
 // SetLogin makes sub the person it signs in next.
-func (f *UpstreamIdP) SetLogin(sub string) {
+func (f *UpstreamIDP) SetLogin(sub string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.login = sub
 }
 
 // SetDown makes refresh_token grants answer 503 (down) or work again.
-func (f *UpstreamIdP) SetDown(down bool) {
+func (f *UpstreamIDP) SetDown(down bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.down = down
@@ -483,7 +483,7 @@ func (f *UpstreamIdP) SetDown(down bool) {
 
 // SetClaims adds claims to (or replaces claims of; nil leaves one out) sub's ID tokens, and
 // makes refresh_token grants answer an ID token too, as providers that re-assert claims do.
-func (f *UpstreamIdP) SetClaims(sub string, claims map[string]any) {
+func (f *UpstreamIDP) SetClaims(sub string, claims map[string]any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.users[sub].claims = claims
@@ -491,14 +491,14 @@ func (f *UpstreamIdP) SetClaims(sub string, claims map[string]any) {
 }
 
 // LastPrompt is the prompt parameter of the latest authorization request.
-func (f *UpstreamIdP) LastPrompt() string {
+func (f *UpstreamIDP) LastPrompt() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.prompts[len(f.prompts)-1]
 }
 
 // LastMaxAge is the max_age parameter of the latest authorization request.
-func (f *UpstreamIdP) LastMaxAge() string {
+func (f *UpstreamIDP) LastMaxAge() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.maxAges[len(f.maxAges)-1]

@@ -1,6 +1,7 @@
 package oauth_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/url"
@@ -104,7 +105,7 @@ func refreshStories(t *testing.T, start func(t *testing.T) *stack.Stack) {
 		if a.Status != 200 || b.Status != 200 {
 			t.Fatalf("%d %s / %d %s", a.Status, a.Raw, b.Status, b.Raw)
 		}
-		if string(a.Raw) != string(b.Raw) {
+		if !bytes.Equal(a.Raw, b.Raw) {
 			t.Errorf("the retry must get the very same response:\n%s\n%s", a.Raw, b.Raw)
 		}
 		if !h.Active(a.Str("access_token")) {
@@ -127,7 +128,7 @@ func refreshStories(t *testing.T, start func(t *testing.T) *stack.Stack) {
 		}
 		wg.Wait()
 		for _, r := range results {
-			if r.Status != 200 || string(r.Raw) != string(results[0].Raw) {
+			if r.Status != 200 || !bytes.Equal(r.Raw, results[0].Raw) {
 				t.Fatalf("concurrent refreshes disagree: %d %s vs %s", r.Status, r.Raw, results[0].Raw)
 			}
 		}
