@@ -40,8 +40,8 @@ func TestUpstreamSignIn(t *testing.T) {
 
 	t.Run("sign-in page offers both", func(t *testing.T) {
 		p := h.Browser().MustGet(h.Issuer + "/sign-in")
-		if !strings.Contains(p.Body, "Sign in with Corp SSO") || !strings.Contains(p.Body, `name="password"`) {
-			t.Errorf("%s", p.Body)
+		if _, ok := p.Link("Sign in with Corp SSO"); !ok || !p.HasField("Password") {
+			t.Errorf("the sign-in page must offer the provider's link and the password form: %s", p.Text())
 		}
 	})
 
