@@ -20,6 +20,7 @@ import (
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/mcp/dpop"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // The benchmarks call the server's handler directly (no sockets) from 16 goroutines and
@@ -31,9 +32,9 @@ import (
 
 const benchConcurrency = 16
 
-func backends(b *testing.B, fn func(b *testing.B, h *harness)) {
-	b.Run("sqlite", func(b *testing.B) { fn(b, newHarness(b)) })
-	b.Run("postgres", func(b *testing.B) { fn(b, newHarnessDSN(b, postgresDSN(b))) })
+func backends(b *testing.B, fn func(b *testing.B, h *stack.Stack)) {
+	b.Run("sqlite", func(b *testing.B) { fn(b, stack.New(b, stack.Options{})) })
+	b.Run("postgres", func(b *testing.B) { fn(b, stack.New(b, stack.Options{DSN: stack.PostgresDSN(b)})) })
 }
 
 // serveFunc serves one request, timing it.
@@ -41,7 +42,7 @@ type serveFunc func(*http.Request) *httptest.ResponseRecorder
 
 // run starts benchConcurrency goroutines; each makes a worker with newWorker and calls it once
 // per iteration. A worker returns false when its request failed.
-func run(b *testing.B, h *harness, newWorker func() func(serve serveFunc) bool) {
+func run(b *testing.B, h *stack.Stack, newWorker func() func(serve serveFunc) bool) {
 	b.Helper()
 	var mu sync.Mutex
 	var lat []time.Duration
@@ -56,7 +57,7 @@ func run(b *testing.B, h *harness, newWorker func() func(serve serveFunc) bool) 
 		serve := func(r *http.Request) *httptest.ResponseRecorder {
 			w := httptest.NewRecorder()
 			t0 := time.Now()
-			h.srv.ServeHTTP(w, r)
+			h.Server().ServeHTTP(w, r)
 			mine = append(mine, time.Since(t0))
 			return w
 		}
@@ -88,11 +89,25 @@ func tokenRequest(form url.Values, user, pass string) *http.Request {
 	return r
 }
 
+// benchPerson is the person the codes and refresh tokens of the benchmarks are for: Alice,
+// who signs in with a password the Project lists (a token of someone it no longer lists is
+// refused).
+func benchPerson(b *testing.B, h *stack.Stack) string {
+	p, err := h.Store().UpsertPerson(context.Background(), store.Person{Project: stack.ProjectKey, ID: "p-bench", Source: "password",
+		SourceSubject: stack.AliceEmail, CreatedAt: h.Clock.Now()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p.ID
+}
+
 func BenchmarkClientCredentials(b *testing.B) {
-	backends(b, func(b *testing.B, h *harness) {
+	backends(b, func(b *testing.B, h *stack.Stack) {
 		form := url.Values{"grant_type": {"client_credentials"}, "scope": {"read"}}
 		run(b, h, func() func(serveFunc) bool {
-			return func(serve serveFunc) bool { return serve(tokenRequest(form, "svc", svcSecret)).Code == http.StatusOK }
+			return func(serve serveFunc) bool {
+				return serve(tokenRequest(form, stack.Service, stack.ServiceSecret)).Code == http.StatusOK
+			}
 		})
 	})
 }
@@ -102,7 +117,7 @@ func BenchmarkClientCredentials(b *testing.B) {
 // proof costs the server (signature, claims, and recording its jti in the store). Proofs are
 // made before the timer starts; signing is the client's cost.
 func BenchmarkClientCredentialsDPoP(b *testing.B) {
-	backends(b, func(b *testing.B, h *harness) {
+	backends(b, func(b *testing.B, h *stack.Stack) {
 		form := url.Values{"grant_type": {"client_credentials"}, "scope": {"read"}}
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
@@ -110,14 +125,14 @@ func BenchmarkClientCredentialsDPoP(b *testing.B) {
 		}
 		proofs := make([]string, b.N)
 		for i := range proofs {
-			if proofs[i], err = dpop.Sign(key, dpop.Claims{Method: "POST", URL: h.base + "/token", IssuedAt: h.clock.Now()}); err != nil {
+			if proofs[i], err = dpop.Sign(key, dpop.Claims{Method: "POST", URL: h.Issuer + "/token", IssuedAt: h.Clock.Now()}); err != nil {
 				b.Fatal(err)
 			}
 		}
 		var next atomic.Int64
 		run(b, h, func() func(serveFunc) bool {
 			return func(serve serveFunc) bool {
-				r := tokenRequest(form, "svc", svcSecret)
+				r := tokenRequest(form, stack.Service, stack.ServiceSecret)
 				r.Header.Set("DPoP", proofs[next.Add(1)-1])
 				w := serve(r)
 				return w.Code == http.StatusOK && strings.Contains(w.Body.String(), `"token_type":"DPoP"`)
@@ -127,20 +142,18 @@ func BenchmarkClientCredentialsDPoP(b *testing.B) {
 }
 
 func BenchmarkAuthorizationCode(b *testing.B) {
-	backends(b, func(b *testing.B, h *harness) {
+	backends(b, func(b *testing.B, h *stack.Stack) {
 		ctx := context.Background()
-		pk := newPKCE()
-		now := h.clock.Now()
-		if _, err := h.store.UpsertPerson(ctx, store.Person{Project: projectKey, ID: "p-bench", Source: "password", SourceSubject: "bench@example.com", CreatedAt: now}); err != nil {
-			b.Fatal(err)
-		}
+		pk := stack.NewPKCE()
+		now := h.Clock.Now()
+		person := benchPerson(b, h)
 		// Codes are made before the timer starts; each iteration redeems one.
 		codes := make([]string, b.N)
 		for i := range codes {
 			codes[i] = secret.New(secret.PrefixCode)
-			if err := h.store.CreateAuthCode(ctx, store.AuthCode{
-				Hash: secret.Hash(codes[i]), Project: projectKey, ClientID: "web", Subject: "p-bench",
-				RedirectURI: "https://app.example/cb", Scopes: []string{"read"}, CodeChallenge: pk.challenge,
+			if err := h.Store().CreateAuthCode(ctx, store.AuthCode{
+				Hash: secret.Hash(codes[i]), Project: stack.ProjectKey, ClientID: "web", Subject: person,
+				RedirectURI: "https://app.example/cb", Scopes: []string{"read"}, CodeChallenge: pk.Challenge,
 				CodeChallengeMethod: "S256", AuthTime: now, ExpiresAt: now.Add(time.Hour), CreatedAt: now,
 			}); err != nil {
 				b.Fatal(err)
@@ -151,28 +164,29 @@ func BenchmarkAuthorizationCode(b *testing.B) {
 			return func(serve serveFunc) bool {
 				code := codes[next.Add(1)-1]
 				return serve(tokenRequest(url.Values{"grant_type": {"authorization_code"}, "code": {code},
-					"redirect_uri": {"https://app.example/cb"}, "code_verifier": {pk.verifier}}, "web", webSecret)).Code == http.StatusOK
+					"redirect_uri": {"https://app.example/cb"}, "code_verifier": {pk.Verifier}}, stack.Web, stack.WebSecret)).Code == http.StatusOK
 			}
 		})
 	})
 }
 
 func BenchmarkRefresh(b *testing.B) {
-	backends(b, func(b *testing.B, h *harness) {
-		now := h.clock.Now()
+	backends(b, func(b *testing.B, h *stack.Stack) {
+		now := h.Clock.Now()
+		person := benchPerson(b, h)
 		// One chain per goroutine: each refresh presents the token the previous one returned.
 		run(b, h, func() func(serveFunc) bool {
 			rt := secret.New(secret.PrefixRefreshToken)
 			fam := secret.New("")
-			if err := h.store.CreateTokens(context.Background(), store.Token{
-				Hash: secret.Hash(rt), Kind: store.RefreshToken, Project: projectKey, ClientID: "web",
-				Subject: "p-" + fam[:8], Scopes: []string{"read"}, FamilyID: fam, AuthTime: now, IssuedAt: now,
+			if err := h.Store().CreateTokens(context.Background(), store.Token{
+				Hash: secret.Hash(rt), Kind: store.RefreshToken, Project: stack.ProjectKey, ClientID: "web",
+				Subject: person, Scopes: []string{"read"}, FamilyID: fam, AuthTime: now, IssuedAt: now,
 				ExpiresAt: now.Add(24 * time.Hour),
 			}); err != nil {
 				b.Fatal(err)
 			}
 			return func(serve serveFunc) bool {
-				w := serve(tokenRequest(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}}, "web", webSecret))
+				w := serve(tokenRequest(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}}, stack.Web, stack.WebSecret))
 				var resp struct {
 					RefreshToken string `json:"refresh_token"`
 				}

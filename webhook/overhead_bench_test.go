@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"latchkey.dev/latchkey/internal/tracing"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // BenchmarkCheapRequest serves the issuer's metadata document, one request at a time, through
@@ -18,13 +19,13 @@ import (
 //
 //	go test ./webhook -run '^$' -bench CheapRequest -count 6
 func BenchmarkCheapRequest(b *testing.B) {
-	h := newHarness(b)
-	req := httptest.NewRequest(http.MethodGet, h.base+"/.well-known/oauth-authorization-server", nil)
+	h := stack.New(b, stack.Options{})
+	req := httptest.NewRequest(http.MethodGet, h.Issuer+"/.well-known/oauth-authorization-server", nil)
 	serve := func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			w := httptest.NewRecorder()
-			h.srv.ServeHTTP(w, req)
+			h.Server().ServeHTTP(w, req)
 			if w.Code != http.StatusOK {
 				b.Fatalf("status %d", w.Code)
 			}

@@ -1,4 +1,4 @@
-package webhook_test
+package idjag_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook/idjag"
 )
 
@@ -22,8 +23,9 @@ import (
 // token at team/tools that the rules do not give. The good assertion is redeemed last, to show
 // that what was refused was the edit and not the setup.
 func TestIDJAGAttacks(t *testing.T) {
-	s := newIDJAGStack(t)
-	s.publish()
+	t.Parallel()
+	s := newIDJAG(t)
+	s.Publish()
 
 	cases := []struct {
 		name   string
@@ -39,19 +41,19 @@ func TestIDJAGAttacks(t *testing.T) {
 			edit: func(_, c map[string]any) { c["client_id"] = "sneaky" }, code: "invalid_grant", desc: "another client"},
 		{name: "expired",
 			edit: func(_, c map[string]any) {
-				c["iat"] = s.clock.Now().Add(-10 * time.Minute).Unix()
-				c["exp"] = s.clock.Now().Add(-5 * time.Minute).Unix()
+				c["iat"] = s.Clock.Now().Add(-10 * time.Minute).Unix()
+				c["exp"] = s.Clock.Now().Add(-5 * time.Minute).Unix()
 			}, code: "invalid_grant", desc: "expired"},
 		{name: "long-lived: exp a day after iat",
-			edit: func(_, c map[string]any) { c["exp"] = s.clock.Now().Add(24 * time.Hour).Unix() }, code: "invalid_grant", desc: "lives too long"},
+			edit: func(_, c map[string]any) { c["exp"] = s.Clock.Now().Add(24 * time.Hour).Unix() }, code: "invalid_grant", desc: "lives too long"},
 		{name: "unsigned: alg none",
 			edit: func(h, _ map[string]any) { h["alg"] = "none" }, code: "invalid_grant", desc: "accepted algorithm"},
 		{name: "forged: signed with an attacker's key under the issuer's kid",
 			edit: func(h, _ map[string]any) { h["kid"] = "forged" }, code: "invalid_grant", desc: "signature does not verify"},
 		{name: "key from another issuer: signed with idp.test's key, iss says other-idp.test",
-			edit: func(_, c map[string]any) { c["iss"] = otherIDP }, code: "invalid_grant", desc: "no key of the assertion's issuer"},
+			edit: func(_, c map[string]any) { c["iss"] = stack.OtherIDP }, code: "invalid_grant", desc: "no key of the assertion's issuer"},
 		{name: "key from another issuer, its kid too",
-			edit: func(h, c map[string]any) { c["iss"] = otherIDP; h["kid"] = "idp-1" }, code: "invalid_grant", desc: "no key of the assertion's issuer"},
+			edit: func(h, c map[string]any) { c["iss"] = stack.OtherIDP; h["kid"] = "idp-1" }, code: "invalid_grant", desc: "no key of the assertion's issuer"},
 		{name: "typ missing: an ID token of the same issuer",
 			edit: func(h, _ map[string]any) { delete(h, "typ") }, code: "invalid_grant", desc: "typ"},
 		{name: "typ wrong",
@@ -71,94 +73,96 @@ func TestIDJAGAttacks(t *testing.T) {
 			if client == "" {
 				client = "agent"
 			}
-			wantRefused(t, s.redeem(s.assertion(tc.edit), client, tc.extra), tc.code, tc.desc)
+			wantRefused(t, s.Redeem(s.Assertion(tc.edit), client, tc.extra), tc.code, tc.desc)
 		})
 	}
 
 	t.Run("replayed jti", func(t *testing.T) {
-		a := s.assertion(nil)
-		if r := s.redeem(a, "agent", nil); r.status != http.StatusOK {
-			t.Fatalf("first redemption: %d %s", r.status, r.raw)
+		a := s.Assertion(nil)
+		if r := s.Redeem(a, "agent", nil); r.Status != http.StatusOK {
+			t.Fatalf("first redemption: %d %s", r.Status, r.Raw)
 		}
-		wantRefused(t, s.redeem(a, "agent", nil), "invalid_grant", "already been used")
+		wantRefused(t, s.Redeem(a, "agent", nil), "invalid_grant", "already been used")
 		// A new assertion with the same jti is the same assertion.
 		jti := ""
-		b := s.assertion(func(_, c map[string]any) { jti = c["jti"].(string) })
-		if r := s.redeem(b, "agent", nil); r.status != http.StatusOK {
-			t.Fatalf("redemption: %d %s", r.status, r.raw)
+		b := s.Assertion(func(_, c map[string]any) { jti = c["jti"].(string) })
+		if r := s.Redeem(b, "agent", nil); r.Status != http.StatusOK {
+			t.Fatalf("redemption: %d %s", r.Status, r.Raw)
 		}
-		wantRefused(t, s.redeem(s.assertion(func(_, c map[string]any) { c["jti"] = jti }), "agent", nil), "invalid_grant", "already been used")
+		wantRefused(t, s.Redeem(s.Assertion(func(_, c map[string]any) { c["jti"] = jti }), "agent", nil), "invalid_grant", "already been used")
 	})
 
 	t.Run("unrecognised app: a client with a foreign redirect cannot bypass only recognised apps", func(t *testing.T) {
 		sneaky := func(_, c map[string]any) { c["client_id"] = "sneaky" }
-		if r := s.redeem(s.assertion(sneaky), "sneaky", nil); r.status != http.StatusOK {
-			t.Fatalf("before the policy: %d %s", r.status, r.raw)
+		if r := s.Redeem(s.Assertion(sneaky), "sneaky", nil); r.Status != http.StatusOK {
+			t.Fatalf("before the policy: %d %s", r.Status, r.Raw)
 		}
-		tools := *s.tools
+		tools := *s.Tools
 		tools.Redirects.OnlyRecognisedApps = true
-		s.tools = &tools
-		s.publish()
-		defer func() { tools.Redirects.OnlyRecognisedApps = false; s.publish() }()
-		wantRefused(t, s.redeem(s.assertion(sneaky), "sneaky", nil), "invalid_grant", "recognised apps")
+		s.Tools = &tools
+		s.Publish()
+		defer func() { tools.Redirects.OnlyRecognisedApps = false; s.Publish() }()
+		wantRefused(t, s.Redeem(s.Assertion(sneaky), "sneaky", nil), "invalid_grant", "recognised apps")
 		// The recognised agent still redeems.
-		if r := s.redeem(s.assertion(nil), "agent", nil); r.status != http.StatusOK {
-			t.Fatalf("recognised client: %d %s", r.status, r.raw)
+		if r := s.Redeem(s.Assertion(nil), "agent", nil); r.Status != http.StatusOK {
+			t.Fatalf("recognised client: %d %s", r.Status, r.Raw)
 		}
 	})
 
 	t.Run("narrowing is kept", func(t *testing.T) {
-		r := s.redeem(s.assertion(func(_, c map[string]any) { c["scope"] = "repos:read repos:write" }), "agent",
-			url.Values{"scope": {"repos:read"}, "resource": {mcpResource}})
-		if r.status != http.StatusOK || r.str("scope") != "repos:read" {
-			t.Fatalf("narrowed redemption: %d %s", r.status, r.raw)
+		r := s.Redeem(s.Assertion(func(_, c map[string]any) { c["scope"] = "repos:read repos:write" }), "agent",
+			url.Values{"scope": {"repos:read"}, "resource": {stack.MCPResource}})
+		if r.Status != http.StatusOK || r.Str("scope") != "repos:read" {
+			t.Fatalf("narrowed redemption: %d %s", r.Status, r.Raw)
 		}
 	})
 }
 
 // The issuing side refuses what its policy does not declare, in RFC 8693's shape.
 func TestIDJAGIssuePolicy(t *testing.T) {
-	s := newIDJAGStack(t)
-	idt := s.codeFlow(s.browser(), "web", webSecret, "openid", "alice@example.com", alicePass).str("id_token")
-	ask := func(client, secret string, edit url.Values) tokenResult {
+	t.Parallel()
+	s := newIDJAG(t)
+	idt := s.CodeFlowAs(s.Browser(), "web", stack.WebSecret, "openid", "alice@example.com", stack.AlicePassword).Str("id_token")
+	ask := func(client, secret string, edit url.Values) stack.Answer {
 		f := url.Values{
 			"grant_type": {exchangeType}, "requested_token_type": {idjag.TokenTypeIDJAG},
 			"subject_token": {idt}, "subject_token_type": {idjag.TokenTypeIDToken},
-			"audience": {s.toolsBase}, "resource": {mcpResource}, "scope": {"repos:read"},
+			"audience": {s.ToolsIssuer}, "resource": {stack.MCPResource}, "scope": {"repos:read"},
 		}
 		for k, v := range edit {
 			f[k] = v
 		}
-		return s.token(f, client, secret)
+		return s.Token(f, client, secret)
 	}
-	wantRefused(t, ask("web", webSecret, url.Values{"audience": {"https://undeclared.example"}}), "invalid_target", "no ID-JAGs for that audience")
-	wantRefused(t, ask("web", webSecret, url.Values{"resource": {"https://admin.example/mcp"}}), "invalid_target", "is not one")
-	wantRefused(t, ask("web", webSecret, url.Values{"scope": {"repos:admin"}}), "invalid_scope", "exceeds")
-	wantRefused(t, ask("web", webSecret, url.Values{"subject_token": {idt + "x"}}), "invalid_grant", "invalid, expired or revoked")
+	wantRefused(t, ask("web", stack.WebSecret, url.Values{"audience": {"https://undeclared.example"}}), "invalid_target", "no ID-JAGs for that audience")
+	wantRefused(t, ask("web", stack.WebSecret, url.Values{"resource": {"https://admin.example/mcp"}}), "invalid_target", "is not one")
+	wantRefused(t, ask("web", stack.WebSecret, url.Values{"scope": {"repos:admin"}}), "invalid_scope", "exceeds")
+	wantRefused(t, ask("web", stack.WebSecret, url.Values{"subject_token": {idt + "x"}}), "invalid_grant", "invalid, expired or revoked")
 
 	// An access token of the person, issued to the client, serves as the subject token too; one
 	// issued to another client does not.
-	at := s.codeFlow(s.browser(), "web", webSecret, "openid", "alice@example.com", alicePass).str("access_token")
-	if r := ask("web", webSecret, url.Values{"subject_token": {at}, "subject_token_type": {idjag.TokenTypeAccessToken}}); r.status != http.StatusOK {
-		t.Fatalf("access token as subject: %d %s", r.status, r.raw)
+	at := s.CodeFlowAs(s.Browser(), "web", stack.WebSecret, "openid", "alice@example.com", stack.AlicePassword).Str("access_token")
+	if r := ask("web", stack.WebSecret, url.Values{"subject_token": {at}, "subject_token_type": {idjag.TokenTypeAccessToken}}); r.Status != http.StatusOK {
+		t.Fatalf("access token as subject: %d %s", r.Status, r.Raw)
 	}
 	// An expired ID token is refused.
-	s.clock.Advance(2 * time.Hour)
-	wantRefused(t, ask("web", webSecret, nil), "invalid_grant", "invalid, expired or revoked")
+	s.Clock.Advance(2 * time.Hour)
+	wantRefused(t, ask("web", stack.WebSecret, nil), "invalid_grant", "invalid, expired or revoked")
 }
 
 // The MCP Go SDK's Enterprise-Managed Authorization client (auth/extauth) runs the whole flow
 // against the two Projects: token exchange at the company's Project, the JWT bearer grant at
 // the MCP server's.
 func TestIDJAGWithMCPGoSDK(t *testing.T) {
-	s := newIDJAGStack(t)
-	idt := s.codeFlow(s.browser(), "web", webSecret, "openid email", "alice@example.com", alicePass).str("id_token")
+	t.Parallel()
+	s := newIDJAG(t)
+	idt := s.CodeFlowAs(s.Browser(), "web", stack.WebSecret, "openid email", "alice@example.com", stack.AlicePassword).Str("id_token")
 	h, err := extauth.NewEnterpriseHandler(&extauth.EnterpriseHandlerConfig{
-		IdPIssuerURL:     s.base,
-		IdPCredentials:   &oauthex.ClientCredentials{ClientID: "web", ClientSecretAuth: &oauthex.ClientSecretAuth{ClientSecret: webSecret}},
-		MCPAuthServerURL: s.toolsBase,
-		MCPResourceURI:   mcpResource,
-		MCPCredentials:   &oauthex.ClientCredentials{ClientID: "agent", ClientSecretAuth: &oauthex.ClientSecretAuth{ClientSecret: agentSecret}},
+		IdPIssuerURL:     s.Issuer,
+		IdPCredentials:   &oauthex.ClientCredentials{ClientID: "web", ClientSecretAuth: &oauthex.ClientSecretAuth{ClientSecret: stack.WebSecret}},
+		MCPAuthServerURL: s.ToolsIssuer,
+		MCPResourceURI:   stack.MCPResource,
+		MCPCredentials:   &oauthex.ClientCredentials{ClientID: "agent", ClientSecretAuth: &oauthex.ClientSecretAuth{ClientSecret: stack.ToolsSecret}},
 		MCPScopes:        []string{"repos:read"},
 		IDTokenFetcher: func(context.Context) (*oauth2.Token, error) {
 			return (&oauth2.Token{AccessToken: "unused"}).WithExtra(map[string]any{"id_token": idt}), nil
@@ -176,9 +180,9 @@ func TestIDJAGWithMCPGoSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := s.toolsIntrospect(tok.AccessToken)
-	if in.json["active"] != true || in.json["client_id"] != "agent" || in.json["scope"] != "repos:read" {
-		t.Fatalf("the SDK's token at team/tools: %s", in.raw)
+	in := s.ToolsIntrospect(tok.AccessToken)
+	if in.Body["active"] != true || in.Body["client_id"] != "agent" || in.Body["scope"] != "repos:read" {
+		t.Fatalf("the SDK's token at team/tools: %s", in.Raw)
 	}
 }
 
@@ -186,24 +190,25 @@ func TestIDJAGWithMCPGoSDK(t *testing.T) {
 // only in the domains the Project lists for it: it cannot take over a person who signs in
 // another way by naming their address.
 func TestIDJAGNoTakeoverByEmail(t *testing.T) {
-	s := newIDJAGStack(t)
+	t.Parallel()
+	s := newIDJAG(t)
 	ctx := t.Context()
 	// Alice of the password file has signed in to team/tools before.
-	alice, err := s.store.UpsertPerson(ctx, store.Person{Project: toolsKey, ID: "alice-tools", Source: "password",
-		SourceSubject: "alice@example.com", Email: "alice@example.com", CreatedAt: s.clock.Now()})
+	alice, err := s.Store().UpsertPerson(ctx, store.Person{Project: stack.ToolsKey, ID: "alice-tools", Source: "password",
+		SourceSubject: "alice@example.com", Email: "alice@example.com", CreatedAt: s.Clock.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	introspectSub := func(r tokenResult) any {
+	introspectSub := func(r stack.Answer) any {
 		t.Helper()
-		if r.status != http.StatusOK {
-			t.Fatalf("redeem: %d %s", r.status, r.raw)
+		if r.Status != http.StatusOK {
+			t.Fatalf("redeem: %d %s", r.Status, r.Raw)
 		}
-		return s.toolsIntrospect(r.str("access_token")).json["sub"]
+		return s.ToolsIntrospect(r.Str("access_token")).Body["sub"]
 	}
 
 	// By sub (the default), a subject that looks like her address is the issuer's own person.
-	got := introspectSub(s.redeem(s.assertion(func(_, c map[string]any) {
+	got := introspectSub(s.Redeem(s.Assertion(func(_, c map[string]any) {
 		c["sub"], c["email"] = "alice@example.com", "alice@example.com"
 	}), "agent", nil))
 	if got == alice.ID {
@@ -211,29 +216,30 @@ func TestIDJAGNoTakeoverByEmail(t *testing.T) {
 	}
 
 	// By email, only within emailDomains.
-	iss := *s.tools.IdentityAssertions.Issuers[testIDP]
+	iss := *s.Tools.IdentityAssertions.Issuers[stack.TestIDP]
 	iss.Subject, iss.EmailDomains = "email", []string{"idp.test"}
-	tools := *s.tools
+	tools := *s.Tools
 	tools.IdentityAssertions.Issuers = maps.Clone(tools.IdentityAssertions.Issuers)
-	tools.IdentityAssertions.Issuers[testIDP] = &iss
-	s.tools = &tools
-	s.publish()
-	wantRefused(t, s.redeem(s.assertion(func(_, c map[string]any) { c["email"] = "alice@example.com" }), "agent", nil),
+	tools.IdentityAssertions.Issuers[stack.TestIDP] = &iss
+	s.Tools = &tools
+	s.Publish()
+	wantRefused(t, s.Redeem(s.Assertion(func(_, c map[string]any) { c["email"] = "alice@example.com" }), "agent", nil),
 		"invalid_grant", "not in a domain this issuer speaks for")
-	wantRefused(t, s.redeem(s.assertion(func(_, c map[string]any) { c["email"] = "Alice <alice@idp.test>" }), "agent", nil),
+	wantRefused(t, s.Redeem(s.Assertion(func(_, c map[string]any) { c["email"] = "Alice <alice@idp.test>" }), "agent", nil),
 		"invalid_grant", "not in a domain")
 
 	// Once the domain is listed, the administrator has said the issuer speaks for it.
 	iss.EmailDomains = []string{"idp.test", "example.com"}
-	s.publish()
-	if got := introspectSub(s.redeem(s.assertion(func(_, c map[string]any) { c["email"] = "alice@example.com" }), "agent", nil)); got != alice.ID {
+	s.Publish()
+	if got := introspectSub(s.Redeem(s.Assertion(func(_, c map[string]any) { c["email"] = "alice@example.com" }), "agent", nil)); got != alice.ID {
 		t.Fatalf("sub = %v, want the password person %s", got, alice.ID)
 	}
 }
 
 // Without createPeople, only people the Project knows get tokens.
 func TestIDJAGUnknownPeople(t *testing.T) {
-	s := newIDJAGStack(t)
-	s.tools.IdentityAssertions.Issuers[testIDP].CreatePeople = false
-	wantRefused(t, s.redeem(s.assertion(nil), "agent", nil), "invalid_grant", "not known to the project")
+	t.Parallel()
+	s := newIDJAG(t)
+	s.Tools.IdentityAssertions.Issuers[stack.TestIDP].CreatePeople = false
+	wantRefused(t, s.Redeem(s.Assertion(nil), "agent", nil), "invalid_grant", "not known to the project")
 }

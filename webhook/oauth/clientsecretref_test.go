@@ -1,4 +1,4 @@
-package webhook_test
+package oauth_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/controllers"
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // The value of the Secret the administrator made for the agent (spec.clientSecretRef), and of
@@ -55,7 +56,7 @@ func compileSecretRefClients(t *testing.T) (compiled map[string]*config.Client, 
 	objs := &controllers.Objects{
 		Secrets: []corev1.Secret{
 			{ObjectMeta: meta("people", "", use(v1alpha1.SecretUseProject)),
-				Data: map[string][]byte{"passwords.yaml": []byte("- email: alice@example.com\n  hash: " + hashes()["alice"] + "\n")}},
+				Data: map[string][]byte{"passwords.yaml": []byte("- email: alice@example.com\n  hash: " + stack.PasswordHash(stack.AliceEmail) + "\n")}},
 			{ObjectMeta: meta("agent-secret", "", use(v1alpha1.SecretUseOAuthClient)),
 				Data: map[string][]byte{"client-secret": []byte(agentSecretValue)}},
 			{ObjectMeta: meta("db-password", "", nil), Data: map[string][]byte{"password": []byte(dbPasswordValue)}},
@@ -107,16 +108,17 @@ func compileSecretRefClients(t *testing.T) (compiled map[string]*config.Client, 
 // Secret that does not exist. A self-registered client asking for the declared id gets one of
 // its own, and the declared id still accepts only the declared secret.
 func TestClientSecretFromReferencedSecret(t *testing.T) {
+	t.Parallel()
 	compiled, thieves := compileSecretRefClients(t)
-	h := newHarness(t)
-	h.update(func(p *config.Project) {
+	h := stack.New(t, stack.Options{})
+	h.Update(func(p *config.Project) {
 		p.Clients = maps.Clone(p.Clients)
 		maps.Copy(p.Clients, compiled)
 	})
 	form := url.Values{"grant_type": {"client_credentials"}}
 
-	if tr := h.token(form, "lkc_repo-helper", agentSecretValue); tr.status != http.StatusOK || tr.str("access_token") == "" {
-		t.Fatalf("the agent with the referenced Secret's value got %d %s", tr.status, tr.raw)
+	if tr := h.Token(form, "lkc_repo-helper", agentSecretValue); tr.Status != http.StatusOK || tr.Str("access_token") == "" {
+		t.Fatalf("the agent with the referenced Secret's value got %d %s", tr.Status, tr.Raw)
 	}
 	for name, pass := range map[string]string{
 		"another Secret's value":     dbPasswordValue,
@@ -124,8 +126,8 @@ func TestClientSecretFromReferencedSecret(t *testing.T) {
 		"a prefix of the value":      agentSecretValue[:32],
 	} {
 		t.Run(name, func(t *testing.T) {
-			if tr := h.token(form, "lkc_repo-helper", pass); tr.status != http.StatusUnauthorized || tr.str("error") != "invalid_client" {
-				t.Fatalf("got %d %s, want 401 invalid_client", tr.status, tr.raw)
+			if tr := h.Token(form, "lkc_repo-helper", pass); tr.Status != http.StatusUnauthorized || tr.Str("error") != "invalid_client" {
+				t.Fatalf("got %d %s, want 401 invalid_client", tr.Status, tr.Raw)
 			}
 		})
 	}
@@ -134,8 +136,8 @@ func TestClientSecretFromReferencedSecret(t *testing.T) {
 	for _, thief := range thieves {
 		t.Run("tenant names "+thief.Spec.ClientSecretRef.Name, func(t *testing.T) {
 			id := string(thief.Spec.ClientID)
-			if tr := h.token(form, id, secrets[id]); tr.status != http.StatusUnauthorized {
-				t.Fatalf("the thief's client with the Secret's value got %d %s", tr.status, tr.raw)
+			if tr := h.Token(form, id, secrets[id]); tr.Status != http.StatusUnauthorized {
+				t.Fatalf("the thief's client with the Secret's value got %d %s", tr.Status, tr.Raw)
 			}
 			ready := meta.FindStatusCondition(thief.Status.Conditions, v1alpha1.ReadyCondition)
 			if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != v1alpha1.SecretMissingReason ||
@@ -146,19 +148,19 @@ func TestClientSecretFromReferencedSecret(t *testing.T) {
 	}
 
 	t.Run("registered client asks for the declared id", func(t *testing.T) {
-		r := h.jsonReq(http.MethodPost, h.base+"/register", "", `{"client_id":"lkc_repo-helper","client_secret":"`+agentSecretValue+`x",`+
+		r := h.SendJSON(http.MethodPost, h.Issuer+"/register", "", `{"client_id":"lkc_repo-helper","client_secret":"`+agentSecretValue+`x",`+
 			`"client_name":"Impostor","grant_types":["client_credentials"],"token_endpoint_auth_method":"client_secret_basic"}`)
-		if r.status != http.StatusCreated {
-			t.Fatalf("registration: %d %s", r.status, r.raw)
+		if r.Status != http.StatusCreated {
+			t.Fatalf("registration: %d %s", r.Status, r.Raw)
 		}
-		if got := r.str("client_id"); got == "lkc_repo-helper" || strings.HasPrefix(got, config.DeclaredClientPrefix) {
+		if got := r.Str("client_id"); got == "lkc_repo-helper" || strings.HasPrefix(got, config.DeclaredClientPrefix) {
 			t.Fatalf("registration handed out client id %q", got)
 		}
-		if tr := h.token(form, "lkc_repo-helper", r.str("client_secret")); tr.status != http.StatusUnauthorized {
-			t.Fatalf("the declared id with the registered client's secret got %d %s", tr.status, tr.raw)
+		if tr := h.Token(form, "lkc_repo-helper", r.Str("client_secret")); tr.Status != http.StatusUnauthorized {
+			t.Fatalf("the declared id with the registered client's secret got %d %s", tr.Status, tr.Raw)
 		}
-		if tr := h.token(form, "lkc_repo-helper", agentSecretValue); tr.status != http.StatusOK {
-			t.Fatalf("the agent after the registration got %d %s", tr.status, tr.raw)
+		if tr := h.Token(form, "lkc_repo-helper", agentSecretValue); tr.Status != http.StatusOK {
+			t.Fatalf("the agent after the registration got %d %s", tr.Status, tr.Raw)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package webhook_test
+package oauth_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/controllers"
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // teamAResource is the MCP server team A runs and declares in its OAuthClient.
@@ -46,7 +47,7 @@ func compileTeams(t *testing.T) (owner, intruder compiledClient) {
 	}
 	objs := &controllers.Objects{
 		Secrets: []corev1.Secret{{ObjectMeta: meta("team-a", "people", "", now),
-			Data: map[string][]byte{"passwords.yaml": []byte("- email: alice@example.com\n  hash: " + hashes()["alice"] + "\n")}}},
+			Data: map[string][]byte{"passwords.yaml": []byte("- email: alice@example.com\n  hash: " + stack.PasswordHash(stack.AliceEmail) + "\n")}}},
 		Projects: []v1alpha1.Project{{ObjectMeta: meta("team-a", "p", "u-p", now), Spec: v1alpha1.ProjectSpec{
 			SignIn:            v1alpha1.SignIn{PasswordSecretRef: &v1alpha1.SecretKeyReference{Name: "people", Key: "passwords.yaml"}},
 			AllowedNamespaces: &v1alpha1.AllowedNamespaces{From: v1alpha1.NamespacesFromAll},
@@ -92,23 +93,24 @@ func compileTeams(t *testing.T) (owner, intruder compiledClient) {
 // token of its own for it: refused with invalid_target, since the URL belongs to team A's
 // client, which does not share it with team B's namespace. Team A's own client still gets one.
 func TestClientCredentialsOnlyForOwnedResources(t *testing.T) {
+	t.Parallel()
 	owner, intruder := compileTeams(t)
-	h := newHarness(t)
-	h.update(func(p *config.Project) {
+	h := stack.New(t, stack.Options{})
+	h.Update(func(p *config.Project) {
 		p.Clients = maps.Clone(p.Clients)
 		p.Clients[owner.c.ID], p.Clients[intruder.c.ID] = owner.c, intruder.c
 	})
 	form := url.Values{"grant_type": {"client_credentials"}, "resource": {teamAResource}}
 
-	tr := h.token(form, intruder.c.ID, intruder.secret)
-	if tr.status != 400 || tr.str("error") != "invalid_target" || tr.str("access_token") != "" {
-		t.Fatalf("team B's client got %d %s, want 400 invalid_target", tr.status, tr.raw)
+	tr := h.Token(form, intruder.c.ID, intruder.secret)
+	if tr.Status != 400 || tr.Str("error") != "invalid_target" || tr.Str("access_token") != "" {
+		t.Fatalf("team B's client got %d %s, want 400 invalid_target", tr.Status, tr.Raw)
 	}
-	tr = h.token(form, owner.c.ID, owner.secret)
-	if tr.status != 200 {
-		t.Fatalf("team A's client got %d %s", tr.status, tr.raw)
+	tr = h.Token(form, owner.c.ID, owner.secret)
+	if tr.Status != 200 {
+		t.Fatalf("team A's client got %d %s", tr.Status, tr.Raw)
 	}
-	if aud := strs(h.introspect(tr.str("access_token")).json["aud"]); len(aud) != 1 || aud[0] != teamAResource {
+	if aud := stack.Strings(h.Introspect(tr.Str("access_token")).Body["aud"]); len(aud) != 1 || aud[0] != teamAResource {
 		t.Errorf("aud %v", aud)
 	}
 }
