@@ -417,6 +417,32 @@ func (f *IDP) SetClaims(sub string, claims map[string]any) {
 	f.Users[sub].Claims = claims
 }
 
+// Config is the Project's sign-in with this provider, its button labelled label.
+func (f *IDP) Config(label string) *config.OIDCProvider {
+	return &config.OIDCProvider{Issuer: f.URL, ClientID: IDPClientID, ClientSecret: IDPClientSecret, Label: label}
+}
+
+// SetAuthTime makes fn the auth_time of the ID tokens it issues (ok false: none); nil, none.
+func (f *IDP) SetAuthTime(fn func() (at time.Time, ok bool)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.AuthTime = fn
+}
+
+// LastPrompt is the prompt parameter of the latest authorization request.
+func (f *IDP) LastPrompt() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.Prompts[len(f.Prompts)-1]
+}
+
+// LastMaxAge is the max_age parameter of the latest authorization request.
+func (f *IDP) LastMaxAge() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.MaxAges[len(f.MaxAges)-1]
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dynamic client registration
 

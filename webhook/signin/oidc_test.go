@@ -17,7 +17,7 @@ import (
 func TestUpstreamSignIn(t *testing.T) {
 	t.Parallel()
 	h := stack.New(t, stack.Options{})
-	idp := stack.NewUpstreamIDP(t, h.Clock.Now)
+	idp := stack.NewIDP(t, h.Clock.Now)
 	h.Update(func(p *config.Project) {
 		p.SignIn.OIDC = idp.Config("Sign in with Corp SSO")
 	})
@@ -124,7 +124,7 @@ func TestUpstreamSignIn(t *testing.T) {
 func TestUpstreamSignInMustBeRecent(t *testing.T) {
 	t.Parallel()
 	h := stack.New(t, stack.Options{})
-	idp := stack.NewUpstreamIDP(t, h.Clock.Now)
+	idp := stack.NewIDP(t, h.Clock.Now)
 	gh := &config.Connector{Key: "team/github", Namespace: "team", Name: "github", DisplayName: "GitHub"}
 	h.Update(func(p *config.Project) {
 		p.SignIn.OIDC = idp.Config("Sign in with Corp SSO")

@@ -1,7 +1,0 @@
-package webhook_test
-
-import (
-	"latchkey.dev/latchkey/test/stack"
-)
-
-func strs(v any) []string { return stack.Strings(v) }
