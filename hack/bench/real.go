@@ -553,12 +553,12 @@ func (f *realFixture) op(c *http.Client, name string) func(int) op {
 	}
 }
 
-// profile takes a CPU profile of latchkey for d, and its mutex and block profiles over the
-// same time (deltas: ?seconds=), through --debug-pprof-listen; the returned function waits for
-// them.
+// profile takes a CPU profile of latchkey for d, and its allocation, mutex and block profiles
+// over the same time (deltas: ?seconds=), through --debug-pprof-listen; the returned function
+// waits for them.
 func (f *realFixture) profile(ctx context.Context, name string, d time.Duration) func() {
 	secs := max(1, int(d.Seconds())-1)
-	kinds := []string{"profile", "mutex", "block"}
+	kinds := []string{"profile", "allocs", "mutex", "block"}
 	done := make(chan struct{}, len(kinds))
 	for _, kind := range kinds {
 		go func() {
