@@ -102,8 +102,8 @@ func (e *Env) ClientAddress(r *http.Request) string {
 	return clientaddr.Key(e.Addresses.Address(r))
 }
 
-// Log is the logger for a line about the request ctx belongs to: the request's context logger,
-// which carries its request_id (internal/requestid), or Logger outside a request.
+// Log is the logger for a line about the request ctx belongs to: Logger with the request's
+// request_id added (internal/requestid), or Logger outside a request.
 func (e *Env) Log(ctx context.Context) logr.Logger { return requestid.Logger(ctx, e.Logger) }
 
 // ResponseLog is Log for code that holds only the response writer: the request id is read from
