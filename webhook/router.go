@@ -90,9 +90,9 @@ func (rt *router) page(h http.Handler) http.Handler {
 func (rt *router) api(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := w.Header()
-		hd.Set("Access-Control-Allow-Origin", "*")
+		hd["Access-Control-Allow-Origin"] = anyOrigin
 		// A browser-based client may read the id to quote it (internal/requestid).
-		hd.Set("Access-Control-Expose-Headers", requestid.Header)
+		hd["Access-Control-Expose-Headers"] = exposeRequestID
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 			hd.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE")
 			hd.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, MCP-Protocol-Version")
@@ -108,6 +108,12 @@ func (rt *router) api(h http.Handler) http.Handler {
 		h.ServeHTTP(w, site.WithProject(r, p))
 	})
 }
+
+// The CORS headers of every API answer, one slice each for all of them (see pages.NoStore).
+var (
+	anyOrigin       = []string{"*"}
+	exposeRequestID = []string{requestid.Header}
+)
 
 // projectHome sends the issuer's own address to the account page.
 func (s *Server) projectHome(w http.ResponseWriter, r *http.Request) {

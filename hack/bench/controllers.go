@@ -257,7 +257,7 @@ func operator(ctx context.Context, o options) error {
 		return err
 	}
 	holder := &config.Holder{}
-	compiler, err := controllers.SetupWithCompiler(mgr, controllers.Options{PublicURL: "https://latchkey.bench", Config: holder, Store: st}) //nolint:contextcheck // set-up before the manager starts
+	compiler, err := controllers.SetupWithCompiler(mgr, controllers.Options{PublicURL: "https://latchkey.bench", Config: holder, Store: st})
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -155,8 +156,12 @@ func runReal(ctx context.Context, o options) error {
 			p := serverCPU[name]
 			cpu0 := p.cpu()
 			var stopProf func()
-			if round == 1 && o.profileDir != "" && p == f.latchkey {
-				stopProf = f.profile(ctx, name, o.duration)
+			if round == 1 && o.profileDir != "" {
+				if p == f.latchkey {
+					stopProf = f.profile(ctx, f.pprofURL, name, o.duration, "profile", "allocs", "mutex", "block")
+				} else {
+					stopProf = f.profile(ctx, f.floorURL, name, o.duration, "profile", "allocs")
+				}
 			}
 			r := drive(ctx, o.concurrency, o.duration, newOp, "")
 			if stopProf != nil {
@@ -553,17 +558,17 @@ func (f *realFixture) op(c *http.Client, name string) func(int) op {
 	}
 }
 
-// profile takes a CPU profile of latchkey for d, and its mutex and block profiles over the
-// same time (deltas: ?seconds=), through --debug-pprof-listen; the returned function waits for
+// profile takes a CPU profile of the process serving at base for d, and the other kinds (allocs,
+// mutex, block) over the same time (deltas: ?seconds=): latchkey's through
+// --debug-pprof-listen, the floor's from its own listener. The returned function waits for
 // them.
-func (f *realFixture) profile(ctx context.Context, name string, d time.Duration) func() {
+func (f *realFixture) profile(ctx context.Context, base, name string, d time.Duration, kinds ...string) func() {
 	secs := max(1, int(d.Seconds())-1)
-	kinds := []string{"profile", "mutex", "block"}
 	done := make(chan struct{}, len(kinds))
 	for _, kind := range kinds {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			url := fmt.Sprintf("%s/debug/pprof/%s?seconds=%d", f.pprofURL, kind, secs)
+			url := fmt.Sprintf("%s/debug/pprof/%s?seconds=%d", base, kind, secs)
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -610,6 +615,10 @@ func serveFloor(ctx context.Context, db string) error {
 	mux := http.NewServeMux()
 	mux.Handle("/floor", floorHandler(read))
 	mux.Handle("/floor_insert_alone", floorInsertHandler(alone))
+	// The floor's own CPU and allocation profiles, for -profile: what the floor pays is the
+	// baseline latchkey's profile is read against. Loopback only, like the listener.
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.Handle("/debug/pprof/allocs", pprof.Handler("allocs"))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { <-ctx.Done(); srv.Close() }()
 	fmt.Println(floorReadyMsg + "http://" + ln.Addr().String())

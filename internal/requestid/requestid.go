@@ -56,25 +56,36 @@ func New() string {
 
 type key struct{}
 
+// entry is what Middleware puts in a request's context: the id, its response header's value
+// (so the header costs no slice of its own) and where the request's logger comes from. The
+// logger carrying the id is made when something logs (Logger), not for every request: most
+// requests log nothing.
+type entry struct {
+	id     string
+	header [1]string
+	log    func() logr.Logger
+}
+
 // FromContext returns the request's id, or "" outside a request.
 func FromContext(ctx context.Context) string {
-	id, _ := ctx.Value(key{}).(string)
-	return id
+	if e, _ := ctx.Value(key{}).(*entry); e != nil {
+		return e.id
+	}
+	return ""
 }
 
 // Middleware gives each request an id (see the package comment), sets the response header
 // before next runs (so pages and errors can read it from the response), and puts the id in the
-// request's context, and a logger carrying it as request_id in the context logger
-// (logr.FromContext). log returns the logger to add the id to, read for each request (a test may
+// request's context, where Logger finds it and adds it as request_id to the request's log
+// lines. log returns the logger to add the id to, read when a line is logged (a test may
 // replace the server's logger after start). trusted says whether r comes from a proxy whose
 // X-Request-Id may be used; nil trusts nobody.
 func Middleware(next http.Handler, log func() logr.Logger, trusted func(*http.Request) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := choose(r, trusted)
-		w.Header().Set(Header, id)
-		ctx := context.WithValue(r.Context(), key{}, id)
-		ctx = logr.NewContext(ctx, WithID(log(), id))
-		r2 := r.WithContext(ctx)
+		e := &entry{id: choose(r, trusted), log: log}
+		e.header[0] = e.id
+		w.Header()[Header] = e.header[:]
+		r2 := r.WithContext(context.WithValue(r.Context(), key{}, e))
 		next.ServeHTTP(w, r2)
 		// The route pattern the server's mux found is on the copy; outer layers (the server
 		// span's name) read it from the original.
@@ -94,9 +105,12 @@ func choose(r *http.Request, trusted func(*http.Request) bool) string {
 	return New()
 }
 
-// Logger returns the context logger of ctx (the request's, with its id) or, outside a request,
-// fallback.
+// Logger returns the request's logger, which adds its id as request_id to every line; outside
+// a request, the context logger of ctx (logr.FromContext) or, without one, fallback.
 func Logger(ctx context.Context, fallback logr.Logger) logr.Logger {
+	if e, _ := ctx.Value(key{}).(*entry); e != nil {
+		return WithID(e.log(), e.id)
+	}
 	if l, err := logr.FromContext(ctx); err == nil {
 		return l
 	}

@@ -1,7 +1,9 @@
 package requestid_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -48,12 +50,12 @@ func TestMiddlewareChoosesTheID(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var inContext string
-			var logged bool
+			var lines bytes.Buffer
+			server := logr.FromSlogHandler(slog.NewTextHandler(&lines, nil))
 			h := requestid.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				inContext = requestid.FromContext(r.Context())
-				_, err := logr.FromContext(r.Context())
-				logged = err == nil
-			}), logr.Discard, trustProxy)
+				requestid.Logger(r.Context(), logr.Discard()).Info("handled")
+			}), func() logr.Logger { return server }, trustProxy)
 			r := httptest.NewRequest(http.MethodGet, "/", nil)
 			r.RemoteAddr = tc.peer
 			if tc.header != "" {
@@ -62,8 +64,10 @@ func TestMiddlewareChoosesTheID(t *testing.T) {
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, r)
 			got := w.Header().Get(requestid.Header)
+			// The request's logger is the server's, with the id on every line.
+			logged := strings.Contains(lines.String(), "msg=handled request_id="+got)
 			if got == "" || got != inContext || !logged || !requestid.Valid(got) {
-				t.Fatalf("header %q, context %q, context logger %v", got, inContext, logged)
+				t.Fatalf("header %q, context %q, logged %q", got, inContext, lines.String())
 			}
 			if (got == tc.header) != tc.keep {
 				t.Errorf("id %q from header %q: kept %v, want %v", got, tc.header, got == tc.header, tc.keep)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"latchkey.dev/latchkey/internal/requestid"
+	"latchkey.dev/latchkey/webhook/pages"
 )
 
 // Error is an OAuth error response (RFC 6749 §5.2 and the RFCs that add codes). Values are
@@ -149,6 +150,9 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	writeJSON(w, status, v)
 }
 
+// jsonType is the Content-Type of every JSON answer, one slice for all (see pages.NoStore).
+var jsonType = []string{"application/json"}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -156,10 +160,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 	}
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h["Content-Type"] = jsonType
 	h.Set("Content-Length", strconv.Itoa(len(b)))
-	h.Set("Cache-Control", "no-store")
-	h.Set("Pragma", "no-cache")
+	pages.NoStore(h)
 	w.WriteHeader(status)
 	w.Write(b)
 }

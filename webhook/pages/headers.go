@@ -16,10 +16,10 @@ const CSP = "default-src 'none'; style-src 'self'; img-src 'self'; form-action '
 func Headers(noStore bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
-		h.Set("Content-Security-Policy", CSP)
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
-		h.Set("X-Frame-Options", "DENY")
+		h["Content-Security-Policy"] = cspValue
+		h["X-Content-Type-Options"] = nosniffValue
+		h["Referrer-Policy"] = noReferrerValue
+		h["X-Frame-Options"] = denyValue
 		if noStore {
 			NoStore(h)
 		}
@@ -29,9 +29,23 @@ func Headers(noStore bool, next http.Handler) http.Handler {
 
 // NoStore marks a response as never to be cached.
 func NoStore(h http.Header) {
-	h.Set("Cache-Control", "no-store")
-	h.Set("Pragma", "no-cache")
+	h["Cache-Control"] = noStoreValue
+	h["Pragma"] = noCacheValue
 }
+
+// The values of the headers every response carries, made once: Header.Set makes a new
+// one-element slice for each, a dozen allocations a request for the same few strings. A shared
+// slice is safe because nothing changes a header value in place: Set replaces the slice, Add
+// appends to a full one (and so copies it), and net/http copies the map before it writes it.
+// Keys are in canonical form, as Set would make them.
+var (
+	cspValue        = []string{CSP}
+	nosniffValue    = []string{"nosniff"}
+	noReferrerValue = []string{"no-referrer"}
+	denyValue       = []string{"DENY"}
+	noStoreValue    = []string{"no-store"}
+	noCacheValue    = []string{"no-cache"}
+)
 
 // AllowFormTargets widens form-action for this response only. A form whose POST is answered
 // with a redirect to another origin (consent → the client's redirect URI) is otherwise blocked

@@ -102,8 +102,8 @@ func (e *Env) ClientAddress(r *http.Request) string {
 	return clientaddr.Key(e.Addresses.Address(r))
 }
 
-// Log is the logger for a line about the request ctx belongs to: the request's context logger,
-// which carries its request_id (internal/requestid), or Logger outside a request.
+// Log is the logger for a line about the request ctx belongs to: Logger with the request's
+// request_id added (internal/requestid), or Logger outside a request.
 func (e *Env) Log(ctx context.Context) logr.Logger { return requestid.Logger(ctx, e.Logger) }
 
 // ResponseLog is Log for code that holds only the response writer: the request id is read from
@@ -152,14 +152,19 @@ func (e *Env) record(ctx context.Context, r store.AuditRecord) error {
 		r.Time = e.Now()
 	}
 	events.Normalize(&r)
-	log := e.Log(ctx)
+	level := 0
 	if events.WrittenBehind(r.Action) || r.Action == events.TokenExchanged {
 		// One per token request, like the access log: at debug level too, not a line per
 		// request at the default level. The audit log and the sinks have every one.
-		log = log.V(1)
+		level = 1
 	}
-	log.Info("audit", "project", r.Project, "action", r.Action, "actor", r.Actor, "target", r.Target,
-		"outcome", r.Outcome, "reason", r.Reason)
+	// The request's logger is the server's with the id added (requestid.Logger), so the
+	// server's says whether the line is wanted: asked first, a token request that logs nothing
+	// makes neither that logger nor the line's arguments.
+	if e.Logger.V(level).Enabled() {
+		e.Log(ctx).V(level).Info("audit", "project", r.Project, "action", r.Action, "actor", r.Actor, "target", r.Target,
+			"outcome", r.Outcome, "reason", r.Reason)
+	}
 	write := e.store.AppendAudit
 	switch {
 	case events.WrittenBehind(r.Action):

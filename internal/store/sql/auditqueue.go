@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"sync"
 	"time"
@@ -78,13 +77,9 @@ type auditRow struct {
 }
 
 func encodeAudit(r store.AuditRecord) (auditRow, error) {
-	details := "{}"
-	if len(r.Details) > 0 {
-		b, err := json.Marshal(r.Details)
-		if err != nil {
-			return auditRow{}, err
-		}
-		details = string(b)
+	details, err := detailsText(r.Details)
+	if err != nil {
+		return auditRow{}, err
 	}
 	return auditRow{r: r, details: details}, nil
 }

@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -136,10 +135,9 @@ func scanAudit(r *store.AuditRecord) func(scanner) error {
 			return err
 		}
 		r.Time = fromNS(t)
-		if details != "{}" {
-			if err := json.Unmarshal([]byte(details), &r.Details); err != nil {
-				return fmt.Errorf("sqlstore: audit %d details: %w", r.ID, err)
-			}
+		var err error
+		if r.Details, err = fromDetails(details); err != nil {
+			return fmt.Errorf("sqlstore: audit %d details: %w", r.ID, err)
 		}
 		return nil
 	}
