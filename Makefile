@@ -141,7 +141,7 @@ LOCAL_TAGS := latchkey_local
 build-local:
 	@test -x bin/latchkey || echo "make: building bin/latchkey and its launcher (the first build compiles the Kubernetes libraries: a few minutes; later builds take seconds)"
 	@mkdir -p bin/.build-local
-	$(DEV_BUILD) -tags $(LOCAL_TAGS) -ldflags "-X main.version=$(BUILD_VERSION)" -o bin/.build-local/ ./cmd/latchkey ./hack/dev
+	$(DEV_BUILD) -tags "$(LOCAL_TAGS)" -ldflags "-X main.version=$(BUILD_VERSION)" -o bin/.build-local/ ./cmd/latchkey ./hack/dev
 	mv bin/.build-local/latchkey bin/latchkey
 	mv bin/.build-local/dev bin/latchkey-dev
 
