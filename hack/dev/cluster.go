@@ -21,8 +21,6 @@ import (
 // runCluster is `make run`: a control plane from envtest, config/samples applied to it, and
 // bin/latchkey reading them through the Kubernetes API. The build `make run-local` makes leaves
 // it out (cluster_local.go), with envtest and the clients it links.
-//
-//nolint:funlen // one recipe, in the order a person would do it by hand
 func runCluster(ctx context.Context, o options, state, listen string) error {
 	assets, err := controlPlaneBinaries(ctx)
 	if err != nil {

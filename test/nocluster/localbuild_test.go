@@ -118,7 +118,7 @@ func TestLocalBuildLinksWhatItServes(t *testing.T) {
 func TestReleaseBuildsHaveNoLocalTag(t *testing.T) {
 	var tools []string
 	for _, dir := range []string{"image", "release"} {
-		files, err := filepath.Glob(filepath.Join("../../hack/tools", dir, "*.go"))
+		files, err := filepath.Glob(filepath.Join("..", "..", "hack", "tools", dir, "*.go"))
 		must(t, err)
 		tools = append(tools, files...)
 	}
