@@ -1,3 +1,5 @@
+//go:build !latchkey_local
+
 package main
 
 import (
@@ -87,15 +89,3 @@ type extAuthzRunnable struct {
 func (r *extAuthzRunnable) NeedLeaderElection() bool { return false }
 
 func (r *extAuthzRunnable) Start(ctx context.Context) error { return r.srv.Serve(ctx, r.ln, r.tls) }
-
-// tallyFlusher writes the token proxy's counts of the current minute when the server stops,
-// so a replica that goes away loses none (webhook/proxy.Tally).
-type tallyFlusher struct{ server *webhook.Server }
-
-func (t tallyFlusher) NeedLeaderElection() bool { return false }
-
-func (t tallyFlusher) Start(ctx context.Context) error {
-	<-ctx.Done()
-	t.server.Proxy().Tally().Flush(context.WithoutCancel(ctx))
-	return nil
-}

@@ -9,7 +9,6 @@ import (
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
@@ -46,13 +45,9 @@ func Install(ctx context.Context, o Options) (shutdown func(context.Context) err
 	if !Configured(o) {
 		return func(context.Context) error { return nil }, nil
 	}
-	var opts []otlptracehttp.Option
-	if o.Endpoint != "" {
-		opts = append(opts, otlptracehttp.WithEndpointURL(o.Endpoint))
-	}
-	exp, err := otlptracehttp.New(ctx, opts...)
+	exp, err := newExporter(ctx, o.Endpoint)
 	if err != nil {
-		return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
+		return nil, err
 	}
 	res, err := resource.New(ctx,
 		resource.WithAttributes(attribute.String("service.name", "latchkey"), attribute.String("service.version", o.Version)),

@@ -44,8 +44,8 @@ type server struct {
 	ghURL                            string
 }
 
-// start copies config/samples, points its Connector at a fake GitHub, builds bin/latchkey and
-// runs `latchkey serve` on a free port.
+// start copies config/samples, points its Connector at a fake GitHub, builds latchkey as `make
+// build-local` builds it and runs `latchkey serve` on a free port.
 func start(t *testing.T) *server {
 	t.Helper()
 	testenv.SkipShort(t, "to build and run the latchkey binary")
@@ -66,12 +66,7 @@ func start(t *testing.T) *server {
 		must(t, os.WriteFile(filepath.Join(s.configDir, filepath.Base(f)), b, 0o600))
 	}
 
-	bin := filepath.Join(t.TempDir(), "latchkey")
-	build := exec.Command("go", "build", "-o", bin, "../../cmd/latchkey")
-	build.Env = append(os.Environ(), "GOWORK=off")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildLocal(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
 	addr := ln.Addr().String()
