@@ -103,10 +103,12 @@ func (s *Stack) rawDB() *sql.DB {
 	return db
 }
 
-// Audit returns the project's audit records, newest first.
+// Audit returns the project's audit records, newest first, those the replicas still queue
+// (written behind, internal/store/sql/auditqueue.go) included.
 func (s *Stack) Audit() []store.AuditRecord {
 	s.T.Helper()
-	recs, err := s.Admin.ListAudit(context.Background(), ProjectKey, 1000)
+	s.flushAudit()
+	recs, err := s.Store().ListAudit(context.Background(), ProjectKey, 1000)
 	if err != nil {
 		s.T.Fatal(err)
 	}
@@ -131,5 +133,17 @@ func (s *Stack) Trail(actions ...string) map[string]store.AuditRecord {
 	if s.AuditSink == nil {
 		s.T.Fatal("stack: Trail needs Options.Audit")
 	}
-	return audittest.Trail(s.T, s.Admin, s.Holder(), s.Clock.Now, s.AuditSink, ProjectKey, actions...)
+	s.flushAudit()
+	return audittest.Trail(s.T, s.Store(), s.Holder(), s.Clock.Now, s.AuditSink, ProjectKey, actions...)
+}
+
+// flushAudit has every replica write the audit records it queues: a store lists its own
+// queued records with the stored ones, never another connection's.
+func (s *Stack) flushAudit() {
+	s.T.Helper()
+	for _, r := range s.Replicas[1:] {
+		if _, err := r.Store.ListAudit(context.Background(), ProjectKey, 1); err != nil {
+			s.T.Fatal(err)
+		}
+	}
 }

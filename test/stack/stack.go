@@ -104,6 +104,8 @@ type Options struct {
 	// Metrics, when set, is every replica's (they share the series, as a scrape of the
 	// whole deployment would add them up).
 	Metrics *metrics.Metrics
+	// TokenLifetime is how long the tokens AccessToken issues live; a day when zero.
+	TokenLifetime time.Duration
 	// Extra GitHub accounts beyond Alice's and Mallory's, by login.
 	ExtraLogins []string
 	// BackchannelNotify posts CIBA ping notifications (webhook.Options.BackchannelNotify).
@@ -180,8 +182,9 @@ type Stack struct {
 	Registry *prometheus.Registry
 	Sink     *Sink
 
-	dsn string
-	rr  atomic.Uint64
+	dsn           string
+	tokenLifetime time.Duration
+	rr            atomic.Uint64
 }
 
 // DSN is the database every replica uses.
@@ -209,10 +212,14 @@ func New(t testing.TB, o Options) *Stack {
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
 	}
+	if o.TokenLifetime <= 0 {
+		o.TokenLifetime = 24 * time.Hour
+	}
 	s := &Stack{
-		T:       t,
-		Clock:   testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)),
-		Keyring: secret.NewRandomKeyring(),
+		T:             t,
+		Clock:         testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)),
+		Keyring:       secret.NewRandomKeyring(),
+		tokenLifetime: o.TokenLifetime,
 	}
 	if o.DSN == "" {
 		s.DBPath = filepath.Join(t.TempDir(), "latchkey.db")
@@ -389,7 +396,7 @@ func (s *Stack) admit(email string) {
 var passwordsMu sync.Mutex
 
 // AccessToken issues a Latchkey access token for the person to client, with audience, as the
-// authorization code grant would have; it lives a day.
+// authorization code grant would have; it lives Options.TokenLifetime.
 func (s *Stack) AccessToken(email, client string, audience ...string) string {
 	s.T.Helper()
 	tok := secret.New(secret.PrefixAccessToken)
@@ -397,7 +404,7 @@ func (s *Stack) AccessToken(email, client string, audience ...string) string {
 	if err := s.Admin.CreateTokens(context.Background(), store.Token{
 		Hash: secret.Hash(tok), Kind: store.AccessToken, Project: ProjectKey, ClientID: client,
 		Subject: s.PersonID(email), Scopes: []string{"openid"}, Audience: audience, FamilyID: secret.New(""),
-		AuthTime: now, IssuedAt: now, ExpiresAt: now.Add(24 * time.Hour),
+		AuthTime: now, IssuedAt: now, ExpiresAt: now.Add(s.tokenLifetime),
 	}); err != nil {
 		s.T.Fatal(err)
 	}

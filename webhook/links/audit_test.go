@@ -3,6 +3,7 @@ package links_test
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
@@ -13,7 +14,7 @@ import (
 // back from the audit log and from the project's event sink: who did what, for whom, with which
 // client and Connector, and the outcome.
 func TestAuditTrailOfAConnection(t *testing.T) {
-	h := stack.New(t, stack.Options{Audit: true, Links: true})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	gh := h.Connector.Key
 	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 	alice := h.PersonID(stack.AliceEmail)
@@ -75,7 +76,7 @@ func TestAuditTrailOfAConnection(t *testing.T) {
 
 // A link opened by another person, and one declined by its own.
 func TestAuditTrailOfRefusedLinks(t *testing.T) {
-	h := stack.New(t, stack.Options{Audit: true, Links: true})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	a := refusal(t, h, h.AgentExchange(h.AccessToken(stack.MalloryEmail, stack.Agent)), "connect_required", connectDesc, connectMsg)
 	link := h.LinkPath(a.Str("connect_uri"))
 	alice := signedIn(h, stack.AliceEmail, stack.AlicePassword)

@@ -13,8 +13,8 @@ import (
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
-	"latchkey.dev/latchkey/webhook/links"
 	"latchkey.dev/latchkey/test/stack"
+	"latchkey.dev/latchkey/webhook/links"
 )
 
 // refusal checks the exact shape of the token-exchange refusal (docs/connections-for-agents.md, "The
@@ -125,7 +125,7 @@ func press(t *testing.T, b *stack.Browser, page stack.Page, label string, extra 
 }
 
 func TestConnectStory(t *testing.T) {
-	h := stack.New(t, stack.Options{Audit: true, Links: true})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 
 	first := refusal(t, h, h.AgentExchange(subject), "connect_required", connectDesc, connectMsg)
@@ -204,7 +204,7 @@ func TestConnectStory(t *testing.T) {
 }
 
 func TestAliceOpensMallorysLink(t *testing.T) {
-	h := stack.New(t, stack.Options{Audit: true, Links: true})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	mallory := h.AccessToken(stack.MalloryEmail, stack.Agent)
 	a := refusal(t, h, h.AgentExchange(mallory), "connect_required", connectDesc, connectMsg)
 	link := h.LinkPath(a.Str("connect_uri"))
@@ -274,7 +274,7 @@ func TestAliceOpensMallorysLink(t *testing.T) {
 }
 
 func TestMalloryOpensAlicesLink(t *testing.T) {
-	h := stack.New(t, stack.Options{Audit: true, Links: true})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	a := refusal(t, h, h.AgentExchange(h.AccessToken(stack.AliceEmail, stack.Agent)), "connect_required", connectDesc, connectMsg)
 	link := h.LinkPath(a.Str("connect_uri"))
 
@@ -294,7 +294,7 @@ func TestMalloryOpensAlicesLink(t *testing.T) {
 }
 
 func TestStaleSignInMustSignInAgain(t *testing.T) {
-	h := stack.New(t, stack.Options{Audit: true, Links: true})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	a := refusal(t, h, h.AgentExchange(h.AccessToken(stack.AliceEmail, stack.Agent)), "connect_required", connectDesc, connectMsg)
 	link := h.LinkPath(a.Str("connect_uri"))
 	b := signedIn(h, stack.AliceEmail, stack.AlicePassword)
@@ -328,7 +328,7 @@ func TestStaleSignInMustSignInAgain(t *testing.T) {
 }
 
 func TestAllowStory(t *testing.T) {
-	h := stack.New(t, stack.Options{Audit: true, Links: true})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 	first := refusal(t, h, h.AgentExchange(subject), "connect_required", connectDesc, connectMsg)
 	oldLink := h.LinkPath(first.Str("connect_uri"))
@@ -367,7 +367,7 @@ func TestAllowStory(t *testing.T) {
 }
 
 func TestAllowChoosesAmongAccounts(t *testing.T) {
-	h := stack.New(t, stack.Options{Audit: true, Links: true})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	h.ConnectDirectly(stack.AliceEmail, "1", "alice-work", "gho_work")
 	home := h.ConnectDirectly(stack.AliceEmail, "2", "alice-home", "gho_home")
 	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
@@ -393,7 +393,7 @@ func TestAllowChoosesAmongAccounts(t *testing.T) {
 }
 
 func TestReconnectStory(t *testing.T) {
-	h := stack.New(t, stack.Options{Audit: true, Links: true, AccessTokenTTL: time.Hour})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour, AccessTokenTTL: time.Hour})
 	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 	a := refusal(t, h, h.AgentExchange(subject), "connect_required", connectDesc, connectMsg)
 	b := signedIn(h, stack.AliceEmail, stack.AlicePassword)
@@ -434,7 +434,7 @@ func TestReconnectStory(t *testing.T) {
 }
 
 func TestDecline(t *testing.T) {
-	h := stack.New(t, stack.Options{Audit: true, Links: true})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 	a := refusal(t, h, h.AgentExchange(subject), "connect_required", connectDesc, connectMsg)
 	link := h.LinkPath(a.Str("connect_uri"))
@@ -469,7 +469,7 @@ func TestDecline(t *testing.T) {
 
 // Unknown, expired, replaced, declined and finished codes are indistinguishable.
 func TestClosedCodesLookAlike(t *testing.T) {
-	h := stack.New(t, stack.Options{Audit: true, Links: true})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	alice := signedIn(h, stack.AliceEmail, stack.AlicePassword)
 	codes := map[string]string{"random": links.Path(h.Project, secret.New(""))}
 
@@ -529,7 +529,7 @@ func TestClosedCodesLookAlike(t *testing.T) {
 }
 
 func TestConcurrentExchangesMakeOneLink(t *testing.T) {
-	h := stack.New(t, stack.Options{Audit: true, Links: true})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 	const n = 64
 	answers := make([]stack.Answer, n)
@@ -557,7 +557,7 @@ func TestConcurrentExchangesMakeOneLink(t *testing.T) {
 // A database read alone cannot open a link: the stored row holds neither the code nor its
 // address.
 func TestCodeIsNotStoredInTheClear(t *testing.T) {
-	h := stack.New(t, stack.Options{Audit: true, Links: true})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	a := h.AgentExchange(h.AccessToken(stack.AliceEmail, stack.Agent))
 	code := strings.TrimPrefix(a.Str("connect_uri"), h.Issuer+links.PathPrefix)
 	if strings.Contains(string(h.FileBytes()), code) {

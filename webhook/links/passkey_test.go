@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"latchkey.dev/latchkey/test/stack"
 )
@@ -14,7 +15,7 @@ import (
 // to the link; nothing offered, nothing started. A password typed into a look-alike page must
 // not be enough to connect an account.
 func TestPasswordSessionRefusedWhenPasskeyRequired(t *testing.T) {
-	h := stack.New(t, stack.Options{Audit: true, Links: true})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	h.Project.SignIn.RequirePhishingResistant = true
 	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 	link := h.LinkPath(h.AgentExchange(subject).Str("connect_uri"))
