@@ -30,7 +30,7 @@ import (
 // access ends, every way back in that they or their agent held before the end is refused
 // afterwards, and an upstream callback that is under way when access ends saves nothing.
 //
-// The installation is the connector harness (webhook/callback/callbacktest): it has the fake
+// The installation is test/stack with the connector flows' parts (Options.Audit): it has the fake
 // GitHub for connections, and its issuer is on "localhost", which passkeys need. The agent is a
 // declared confidential client that may exchange tokens for GitHub and ask for ID-JAGs.
 //

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -219,8 +217,6 @@ func TestAnotherBrowserStopsAtConfirmation(t *testing.T) {
 	assertNotYours(t, h, signInToFinish(t, alice, res, stack.AliceEmail, stack.AlicePassword))
 }
 
-var reContinue = regexp.MustCompile(`<meta http-equiv="refresh" content="0; url=([^"]+)">`)
-
 // signInToFinish presses "Sign in to finish" on page, signs in as email on the project's
 // sign-in page, and returns the page sign-in continues to.
 func signInToFinish(t *testing.T, b *stack.Browser, page stack.Page, email, password string) stack.Page {
@@ -235,21 +231,17 @@ func signInToFinish(t *testing.T, b *stack.Browser, page stack.Page, email, pass
 		t.Fatalf("sign-in would come back to %q, want the callback", back)
 	}
 	form := b.MustGet(action + "?" + fields.Encode())
-	action, fields, ok = form.Form("Sign in")
-	if !ok {
+	if _, fields, ok = form.Form("Sign in"); !ok {
 		t.Fatalf("no sign-in form: %d %s", form.Status, form.Text())
 	}
 	if fields.Get("return_to") != back {
 		t.Fatalf("the sign-in form returns to %q, want %q", fields.Get("return_to"), back)
 	}
-	fields.Set("username", email)
-	fields.Set("password", password)
-	done := b.MustPost(action, fields)
-	m := reContinue.FindStringSubmatch(done.Body)
-	if done.Status != http.StatusOK || m == nil {
+	done := b.MustFillSignIn(form, email, password)
+	if done.Status != http.StatusOK || done.Continue() == "" {
 		t.Fatalf("sign-in answered %d: %s", done.Status, done.Text())
 	}
-	if got := html.UnescapeString(m[1]); got != back {
+	if got := done.Continue(); got != back {
 		t.Fatalf("sign-in continues to %q, want %q", got, back)
 	}
 	return b.MustGet(back)
