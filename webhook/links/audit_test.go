@@ -14,6 +14,7 @@ import (
 // back from the audit log and from the project's event sink: who did what, for whom, with which
 // client and Connector, and the outcome.
 func TestAuditTrailOfAConnection(t *testing.T) {
+	t.Parallel()
 	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	gh := h.Connector.Key
 	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
@@ -76,6 +77,7 @@ func TestAuditTrailOfAConnection(t *testing.T) {
 
 // A link opened by another person, and one declined by its own.
 func TestAuditTrailOfRefusedLinks(t *testing.T) {
+	t.Parallel()
 	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	a := refusal(t, h, h.AgentExchange(h.AccessToken(stack.MalloryEmail, stack.Agent)), "connect_required", connectDesc, connectMsg)
 	link := h.LinkPath(a.Str("connect_uri"))

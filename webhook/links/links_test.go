@@ -125,6 +125,7 @@ func press(t *testing.T, b *stack.Browser, page stack.Page, label string, extra 
 }
 
 func TestConnectStory(t *testing.T) {
+	t.Parallel()
 	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 
@@ -204,6 +205,7 @@ func TestConnectStory(t *testing.T) {
 }
 
 func TestAliceOpensMallorysLink(t *testing.T) {
+	t.Parallel()
 	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	mallory := h.AccessToken(stack.MalloryEmail, stack.Agent)
 	a := refusal(t, h, h.AgentExchange(mallory), "connect_required", connectDesc, connectMsg)
@@ -274,6 +276,7 @@ func TestAliceOpensMallorysLink(t *testing.T) {
 }
 
 func TestMalloryOpensAlicesLink(t *testing.T) {
+	t.Parallel()
 	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	a := refusal(t, h, h.AgentExchange(h.AccessToken(stack.AliceEmail, stack.Agent)), "connect_required", connectDesc, connectMsg)
 	link := h.LinkPath(a.Str("connect_uri"))
@@ -294,6 +297,7 @@ func TestMalloryOpensAlicesLink(t *testing.T) {
 }
 
 func TestStaleSignInMustSignInAgain(t *testing.T) {
+	t.Parallel()
 	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	a := refusal(t, h, h.AgentExchange(h.AccessToken(stack.AliceEmail, stack.Agent)), "connect_required", connectDesc, connectMsg)
 	link := h.LinkPath(a.Str("connect_uri"))
@@ -328,6 +332,7 @@ func TestStaleSignInMustSignInAgain(t *testing.T) {
 }
 
 func TestAllowStory(t *testing.T) {
+	t.Parallel()
 	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 	first := refusal(t, h, h.AgentExchange(subject), "connect_required", connectDesc, connectMsg)
@@ -367,6 +372,7 @@ func TestAllowStory(t *testing.T) {
 }
 
 func TestAllowChoosesAmongAccounts(t *testing.T) {
+	t.Parallel()
 	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	h.ConnectDirectly(stack.AliceEmail, "1", "alice-work", "gho_work")
 	home := h.ConnectDirectly(stack.AliceEmail, "2", "alice-home", "gho_home")
@@ -393,6 +399,7 @@ func TestAllowChoosesAmongAccounts(t *testing.T) {
 }
 
 func TestReconnectStory(t *testing.T) {
+	t.Parallel()
 	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour, AccessTokenTTL: time.Hour})
 	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 	a := refusal(t, h, h.AgentExchange(subject), "connect_required", connectDesc, connectMsg)
@@ -434,6 +441,7 @@ func TestReconnectStory(t *testing.T) {
 }
 
 func TestDecline(t *testing.T) {
+	t.Parallel()
 	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 	a := refusal(t, h, h.AgentExchange(subject), "connect_required", connectDesc, connectMsg)
@@ -469,6 +477,7 @@ func TestDecline(t *testing.T) {
 
 // Unknown, expired, replaced, declined and finished codes are indistinguishable.
 func TestClosedCodesLookAlike(t *testing.T) {
+	t.Parallel()
 	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	alice := signedIn(h, stack.AliceEmail, stack.AlicePassword)
 	codes := map[string]string{"random": links.Path(h.Project, secret.New(""))}
@@ -529,6 +538,7 @@ func TestClosedCodesLookAlike(t *testing.T) {
 }
 
 func TestConcurrentExchangesMakeOneLink(t *testing.T) {
+	t.Parallel()
 	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 	const n = 64
@@ -557,6 +567,7 @@ func TestConcurrentExchangesMakeOneLink(t *testing.T) {
 // A database read alone cannot open a link: the stored row holds neither the code nor its
 // address.
 func TestCodeIsNotStoredInTheClear(t *testing.T) {
+	t.Parallel()
 	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	a := h.AgentExchange(h.AccessToken(stack.AliceEmail, stack.Agent))
 	code := strings.TrimPrefix(a.Str("connect_uri"), h.Issuer+links.PathPrefix)

@@ -15,6 +15,7 @@ import (
 // to the link; nothing offered, nothing started. A password typed into a look-alike page must
 // not be enough to connect an account.
 func TestPasswordSessionRefusedWhenPasskeyRequired(t *testing.T) {
+	t.Parallel()
 	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	h.Project.SignIn.RequirePhishingResistant = true
 	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
