@@ -42,6 +42,9 @@ func (s *Stack) setUpLinks() {
 	gh := s.Connector.Key
 	te := []string{exchange.GrantType}
 	p := s.Project
+	// Repo Helper of the link stories is declared without a scope list: it may ask for any of
+	// the project's scopes (the step-up stories ask for more than the code flow's).
+	p.Clients[Agent].Scopes = nil
 	p.Clients[MCP] = &config.Client{
 		ID: MCP, SecretHash: secret.Hash(MCPSecret), Name: "GitHub tools", GrantTypes: te,
 		TokenEndpointAuthMethod: "client_secret_basic", Connectors: []string{gh}, Resources: []string{MCPResource},
