@@ -25,7 +25,7 @@ func expect(t *testing.T, r store.AuditRecord, actor, subject, client, outcome, 
 func TestAuditTrailOfAPerson(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t, stack.Options{})
-	sink := s.AuditSink()
+	sink := s.NewAuditSink()
 	b := s.Browser()
 
 	// A wrong password, then an address nobody has: refused, and neither password nor the
@@ -35,8 +35,8 @@ func TestAuditTrailOfAPerson(t *testing.T) {
 		t.Fatalf("wrong password: %d", p.Status)
 	}
 	b.SignInPage("", typo+"@example.com", wrong)
-	s.Trail(sink, events.SignInFailed)
-	failed := s.Audit(events.SignInFailed)
+	s.TrailTo(sink, events.SignInFailed)
+	failed := s.AuditOf(events.SignInFailed)
 	if len(failed) != 2 {
 		t.Fatalf("%d signin.failed records", len(failed))
 	}
@@ -74,7 +74,7 @@ func TestAuditTrailOfAPerson(t *testing.T) {
 	if r := s.MustPost("/revoke", url.Values{"token": {second.Str("access_token")}}, stack.Web, stack.WebSecret); r.Status != http.StatusOK {
 		t.Fatalf("revoke: %s", r.Raw)
 	}
-	recs := s.Trail(sink, events.SignInSucceeded, events.ConsentDenied, events.ConsentGranted, events.TokenIssued, events.TokenRevoked)
+	recs := s.TrailTo(sink, events.SignInSucceeded, events.ConsentDenied, events.ConsentGranted, events.TokenIssued, events.TokenRevoked)
 	alice := recs[events.SignInSucceeded].Actor
 	stack.ExpectAudit(t, recs[events.SignInSucceeded], alice, alice, "", store.OutcomeSuccess, "")
 	stack.ExpectAudit(t, recs[events.ConsentDenied], alice, "web", "web", store.OutcomeRefused, "denied_by_person")
@@ -83,7 +83,7 @@ func TestAuditTrailOfAPerson(t *testing.T) {
 
 	// One token.issued per grant type, naming the grant.
 	grants := map[string]store.AuditRecord{}
-	for _, r := range s.Audit(events.TokenIssued) {
+	for _, r := range s.AuditOf(events.TokenIssued) {
 		grants[r.Details["grant_type"]] = r
 	}
 	stack.ExpectAudit(t, grants["authorization_code"], "client:web", alice, "web", store.OutcomeSuccess, "")
@@ -107,7 +107,7 @@ func TestAuditTrailOfAPerson(t *testing.T) {
 	if r := s.Token(redeem, stack.Web, stack.WebSecret); r.Status != http.StatusBadRequest {
 		t.Fatalf("replayed code: %d", r.Status)
 	}
-	recs = s.Trail(sink, events.RefreshReuse, "code.replay")
+	recs = s.TrailTo(sink, events.RefreshReuse, "code.replay")
 	stack.ExpectAudit(t, recs[events.RefreshReuse], "client:web", alice, "web", store.OutcomeRefused, "")
 	stack.ExpectAudit(t, recs["code.replay"], "client:web", alice, "web", store.OutcomeRefused, "")
 
@@ -123,7 +123,7 @@ func TestAuditTrailOfAPerson(t *testing.T) {
 	if r, _ := b.Press(b.MustGet(s.Issuer+"/sign-out"), "Sign out"); r.Status != http.StatusOK {
 		t.Fatalf("sign out: %d", r.Status)
 	}
-	recs = s.Trail(sink, "grant.revoked", events.SignedOut)
+	recs = s.TrailTo(sink, "grant.revoked", events.SignedOut)
 	stack.ExpectAudit(t, recs["grant.revoked"], alice, "client:web", "web", store.OutcomeSuccess, "")
 	stack.ExpectAudit(t, recs[events.SignedOut], alice, alice, "", store.OutcomeSuccess, "")
 }

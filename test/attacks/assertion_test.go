@@ -17,7 +17,7 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/jwks"
 	"latchkey.dev/latchkey/internal/secret"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 const (
@@ -70,7 +70,7 @@ func (e *env) claims(client string, edit func(map[string]any)) map[string]any {
 	return c
 }
 
-func (e *env) withAssertion(client, raw string) lt.Answer {
+func (e *env) withAssertion(client, raw string) stack.Answer {
 	e.t.Helper()
 	return e.postBasic("/token", "", "", url.Values{
 		"grant_type": {"client_credentials"}, "client_id": {client},
@@ -95,7 +95,7 @@ func TestClientAssertions(t *testing.T) {
 		w.Write(published.Load().([]byte))
 	}))
 	defer keysSrv.Close()
-	e.Server.Env().ClientKeys = jwks.New(jwks.Options{AllowLoopback: true, Now: e.Clock.Now})
+	e.Server().Env().ClientKeys = jwks.New(jwks.Options{AllowLoopback: true, Now: e.Clock.Now})
 	cc := []string{"client_credentials"}
 	e.update(func(p *config.Project) {
 		p.Clients[keyClient] = &config.Client{ID: keyClient, GrantTypes: cc, TokenEndpointAuthMethod: "private_key_jwt", JWKS: publicSet(t, map[string]crypto.Signer{"k1": key})}
@@ -118,7 +118,7 @@ func TestClientAssertions(t *testing.T) {
 	}
 
 	// The same authentication at introspection and revocation, aud naming the endpoint called.
-	own := e.withAssertion(keyClient, assertion(t, jose.ES256, key, "k1", e.claims(keyClient, nil))).String("access_token")
+	own := e.withAssertion(keyClient, assertion(t, jose.ES256, key, "k1", e.claims(keyClient, nil))).Str("access_token")
 	for _, path := range []string{"/introspect", "/revoke"} {
 		a := e.postBasic(path, "", "", url.Values{"token": {own},
 			"client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"},
@@ -155,9 +155,9 @@ func TestClientAssertions(t *testing.T) {
 		"HS256 with a wrong secret":        {secretClient, assertion(t, jose.HS256, []byte(jwtSecret+"x"), "", e.claims(secretClient, nil))},
 		"ES256 for client_secret_jwt":      {secretClient, assertion(t, jose.ES256, key, "", e.claims(secretClient, nil))},
 		// A client with a secret has no keys: an assertion in its name is someone else's.
-		"a secret client's name": {lt.Agent, assertion(t, jose.ES256, stranger, "", e.claims(lt.Agent, nil))},
+		"a secret client's name": {stack.Agent, assertion(t, jose.ES256, stranger, "", e.claims(stack.Agent, nil))},
 	} {
-		if a := e.withAssertion(c.client, c.raw); a.Status != http.StatusUnauthorized || a.String("error") != "invalid_client" {
+		if a := e.withAssertion(c.client, c.raw); a.Status != http.StatusUnauthorized || a.Str("error") != "invalid_client" {
 			t.Errorf("%s: %d %s, want 401 invalid_client", name, a.Status, a.Raw)
 		}
 	}

@@ -22,8 +22,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/testbrowser"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // profile is one person's real browser, with the attack tests' own steps on top.
@@ -174,26 +173,26 @@ func (a *attacker) add(action string, fields url.Values) string {
 func TestCrossOriginFormsInChromium(t *testing.T) {
 	testbrowser.Chromium(t)
 	e := newEnvOn(t, "127.0.0.1", "127.0.0.2")
-	conn := e.ConnectDirectly(ct.AliceEmail, "2002", ct.AliceLogin, "gho_alice")
-	link, refusal, _ := e.linkFor(ct.AliceEmail)
+	conn := e.ConnectDirectly(stack.AliceEmail, "2002", stack.AliceLogin, "gho_alice")
+	link, refusal, _ := e.linkFor(stack.AliceEmail)
 	const evil = "https://evil.example/cb"
 	app := e.registerPublic("Claude", evil)
-	aliceID := e.PersonID(ct.AliceEmail)
-	if err := e.Store.UpsertGrant(t.Context(), store.Grant{Project: ct.ProjectKey, Subject: aliceID, ClientID: lt.Agent, Scopes: []string{"openid"}, CreatedAt: e.Clock.Now(), UpdatedAt: e.Clock.Now()}); err != nil {
+	aliceID := e.PersonID(stack.AliceEmail)
+	if err := e.Store().UpsertGrant(t.Context(), store.Grant{Project: stack.ProjectKey, Subject: aliceID, ClientID: stack.Agent, Scopes: []string{"openid"}, CreatedAt: e.Clock.Now(), UpdatedAt: e.Clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	// Mallory's own pending connection, and a confirmation token she rendered for a code she
 	// made up, signed in as herself in another browser: the token is genuine for that code.
-	_, _, authURL := e.connectFromLink(ct.MalloryEmail)
+	_, _, authURL := e.connectFromLink(stack.MalloryEmail)
 	state := mustURL(authURL).Query().Get("state")
-	_, mf, ok := e.signedIn(ct.MalloryEmail).Get(e.CallbackURL + "?" + url.Values{"state": {state}, "code": {"made-up"}}.Encode()).Form("Finish connecting")
+	_, mf, ok := e.signedIn(stack.MalloryEmail).MustGet(e.CallbackURL + "?" + url.Values{"state": {state}, "code": {"made-up"}}.Encode()).Form("Finish connecting")
 	if !ok {
 		t.Fatal("Mallory is not offered her own confirmation")
 	}
 
 	alice := newProfile(t, "alice's browser")
-	alice.signIn(e.Issuer, ct.AliceEmail, ct.AlicePassword)
-	alice.Open(e.Latchkey.URL + link)
+	alice.signIn(e.Issuer, stack.AliceEmail, stack.AlicePassword)
+	alice.Open(e.Front.URL + link)
 	alice.WaitFor("Let Repo Helper use your GitHub account?")
 	csrf := testbrowser.Eval[string](alice.Profile, `document.querySelector('input[name="csrf_token"]').value`)
 	if len(csrf) < 20 {
@@ -215,10 +214,10 @@ func TestCrossOriginFormsInChromium(t *testing.T) {
 		{"link connect", link + "/connect", url.Values{"csrf_token": {csrf}}},
 		{"consent", "/team/demo/authorize", consent},
 		{"disconnect", "/team/demo/account/disconnect", url.Values{"csrf_token": {csrf}, "connection_id": {conn.ID}}},
-		{"revoke app", "/team/demo/account/apps/revoke", url.Values{"csrf_token": {csrf}, "client_id": {lt.Agent}}},
-		{"remove agent", "/team/demo/account/agents/remove", url.Values{"csrf_token": {csrf}, "connector": {e.Connector.Key}, "client_id": {lt.Agent}}},
+		{"revoke app", "/team/demo/account/apps/revoke", url.Values{"csrf_token": {csrf}, "client_id": {stack.Agent}}},
+		{"remove agent", "/team/demo/account/agents/remove", url.Values{"csrf_token": {csrf}, "connector": {e.Connector.Key}, "client_id": {stack.Agent}}},
 		{"account connect", "/team/demo/account/connect", url.Values{"csrf_token": {csrf}, "connector": {e.Connector.Key}}},
-		{"sign in as Mallory", "/team/demo/sign-in", url.Values{"username": {ct.MalloryEmail}, "password": {ct.MalloryPassword}, "csrf_token": {csrf}, "return_to": {link}}},
+		{"sign in as Mallory", "/team/demo/sign-in", url.Values{"username": {stack.MalloryEmail}, "password": {stack.MalloryPassword}, "csrf_token": {csrf}, "return_to": {link}}},
 		{"sign out", "/team/demo/sign-out", url.Values{"csrf_token": {csrf}}},
 		{"confirm Mallory's connection", "/team/demo/connectors/default/github/callback", url.Values{"code": {"made-up"}, "state": {state}, "confirm_token": {mf.Get("confirm_token")}}},
 	}
@@ -229,7 +228,7 @@ func TestCrossOriginFormsInChromium(t *testing.T) {
 	states := e.CountRows("callback_states")
 	for siteName, site := range sites {
 		for _, f := range forms {
-			alice.Open(site.add(e.Latchkey.URL+f.action, f.fields))
+			alice.Open(site.add(e.Front.URL+f.action, f.fields))
 			text := alice.WaitFor(crossSiteText)
 			if strings.Contains(text, "Free stickers") {
 				t.Errorf("%s, %s: the form did not leave the attacker's page", siteName, f.name)
@@ -237,16 +236,16 @@ func TestCrossOriginFormsInChromium(t *testing.T) {
 		}
 	}
 	// Nothing changed.
-	if st := e.linkState(refusal.String("connect_id")); st != store.LinkOpen {
+	if st := e.linkState(refusal.Str("connect_id")); st != store.LinkOpen {
 		t.Errorf("Alice's link is %s", st)
 	}
 	if n := e.CountRows("agent_permissions"); n != 0 {
 		t.Errorf("%d agent permissions", n)
 	}
-	if cs := e.Connections(ct.AliceEmail); len(cs) != 1 {
+	if cs := e.Connections(stack.AliceEmail); len(cs) != 1 {
 		t.Errorf("Alice has %d connections", len(cs))
 	}
-	if _, err := e.Store.GetGrant(t.Context(), ct.ProjectKey, aliceID, lt.Agent); err != nil {
+	if _, err := e.Store().GetGrant(t.Context(), stack.ProjectKey, aliceID, stack.Agent); err != nil {
 		t.Errorf("Alice's grant: %v", err)
 	}
 	if n := e.CountRows("auth_codes"); n != 0 {
@@ -259,12 +258,12 @@ func TestCrossOriginFormsInChromium(t *testing.T) {
 		t.Error("a code was exchanged at GitHub")
 	}
 	alice.Open(e.Issuer + "/account")
-	if text := alice.WaitFor("Your account"); !strings.Contains(text, ct.AliceEmail) || strings.Contains(text, ct.MalloryEmail) {
+	if text := alice.WaitFor("Your account"); !strings.Contains(text, stack.AliceEmail) || strings.Contains(text, stack.MalloryEmail) {
 		t.Errorf("Alice's session changed:\n%s", text)
 	}
 
 	// Framing: every page refuses to load inside another site's page.
-	framed := []string{e.Latchkey.URL + link, e.Issuer + "/account", e.Issuer + "/sign-in",
+	framed := []string{e.Front.URL + link, e.Issuer + "/account", e.Issuer + "/sign-in",
 		e.authorizeURL(app.ID, evil, newPKCE(), nil), e.Issuer + "/sign-out"}
 	// A page that may be framed shows that the check sees a rendered frame when there is one.
 	control := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -283,7 +282,7 @@ func TestCrossOriginFormsInChromium(t *testing.T) {
 		if controlRendered != 1 {
 			t.Fatalf("%s: the framable control page was not seen rendered; this check proves nothing", siteName)
 		}
-		if seen := alice.framesOf(e.Latchkey.URL, len(framed), func(u, why string) {
+		if seen := alice.framesOf(e.Front.URL, len(framed), func(u, why string) {
 			t.Errorf("%s framed %s (%s)", siteName, u, why)
 		}); seen != len(framed) {
 			t.Fatalf("%s: %d of %d frames seen; this check proves nothing", siteName, seen, len(framed))
@@ -341,14 +340,14 @@ func (p *profile) framesOf(prefix string, want int, rendered func(u, why string)
 func TestForwardedLinkInChromium(t *testing.T) {
 	testbrowser.Chromium(t)
 	e := newEnvOn(t, "127.0.0.1", "127.0.0.2")
-	refusal := e.AgentExchange(e.AccessToken(ct.MalloryEmail, lt.Agent))
-	malloryLink, linkID := e.LinkPath(refusal.String("connect_uri")), refusal.String("connect_id")
+	refusal := e.AgentExchange(e.AccessToken(stack.MalloryEmail, stack.Agent))
+	malloryLink, linkID := e.LinkPath(refusal.Str("connect_uri")), refusal.Str("connect_id")
 
 	// Mallory, in her own browser, opens her link and presses Connect GitHub, but copies the
 	// address GitHub would have opened instead of going there.
 	mallory := newProfile(t, "mallory's browser")
-	mallory.signIn(e.Issuer, ct.MalloryEmail, ct.MalloryPassword)
-	mallory.Open(e.Latchkey.URL + malloryLink)
+	mallory.signIn(e.Issuer, stack.MalloryEmail, stack.MalloryPassword)
+	mallory.Open(e.Front.URL + malloryLink)
 	mallory.WaitFor("Connect your GitHub account and let Repo Helper use it.")
 	// Blocked, so Mallory does not go to GitHub.
 	mallory.Block(e.GitHubURL)
@@ -358,17 +357,17 @@ func TestForwardedLinkInChromium(t *testing.T) {
 	}
 
 	alice := newProfile(t, "alice's browser")
-	alice.signIn(e.Issuer, ct.AliceEmail, ct.AlicePassword)
+	alice.signIn(e.Issuer, stack.AliceEmail, stack.AlicePassword)
 	alice.Open(e.GitHubURL + "/login")
-	alice.Fill("login", ct.AliceLogin)
-	alice.Fill("password", ct.AlicePassword)
+	alice.Fill("login", stack.AliceLogin)
+	alice.Fill("password", stack.AlicePassword)
 	alice.Press("Sign in")
 	alice.WaitFor("404 page not found")
-	e.GitHub.Approve(ct.AliceLogin, ct.ClientID)
+	e.GitHub.Approve(stack.AliceLogin, stack.GitHubClientID)
 
 	alice.Open(authURL)
 	text := alice.WaitFor(notYoursText)
-	if !strings.Contains(text, "m***@example.com") || strings.Contains(text, ct.MalloryEmail) || strings.Contains(text, "Finish connecting") {
+	if !strings.Contains(text, "m***@example.com") || strings.Contains(text, stack.MalloryEmail) || strings.Contains(text, "Finish connecting") {
 		t.Errorf("Alice sees:\n%s", text)
 	}
 	if n := e.CountRows("callback_states"); n != 0 {
@@ -394,7 +393,7 @@ func TestForwardedLinkInChromium(t *testing.T) {
 	alice.WaitFor(crossSiteText)
 	saved("after the cross-site confirmation")
 
-	alice.Open(e.Latchkey.URL + malloryLink)
+	alice.Open(e.Front.URL + malloryLink)
 	text = alice.WaitFor(wrongPersonText)
 	for _, leak := range []string{"mallory", "Repo Helper", "Connect GitHub"} {
 		if strings.Contains(text, leak) {
@@ -402,19 +401,19 @@ func TestForwardedLinkInChromium(t *testing.T) {
 		}
 	}
 	saved("after Alice opened Mallory's link")
-	if a := e.AgentExchange(e.AccessToken(ct.MalloryEmail, lt.Agent)); a.Status == http.StatusOK {
+	if a := e.AgentExchange(e.AccessToken(stack.MalloryEmail, stack.Agent)); a.Status == http.StatusOK {
 		t.Fatalf("Mallory's agent got a token: %s", a.Raw)
 	}
 
 	// Alice's own link works, in the same browser, and its code never leaves Latchkey in a
 	// Referer: not to GitHub, not anywhere.
-	aliceSubject := e.AccessToken(ct.AliceEmail, lt.Agent)
-	own := e.LinkPath(e.AgentExchange(aliceSubject).String("connect_uri"))
+	aliceSubject := e.AccessToken(stack.AliceEmail, stack.Agent)
+	own := e.LinkPath(e.AgentExchange(aliceSubject).Str("connect_uri"))
 	code := own[strings.LastIndex(own, "/")+1:]
 	stop := alice.recordRequests()
 	alice.Open(site.add(e.CallbackURL, url.Values{"state": {"x"}})) // control: a Referer the recorder must see
 	alice.WaitFor(crossSiteText)
-	alice.Open(e.Latchkey.URL + own)
+	alice.Open(e.Front.URL + own)
 	alice.WaitFor("Connect your GitHub account and let Repo Helper use it.")
 	alice.Press("Connect GitHub")
 	alice.WaitFor("is now connected.")
@@ -427,7 +426,7 @@ func TestForwardedLinkInChromium(t *testing.T) {
 		if strings.HasPrefix(h.referer, site.URL) {
 			control = true
 		}
-		if strings.Contains(h.referer, code) || strings.Contains(h.url, code) && !strings.HasPrefix(h.url, e.Latchkey.URL) {
+		if strings.Contains(h.referer, code) || strings.Contains(h.url, code) && !strings.HasPrefix(h.url, e.Front.URL) {
 			t.Errorf("the link's code left Latchkey: %s (Referer %q)", h.url, h.referer)
 		}
 		if strings.HasPrefix(h.url, e.GitHubURL) {
@@ -437,13 +436,13 @@ func TestForwardedLinkInChromium(t *testing.T) {
 	if !control || toGitHub == 0 {
 		t.Fatalf("the recorder saw no Referer from the attacker's page (%v) or no request to GitHub (%d); this check proves nothing: %v", control, toGitHub, hops)
 	}
-	if cs := e.Connections(ct.AliceEmail); len(cs) != 1 || cs[0].AccountName != ct.AliceLogin {
+	if cs := e.Connections(stack.AliceEmail); len(cs) != 1 || cs[0].AccountName != stack.AliceLogin {
 		t.Fatalf("Alice's connections: %+v", cs)
 	}
 	if a := e.AgentExchange(aliceSubject); a.Status != http.StatusOK {
 		t.Fatalf("Alice's agent after she connected: %d %s", a.Status, a.Raw)
 	}
-	if a := e.AgentExchange(e.AccessToken(ct.MalloryEmail, lt.Agent)); a.Status == http.StatusOK {
+	if a := e.AgentExchange(e.AccessToken(stack.MalloryEmail, stack.Agent)); a.Status == http.StatusOK {
 		t.Fatalf("Mallory's agent got a token after Alice connected: %s", a.Raw)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"testing"
 
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // TestLeakedCodeCannotBeBurnt: someone who learns alice's authorization code but not the PKCE
@@ -17,7 +17,7 @@ func TestLeakedCodeCannotBeBurnt(t *testing.T) {
 	e := newEnv(t)
 	c := e.registerPublic("Claude Desktop", loopback)
 	mallory := e.registerPublic("Mallory's app", loopback)
-	alice := e.signedIn(ct.AliceEmail)
+	alice := e.signedIn(stack.AliceEmail)
 	pk := newPKCE()
 	p, _ := e.authorizeAs(alice, e.authorizeURL(c.ID, loopback, pk, nil))
 	code := codeFrom(p)
@@ -28,15 +28,15 @@ func TestLeakedCodeCannotBeBurnt(t *testing.T) {
 	attempts := map[string]func() (int, string){
 		"wrong verifier": func() (int, string) {
 			a := e.redeem(c.ID, code, loopback, newPKCE().verifier)
-			return a.Status, a.String("error")
+			return a.Status, a.Str("error")
 		},
 		"another client": func() (int, string) {
 			a := e.redeem(mallory.ID, code, loopback, pk.verifier)
-			return a.Status, a.String("error")
+			return a.Status, a.Str("error")
 		},
 		"another redirect_uri": func() (int, string) {
 			a := e.redeem(c.ID, code, "http://127.0.0.1/elsewhere", newPKCE().verifier)
-			return a.Status, a.String("error")
+			return a.Status, a.Str("error")
 		},
 	}
 	for name, try := range attempts {
@@ -49,7 +49,7 @@ func TestLeakedCodeCannotBeBurnt(t *testing.T) {
 	if got.Status != http.StatusOK {
 		t.Fatalf("the client's own redemption after the attacker's attempts: %d %s", got.Status, got.Raw)
 	}
-	at := got.String("access_token")
+	at := got.Str("access_token")
 
 	// The spent code, replayed by someone who cannot redeem it: refused, and nothing ends.
 	for name, try := range attempts {
@@ -61,13 +61,13 @@ func TestLeakedCodeCannotBeBurnt(t *testing.T) {
 		t.Fatal("a replay by someone who could not redeem the code ended alice's token")
 	}
 	// Replayed by the client itself: what the code issued is revoked.
-	if a := e.redeem(c.ID, code, loopback, pk.verifier); a.Status != http.StatusBadRequest || a.String("error") != "invalid_grant" {
+	if a := e.redeem(c.ID, code, loopback, pk.verifier); a.Status != http.StatusBadRequest || a.Str("error") != "invalid_grant" {
 		t.Fatalf("genuine replay: %d %s", a.Status, a.Raw)
 	}
 	if e.active(at) {
 		t.Error("a genuine replay of the code left its access token active")
 	}
-	if a := e.refresh(c.ID, got.String("refresh_token")); a.Status != http.StatusBadRequest {
+	if a := e.refresh(c.ID, got.Str("refresh_token")); a.Status != http.StatusBadRequest {
 		t.Errorf("a genuine replay left the refresh token working: %d %s", a.Status, a.Raw)
 	}
 }
@@ -77,7 +77,7 @@ func TestLeakedCodeCannotBeBurnt(t *testing.T) {
 func TestCodeRedirectURIAsSent(t *testing.T) {
 	e := newEnv(t)
 	c := e.registerPublic("Claude Desktop", loopback)
-	alice := e.signedIn(ct.AliceEmail)
+	alice := e.signedIn(stack.AliceEmail)
 	redeem := func(authRedirect string, tokenForm url.Values) (int, string) {
 		pk := newPKCE()
 		p, _ := e.authorizeAs(alice, e.authorizeURL(c.ID, authRedirect, pk, nil))
@@ -89,7 +89,7 @@ func TestCodeRedirectURIAsSent(t *testing.T) {
 		tokenForm.Set("code", code)
 		tokenForm.Set("code_verifier", pk.verifier)
 		a := e.tokenCall("/token", c.ID, "", tokenForm)
-		return a.Status, a.String("error")
+		return a.Status, a.Str("error")
 	}
 	if status, errCode := redeem("", url.Values{}); status != http.StatusOK {
 		t.Errorf("no redirect_uri in either request: %d %s", status, errCode)

@@ -12,11 +12,11 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/redirect"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // neverRedirects fails unless p is an HTML page that sends the browser nowhere.
-func neverRedirects(t *testing.T, what string, p ct.Page) {
+func neverRedirects(t *testing.T, what string, p stack.Page) {
 	t.Helper()
 	if p.Status >= 300 && p.Status < 400 || p.Header.Get("Location") != "" {
 		t.Errorf("%s: redirects (%d) to %s", what, p.Status, p.Header.Get("Location"))
@@ -35,7 +35,7 @@ func TestRedirectURIMustMatchExactly(t *testing.T) {
 	e := newEnv(t)
 	c := e.registerPublic("Claude", "https://app.example.test/cb?tenant=1", "http://127.0.0.1:8400/cb",
 		"http://localhost:8400/cb", "com.example.app:/cb", "https://127.0.0.1:8443/cb")
-	alice := e.signedIn(ct.AliceEmail)
+	alice := e.signedIn(stack.AliceEmail)
 	pk := newPKCE()
 	misses := []string{
 		"https://app.example.test/cb",                       // registered with a query
@@ -75,9 +75,9 @@ func TestRedirectURIMustMatchExactly(t *testing.T) {
 		"//evil.example/cb",
 		"/cb",
 	}
-	for _, b := range []*ct.Browser{alice, e.Browser()} {
+	for _, b := range []*stack.Browser{alice, e.Browser()} {
 		for _, m := range misses {
-			p := b.Get(e.authorizeURL(c.ID, m, pk, nil))
+			p := b.MustGet(e.authorizeURL(c.ID, m, pk, nil))
 			if p.Status != http.StatusBadRequest {
 				t.Errorf("redirect_uri %q: %d %s", m, p.Status, p.Text())
 			}
@@ -91,7 +91,7 @@ func TestRedirectURIMustMatchExactly(t *testing.T) {
 			{"redirect_uri": {"http://127.0.0.1:8400/cb", "https://evil.example/cb"}},
 			{"client_id": {c.ID, "other"}},
 		} {
-			p := b.Get(e.authorizeURL(c.ID, "http://127.0.0.1:8400/cb", pk, q))
+			p := b.MustGet(e.authorizeURL(c.ID, "http://127.0.0.1:8400/cb", pk, q))
 			if p.Status != http.StatusBadRequest {
 				t.Errorf("repeated %v: %d", q, p.Status)
 			}
@@ -99,12 +99,12 @@ func TestRedirectURIMustMatchExactly(t *testing.T) {
 		}
 	}
 	// The loopback exception (RFC 8252 §7.3): another port on the same IP literal goes on.
-	p := alice.Get(e.authorizeURL(c.ID, "http://127.0.0.1:51234/cb", pk, nil))
+	p := alice.MustGet(e.authorizeURL(c.ID, "http://127.0.0.1:51234/cb", pk, nil))
 	if p.Status != http.StatusOK || !strings.Contains(p.Text(), "Access goes to an app on this device") {
 		t.Fatalf("loopback port exception: %d %s", p.Status, p.Text())
 	}
 	// An unknown client never redirects either.
-	p = alice.Get(e.authorizeURL("no-such-client", "https://evil.example/cb", pk, nil))
+	p = alice.MustGet(e.authorizeURL("no-such-client", "https://evil.example/cb", pk, nil))
 	if p.Status != http.StatusBadRequest {
 		t.Errorf("unknown client: %d", p.Status)
 	}
@@ -116,7 +116,7 @@ func TestRedirectURIMustMatchExactly(t *testing.T) {
 // box. None may read as Claude, ChatGPT or "an app on this device".
 func TestLookAlikeRedirects(t *testing.T) {
 	e := newEnv(t)
-	alice := e.signedIn(ct.AliceEmail)
+	alice := e.signedIn(stack.AliceEmail)
 	cases := []string{
 		redirect.ClaudeAICallback + "/",
 		redirect.ClaudeAICallback + "?x=1",
@@ -183,7 +183,7 @@ func TestLookAlikeRedirects(t *testing.T) {
 		}
 		t.Logf("registered, shown as a website with the tick box: %s", uri)
 		id, _ := out["client_id"].(string)
-		p := alice.Get(e.authorizeURL(id, uri, newPKCE(), url.Values{"prompt": {"consent"}}))
+		p := alice.MustGet(e.authorizeURL(id, uri, newPKCE(), url.Values{"prompt": {"consent"}}))
 		text := p.Text()
 		if p.Status != http.StatusOK || !strings.Contains(text, websiteWarning) || !strings.Contains(text, tickBoxText) {
 			t.Errorf("%q registered, and its consent page is %d without the website warning and tick box: %s", uri, p.Status, text)
@@ -207,7 +207,7 @@ func TestLookAlikeRedirects(t *testing.T) {
 		"com.example.app:/oauth":                      "Access goes to an app on this device",
 	} {
 		c := e.registerPublic("Whatever", uri)
-		p := alice.Get(e.authorizeURL(c.ID, uri, newPKCE(), nil))
+		p := alice.MustGet(e.authorizeURL(c.ID, uri, newPKCE(), nil))
 		if !strings.Contains(p.Text(), want) || strings.Contains(p.Text(), tickBoxText) {
 			t.Errorf("%q: want %q without a tick box, got %d %s", uri, want, p.Status, p.Text())
 		}
@@ -220,9 +220,9 @@ func TestTickBoxCannotBeSkipped(t *testing.T) {
 	e := newEnv(t)
 	const cb, other = "https://evil.example/cb", "https://evil.example/other"
 	c := e.registerPublic("Claude", cb, other)
-	alice := e.signedIn(ct.AliceEmail)
+	alice := e.signedIn(stack.AliceEmail)
 	pk := newPKCE()
-	page := alice.Get(e.authorizeURL(c.ID, cb, pk, url.Values{"prompt": {"consent"}}))
+	page := alice.MustGet(e.authorizeURL(c.ID, cb, pk, url.Values{"prompt": {"consent"}}))
 	action, base, box := consentFields(t, page)
 	if box != cb || !strings.Contains(page.Text(), websiteWarning) {
 		t.Fatalf("consent page: box %q: %s", box, page.Text())
@@ -249,7 +249,7 @@ func TestTickBoxCannotBeSkipped(t *testing.T) {
 		},
 		"Mallory's form token": func(f url.Values) {
 			f.Set("confirm_destination", cb)
-			mp := e.signedIn(ct.MalloryEmail).Get(e.authorizeURL(c.ID, cb, pk, nil))
+			mp := e.signedIn(stack.MalloryEmail).MustGet(e.authorizeURL(c.ID, cb, pk, nil))
 			_, mf, _ := consentFields(t, mp)
 			f.Set("csrf_token", mf.Get("csrf_token"))
 		},
@@ -260,7 +260,7 @@ func TestTickBoxCannotBeSkipped(t *testing.T) {
 			f[k] = append([]string(nil), v...)
 		}
 		change(f)
-		res := alice.Post(action, f)
+		res := alice.MustPost(action, f)
 		if code := codeFrom(res); code != "" {
 			t.Errorf("%s: a code was issued (%s)", name, res.Location())
 		}
@@ -277,7 +277,7 @@ func TestTickBoxCannotBeSkipped(t *testing.T) {
 		f[k] = v
 	}
 	f.Set("confirm_destination", cb)
-	res := alice.Post(action, f)
+	res := alice.MustPost(action, f)
 	if code := codeFrom(res); code == "" || !strings.HasPrefix(res.Location(), cb+"?") {
 		t.Fatalf("ticked: %d %s", res.Status, res.Location())
 	}
@@ -303,7 +303,7 @@ func TestRememberedConsentIsNotABypass(t *testing.T) {
 				first = "http://127.0.0.1/cb"
 				c = e.registerPublic("Claude", first)
 			}
-			alice := e.signedIn(ct.AliceEmail)
+			alice := e.signedIn(stack.AliceEmail)
 			res, shown := e.authorizeAs(alice, e.authorizeURL(c.ID, first, newPKCE(), nil))
 			if !shown || codeFrom(res) == "" {
 				t.Fatalf("first consent: shown %v, %d %s", shown, res.Status, res.Location())
@@ -321,7 +321,7 @@ func TestRememberedConsentIsNotABypass(t *testing.T) {
 				}
 			}
 			// Mallory sends Alice the second link.
-			p := alice.Get(e.authorizeURL(c.ID, evil, newPKCE(), nil))
+			p := alice.MustGet(e.authorizeURL(c.ID, evil, newPKCE(), nil))
 			if code := codeFrom(p); code != "" {
 				t.Fatalf("a code went to %s without the warning or the tick box: %s", evil, p.Location())
 			}
@@ -340,12 +340,12 @@ func TestOnlyRecognisedApps(t *testing.T) {
 	const evil = "https://evil.example/cb"
 	mixed := e.registerPublic("Claude", redirect.ClaudeAICallback, evil)
 	honest := e.registerPublic("Claude", redirect.ClaudeAICallback)
-	alice := e.signedIn(ct.AliceEmail)
+	alice := e.signedIn(stack.AliceEmail)
 	tok := e.codeFlow(alice, mixed.ID, redirect.ClaudeAICallback)
 	good := e.codeFlow(alice, honest.ID, redirect.ClaudeAICallback)
 	// A code issued before the switch, not yet redeemed.
 	pk := newPKCE()
-	late := codeFrom(alice.Get(e.authorizeURL(mixed.ID, redirect.ClaudeAICallback, pk, nil)))
+	late := codeFrom(alice.MustGet(e.authorizeURL(mixed.ID, redirect.ClaudeAICallback, pk, nil)))
 	if late == "" {
 		t.Fatal("no code before the switch")
 	}
@@ -353,7 +353,7 @@ func TestOnlyRecognisedApps(t *testing.T) {
 	e.update(func(p *config.Project) { p.Redirects.OnlyRecognisedApps = true })
 
 	for _, uri := range []string{redirect.ClaudeAICallback, evil} {
-		p := alice.Get(e.authorizeURL(mixed.ID, uri, newPKCE(), url.Values{"prompt": {"consent"}}))
+		p := alice.MustGet(e.authorizeURL(mixed.ID, uri, newPKCE(), url.Values{"prompt": {"consent"}}))
 		if p.Status != http.StatusForbidden || !strings.Contains(p.Text(), policyRefusal) || !strings.Contains(p.Text(), evil) {
 			t.Errorf("consent via %s: %d %s", uri, p.Status, p.Text())
 		}
@@ -371,15 +371,15 @@ func TestOnlyRecognisedApps(t *testing.T) {
 	if a := e.redeem(mixed.ID, late, redirect.ClaudeAICallback, pk.verifier); a.Status == http.StatusOK {
 		t.Errorf("a code issued before the switch was redeemed: %s", a.Raw)
 	}
-	a := e.refresh(mixed.ID, tok.String("refresh_token"))
-	if a.Status != http.StatusBadRequest || a.String("error") != "invalid_grant" || a.String("error_description") != policyRefusal {
+	a := e.refresh(mixed.ID, tok.Str("refresh_token"))
+	if a.Status != http.StatusBadRequest || a.Str("error") != "invalid_grant" || a.Str("error_description") != policyRefusal {
 		t.Errorf("refresh: %d %s", a.Status, a.Raw)
 	}
-	if e.active(tok.String("access_token")) {
+	if e.active(tok.Str("access_token")) {
 		t.Error("the refused client's access token is active")
 	}
 	req, _ := http.NewRequest(http.MethodGet, e.Issuer+"/userinfo", nil)
-	req.Header.Set("Authorization", "Bearer "+tok.String("access_token"))
+	req.Header.Set("Authorization", "Bearer "+tok.Str("access_token"))
 	if ui := e.send(req); ui.Status != http.StatusUnauthorized {
 		t.Errorf("userinfo: %d %s", ui.Status, ui.Raw)
 	}
@@ -395,13 +395,13 @@ func TestOnlyRecognisedApps(t *testing.T) {
 		t.Errorf("adding a foreign redirect by update: %d %s", up.Status, up.Raw)
 	}
 	// The honest client is unaffected.
-	if r := e.refresh(honest.ID, good.String("refresh_token")); r.Status != http.StatusOK {
+	if r := e.refresh(honest.ID, good.Str("refresh_token")); r.Status != http.StatusOK {
 		t.Errorf("the honest client's refresh: %d %s", r.Status, r.Raw)
 	}
 
 	// Switching the setting off again does not bring the ended grant back.
 	e.update(func(p *config.Project) { p.Redirects.OnlyRecognisedApps = false })
-	if a := e.refresh(mixed.ID, tok.String("refresh_token")); a.Status == http.StatusOK {
+	if a := e.refresh(mixed.ID, tok.Str("refresh_token")); a.Status == http.StatusOK {
 		t.Errorf("the refused refresh token works again once the setting is off: %s", a.Raw)
 	}
 }
@@ -420,7 +420,7 @@ func TestClientDocumentsCannotReachInside(t *testing.T) {
 	}))
 	t.Cleanup(inside.Close)
 	port := inside.URL[strings.LastIndex(inside.URL, ":")+1:]
-	alice := e.signedIn(ct.AliceEmail)
+	alice := e.signedIn(stack.AliceEmail)
 	for _, id := range []string{
 		"https://127.0.0.1:" + port + "/client.json",
 		"https://localhost:" + port + "/client.json",
@@ -431,7 +431,7 @@ func TestClientDocumentsCannotReachInside(t *testing.T) {
 		"https://2130706433:" + port + "/client.json",
 		"http://127.0.0.1:" + port + "/client.json",
 	} {
-		p := alice.Get(e.authorizeURL(id, "https://evil.example/cb", newPKCE(), nil))
+		p := alice.MustGet(e.authorizeURL(id, "https://evil.example/cb", newPKCE(), nil))
 		if p.Status != http.StatusBadRequest {
 			t.Errorf("client id %s: %d %s", id, p.Status, p.Text())
 		}
@@ -456,8 +456,8 @@ func TestConsentPageLoadsNoClientLogo(t *testing.T) {
 		t.Fatalf("registering: %d %v", status, out)
 	}
 	id, _ := out["client_id"].(string)
-	alice := e.signedIn(ct.AliceEmail)
-	p := alice.Get(e.authorizeURL(id, loopback, newPKCE(), url.Values{"prompt": {"consent"}}))
+	alice := e.signedIn(stack.AliceEmail)
+	p := alice.MustGet(e.authorizeURL(id, loopback, newPKCE(), url.Values{"prompt": {"consent"}}))
 	if p.Status != http.StatusOK || !strings.Contains(p.Body, "Where access goes") {
 		t.Fatalf("consent page: %d %s", p.Status, p.Text())
 	}

@@ -13,9 +13,8 @@ import (
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/mcp/dpop"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook/exchange"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
 )
 
 func thumbprint(t *testing.T, k crypto.Signer) string {
@@ -29,7 +28,7 @@ func thumbprint(t *testing.T, k crypto.Signer) string {
 
 // pushWithProof pushes an authorization request as a public client, with a DPoP header when
 // proof is not "".
-func (e *env) pushWithProof(clientID string, params url.Values, proof string) lt.Answer {
+func (e *env) pushWithProof(clientID string, params url.Values, proof string) stack.Answer {
 	e.t.Helper()
 	params.Set("client_id", clientID)
 	req, _ := http.NewRequest(http.MethodPost, e.Issuer+"/par", strings.NewReader(params.Encode()))
@@ -43,7 +42,7 @@ func (e *env) pushWithProof(clientID string, params url.Values, proof string) lt
 // auditReasons counts the records of action for client by reason.
 func (e *env) auditReasons(action, clientID string) map[string]int {
 	e.t.Helper()
-	recs, err := e.Store.ListAudit(e.t.Context(), ct.ProjectKey, 200)
+	recs, err := e.Store().ListAudit(e.t.Context(), stack.ProjectKey, 200)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -63,7 +62,7 @@ func (e *env) auditReasons(action, clientID string) map[string]int {
 func TestDPoPBoundCode(t *testing.T) {
 	e := newEnv(t)
 	c := e.registerPublic("Claude Desktop", loopback)
-	alice := e.signedIn(ct.AliceEmail)
+	alice := e.signedIn(stack.AliceEmail)
 	key, thief := newKey(t), newKey(t)
 	jkt := thumbprint(t, key)
 	tokenProof := func(k crypto.Signer) string { return e.proof(k, "POST", e.Issuer+"/token", dpop.Claims{}) }
@@ -71,19 +70,19 @@ func TestDPoPBoundCode(t *testing.T) {
 		return url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {loopback}, "code_verifier": {pk.verifier}}
 	}
 	// stolen plays the thief with the code, then the holder; it returns the holder's answer.
-	stolen := func(t *testing.T, code string, pk pkce) lt.Answer {
+	stolen := func(t *testing.T, code string, pk pkce) stack.Answer {
 		t.Helper()
 		for _, try := range []struct{ name, proof string }{{"the thief's key", tokenProof(thief)}, {"no proof", ""}} {
-			if r := e.tokenWithProof(c.ID, "", redeemForm(code, pk), try.proof); r.Status != http.StatusBadRequest || r.String("error") != "invalid_grant" {
+			if r := e.tokenWithProof(c.ID, "", redeemForm(code, pk), try.proof); r.Status != http.StatusBadRequest || r.Str("error") != "invalid_grant" {
 				t.Fatalf("bound code redeemed with %s: %d %s, want invalid_grant", try.name, r.Status, r.Raw)
 			}
 		}
 		// The refusals did not spend the code: its holder redeems it, bound to the key.
 		r := e.tokenWithProof(c.ID, "", redeemForm(code, pk), tokenProof(key))
-		if r.Status != http.StatusOK || r.String("token_type") != "DPoP" {
+		if r.Status != http.StatusOK || r.Str("token_type") != "DPoP" {
 			t.Fatalf("the holder's redemption: %d %s", r.Status, r.Raw)
 		}
-		in := e.postBasic("/introspect", lt.MCP, lt.MCPSecret, url.Values{"token": {r.String("access_token")}})
+		in := e.postBasic("/introspect", stack.MCP, stack.MCPSecret, url.Values{"token": {r.Str("access_token")}})
 		if cnf, _ := in.Body["cnf"].(map[string]any); cnf["jkt"] != jkt {
 			t.Fatalf("introspection: %s, want cnf.jkt %s", in.Raw, jkt)
 		}
@@ -111,7 +110,7 @@ func TestDPoPBoundCode(t *testing.T) {
 			"padded":          jkt + "=",
 			"a bad character": jkt[:42] + "!",
 		} {
-			p := alice.Get(e.authorizeURL(c.ID, loopback, newPKCE(), url.Values{"dpop_jkt": {v}}))
+			p := alice.MustGet(e.authorizeURL(c.ID, loopback, newPKCE(), url.Values{"dpop_jkt": {v}}))
 			u, err := url.Parse(p.Location())
 			if err != nil || p.Status != http.StatusFound || u.Query().Get("error") != "invalid_request" || u.Query().Get("code") != "" {
 				t.Errorf("%s: %d %q, want a redirect with invalid_request", name, p.Status, p.Location())
@@ -125,7 +124,7 @@ func TestDPoPBoundCode(t *testing.T) {
 		if a.Status != http.StatusCreated {
 			t.Fatalf("push with a proof: %d %s", a.Status, a.Raw)
 		}
-		p, _ := e.authorizeAs(alice, e.authorizeWith(c.ID, a.String("request_uri")))
+		p, _ := e.authorizeAs(alice, e.authorizeWith(c.ID, a.Str("request_uri")))
 		code := codeFrom(p)
 		if code == "" {
 			t.Fatalf("no code: %d %s %s", p.Status, p.Location(), p.Text())
@@ -141,14 +140,14 @@ func TestDPoPBoundCode(t *testing.T) {
 		if a.Status != http.StatusCreated {
 			t.Fatalf("push with dpop_jkt: %d %s", a.Status, a.Raw)
 		}
-		p, _ := e.authorizeAs(alice, e.authorizeWith(c.ID, a.String("request_uri")))
+		p, _ := e.authorizeAs(alice, e.authorizeWith(c.ID, a.Str("request_uri")))
 		stolen(t, codeFrom(p), pk)
 	})
 
 	t.Run("pushed requests that contradict themselves", func(t *testing.T) {
 		params := pushParams(loopback, newPKCE())
 		params.Set("dpop_jkt", thumbprint(t, thief))
-		if a := e.pushWithProof(c.ID, params, e.proof(key, "POST", e.Issuer+"/par", dpop.Claims{})); a.Status != http.StatusBadRequest || a.String("error") != "invalid_request" {
+		if a := e.pushWithProof(c.ID, params, e.proof(key, "POST", e.Issuer+"/par", dpop.Claims{})); a.Status != http.StatusBadRequest || a.Str("error") != "invalid_request" {
 			t.Errorf("dpop_jkt of another key than the proof's: %d %s", a.Status, a.Raw)
 		}
 		for name, proof := range map[string]string{
@@ -156,7 +155,7 @@ func TestDPoPBoundCode(t *testing.T) {
 			"a stale proof":                  e.proof(key, "POST", e.Issuer+"/par", dpop.Claims{IssuedAt: e.Clock.Now().Add(-10 * time.Minute)}),
 			"not a proof":                    "not-a-proof",
 		} {
-			if a := e.pushWithProof(c.ID, pushParams(loopback, newPKCE()), proof); a.Status != http.StatusBadRequest || a.String("error") != "invalid_dpop_proof" {
+			if a := e.pushWithProof(c.ID, pushParams(loopback, newPKCE()), proof); a.Status != http.StatusBadRequest || a.Str("error") != "invalid_dpop_proof" {
 				t.Errorf("%s: %d %s, want invalid_dpop_proof", name, a.Status, a.Raw)
 			}
 		}
@@ -165,7 +164,7 @@ func TestDPoPBoundCode(t *testing.T) {
 		if a := e.pushWithProof(c.ID, pushParams(loopback, newPKCE()), proof); a.Status != http.StatusCreated {
 			t.Fatalf("push: %d %s", a.Status, a.Raw)
 		}
-		if a := e.pushWithProof(c.ID, pushParams(loopback, newPKCE()), proof); a.String("error") != "invalid_dpop_proof" {
+		if a := e.pushWithProof(c.ID, pushParams(loopback, newPKCE()), proof); a.Str("error") != "invalid_dpop_proof" {
 			t.Errorf("replayed proof at the pushed request endpoint: %d %s", a.Status, a.Raw)
 		}
 	})
@@ -175,7 +174,7 @@ func TestDPoPBoundCode(t *testing.T) {
 		defer e.update(func(p *config.Project) { p.RequireDPoPNonce = false })
 		first := e.pushWithProof(c.ID, pushParams(loopback, newPKCE()), e.proof(key, "POST", e.Issuer+"/par", dpop.Claims{}))
 		nonce := first.Header.Get("DPoP-Nonce")
-		if first.Status != http.StatusBadRequest || first.String("error") != "use_dpop_nonce" || nonce == "" {
+		if first.Status != http.StatusBadRequest || first.Str("error") != "use_dpop_nonce" || nonce == "" {
 			t.Fatalf("push without a nonce: %d %s nonce %q", first.Status, first.Raw, nonce)
 		}
 		if a := e.pushWithProof(c.ID, pushParams(loopback, newPKCE()), e.proof(key, "POST", e.Issuer+"/par", dpop.Claims{Nonce: nonce})); a.Status != http.StatusCreated {
@@ -186,7 +185,7 @@ func TestDPoPBoundCode(t *testing.T) {
 	t.Run("an unbound code needs no proof", func(t *testing.T) {
 		pk := newPKCE()
 		p, _ := e.authorizeAs(alice, e.authorizeURL(c.ID, loopback, pk, nil))
-		if r := e.tokenWithProof(c.ID, "", redeemForm(codeFrom(p), pk), ""); r.Status != http.StatusOK || r.String("token_type") != "Bearer" {
+		if r := e.tokenWithProof(c.ID, "", redeemForm(codeFrom(p), pk), ""); r.Status != http.StatusOK || r.Str("token_type") != "Bearer" {
 			t.Fatalf("unbound code: %d %s", r.Status, r.Raw)
 		}
 	})
@@ -198,8 +197,8 @@ func (e *env) boundToken(email, client, jkt string, audience ...string) string {
 	e.t.Helper()
 	tok := secret.New(secret.PrefixAccessToken)
 	now := e.Clock.Now()
-	if err := e.Store.CreateTokens(e.t.Context(), store.Token{
-		Hash: secret.Hash(tok), Kind: store.AccessToken, Project: ct.ProjectKey, ClientID: client,
+	if err := e.Store().CreateTokens(e.t.Context(), store.Token{
+		Hash: secret.Hash(tok), Kind: store.AccessToken, Project: stack.ProjectKey, ClientID: client,
 		Subject: e.PersonID(email), Scopes: []string{"openid"}, Audience: audience, FamilyID: secret.New(""),
 		AuthTime: now, IssuedAt: now, ExpiresAt: now.Add(time.Hour), JKT: jkt,
 	}); err != nil {
@@ -212,14 +211,14 @@ func (e *env) boundToken(email, client, jkt string, audience ...string) string {
 // person's upstream token by token exchange unless the request proves the key it is bound to.
 func TestDPoPBoundSubjectToken(t *testing.T) {
 	e := newEnv(t)
-	conn := e.ConnectDirectly(ct.AliceEmail, "2002", ct.AliceLogin, "gho_alice_secret")
-	e.Allow(ct.AliceEmail, lt.Agent, conn)
+	conn := e.ConnectDirectly(stack.AliceEmail, "2002", stack.AliceLogin, "gho_alice_secret")
+	e.Allow(stack.AliceEmail, stack.Agent, conn)
 	key, thief := newKey(t), newKey(t)
-	bound := e.boundToken(ct.AliceEmail, lt.Agent, thumbprint(t, key), lt.MCPResource)
+	bound := e.boundToken(stack.AliceEmail, stack.Agent, thumbprint(t, key), stack.MCPResource)
 	form := func() url.Values {
 		return url.Values{
 			"grant_type": {exchange.GrantType}, "subject_token": {bound},
-			"subject_token_type": {exchange.TokenTypeAccessToken}, "audience": {lt.Audience},
+			"subject_token_type": {exchange.TokenTypeAccessToken}, "audience": {stack.Audience},
 		}
 	}
 	for name, proof := range map[string]string{
@@ -227,27 +226,27 @@ func TestDPoPBoundSubjectToken(t *testing.T) {
 		"with the thief's key":        e.proof(thief, "POST", e.Issuer+"/token", dpop.Claims{}),
 		"with the thief's key, twice": e.proof(thief, "POST", e.Issuer+"/token", dpop.Claims{}),
 	} {
-		a := e.tokenWithProof(lt.Agent, lt.AgentSecret, form(), proof)
-		if a.Status != http.StatusBadRequest || a.String("error") != "invalid_grant" || strings.Contains(string(a.Raw), "gho_") {
+		a := e.tokenWithProof(stack.Agent, stack.AgentSecret, form(), proof)
+		if a.Status != http.StatusBadRequest || a.Str("error") != "invalid_grant" || strings.Contains(string(a.Raw), "gho_") {
 			t.Errorf("bound subject token %s: %d %s, want invalid_grant", name, a.Status, a.Raw)
 		}
 		noLinkIn(t, name, a)
 	}
 	// A proof for another endpoint is no proof at the token endpoint.
-	if a := e.tokenWithProof(lt.Agent, lt.AgentSecret, form(), e.proof(key, "POST", e.Issuer+"/introspect", dpop.Claims{})); a.String("error") != "invalid_dpop_proof" {
+	if a := e.tokenWithProof(stack.Agent, stack.AgentSecret, form(), e.proof(key, "POST", e.Issuer+"/introspect", dpop.Claims{})); a.Str("error") != "invalid_dpop_proof" {
 		t.Errorf("the key's proof for another URL: %d %s", a.Status, a.Raw)
 	}
-	got := e.auditReasons(events.TokenExchangeRefused, lt.Agent)
+	got := e.auditReasons(events.TokenExchangeRefused, stack.Agent)
 	if got["dpop_key_mismatch/none"] != 1 || got["dpop_key_mismatch/another_key"] != 2 {
 		t.Errorf("token.exchange_refused records: %v, want dpop_key_mismatch once without a proof and twice with the thief's key", got)
 	}
 	// The holder, proving the key, gets the upstream token.
-	if a := e.tokenWithProof(lt.Agent, lt.AgentSecret, form(), e.proof(key, "POST", e.Issuer+"/token", dpop.Claims{})); a.Status != http.StatusOK || a.String("access_token") != "gho_alice_secret" {
+	if a := e.tokenWithProof(stack.Agent, stack.AgentSecret, form(), e.proof(key, "POST", e.Issuer+"/token", dpop.Claims{})); a.Status != http.StatusOK || a.Str("access_token") != "gho_alice_secret" {
 		t.Fatalf("the holder's exchange: %d %s", a.Status, a.Raw)
 	}
 	// The MCP server the token was issued for exchanges its caller's token as itself: it checked
 	// the caller's proof at its own resource, and the caller's key is not its to hold.
-	if a := e.tokenWithProof(lt.MCP, lt.MCPSecret, form(), ""); a.Status != http.StatusOK || a.String("access_token") != "gho_alice_secret" {
+	if a := e.tokenWithProof(stack.MCP, stack.MCPSecret, form(), ""); a.Status != http.StatusOK || a.Str("access_token") != "gho_alice_secret" {
 		t.Fatalf("the audience's exchange: %d %s", a.Status, a.Raw)
 	}
 }

@@ -20,8 +20,7 @@ import (
 	"latchkey.dev/latchkey/internal/secret"
 	latchkey "latchkey.dev/latchkey/mcp"
 	"latchkey.dev/latchkey/mcp/dpop"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 func newKey(t *testing.T) crypto.Signer {
@@ -78,7 +77,7 @@ func forgeProof(t *testing.T, key crypto.Signer, proof string, edit func(h map[s
 }
 
 // tokenWithProof posts form to the token endpoint with a DPoP header (none when proof is "").
-func (e *env) tokenWithProof(clientID, clientSecret string, form url.Values, proof string) lt.Answer {
+func (e *env) tokenWithProof(clientID, clientSecret string, form url.Values, proof string) stack.Answer {
 	e.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, e.Issuer+"/token", strings.NewReader(""))
 	if clientSecret != "" {
@@ -99,7 +98,7 @@ func (e *env) tokenWithProof(clientID, clientSecret string, form url.Values, pro
 }
 
 // dpopCodeFlow runs the code flow for a public client and redeems the code with a proof by key.
-func (e *env) dpopCodeFlow(b *ct.Browser, clientID string, key crypto.Signer, extra url.Values) lt.Answer {
+func (e *env) dpopCodeFlow(b *stack.Browser, clientID string, key crypto.Signer, extra url.Values) stack.Answer {
 	e.t.Helper()
 	pk := newPKCE()
 	p, _ := e.authorizeAs(b, e.authorizeURL(clientID, loopback, pk, extra))
@@ -126,30 +125,30 @@ func (e *env) dpopCodeFlow(b *ct.Browser, clientID string, key crypto.Signer, ex
 func TestDPoPAtTheTokenEndpoint(t *testing.T) {
 	e := newEnv(t)
 	c := e.registerPublic("Claude Desktop", loopback)
-	alice := e.signedIn(ct.AliceEmail)
+	alice := e.signedIn(stack.AliceEmail)
 	key, thief := newKey(t), newKey(t)
 	jkt, _ := dpop.Thumbprint(key)
 
 	a := e.dpopCodeFlow(alice, c.ID, key, nil)
-	if a.String("token_type") != "DPoP" {
-		t.Fatalf("token_type = %q, want DPoP: %s", a.String("token_type"), a.Raw)
+	if a.Str("token_type") != "DPoP" {
+		t.Fatalf("token_type = %q, want DPoP: %s", a.Str("token_type"), a.Raw)
 	}
-	in := e.postBasic("/introspect", lt.MCP, lt.MCPSecret, url.Values{"token": {a.String("access_token")}})
+	in := e.postBasic("/introspect", stack.MCP, stack.MCPSecret, url.Values{"token": {a.Str("access_token")}})
 	if cnf, _ := in.Body["cnf"].(map[string]any); cnf["jkt"] != jkt || in.Body["token_type"] != "DPoP" {
 		t.Fatalf("introspection of a bound token: %s, want cnf.jkt %s", in.Raw, jkt)
 	}
 
-	rt := a.String("refresh_token")
+	rt := a.Str("refresh_token")
 	refresh := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}}
 	t.Run("stolen refresh token without the key", func(t *testing.T) {
-		if r := e.tokenWithProof(c.ID, "", refresh, ""); r.Status != http.StatusBadRequest || r.String("error") != "invalid_grant" {
+		if r := e.tokenWithProof(c.ID, "", refresh, ""); r.Status != http.StatusBadRequest || r.Str("error") != "invalid_grant" {
 			t.Fatalf("refresh without a proof: %d %s", r.Status, r.Raw)
 		}
-		if r := e.tokenWithProof(c.ID, "", refresh, e.proof(thief, "POST", e.Issuer+"/token", dpop.Claims{})); r.Status != http.StatusBadRequest || r.String("error") != "invalid_grant" {
+		if r := e.tokenWithProof(c.ID, "", refresh, e.proof(thief, "POST", e.Issuer+"/token", dpop.Claims{})); r.Status != http.StatusBadRequest || r.Str("error") != "invalid_grant" {
 			t.Fatalf("refresh with the thief's key: %d %s", r.Status, r.Raw)
 		}
 		// Both attempts are in the audit log, for whoever watches for copied tokens.
-		recs, err := e.Store.ListAudit(t.Context(), ct.ProjectKey, 100)
+		recs, err := e.Store().ListAudit(t.Context(), stack.ProjectKey, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +176,7 @@ func TestDPoPAtTheTokenEndpoint(t *testing.T) {
 				h["jwk"].(map[string]any)["d"] = base64.RawURLEncoding.EncodeToString(d)
 			}),
 		} {
-			if r := e.tokenWithProof(c.ID, "", refresh, proof); r.Status != http.StatusBadRequest || r.String("error") != "invalid_dpop_proof" {
+			if r := e.tokenWithProof(c.ID, "", refresh, proof); r.Status != http.StatusBadRequest || r.Str("error") != "invalid_dpop_proof" {
 				t.Errorf("%s: %d %s, want invalid_dpop_proof", name, r.Status, r.Raw)
 			}
 		}
@@ -186,15 +185,15 @@ func TestDPoPAtTheTokenEndpoint(t *testing.T) {
 	// (a replay by whoever saw it) is refused, whichever token it comes with.
 	proof := e.proof(key, "POST", e.Issuer+"/token", dpop.Claims{})
 	r := e.tokenWithProof(c.ID, "", refresh, proof)
-	if r.Status != http.StatusOK || r.String("token_type") != "DPoP" {
+	if r.Status != http.StatusOK || r.Str("token_type") != "DPoP" {
 		t.Fatalf("the holder's refresh: %d %s", r.Status, r.Raw)
 	}
-	again := e.tokenWithProof(c.ID, "", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {r.String("refresh_token")}}, proof)
-	if again.Status != http.StatusBadRequest || again.String("error") != "invalid_dpop_proof" {
+	again := e.tokenWithProof(c.ID, "", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {r.Str("refresh_token")}}, proof)
+	if again.Status != http.StatusBadRequest || again.Str("error") != "invalid_dpop_proof" {
 		t.Fatalf("replayed proof: %d %s", again.Status, again.Raw)
 	}
 	// Every refused proof is in the audit log; the replay stands out by its reason.
-	recs, err := e.Store.ListAudit(t.Context(), ct.ProjectKey, 100)
+	recs, err := e.Store().ListAudit(t.Context(), stack.ProjectKey, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +208,7 @@ func TestDPoPAtTheTokenEndpoint(t *testing.T) {
 	}
 
 	t.Run("stolen access token at userinfo", func(t *testing.T) {
-		at := r.String("access_token")
+		at := r.Str("access_token")
 		get := func(scheme, proof string) (int, string) {
 			req, _ := http.NewRequest(http.MethodGet, e.Issuer+"/userinfo", nil)
 			req.Header.Set("Authorization", scheme+" "+at)
@@ -247,7 +246,7 @@ func TestDPoPAtTheTokenEndpoint(t *testing.T) {
 		e.update(func(p *config.Project) { p.RequireDPoP = true })
 		defer e.update(func(p *config.Project) { p.RequireDPoP = false })
 		b := e.codeFlowNoRedeem(alice, c.ID)
-		if r := e.tokenWithProof(c.ID, "", b, ""); r.Status != http.StatusBadRequest || r.String("error") != "invalid_dpop_proof" {
+		if r := e.tokenWithProof(c.ID, "", b, ""); r.Status != http.StatusBadRequest || r.Str("error") != "invalid_dpop_proof" {
 			t.Fatalf("no proof where the Project requires one: %d %s", r.Status, r.Raw)
 		}
 	})
@@ -260,14 +259,14 @@ func TestDPoPAtTheTokenEndpoint(t *testing.T) {
 			t.Fatalf("registering: %d %v", status, out)
 		}
 		id, _ := out["client_id"].(string)
-		if r := e.tokenWithProof(id, "", e.codeFlowNoRedeem(alice, id), ""); r.String("error") != "invalid_dpop_proof" {
+		if r := e.tokenWithProof(id, "", e.codeFlowNoRedeem(alice, id), ""); r.Str("error") != "invalid_dpop_proof" {
 			t.Fatalf("no proof from a client that registered dpop_bound_access_tokens: %d %s", r.Status, r.Raw)
 		}
 	})
 }
 
 // codeFlowNoRedeem returns the form that would redeem a fresh code.
-func (e *env) codeFlowNoRedeem(b *ct.Browser, clientID string) url.Values {
+func (e *env) codeFlowNoRedeem(b *stack.Browser, clientID string) url.Values {
 	e.t.Helper()
 	pk := newPKCE()
 	p, _ := e.authorizeAs(b, e.authorizeURL(clientID, loopback, pk, nil))
@@ -288,28 +287,28 @@ func TestDPoPNonce(t *testing.T) {
 	form := url.Values{"grant_type": {"client_credentials"}}
 	first := e.tokenWithProof("svc", "svc-secret", form, e.proof(key, "POST", e.Issuer+"/token", dpop.Claims{}))
 	nonce := first.Header.Get("DPoP-Nonce")
-	if first.Status != http.StatusBadRequest || first.String("error") != "use_dpop_nonce" || nonce == "" {
+	if first.Status != http.StatusBadRequest || first.Str("error") != "use_dpop_nonce" || nonce == "" {
 		t.Fatalf("proof without a nonce: %d %s nonce %q", first.Status, first.Raw, nonce)
 	}
 	// A nonce of another Project on the same server does not pass here.
-	e.Holder.Load().Project("team/other").RequireDPoPNonce = true
+	e.Holder().Load().Project("team/other").RequireDPoPNonce = true
 	req, _ := http.NewRequest(http.MethodPost, other+"/token", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.SetBasicAuth("svc", "svc-secret")
 	req.Header.Set("DPoP", e.proof(key, "POST", other+"/token", dpop.Claims{}))
 	foreign := e.send(req).Header.Get("DPoP-Nonce")
 	for name, n := range map[string]string{"made up": "abc.def", "another project's": foreign} {
-		if r := e.tokenWithProof("svc", "svc-secret", form, e.proof(key, "POST", e.Issuer+"/token", dpop.Claims{Nonce: n})); r.String("error") != "use_dpop_nonce" {
+		if r := e.tokenWithProof("svc", "svc-secret", form, e.proof(key, "POST", e.Issuer+"/token", dpop.Claims{Nonce: n})); r.Str("error") != "use_dpop_nonce" {
 			t.Errorf("%s nonce: %d %s", name, r.Status, r.Raw)
 		}
 	}
 	ok := e.tokenWithProof("svc", "svc-secret", form, e.proof(key, "POST", e.Issuer+"/token", dpop.Claims{Nonce: nonce}))
-	if ok.Status != http.StatusOK || ok.String("token_type") != "DPoP" {
+	if ok.Status != http.StatusOK || ok.Str("token_type") != "DPoP" {
 		t.Fatalf("with the nonce: %d %s", ok.Status, ok.Raw)
 	}
 	// A nonce is good for its window and the next, then stale.
 	e.Clock.Advance(3 * time.Minute)
-	if r := e.tokenWithProof("svc", "svc-secret", form, e.proof(key, "POST", e.Issuer+"/token", dpop.Claims{Nonce: nonce})); r.String("error") != "use_dpop_nonce" {
+	if r := e.tokenWithProof("svc", "svc-secret", form, e.proof(key, "POST", e.Issuer+"/token", dpop.Claims{Nonce: nonce})); r.Str("error") != "use_dpop_nonce" {
 		t.Errorf("stale nonce: %d %s", r.Status, r.Raw)
 	}
 }
@@ -322,13 +321,13 @@ func TestDPoPAtTheMCPServer(t *testing.T) {
 	// The SDK's middleware reads token expiry on the wall clock.
 	e.Clock.Advance(time.Since(e.Clock.Now()))
 	c := e.registerPublic("Claude Desktop", loopback)
-	alice := e.signedIn(ct.AliceEmail)
+	alice := e.signedIn(stack.AliceEmail)
 	key, thief := newKey(t), newKey(t)
-	a := e.dpopCodeFlow(alice, c.ID, key, url.Values{"resource": {lt.MCPResource}})
-	at := a.String("access_token")
+	a := e.dpopCodeFlow(alice, c.ID, key, url.Values{"resource": {stack.MCPResource}})
+	at := a.Str("access_token")
 
 	rs := &latchkey.ResourceServer{
-		Resource: lt.MCPResource, AuthorizationServer: e.Issuer, ClientID: lt.MCP, ClientSecret: lt.MCPSecret, Now: e.Clock.Now,
+		Resource: stack.MCPResource, AuthorizationServer: e.Issuer, ClientID: stack.MCP, ClientSecret: stack.MCPSecret, Now: e.Clock.Now,
 	}
 	reached := 0
 	srv := httptest.NewServer(rs.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached++ })))
@@ -349,10 +348,10 @@ func TestDPoPAtTheMCPServer(t *testing.T) {
 	for name, c := range map[string]struct{ scheme, proof, want string }{
 		"as a bearer token": {"Bearer", "", `DPoP algs=`},
 		"without a proof":   {"DPoP", "", `error="invalid_dpop_proof"`},
-		"another key":       {"DPoP", mk(thief, "POST", lt.MCPResource), `error="invalid_token"`},
+		"another key":       {"DPoP", mk(thief, "POST", stack.MCPResource), `error="invalid_token"`},
 		"another URL":       {"DPoP", mk(key, "POST", "https://mcp.example.test/other"), `error="invalid_dpop_proof"`},
-		"another method":    {"DPoP", mk(key, "GET", lt.MCPResource), `error="invalid_dpop_proof"`},
-		"proof without ath": {"DPoP", e.proof(key, "POST", lt.MCPResource, dpop.Claims{}), `error="invalid_dpop_proof"`},
+		"another method":    {"DPoP", mk(key, "GET", stack.MCPResource), `error="invalid_dpop_proof"`},
+		"proof without ath": {"DPoP", e.proof(key, "POST", stack.MCPResource, dpop.Claims{}), `error="invalid_dpop_proof"`},
 	} {
 		if s, ch := call(c.scheme, c.proof); s != http.StatusUnauthorized || !strings.Contains(ch, c.want) {
 			t.Errorf("%s: %d %q, want 401 with %s", name, s, ch, c.want)
@@ -362,14 +361,14 @@ func TestDPoPAtTheMCPServer(t *testing.T) {
 		t.Fatalf("the MCP handler ran %d times for refused requests", reached)
 	}
 	// Verify used on its own, as another middleware would, refuses the bound token too.
-	bearer, _ := http.NewRequest(http.MethodPost, lt.MCPResource, nil)
+	bearer, _ := http.NewRequest(http.MethodPost, stack.MCPResource, nil)
 	bearer.Header.Set("Authorization", "Bearer "+at)
 	for name, req := range map[string]*http.Request{"no request": nil, "as a bearer token": bearer} {
 		if info, err := rs.Verify(t.Context(), at, req); err == nil {
 			t.Errorf("Verify with %s accepted a DPoP-bound token: %+v", name, info)
 		}
 	}
-	good := mk(key, "POST", lt.MCPResource)
+	good := mk(key, "POST", stack.MCPResource)
 	if s, ch := call("DPoP", good); s != http.StatusOK || reached != 1 {
 		t.Fatalf("the holder: %d %q", s, ch)
 	}

@@ -4,15 +4,13 @@ import (
 	"bytes"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/go-logr/logr/funcr"
 
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // TestReturnToIsNeverAnOpenRedirect tries return_to values that browsers would take to another
@@ -81,10 +79,10 @@ func TestReturnToIsNeverAnOpenRedirect(t *testing.T) {
 			t.Errorf("return_to %q resolves to %s", raw, got)
 		}
 	}
-	alice := e.signedIn(ct.AliceEmail)
+	alice := e.signedIn(stack.AliceEmail)
 	for _, raw := range evil {
 		// Signed in: the sign-in page redirects at once.
-		p := alice.Get(e.Issuer + "/sign-in?return_to=" + url.QueryEscape(raw))
+		p := alice.MustGet(e.Issuer + "/sign-in?return_to=" + url.QueryEscape(raw))
 		if p.Status != http.StatusSeeOther {
 			t.Errorf("return_to %q: %d", raw, p.Status)
 			continue
@@ -92,31 +90,34 @@ func TestReturnToIsNeverAnOpenRedirect(t *testing.T) {
 		check(t, raw, p.Header.Get("Location"))
 		// Signed out: the form carries it, and the answer to the form moves on.
 		b := e.Browser()
-		form := b.Get(e.Issuer + "/sign-in?return_to=" + url.QueryEscape(raw))
-		res := signInAt(t, b, form, ct.AliceEmail, ct.AlicePassword)
-		check(t, raw, continueTo(res))
+		form := b.MustGet(e.Issuer + "/sign-in?return_to=" + url.QueryEscape(raw))
+		res := signInAt(t, b, form, stack.AliceEmail, stack.AlicePassword)
+		check(t, raw, res.Continue())
 		// The form field itself, edited.
-		_, f, _ := b.Get(e.Issuer + "/sign-in?prompt=login").Form("Sign in")
+		_, f, _ := b.MustGet(e.Issuer + "/sign-in?prompt=login").Form("Sign in")
 		f.Set("return_to", raw)
-		f.Set("username", ct.AliceEmail)
-		f.Set("password", ct.AlicePassword)
-		check(t, raw, continueTo(b.Post(e.Issuer+"/sign-in", f)))
+		f.Set("username", stack.AliceEmail)
+		f.Set("password", stack.AlicePassword)
+		check(t, raw, b.MustPost(e.Issuer+"/sign-in", f).Continue())
 	}
 }
 
 // TestSignInErrorsAreUniform: an unknown person and a wrong password get the same answer.
 func TestSignInErrorsAreUniform(t *testing.T) {
 	e := newEnv(t)
-	try := func(user, pw string) ct.Page {
+	try := func(user, pw string) stack.Page {
 		b := e.Browser()
-		res := signInAt(t, b, b.Get(e.Issuer+"/sign-in"), user, pw)
+		res := signInAt(t, b, b.MustGet(e.Issuer+"/sign-in"), user, pw)
 		res.Body = strings.ReplaceAll(res.Body, user, "USER")
 		// An error page shows the request's own id, random and different every time.
 		res.Body = strings.ReplaceAll(res.Body, res.Header.Get("X-Request-Id"), "REQUEST-ID")
-		res.Body = regexp.MustCompile(`name="csrf_token" value="[^"]*"`).ReplaceAllString(res.Body, "")
+		// And its form's anti-forgery token, new for every page.
+		if tok := res.Hidden().Get("csrf_token"); tok != "" {
+			res.Body = strings.ReplaceAll(res.Body, tok, "CSRF")
+		}
 		return res
 	}
-	wrong := try(ct.AliceEmail, "not her password")
+	wrong := try(stack.AliceEmail, "not her password")
 	unknown := try("nobody@example.com", "not her password")
 	if wrong.Status != unknown.Status || wrong.Body != unknown.Body {
 		t.Fatalf("wrong password (%d) and unknown person (%d) differ:\n%s\n---\n%s", wrong.Status, unknown.Status, wrong.Text(), unknown.Text())
@@ -130,9 +131,9 @@ func TestSignInErrorsAreUniform(t *testing.T) {
 		}
 	}
 	// The limit counts unknown people like known ones, so it says nothing either.
-	var last [2]ct.Page
+	var last [2]stack.Page
 	for range 12 {
-		last[0] = try(ct.MalloryEmail, "guess")
+		last[0] = try(stack.MalloryEmail, "guess")
 		last[1] = try("ghost@example.com", "guess")
 	}
 	if last[0].Status != last[1].Status || last[0].Body != last[1].Body {
@@ -145,34 +146,34 @@ func TestSignInErrorsAreUniform(t *testing.T) {
 func TestHeadersOnEveryResponse(t *testing.T) {
 	e := newEnv(t)
 	c := e.registerPublic("App", loopback)
-	alice := e.signedIn(ct.AliceEmail)
-	link, _, subject := e.linkFor(ct.AliceEmail)
-	mallory := e.signedIn(ct.MalloryEmail)
+	alice := e.signedIn(stack.AliceEmail)
+	link, _, subject := e.linkFor(stack.AliceEmail)
+	mallory := e.signedIn(stack.MalloryEmail)
 	pk := newPKCE()
-	consent := alice.Get(e.authorizeURL(c.ID, loopback, pk, nil))
+	consent := alice.MustGet(e.authorizeURL(c.ID, loopback, pk, nil))
 	action, f, _ := consentFields(t, consent)
-	codeRedirect := alice.Post(action, f)
+	codeRedirect := alice.MustPost(action, f)
 	tok := e.redeem(c.ID, codeFrom(codeRedirect), loopback, pk.verifier)
-	silent := alice.Get(e.authorizeURL(c.ID, loopback, newPKCE(), nil)) // consent remembered: 302 with a code
-	_, _, authURL := e.connectFromLink(ct.MalloryEmail)
-	cb := e.atGitHub(alice, ct.AliceLogin, authURL)
+	silent := alice.MustGet(e.authorizeURL(c.ID, loopback, newPKCE(), nil)) // consent remembered: 302 with a code
+	_, _, authURL := e.connectFromLink(stack.MalloryEmail)
+	cb := e.atGitHub(alice, stack.AliceLogin, authURL)
 	req, _ := http.NewRequest(http.MethodGet, e.Issuer+"/userinfo", nil)
-	req.Header.Set("Authorization", "Bearer "+tok.String("access_token"))
+	req.Header.Set("Authorization", "Bearer "+tok.Str("access_token"))
 	ui := e.send(req)
 
-	pages := map[string]ct.Page{
-		"sign-in":              e.Browser().Get(e.Issuer + "/sign-in"),
-		"link offer":           alice.Get(link),
-		"wrong-person page":    mallory.Get(link),
-		"404":                  alice.Get(e.Issuer + "/account/services/link/nope"),
+	pages := map[string]stack.Page{
+		"sign-in":              e.Browser().MustGet(e.Issuer + "/sign-in"),
+		"link offer":           alice.MustGet(link),
+		"wrong-person page":    mallory.MustGet(link),
+		"404":                  alice.MustGet(e.Issuer + "/account/services/link/nope"),
 		"consent page":         consent,
-		"account":              alice.Get(e.Issuer + "/account"),
-		"confirmation page":    alice.Get(cb),
+		"account":              alice.MustGet(e.Issuer + "/account"),
+		"confirmation page":    alice.MustGet(cb),
 		"consent answer":       codeRedirect,
 		"remembered consent":   silent,
-		"sign-out page":        alice.Get(e.Issuer + "/sign-out"),
-		"cross-origin refusal": alice.PostFrom(link+"/decline", url.Values{}, "http://127.0.0.3"),
-		"project home":         alice.Get(e.Issuer + "/"),
+		"sign-out page":        alice.MustGet(e.Issuer + "/sign-out"),
+		"cross-origin refusal": alice.MustPostFrom(link+"/decline", url.Values{}, "http://127.0.0.3"),
+		"project home":         alice.MustGet(e.Issuer + "/"),
 	}
 	if codeFrom(codeRedirect) == "" || codeFrom(silent) == "" {
 		t.Fatalf("no code redirects to check: %d %d", codeRedirect.Status, silent.Status)
@@ -193,8 +194,8 @@ func TestHeadersOnEveryResponse(t *testing.T) {
 	apis := map[string]http.Header{
 		"token":         tok.Header,
 		"userinfo":      ui.Header,
-		"introspection": e.postBasic("/introspect", lt.MCP, lt.MCPSecret, url.Values{"token": {tok.String("access_token")}}).Header,
-		"revocation":    e.tokenCall("/revoke", c.ID, "", url.Values{"token": {tok.String("refresh_token")}}).Header,
+		"introspection": e.postBasic("/introspect", stack.MCP, stack.MCPSecret, url.Values{"token": {tok.Str("access_token")}}).Header,
+		"revocation":    e.tokenCall("/revoke", c.ID, "", url.Values{"token": {tok.Str("refresh_token")}}).Header,
 		"exchange":      exchange.Header,
 		"token error":   e.redeem(c.ID, "nope", loopback, pk.verifier).Header,
 	}
@@ -221,7 +222,7 @@ func TestNoSecretsInLogs(t *testing.T) {
 	e := newEnv(t)
 	var mu sync.Mutex
 	var buf bytes.Buffer
-	e.Server.Env().Logger = funcr.New(func(prefix, args string) {
+	e.Server().Env().Logger = funcr.New(func(prefix, args string) {
 		mu.Lock()
 		defer mu.Unlock()
 		buf.WriteString(prefix + " " + args + "\n")
@@ -235,13 +236,13 @@ func TestNoSecretsInLogs(t *testing.T) {
 			}
 		}
 	}
-	keep(ct.AlicePassword, ct.MalloryPassword, lt.AgentSecret, lt.MCPSecret)
+	keep(stack.AlicePassword, stack.MalloryPassword, stack.AgentSecret, stack.MCPSecret)
 
 	// Sign-in, a wrong password, the link, connect, the callback in both browsers, exchange.
 	bad := e.Browser()
-	signInAt(t, bad, bad.Get(e.Issuer+"/sign-in"), ct.AliceEmail, "alice's wrong password guess")
+	signInAt(t, bad, bad.MustGet(e.Issuer+"/sign-in"), stack.AliceEmail, "alice's wrong password guess")
 	keep("alice's wrong password guess")
-	mallory, _, authURL := e.connectFromLink(ct.MalloryEmail)
+	mallory, _, authURL := e.connectFromLink(stack.MalloryEmail)
 	for _, ck := range mallory.Jar.Cookies(mustURL(e.Issuer + "/")) {
 		keep(ck.Value)
 	}
@@ -251,28 +252,28 @@ func TestNoSecretsInLogs(t *testing.T) {
 	// The forwarded address in a browser signed in as nobody, which is offered confirmation (a
 	// browser signed in as Alice would end Mallory's attempt).
 	victim := e.Browser()
-	cb := e.atGitHub(victim, ct.AliceLogin, authURL)
+	cb := e.atGitHub(victim, stack.AliceLogin, authURL)
 	cbu, _ := url.Parse(cb)
 	keep(cbu.Query().Get("code"))
-	confirm := victim.Get(cb)
+	confirm := victim.MustGet(cb)
 	_, cf, _ := confirm.Form("Finish connecting")
 	keep(cf.Get("confirm_token"))
 	victim.Post(e.CallbackURL, url.Values{"code": {"x"}, "state": {cbu.Query().Get("state")}, "confirm_token": {"wrong-token-value"}})
-	alice := e.signedIn(ct.AliceEmail)
-	mcb := e.atGitHub(mallory, ct.MalloryLogin, authURL)
+	alice := e.signedIn(stack.AliceEmail)
+	mcb := e.atGitHub(mallory, stack.MalloryLogin, authURL)
 	keep(must(url.Parse(mcb)).Query().Get("code"))
-	if res := mallory.Get(mcb); !strings.Contains(res.Text(), "is now connected") {
+	if res := mallory.MustGet(mcb); !strings.Contains(res.Text(), "is now connected") {
 		t.Fatalf("Mallory's callback: %s", res.Text())
 	}
-	subject := e.AccessToken(ct.MalloryEmail, lt.Agent)
+	subject := e.AccessToken(stack.MalloryEmail, stack.Agent)
 	keep(subject)
 	got := e.AgentExchange(subject)
-	keep(got.String("access_token"))
-	link, refusal, _ := e.linkFor(ct.AliceEmail)
-	keep(strings.TrimPrefix(link, "/team/demo/account/services/link/"), refusal.String("connect_uri"))
+	keep(got.Str("access_token"))
+	link, refusal, _ := e.linkFor(stack.AliceEmail)
+	keep(strings.TrimPrefix(link, "/team/demo/account/services/link/"), refusal.Str("connect_uri"))
 	alice.Get(link)
 	mallory.Get(link) // wrong person: an audit record and a log line
-	_, lf, _ := alice.Get(link).Form("Decline")
+	_, lf, _ := alice.MustGet(link).Form("Decline")
 	keep(lf.Get("csrf_token"))
 	for _, ck := range alice.Jar.Cookies(mustURL(e.Issuer + "/")) {
 		keep(ck.Value)
@@ -290,17 +291,17 @@ func TestNoSecretsInLogs(t *testing.T) {
 	code := codeFrom(p)
 	keep(code, pk.verifier)
 	tok := e.tokenCall("/token", id, sec, url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {loopback}, "code_verifier": {pk.verifier}})
-	keep(tok.String("access_token"), tok.String("refresh_token"))
-	r1 := e.tokenCall("/token", id, sec, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok.String("refresh_token")}})
+	keep(tok.Str("access_token"), tok.Str("refresh_token"))
+	r1 := e.tokenCall("/token", id, sec, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok.Str("refresh_token")}})
 	if r1.Status != http.StatusOK {
 		t.Fatalf("refresh: %d %s", r1.Status, r1.Raw)
 	}
-	keep(r1.String("access_token"), r1.String("refresh_token"))
+	keep(r1.Str("access_token"), r1.Str("refresh_token"))
 	e.tokenCall("/token", id, sec, url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {loopback}, "code_verifier": {pk.verifier}})
 	e.tokenCall("/token", id, "wrong-client-secret-value", url.Values{"grant_type": {"client_credentials"}})
 	keep("wrong-client-secret-value")
-	e.tokenCall("/revoke", id, sec, url.Values{"token": {r1.String("refresh_token")}})
-	e.postBasic("/introspect", lt.MCP, lt.MCPSecret, url.Values{"token": {r1.String("access_token")}})
+	e.tokenCall("/revoke", id, sec, url.Values{"token": {r1.Str("refresh_token")}})
+	e.postBasic("/introspect", stack.MCP, stack.MCPSecret, url.Values{"token": {r1.Str("access_token")}})
 	req, _ := http.NewRequest(http.MethodGet, e.Issuer+"/register/"+id, nil)
 	req.Header.Set("Authorization", "Bearer "+rat)
 	e.send(req)

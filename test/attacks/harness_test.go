@@ -5,7 +5,7 @@
 // and by third-party clients. Every test asserts that an attack is refused, what each person sees,
 // and what ends up stored.
 //
-// The installation is the one webhook/links/linktest runs: the real server, a real SQLite file,
+// The installation is test/stack with the connect-link stories (Options.Links): the real server, a real SQLite file,
 // the fake GitHub on its own listener, an injected clock, Alice and Mallory.
 package attacks
 
@@ -14,20 +14,18 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"html"
 	"io"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook/links"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
 )
 
 // Texts people read; a test that looks for them fails when the wording that protects people
@@ -46,48 +44,48 @@ const (
 
 // env is one installation under attack.
 type env struct {
-	*lt.Harness
+	*stack.Stack
 	t *testing.T
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	return &env{Harness: lt.New(t, lt.Options{}), t: t}
+	return &env{Stack: stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour}), t: t}
 }
 
 func newEnvOn(t *testing.T, latchkeyHost, githubHost string) *env {
 	t.Helper()
-	return &env{Harness: lt.New(t, lt.Options{LatchkeyHost: latchkeyHost, GitHubHost: githubHost}), t: t}
+	return &env{Stack: stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour, FrontHost: latchkeyHost, GitHubHost: githubHost}), t: t}
 }
 
 // project returns the project as the server sees it now.
 func (e *env) project() *config.Project {
-	return e.Holder.Load().Project(ct.ProjectKey)
+	return e.Holder().Load().Project(stack.ProjectKey)
 }
 
 // update publishes a changed copy of the project, as the controller would after an edit.
 func (e *env) update(fn func(p *config.Project)) {
 	e.t.Helper()
-	old := e.Holder.Load()
+	old := e.Holder().Load()
 	snap := &config.Snapshot{Projects: map[string]*config.Project{}, Version: old.Version + 1}
 	for k, p := range old.Projects {
 		snap.Projects[k] = p
 	}
-	cp := *old.Projects[ct.ProjectKey]
+	cp := *old.Projects[stack.ProjectKey]
 	fn(&cp)
-	snap.Projects[ct.ProjectKey] = &cp
-	e.Holder.Store(snap)
+	snap.Projects[stack.ProjectKey] = &cp
+	e.Holder().Store(snap)
 }
 
 // addOtherProject publishes a second project, team/other, on the same server, with the same
 // people and its own GitHub connector (same audience), and returns its issuer.
 func (e *env) addOtherProject() string {
 	e.t.Helper()
-	old := e.Holder.Load()
-	demo := old.Projects[ct.ProjectKey]
+	old := e.Holder().Load()
+	demo := old.Projects[stack.ProjectKey]
 	other := *demo
 	other.Key, other.Name, other.DisplayName = "team/other", "other", "Other Team"
-	other.Issuer = e.Latchkey.URL + "/team/other"
+	other.Issuer = e.Front.URL + "/team/other"
 	conn := *e.Connector
 	conn.Key, conn.Namespace, conn.CallbackURL = "team/github", "team", other.Issuer+config.CallbackPath("team", "github")
 	other.Connectors = map[string]*config.Connector{conn.Key: &conn}
@@ -103,7 +101,7 @@ func (e *env) addOtherProject() string {
 		snap.Projects[k] = p
 	}
 	snap.Projects[other.Key] = &other
-	e.Holder.Store(snap)
+	e.Holder().Store(snap)
 	return other.Issuer
 }
 
@@ -111,57 +109,41 @@ func (e *env) addOtherProject() string {
 // People and their browsers
 
 // signedIn returns a new browser signed in as email.
-func (e *env) signedIn(email string) *ct.Browser {
+func (e *env) signedIn(email string) *stack.Browser {
 	e.t.Helper()
 	b := e.Browser()
-	b.SignIn(email, password(email))
+	b.MustSignIn(email, password(email))
 	return b
 }
 
 // signOut signs b out of the project through its sign-out page.
-func (e *env) signOut(b *ct.Browser) {
+func (e *env) signOut(b *stack.Browser) {
 	e.t.Helper()
-	action, f, ok := b.Get(e.Issuer + "/sign-out").Form("Sign out")
+	action, f, ok := b.MustGet(e.Issuer + "/sign-out").Form("Sign out")
 	if !ok {
 		e.t.Fatal("no Sign out button")
 	}
-	b.Post(action, f)
-	if _, _, ok := b.Get(e.Issuer + "/sign-out").Form("Sign out"); ok {
+	b.MustPost(action, f)
+	if _, _, ok := b.MustGet(e.Issuer + "/sign-out").Form("Sign out"); ok {
 		e.t.Fatal("still signed in after signing out")
 	}
 }
 
 func password(email string) string {
 	switch email {
-	case ct.AliceEmail:
-		return ct.AlicePassword
-	case ct.MalloryEmail:
-		return ct.MalloryPassword
+	case stack.AliceEmail:
+		return stack.AlicePassword
+	case stack.MalloryEmail:
+		return stack.MalloryPassword
 	}
 	return "no such password"
 }
 
-// signInAt answers a sign-in page (the form) as email and returns the page after the POST.
-func signInAt(t *testing.T, b *ct.Browser, form ct.Page, email, pw string) ct.Page {
+// signInAt answers a sign-in page (the form) as email, filling in its Email and Password
+// fields, and returns the page after the POST.
+func signInAt(t *testing.T, b *stack.Browser, form stack.Page, email, pw string) stack.Page {
 	t.Helper()
-	action, fields, ok := form.Form("Sign in")
-	if !ok {
-		t.Fatalf("not a sign-in page: %d %s", form.Status, form.Text())
-	}
-	fields.Set("username", email)
-	fields.Set("password", pw)
-	return b.Post(action, fields)
-}
-
-var reContinue = regexp.MustCompile(`<meta http-equiv="refresh" content="0; url=([^"]+)">`)
-
-// continueTo is where a "You are signed in" page sends the browser on ("" when nowhere).
-func continueTo(p ct.Page) string {
-	m := reContinue.FindStringSubmatch(p.Body)
-	if m == nil {
-		return ""
-	}
-	return html.UnescapeString(m[1])
+	return b.MustFillSignIn(form, email, pw)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -169,14 +151,14 @@ func continueTo(p ct.Page) string {
 
 // linkFor makes a connect link for email's Repo Helper, as the token exchange would, and
 // returns the link's path on Latchkey and the refusal.
-func (e *env) linkFor(email string) (path string, refusal lt.Answer, subject string) {
+func (e *env) linkFor(email string) (path string, refusal stack.Answer, subject string) {
 	e.t.Helper()
-	subject = e.AccessToken(email, lt.Agent)
+	subject = e.AccessToken(email, stack.Agent)
 	refusal = e.AgentExchange(subject)
-	if refusal.Status != http.StatusBadRequest || refusal.String("connect_uri") == "" {
+	if refusal.Status != http.StatusBadRequest || refusal.Str("connect_uri") == "" {
 		e.t.Fatalf("exchange for %s: %d %s", email, refusal.Status, refusal.Raw)
 	}
-	return e.LinkPath(refusal.String("connect_uri")), refusal, subject
+	return e.LinkPath(refusal.Str("connect_uri")), refusal, subject
 }
 
 // stored counts what a link could have changed.
@@ -194,7 +176,7 @@ func (e *env) assertNothingStored(what string) {
 // linkState reads a link's state straight from the store.
 func (e *env) linkState(connectID string) store.LinkState {
 	e.t.Helper()
-	l, err := e.Store.GetLink(context.Background(), connectID)
+	l, err := e.Store().GetLink(context.Background(), connectID)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -260,25 +242,21 @@ func (e *env) authorizeURL(clientID, redirect string, pk pkce, extra url.Values)
 	return e.Issuer + "/authorize?" + q.Encode()
 }
 
-var reConfirmBox = regexp.MustCompile(`name="confirm_destination" value="([^"]*)"`)
-
-// consentFields are the consent page's form fields with decision=allow, and the tick box's
-// value when the page has one.
-func consentFields(t *testing.T, p ct.Page) (action string, f url.Values, box string) {
+// consentFields are the consent page's form fields with decision=allow, and the value of the
+// box confirming where access goes when the page has one.
+func consentFields(t *testing.T, p stack.Page) (action string, f url.Values, box string) {
 	t.Helper()
-	action, f, ok := p.Form("Allow")
+	form, ok := p.FindForm("Allow")
 	if !ok {
 		t.Fatalf("no consent form: %d %s", p.Status, p.Text())
 	}
-	f.Set("decision", "allow")
-	if m := reConfirmBox.FindStringSubmatch(p.Body); m != nil {
-		box = html.UnescapeString(m[1])
-	}
-	return action, f, box
+	form.Fields.Set("decision", "allow")
+	box, _ = p.CheckboxValue(tickBoxText)
+	return form.Action, form.Fields, box
 }
 
 // codeFrom returns the code of a redirect to the client, or "".
-func codeFrom(p ct.Page) string {
+func codeFrom(p stack.Page) string {
 	if p.Status < 300 || p.Status > 399 {
 		return ""
 	}
@@ -292,22 +270,22 @@ func codeFrom(p ct.Page) string {
 // authorizeAs runs the browser side of an authorization request for a signed-in browser:
 // Allow on the consent page, ticking the box when there is one. It returns the redirect to the
 // client and whether the consent page was shown.
-func (e *env) authorizeAs(b *ct.Browser, authURL string) (ct.Page, bool) {
+func (e *env) authorizeAs(b *stack.Browser, authURL string) (stack.Page, bool) {
 	e.t.Helper()
-	p := b.Get(authURL)
+	p := b.MustGet(authURL)
 	if p.Status == http.StatusOK && strings.Contains(p.Body, "Where access goes") {
 		action, f, box := consentFields(e.t, p)
 		if box != "" {
 			f.Set("confirm_destination", box)
 		}
-		return b.Post(action, f), true
+		return b.MustPost(action, f), true
 	}
 	return p, false
 }
 
 // tokenCall posts a form to an endpoint under the issuer, with Basic authentication when
 // clientSecret is set and client_id in the form otherwise.
-func (e *env) tokenCall(path, clientID, clientSecret string, form url.Values) lt.Answer {
+func (e *env) tokenCall(path, clientID, clientSecret string, form url.Values) stack.Answer {
 	e.t.Helper()
 	if clientSecret != "" {
 		return e.postBasic(path, clientID, clientSecret, form)
@@ -316,7 +294,7 @@ func (e *env) tokenCall(path, clientID, clientSecret string, form url.Values) lt
 	return e.postBasic(path, "", "", form)
 }
 
-func (e *env) postBasic(path, user, pass string, form url.Values) lt.Answer {
+func (e *env) postBasic(path, user, pass string, form url.Values) stack.Answer {
 	e.t.Helper()
 	req, err := http.NewRequest(http.MethodPost, e.Issuer+path, strings.NewReader(form.Encode()))
 	if err != nil {
@@ -329,7 +307,7 @@ func (e *env) postBasic(path, user, pass string, form url.Values) lt.Answer {
 	return e.send(req)
 }
 
-func (e *env) send(req *http.Request) lt.Answer {
+func (e *env) send(req *http.Request) stack.Answer {
 	e.t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -337,20 +315,20 @@ func (e *env) send(req *http.Request) lt.Answer {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	a := lt.Answer{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
+	a := stack.Answer{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
 	json.Unmarshal(raw, &a.Body)
 	return a
 }
 
 // redeem exchanges a code at the token endpoint as a public client.
-func (e *env) redeem(clientID, code, redirect, verifier string) lt.Answer {
+func (e *env) redeem(clientID, code, redirect, verifier string) stack.Answer {
 	e.t.Helper()
 	return e.tokenCall("/token", clientID, "", url.Values{
 		"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {redirect}, "code_verifier": {verifier},
 	})
 }
 
-func (e *env) refresh(clientID, rt string) lt.Answer {
+func (e *env) refresh(clientID, rt string) stack.Answer {
 	e.t.Helper()
 	return e.tokenCall("/token", clientID, "", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
 }
@@ -358,7 +336,7 @@ func (e *env) refresh(clientID, rt string) lt.Answer {
 // active asks introspection, as the MCP server (a declared confidential client) would.
 func (e *env) active(tok string) bool {
 	e.t.Helper()
-	a := e.postBasic("/introspect", lt.MCP, lt.MCPSecret, url.Values{"token": {tok}})
+	a := e.postBasic("/introspect", stack.MCP, stack.MCPSecret, url.Values{"token": {tok}})
 	if a.Status != http.StatusOK {
 		e.t.Fatalf("introspection: %d %s", a.Status, a.Raw)
 	}
@@ -367,7 +345,7 @@ func (e *env) active(tok string) bool {
 
 // codeFlow runs a whole authorization code flow for a public client in browser b and returns
 // the token response.
-func (e *env) codeFlow(b *ct.Browser, clientID, redirect string) lt.Answer {
+func (e *env) codeFlow(b *stack.Browser, clientID, redirect string) stack.Answer {
 	e.t.Helper()
 	pk := newPKCE()
 	p, _ := e.authorizeAs(b, e.authorizeURL(clientID, redirect, pk, nil))
@@ -383,7 +361,7 @@ func (e *env) codeFlow(b *ct.Browser, clientID, redirect string) lt.Answer {
 }
 
 // noLinkIn fails when a token endpoint answer carries a connect link.
-func noLinkIn(t *testing.T, what string, a lt.Answer) {
+func noLinkIn(t *testing.T, what string, a stack.Answer) {
 	t.Helper()
 	for _, k := range []string{"connect_uri", "connect_id", "reason", "access_token"} {
 		if _, ok := a.Body[k]; ok {

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"latchkey.dev/latchkey/internal/testbrowser"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // TestConsentLogoNotFetchedInChromium: in alice's real browser, the consent page of a client
@@ -27,7 +27,7 @@ func TestConsentLogoNotFetchedInChromium(t *testing.T) {
 	id, _ := out["client_id"].(string)
 
 	alice := newProfile(t, "alice's browser")
-	alice.signIn(e.Issuer, ct.AliceEmail, ct.AlicePassword)
+	alice.signIn(e.Issuer, stack.AliceEmail, stack.AlicePassword)
 	stop := alice.recordRequests()
 	alice.Open(e.authorizeURL(id, loopback, newPKCE(), url.Values{"prompt": {"consent"}}))
 	alice.WaitFor("Where access goes")

@@ -9,14 +9,13 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook/consent"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
 )
 
 // push sends an authorization request to the pushed authorization request endpoint as a public
 // client (client_id in the form) or, with a secret, with Basic authentication.
-func (e *env) push(clientID, clientSecret string, params url.Values) lt.Answer {
+func (e *env) push(clientID, clientSecret string, params url.Values) stack.Answer {
 	e.t.Helper()
 	return e.tokenCall("/par", clientID, clientSecret, params)
 }
@@ -39,16 +38,16 @@ func TestPushedAuthorizationRequests(t *testing.T) {
 	e := newEnv(t)
 	c := e.registerPublic("Claude Desktop", loopback)
 	other := e.registerPublic("Other app", loopback)
-	alice := e.signedIn(ct.AliceEmail)
+	alice := e.signedIn(stack.AliceEmail)
 
 	pk := newPKCE()
 	a := e.push(c.ID, "", pushParams(loopback, pk))
-	uri := a.String("request_uri")
+	uri := a.Str("request_uri")
 	if a.Status != http.StatusCreated || !strings.HasPrefix(uri, "urn:ietf:params:oauth:request_uri:") || a.Body["expires_in"] != float64(60) {
 		t.Fatalf("push: %d %s", a.Status, a.Raw)
 	}
 	// Another client's id with this request_uri gets nothing, and does not spend it.
-	if p := alice.Get(e.authorizeWith(other.ID, uri)); p.Status != http.StatusBadRequest || !strings.Contains(p.Text(), expiredRequestText) || p.Location() != "" {
+	if p := alice.MustGet(e.authorizeWith(other.ID, uri)); p.Status != http.StatusBadRequest || !strings.Contains(p.Text(), expiredRequestText) || p.Location() != "" {
 		t.Fatalf("request_uri under another client_id: %d %q %s", p.Status, p.Location(), p.Text())
 	}
 	p, _ := e.authorizeAs(alice, e.authorizeWith(c.ID, uri))
@@ -59,18 +58,18 @@ func TestPushedAuthorizationRequests(t *testing.T) {
 	if r := e.redeem(c.ID, code, loopback, pk.verifier); r.Status != http.StatusOK {
 		t.Fatalf("redeeming: %d %s", r.Status, r.Raw)
 	}
-	if p := alice.Get(e.authorizeWith(c.ID, uri)); p.Status != http.StatusBadRequest || !strings.Contains(p.Text(), expiredRequestText) {
+	if p := alice.MustGet(e.authorizeWith(c.ID, uri)); p.Status != http.StatusBadRequest || !strings.Contains(p.Text(), expiredRequestText) {
 		t.Errorf("request_uri used twice: %d %q %s", p.Status, p.Location(), p.Text())
 	}
 
-	late := e.push(c.ID, "", pushParams(loopback, newPKCE())).String("request_uri")
+	late := e.push(c.ID, "", pushParams(loopback, newPKCE())).Str("request_uri")
 	e.Clock.Advance(61 * time.Second)
-	if p := alice.Get(e.authorizeWith(c.ID, late)); p.Status != http.StatusBadRequest || !strings.Contains(p.Text(), expiredRequestText) {
+	if p := alice.MustGet(e.authorizeWith(c.ID, late)); p.Status != http.StatusBadRequest || !strings.Contains(p.Text(), expiredRequestText) {
 		t.Errorf("expired request_uri: %d %q %s", p.Status, p.Location(), p.Text())
 	}
 
 	t.Run("pushing checks what /authorize checks", func(t *testing.T) {
-		if r := e.push(c.ID, "", pushParams("https://evil.example/cb", newPKCE())); r.Status != http.StatusBadRequest || r.String("error") != "invalid_request" {
+		if r := e.push(c.ID, "", pushParams("https://evil.example/cb", newPKCE())); r.Status != http.StatusBadRequest || r.Str("error") != "invalid_request" {
 			t.Errorf("unregistered redirect_uri: %d %s", r.Status, r.Raw)
 		}
 		if r := e.push(c.ID, "", url.Values{"response_type": {"code"}, "redirect_uri": {loopback}}); r.Status != http.StatusBadRequest {
@@ -80,10 +79,10 @@ func TestPushedAuthorizationRequests(t *testing.T) {
 			t.Errorf("a request_uri pushed: %d %s", r.Status, r.Raw)
 		}
 		// A confidential client authenticates as at the token endpoint.
-		if r := e.push(lt.Agent, "wrong", pushParams("http://127.0.0.1/cb", newPKCE())); r.Status != http.StatusUnauthorized {
+		if r := e.push(stack.Agent, "wrong", pushParams("http://127.0.0.1/cb", newPKCE())); r.Status != http.StatusUnauthorized {
 			t.Errorf("wrong secret: %d %s", r.Status, r.Raw)
 		}
-		if r := e.push(lt.Agent, lt.AgentSecret, pushParams("http://127.0.0.1/cb", newPKCE())); r.Status != http.StatusCreated {
+		if r := e.push(stack.Agent, stack.AgentSecret, pushParams("http://127.0.0.1/cb", newPKCE())); r.Status != http.StatusCreated {
 			t.Errorf("confidential client: %d %s", r.Status, r.Raw)
 		}
 	})
@@ -93,7 +92,7 @@ func TestPushedAuthorizationRequests(t *testing.T) {
 		e.update(func(p *config.Project) { p.Redirects.OnlyRecognisedApps = true })
 		defer e.update(func(p *config.Project) { p.Redirects.OnlyRecognisedApps = false })
 		r := e.push(web.ID, "", pushParams("https://app.example/cb", newPKCE()))
-		if r.Status != http.StatusBadRequest || !strings.Contains(r.String("error_description"), policyRefusal) {
+		if r.Status != http.StatusBadRequest || !strings.Contains(r.Str("error_description"), policyRefusal) {
 			t.Fatalf("pushed with a redirect the policy refuses: %d %s", r.Status, r.Raw)
 		}
 	})
@@ -107,7 +106,7 @@ func TestPushedAuthorizationRequests(t *testing.T) {
 			t.Fatalf("registering: %d %v", status, out)
 		}
 		id, _ := out["client_id"].(string)
-		p := alice.Get(e.authorizeURL(id, loopback, newPKCE(), nil))
+		p := alice.MustGet(e.authorizeURL(id, loopback, newPKCE(), nil))
 		if loc, _ := url.Parse(p.Location()); loc == nil || loc.Query().Get("error") != "invalid_request" {
 			t.Fatalf("a request that was not pushed: %d %q", p.Status, p.Location())
 		}
@@ -120,7 +119,7 @@ func TestPushedAuthorizationRequests(t *testing.T) {
 		if md.Body["require_pushed_authorization_requests"] != true || md.Body["pushed_authorization_request_endpoint"] != e.Issuer+"/par" {
 			t.Errorf("metadata: %s", md.Raw)
 		}
-		p := alice.Get(e.authorizeURL(c.ID, loopback, newPKCE(), nil))
+		p := alice.MustGet(e.authorizeURL(c.ID, loopback, newPKCE(), nil))
 		if loc, _ := url.Parse(p.Location()); loc == nil || loc.Query().Get("error") != "invalid_request" || codeFrom(p) != "" {
 			t.Fatalf("a request that was not pushed: %d %q", p.Status, p.Location())
 		}
@@ -129,37 +128,37 @@ func TestPushedAuthorizationRequests(t *testing.T) {
 		pk := newPKCE()
 		params := pushParams(loopback, pk)
 		params.Set("prompt", "consent")
-		uri := e.push(c.ID, "", params).String("request_uri")
-		page := alice.Get(e.authorizeWith(c.ID, uri))
+		uri := e.push(c.ID, "", params).Str("request_uri")
+		page := alice.MustGet(e.authorizeWith(c.ID, uri))
 		action, f, _ := consentFields(t, page)
 		if f.Get("pushed") == "" {
 			t.Fatalf("the consent form does not carry the pushed request's seal: %v", f)
 		}
 		f.Set("scope", "openid email")
-		if d := alice.Post(action, f); codeFrom(d) != "" {
+		if d := alice.MustPost(action, f); codeFrom(d) != "" {
 			t.Fatalf("a pushed request changed after pushing got a code: %s", d.Location())
 		}
 		seal := f.Get("pushed")
 		f.Set("pushed", "forged."+secret.NewID())
 		f.Set("scope", "openid")
-		if d := alice.Post(action, f); codeFrom(d) != "" {
+		if d := alice.MustPost(action, f); codeFrom(d) != "" {
 			t.Fatalf("a forged seal got a code: %s", d.Location())
 		}
 		// Someone who must sign in first still finishes the pushed request.
 		pk2 := newPKCE()
-		uri2 := e.push(c.ID, "", pushParams(loopback, pk2)).String("request_uri")
+		uri2 := e.push(c.ID, "", pushParams(loopback, pk2)).Str("request_uri")
 		fresh := e.Browser()
-		signInPage := fresh.Follow(fresh.Get(e.authorizeWith(c.ID, uri2)))
-		next := continueTo(signInAt(t, fresh, signInPage, ct.AliceEmail, ct.AlicePassword))
+		signInPage := fresh.MustFollow(fresh.MustGet(e.authorizeWith(c.ID, uri2)))
+		next := signInAt(t, fresh, signInPage, stack.AliceEmail, stack.AlicePassword).Continue()
 		if next == "" {
 			t.Fatalf("no way back from sign-in: %s", signInPage.Text())
 		}
-		if r := e.redeem(c.ID, codeFrom(fresh.Get(next)), loopback, pk2.verifier); r.Status != http.StatusOK {
+		if r := e.redeem(c.ID, codeFrom(fresh.MustGet(next)), loopback, pk2.verifier); r.Status != http.StatusOK {
 			t.Fatalf("after signing in: redeeming: %d %s", r.Status, r.Raw)
 		}
 		// As pushed, the request goes through.
 		f.Set("pushed", seal)
-		d := alice.Post(action, f)
+		d := alice.MustPost(action, f)
 		if r := e.redeem(c.ID, codeFrom(d), loopback, pk.verifier); r.Status != http.StatusOK {
 			t.Fatalf("the pushed request as pushed: %s; redeeming: %d %s", d.Location(), r.Status, r.Raw)
 		}

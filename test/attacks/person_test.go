@@ -10,8 +10,8 @@ import (
 
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/testbrowser"
+	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook/callback"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
 	"latchkey.dev/latchkey/webhook/signin"
 )
 
@@ -27,7 +27,7 @@ const (
 func (e *env) startAtGitHub(b *profile, fromLink bool, link string) string {
 	e.t.Helper()
 	if fromLink {
-		b.Open(e.Latchkey.URL + link)
+		b.Open(e.Front.URL + link)
 		b.WaitFor("Connect your GitHub account and let Repo Helper use it.")
 	} else {
 		b.Open(e.Issuer + "/account")
@@ -49,7 +49,7 @@ func (e *env) approveAtGitHub(b *profile, loc, login, password, want string) str
 	b.WaitFor("Sign in to GitHub")
 	b.Fill("login", login)
 	b.Fill("password", password)
-	approved := e.GitHub.Approved(login, ct.ClientID)
+	approved := e.GitHub.Approved(login, stack.GitHubClientID)
 	b.Press("Sign in")
 	if !approved {
 		b.WaitFor("Authorize")
@@ -86,7 +86,7 @@ func (e *env) signInOver(b *profile, email, password string) {
 func (e *env) aliceHasNothing(what, linkID, subject string) {
 	e.t.Helper()
 	if n := e.CountRows("connections") + e.CountRows("agent_permissions"); n != 0 {
-		for _, c := range e.Connections(ct.AliceEmail) {
+		for _, c := range e.Connections(stack.AliceEmail) {
 			e.t.Errorf("%s: Alice's connection holds the GitHub account %s", what, c.AccountName)
 		}
 		e.t.Fatalf("%s: %d connections or permissions stored", what, n)
@@ -116,8 +116,8 @@ func TestAnotherPersonFinishesInTheSameBrowserInChromium(t *testing.T) {
 	for _, from := range []string{"connect link", "account page"} {
 		t.Run(from, func(t *testing.T) {
 			e := newEnvOn(t, "127.0.0.1", "127.0.0.2")
-			link, refusal, subject := e.linkFor(ct.AliceEmail)
-			linkID := refusal.String("connect_id")
+			link, refusal, subject := e.linkFor(stack.AliceEmail)
+			linkID := refusal.Str("connect_id")
 			fromLink := from == "connect link"
 			if !fromLink {
 				linkID = "" // the link is not what this attempt is about
@@ -125,17 +125,17 @@ func TestAnotherPersonFinishesInTheSameBrowserInChromium(t *testing.T) {
 			browser := newProfile(t, "the shared browser")
 
 			// Alice signs out before Mallory signs in: the attempt ends with the sign-out.
-			browser.signIn(e.Issuer, ct.AliceEmail, ct.AlicePassword)
+			browser.signIn(e.Issuer, stack.AliceEmail, stack.AlicePassword)
 			loc := e.startAtGitHub(browser, fromLink, link)
 			e.signOutOf(browser)
 			if n := e.CountRows("callback_states"); n != 0 {
 				t.Errorf("%d state rows after Alice signed out; signing out ends her attempts", n)
 			}
-			if cs := browser.Cookies(e.CallbackURL); countNamed(cs, callback.CookieName(e.Server.Env())) != 0 {
+			if cs := browser.Cookies(e.CallbackURL); countNamed(cs, callback.CookieName(e.Server().Env())) != 0 {
 				t.Error("the binding cookie outlived the sign-out")
 			}
-			browser.signIn(e.Issuer, ct.MalloryEmail, ct.MalloryPassword)
-			text := e.approveAtGitHub(browser, loc, ct.MalloryLogin, ct.MalloryPassword, "This connection cannot be finished")
+			browser.signIn(e.Issuer, stack.MalloryEmail, stack.MalloryPassword)
+			text := e.approveAtGitHub(browser, loc, stack.MalloryLogin, stack.MalloryPassword, "This connection cannot be finished")
 			if !strings.Contains(text, expiredText) {
 				t.Errorf("Mallory sees:\n%s", text)
 			}
@@ -144,10 +144,10 @@ func TestAnotherPersonFinishesInTheSameBrowserInChromium(t *testing.T) {
 			// Mallory signs in over Alice's session instead: the attempt and its cookie are
 			// alive, and the callback itself refuses.
 			e.forgetGitHub(browser)
-			e.signInOver(browser, ct.AliceEmail, ct.AlicePassword)
+			e.signInOver(browser, stack.AliceEmail, stack.AlicePassword)
 			loc = e.startAtGitHub(browser, fromLink, link)
-			e.signInOver(browser, ct.MalloryEmail, ct.MalloryPassword)
-			text = e.approveAtGitHub(browser, loc, ct.MalloryLogin, ct.MalloryPassword, notYoursHeading)
+			e.signInOver(browser, stack.MalloryEmail, stack.MalloryPassword)
+			text = e.approveAtGitHub(browser, loc, stack.MalloryLogin, stack.MalloryPassword, notYoursHeading)
 			if want := "This GitHub connection was started by the account a***@example.com, not by the account you are signed in with. It is not yours to finish. Nothing was saved, and this connection attempt has ended."; !strings.Contains(cbLine(text), want) {
 				t.Errorf("Mallory sees:\n%s\nwant:\n%s", text, want)
 			}
@@ -164,7 +164,7 @@ func TestAnotherPersonFinishesInTheSameBrowserInChromium(t *testing.T) {
 					wrong = append(wrong, r)
 				}
 			}
-			alice, mallory := e.PersonID(ct.AliceEmail), e.PersonID(ct.MalloryEmail)
+			alice, mallory := e.PersonID(stack.AliceEmail), e.PersonID(stack.MalloryEmail)
 			if len(wrong) != 1 || wrong[0].Details["owner"] != alice || wrong[0].Details["signed_in"] != mallory || wrong[0].Details["browser"] != "same" {
 				t.Errorf("connection.wrong_person records: %+v", wrong)
 			}
@@ -184,14 +184,14 @@ func TestAnotherPersonFinishesInTheSameBrowserInChromium(t *testing.T) {
 func TestSignedOutCallbackInChromium(t *testing.T) {
 	testbrowser.Chromium(t)
 	e := newEnvOn(t, "127.0.0.1", "127.0.0.2")
-	link, refusal, subject := e.linkFor(ct.AliceEmail)
-	linkID := refusal.String("connect_id")
+	link, refusal, subject := e.linkFor(stack.AliceEmail)
+	linkID := refusal.Str("connect_id")
 	browser := newProfile(t, "alice's browser")
 
-	browser.signIn(e.Issuer, ct.AliceEmail, ct.AlicePassword)
+	browser.signIn(e.Issuer, stack.AliceEmail, stack.AlicePassword)
 	loc := e.startAtGitHub(browser, true, link)
 	e.signOutOf(browser)
-	text := e.approveAtGitHub(browser, loc, ct.AliceLogin, ct.AlicePassword, "This connection cannot be finished")
+	text := e.approveAtGitHub(browser, loc, stack.AliceLogin, stack.AlicePassword, "This connection cannot be finished")
 	if !strings.Contains(text, expiredText) {
 		t.Errorf("after signing out, the callback says:\n%s", text)
 	}
@@ -200,20 +200,20 @@ func TestSignedOutCallbackInChromium(t *testing.T) {
 	// The session ends without a sign-out (it expired, or its cookie was cleared) while Alice
 	// is at GitHub.
 	e.forgetGitHub(browser)
-	browser.signIn(e.Issuer, ct.AliceEmail, ct.AlicePassword)
+	browser.signIn(e.Issuer, stack.AliceEmail, stack.AlicePassword)
 	loc = e.startAtGitHub(browser, true, link)
-	session := signin.CookieName(e.Server.Env(), e.project(), "session")
+	session := signin.CookieName(e.Server().Env(), e.project(), "session")
 	if _, err := chromedp.Call(browser.Ctx, network.DeleteCookies, network.DeleteCookiesParams{Name: session, URL: e.Issuer + "/"}); err != nil {
 		t.Fatal(err)
 	}
 	// GitHub remembers the approval and sends her straight back.
 	browser.Open(loc)
 	browser.WaitFor("Sign in to GitHub")
-	browser.Fill("login", ct.AliceLogin)
-	browser.Fill("password", ct.AlicePassword)
+	browser.Fill("login", stack.AliceLogin)
+	browser.Fill("password", stack.AlicePassword)
 	browser.Press("Sign in")
 	text = browser.WaitFor(signInToFinish)
-	if strings.Contains(text, "Finish connecting") || strings.Contains(text, ct.AliceEmail) {
+	if strings.Contains(text, "Finish connecting") || strings.Contains(text, stack.AliceEmail) {
 		t.Errorf("signed out at the callback, Alice sees:\n%s", text)
 	}
 	e.aliceHasNothing("before signing in", linkID, subject)
@@ -222,11 +222,11 @@ func TestSignedOutCallbackInChromium(t *testing.T) {
 	}
 	browser.Press("Sign in to finish")
 	browser.WaitFor("Sign in")
-	browser.Fill("username", ct.AliceEmail)
-	browser.Fill("password", ct.AlicePassword)
+	browser.Fill("username", stack.AliceEmail)
+	browser.Fill("password", stack.AlicePassword)
 	browser.Press("Sign in")
 	browser.WaitFor("is now connected.")
-	if cs := e.Connections(ct.AliceEmail); len(cs) != 1 || cs[0].AccountName != ct.AliceLogin {
+	if cs := e.Connections(stack.AliceEmail); len(cs) != 1 || cs[0].AccountName != stack.AliceLogin {
 		t.Fatalf("Alice's connections: %+v", cs)
 	}
 	if a := e.AgentExchange(subject); a.Status != http.StatusOK {

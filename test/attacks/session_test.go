@@ -9,14 +9,13 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
+	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook/callback"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
 	"latchkey.dev/latchkey/webhook/signin"
 )
 
 // sessionCookie is the browser's session cookie for the project at issuer, or nil.
-func sessionCookie(b *ct.Browser, issuer string) *http.Cookie {
+func sessionCookie(b *stack.Browser, issuer string) *http.Cookie {
 	for _, c := range b.Jar.Cookies(mustURL(issuer + "/")) {
 		if strings.Contains(c.Name, "_session_") {
 			return c
@@ -25,8 +24,8 @@ func sessionCookie(b *ct.Browser, issuer string) *http.Cookie {
 	return nil
 }
 
-func signedInAs(b *ct.Browser, issuer string) string {
-	p := b.Get(issuer + "/account")
+func signedInAs(b *stack.Browser, issuer string) string {
+	p := b.MustGet(issuer + "/account")
 	if p.Status != http.StatusOK {
 		return ""
 	}
@@ -47,9 +46,9 @@ func TestSessions(t *testing.T) {
 	t.Run("fixation", func(t *testing.T) {
 		victim := e.Browser()
 		planted := secret.New("")
-		name := signin.CookieName(e.Server.Env(), e.project(), "session")
+		name := signin.CookieName(e.Server().Env(), e.project(), "session")
 		victim.Jar.SetCookies(mustURL(e.Issuer+"/"), []*http.Cookie{{Name: name, Value: planted, Path: "/team/demo/"}})
-		signInAt(t, victim, victim.Get(e.Issuer+"/sign-in?prompt=login"), ct.AliceEmail, ct.AlicePassword)
+		signInAt(t, victim, victim.MustGet(e.Issuer+"/sign-in?prompt=login"), stack.AliceEmail, stack.AlicePassword)
 		if c := sessionCookie(victim, e.Issuer); c == nil || c.Value == planted {
 			t.Fatalf("the planted session value was kept: %v", c)
 		}
@@ -62,13 +61,13 @@ func TestSessions(t *testing.T) {
 	})
 
 	t.Run("signed out is signed out on the server", func(t *testing.T) {
-		b := e.signedIn(ct.AliceEmail)
+		b := e.signedIn(stack.AliceEmail)
 		stolen := *sessionCookie(b, e.Issuer)
-		action, f, ok := b.Get(e.Issuer + "/sign-out").Form("Sign out")
+		action, f, ok := b.MustGet(e.Issuer + "/sign-out").Form("Sign out")
 		if !ok {
 			t.Fatal("no Sign out form")
 		}
-		if res := b.Post(action, f); res.Status != http.StatusOK || !strings.Contains(res.Text(), "You are signed out") {
+		if res := b.MustPost(action, f); res.Status != http.StatusOK || !strings.Contains(res.Text(), "You are signed out") {
 			t.Fatalf("sign-out: %d %s", res.Status, res.Text())
 		}
 		thief := e.Browser()
@@ -80,37 +79,37 @@ func TestSessions(t *testing.T) {
 	})
 
 	t.Run("sign-out without the form token", func(t *testing.T) {
-		b := e.signedIn(ct.AliceEmail)
+		b := e.signedIn(stack.AliceEmail)
 		for _, tok := range []string{"", "x"} {
-			if res := b.Post(e.Issuer+"/sign-out", url.Values{"csrf_token": {tok}}); res.Status != http.StatusForbidden {
+			if res := b.MustPost(e.Issuer+"/sign-out", url.Values{"csrf_token": {tok}}); res.Status != http.StatusForbidden {
 				t.Errorf("sign-out with token %q: %d", tok, res.Status)
 			}
 		}
-		if who := signedInAs(b, e.Issuer); who != ct.AliceEmail {
+		if who := signedInAs(b, e.Issuer); who != stack.AliceEmail {
 			t.Fatalf("signed in as %q after forged sign-outs", who)
 		}
 	})
 
 	t.Run("one project's session at another", func(t *testing.T) {
-		b := e.signedIn(ct.AliceEmail)
+		b := e.signedIn(stack.AliceEmail)
 		c := sessionCookie(b, e.Issuer)
 		other := *c
 		other.Path = "/team/other/"
-		p := e.Holder.Load().Project("team/other")
-		other.Name = signin.CookieName(e.Server.Env(), p, "session")
+		p := e.Holder().Load().Project("team/other")
+		other.Name = signin.CookieName(e.Server().Env(), p, "session")
 		b.Jar.SetCookies(mustURL(otherIssuer+"/"), []*http.Cookie{&other})
 		if who := signedInAs(b, otherIssuer); who != "" {
 			t.Fatalf("demo's session signs in to the other project as %s", who)
 		}
 		// And a link of the other project's is not opened by it either.
-		res := b.Get(otherIssuer + "/account/services/link/" + secret.New(""))
+		res := b.MustGet(otherIssuer + "/account/services/link/" + secret.New(""))
 		if res.Status != http.StatusNotFound {
 			t.Errorf("other project's link path: %d", res.Status)
 		}
 	})
 
 	t.Run("the binding cookie never reaches other pages", func(t *testing.T) {
-		b, _, _ := e.connectFromLink(ct.MalloryEmail)
+		b, _, _ := e.connectFromLink(stack.MalloryEmail)
 		bc := b.BindingCookie()
 		if bc == nil {
 			t.Fatal("no binding cookie")
@@ -129,13 +128,13 @@ func TestSessions(t *testing.T) {
 // apps by id; naming someone else's changes nothing of theirs.
 func TestAccountActionsOnOthersThings(t *testing.T) {
 	e := newEnv(t)
-	mc := e.ConnectDirectly(ct.MalloryEmail, "1001", ct.MalloryLogin, "gho_m")
-	e.Allow(ct.MalloryEmail, lt.Agent, mc)
-	mallorySubject := e.AccessToken(ct.MalloryEmail, lt.Agent)
+	mc := e.ConnectDirectly(stack.MalloryEmail, "1001", stack.MalloryLogin, "gho_m")
+	e.Allow(stack.MalloryEmail, stack.Agent, mc)
+	mallorySubject := e.AccessToken(stack.MalloryEmail, stack.Agent)
 	if a := e.AgentExchange(mallorySubject); a.Status != http.StatusOK {
 		t.Fatalf("control: %s", a.Raw)
 	}
-	alice := e.signedIn(ct.AliceEmail)
+	alice := e.signedIn(stack.AliceEmail)
 	acct := alice.Account()
 	_, f, ok := acct.Form("Connect GitHub")
 	if !ok {
@@ -144,15 +143,15 @@ func TestAccountActionsOnOthersThings(t *testing.T) {
 	tok := f.Get("csrf_token")
 	for path, form := range map[string]url.Values{
 		"/account/disconnect":    {"csrf_token": {tok}, "connection_id": {mc.ID}},
-		"/account/agents/remove": {"csrf_token": {tok}, "connector": {e.Connector.Key}, "client_id": {lt.Agent}},
-		"/account/apps/revoke":   {"csrf_token": {tok}, "client_id": {lt.Agent}},
+		"/account/agents/remove": {"csrf_token": {tok}, "connector": {e.Connector.Key}, "client_id": {stack.Agent}},
+		"/account/apps/revoke":   {"csrf_token": {tok}, "client_id": {stack.Agent}},
 	} {
-		res := alice.Post(e.Issuer+path, form)
+		res := alice.MustPost(e.Issuer+path, form)
 		if res.Status >= 500 {
 			t.Errorf("%s: %d", path, res.Status)
 		}
 	}
-	if cs := e.Connections(ct.MalloryEmail); len(cs) != 1 {
+	if cs := e.Connections(stack.MalloryEmail); len(cs) != 1 {
 		t.Fatalf("Mallory has %d connections after Alice's actions", len(cs))
 	}
 	if a := e.AgentExchange(mallorySubject); a.Status != http.StatusOK {
@@ -162,7 +161,7 @@ func TestAccountActionsOnOthersThings(t *testing.T) {
 		t.Fatal("Mallory's token was ended through Alice's actions")
 	}
 	// Alice's account page shows nothing of Mallory's.
-	if text := alice.Account().Text(); strings.Contains(text, ct.MalloryLogin) || strings.Contains(strings.ToLower(text), "mallory") {
+	if text := alice.Account().Text(); strings.Contains(text, stack.MalloryLogin) || strings.Contains(strings.ToLower(text), "mallory") {
 		t.Errorf("Alice's account page mentions Mallory: %s", text)
 	}
 }
@@ -174,12 +173,12 @@ func TestAccountActionsOnOthersThings(t *testing.T) {
 // page on the same host can plant any cookie, which is one more reason production runs on https.)
 func TestBindingCookieCannotBePlanted(t *testing.T) {
 	e := newEnv(t)
-	env := *e.Server.Env()
+	env := *e.Server().Env()
 	pub := *env.PublicURL
 	pub.Scheme = "https"
 	env.PublicURL = &pub
 	rec := httptest.NewRecorder()
-	if _, err := callback.Begin(rec, httptest.NewRequest(http.MethodPost, "/", nil), &env, e.Store, e.project(), e.Connector, e.PersonID(ct.MalloryEmail), callback.PurposeConnect, ""); err != nil {
+	if _, err := callback.Begin(rec, httptest.NewRequest(http.MethodPost, "/", nil), &env, e.Store(), e.project(), e.Connector, e.PersonID(stack.MalloryEmail), callback.PurposeConnect, ""); err != nil {
 		t.Fatal(err)
 	}
 	cookies := rec.Result().Cookies()

@@ -11,9 +11,8 @@ import (
 
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook/exchange"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
 )
 
 const loopback = "http://127.0.0.1/cb"
@@ -25,38 +24,38 @@ func TestRefreshTokenReuse(t *testing.T) {
 	e := newEnv(t)
 	c := e.registerPublic("Claude Desktop", loopback)
 	other := e.registerPublic("Other app", loopback)
-	alice := e.signedIn(ct.AliceEmail)
+	alice := e.signedIn(stack.AliceEmail)
 	legit := e.codeFlow(alice, c.ID, loopback)
 	bystander := e.codeFlow(alice, other.ID, loopback)
 
-	stolen := e.refresh(c.ID, legit.String("refresh_token"))
+	stolen := e.refresh(c.ID, legit.Str("refresh_token"))
 	if stolen.Status != http.StatusOK {
 		t.Fatalf("attacker's refresh: %d %s", stolen.Status, stolen.Raw)
 	}
 	e.Clock.Advance(time.Minute) // well outside the grace window
-	if a := e.refresh(c.ID, legit.String("refresh_token")); a.Status != http.StatusBadRequest || a.String("error") != "invalid_grant" {
+	if a := e.refresh(c.ID, legit.Str("refresh_token")); a.Status != http.StatusBadRequest || a.Str("error") != "invalid_grant" {
 		t.Fatalf("legitimate refresh after the attacker's: %d %s", a.Status, a.Raw)
 	}
-	if a := e.refresh(c.ID, stolen.String("refresh_token")); a.Status == http.StatusOK {
+	if a := e.refresh(c.ID, stolen.Str("refresh_token")); a.Status == http.StatusOK {
 		t.Fatalf("the attacker's pair survived reuse detection: %s", a.Raw)
 	}
-	for name, tok := range map[string]string{"attacker's access token": stolen.String("access_token"), "legit access token": legit.String("access_token")} {
+	for name, tok := range map[string]string{"attacker's access token": stolen.Str("access_token"), "legit access token": legit.Str("access_token")} {
 		if e.active(tok) {
 			t.Errorf("%s is still active", name)
 		}
 	}
-	if !e.active(bystander.String("access_token")) {
+	if !e.active(bystander.Str("access_token")) {
 		t.Error("another client's access token was ended")
 	}
-	if a := e.refresh(other.ID, bystander.String("refresh_token")); a.Status != http.StatusOK {
+	if a := e.refresh(other.ID, bystander.Str("refresh_token")); a.Status != http.StatusOK {
 		t.Errorf("another client's refresh: %d %s", a.Status, a.Raw)
 	}
 	// Another client cannot use, or end, this client's token.
 	fresh := e.codeFlow(alice, c.ID, loopback)
-	if a := e.refresh(other.ID, fresh.String("refresh_token")); a.Status != http.StatusBadRequest {
+	if a := e.refresh(other.ID, fresh.Str("refresh_token")); a.Status != http.StatusBadRequest {
 		t.Errorf("another client refreshed this client's token: %d %s", a.Status, a.Raw)
 	}
-	if a := e.refresh(c.ID, fresh.String("refresh_token")); a.Status != http.StatusOK {
+	if a := e.refresh(c.ID, fresh.Str("refresh_token")); a.Status != http.StatusOK {
 		t.Errorf("a foreign attempt ended the token: %d %s", a.Status, a.Raw)
 	}
 }
@@ -66,29 +65,29 @@ func TestRefreshTokenReuse(t *testing.T) {
 func TestRefreshGraceWindow(t *testing.T) {
 	e := newEnv(t)
 	c := e.registerPublic("Claude Desktop", loopback)
-	alice := e.signedIn(ct.AliceEmail)
+	alice := e.signedIn(stack.AliceEmail)
 	t0 := e.codeFlow(alice, c.ID, loopback)
 
-	first := e.refresh(c.ID, t0.String("refresh_token"))
-	second := e.refresh(c.ID, t0.String("refresh_token"))
+	first := e.refresh(c.ID, t0.Str("refresh_token"))
+	second := e.refresh(c.ID, t0.Str("refresh_token"))
 	if first.Status != http.StatusOK || second.Status != http.StatusOK {
 		t.Fatalf("double submit: %d %s / %d %s", first.Status, first.Raw, second.Status, second.Raw)
 	}
-	if first.String("refresh_token") != second.String("refresh_token") || first.String("access_token") != second.String("access_token") {
+	if first.Str("refresh_token") != second.Str("refresh_token") || first.Str("access_token") != second.Str("access_token") {
 		t.Fatal("the double submit forked the grant: two different pairs are live")
 	}
-	t2 := e.refresh(c.ID, first.String("refresh_token"))
+	t2 := e.refresh(c.ID, first.Str("refresh_token"))
 	if t2.Status != http.StatusOK {
 		t.Fatalf("next generation: %d %s", t2.Status, t2.Raw)
 	}
 	// t0 is now two generations old; presented inside the window it is reuse.
-	if a := e.refresh(c.ID, t0.String("refresh_token")); a.Status == http.StatusOK {
+	if a := e.refresh(c.ID, t0.Str("refresh_token")); a.Status == http.StatusOK {
 		t.Fatalf("a token two generations old was accepted: %s", a.Raw)
 	}
-	if e.active(t2.String("access_token")) {
+	if e.active(t2.Str("access_token")) {
 		t.Error("the family survived a two-generations-old token")
 	}
-	if a := e.refresh(c.ID, t2.String("refresh_token")); a.Status == http.StatusOK {
+	if a := e.refresh(c.ID, t2.Str("refresh_token")); a.Status == http.StatusOK {
 		t.Error("the newest refresh token survived")
 	}
 }
@@ -100,7 +99,7 @@ func TestCodeInjection(t *testing.T) {
 	otherIssuer := e.addOtherProject()
 	a := e.registerPublic("App A", loopback)
 	b := e.registerPublic("App B", loopback)
-	alice := e.signedIn(ct.AliceEmail)
+	alice := e.signedIn(stack.AliceEmail)
 	code := func(c registered) (string, pkce) {
 		t.Helper()
 		pk := newPKCE()
@@ -113,24 +112,24 @@ func TestCodeInjection(t *testing.T) {
 
 	t.Run("client B redeems client A's code", func(t *testing.T) {
 		ca, pk := code(a)
-		if r := e.redeem(b.ID, ca, loopback, pk.verifier); r.Status != http.StatusBadRequest || r.String("error") != "invalid_grant" {
+		if r := e.redeem(b.ID, ca, loopback, pk.verifier); r.Status != http.StatusBadRequest || r.Str("error") != "invalid_grant" {
 			t.Fatalf("B redeemed A's code: %d %s", r.Status, r.Raw)
 		}
-		live, _ := e.Store.CountLiveTokens(t.Context(), ct.ProjectKey, e.Clock.Now())
+		live, _ := e.Store().CountLiveTokens(t.Context(), stack.ProjectKey, e.Clock.Now())
 		if live[b.ID] != 0 {
 			t.Fatalf("B holds %d tokens", live[b.ID])
 		}
 	})
 	t.Run("wrong verifier, wrong redirect, other project", func(t *testing.T) {
-		for name, try := range map[string]func(code string, pk pkce) lt.Answer{
-			"wrong verifier": func(c string, pk pkce) lt.Answer { return e.redeem(a.ID, c, loopback, newPKCE().verifier) },
-			"no verifier":    func(c string, pk pkce) lt.Answer { return e.redeem(a.ID, c, loopback, "") },
-			"challenge as verifier": func(c string, pk pkce) lt.Answer {
+		for name, try := range map[string]func(code string, pk pkce) stack.Answer{
+			"wrong verifier": func(c string, pk pkce) stack.Answer { return e.redeem(a.ID, c, loopback, newPKCE().verifier) },
+			"no verifier":    func(c string, pk pkce) stack.Answer { return e.redeem(a.ID, c, loopback, "") },
+			"challenge as verifier": func(c string, pk pkce) stack.Answer {
 				return e.redeem(a.ID, c, loopback, pk.challenge)
 			},
-			"other redirect": func(c string, pk pkce) lt.Answer { return e.redeem(a.ID, c, "http://127.0.0.1:9/cb", pk.verifier) },
-			"no redirect":    func(c string, pk pkce) lt.Answer { return e.redeem(a.ID, c, "", pk.verifier) },
-			"other project": func(c string, pk pkce) lt.Answer {
+			"other redirect": func(c string, pk pkce) stack.Answer { return e.redeem(a.ID, c, "http://127.0.0.1:9/cb", pk.verifier) },
+			"no redirect":    func(c string, pk pkce) stack.Answer { return e.redeem(a.ID, c, "", pk.verifier) },
+			"other project": func(c string, pk pkce) stack.Answer {
 				req, _ := http.NewRequest(http.MethodPost, otherIssuer+"/token", strings.NewReader(url.Values{
 					"grant_type": {"authorization_code"}, "code": {c}, "redirect_uri": {loopback}, "code_verifier": {pk.verifier}, "client_id": {a.ID},
 				}.Encode()))
@@ -140,7 +139,7 @@ func TestCodeInjection(t *testing.T) {
 		} {
 			c, pk := code(a)
 			r := try(c, pk)
-			if r.Status == http.StatusOK || r.Status >= 500 || r.String("access_token") != "" {
+			if r.Status == http.StatusOK || r.Status >= 500 || r.Str("access_token") != "" {
 				t.Errorf("%s: %d %s", name, r.Status, r.Raw)
 			}
 			// A try by someone who cannot redeem the code does not spend it: the client it was
@@ -159,10 +158,10 @@ func TestCodeInjection(t *testing.T) {
 		if r := e.redeem(a.ID, c, loopback, pk.verifier); r.Status != http.StatusBadRequest {
 			t.Fatalf("replay: %d %s", r.Status, r.Raw)
 		}
-		if e.active(first.String("access_token")) {
+		if e.active(first.Str("access_token")) {
 			t.Error("the first redemption's access token survived the replay")
 		}
-		if r := e.refresh(a.ID, first.String("refresh_token")); r.Status == http.StatusOK {
+		if r := e.refresh(a.ID, first.Str("refresh_token")); r.Status == http.StatusOK {
 			t.Error("the first redemption's refresh token survived the replay")
 		}
 	})
@@ -178,7 +177,7 @@ func TestCodeInjection(t *testing.T) {
 func TestIntrospectionAcrossClients(t *testing.T) {
 	e := newEnv(t)
 	pub := e.registerPublic("App", loopback)
-	alice := e.signedIn(ct.AliceEmail)
+	alice := e.signedIn(stack.AliceEmail)
 	tok := e.codeFlow(alice, pub.ID, loopback)
 	status, out := e.register(map[string]any{
 		"client_name": "Resource server?", "redirect_uris": []string{"https://rs.example/cb"},
@@ -190,20 +189,20 @@ func TestIntrospectionAcrossClients(t *testing.T) {
 	selfID, _ := out["client_id"].(string)
 	selfSecret, _ := out["client_secret"].(string)
 
-	ask := func(id, sec, token string) lt.Answer {
+	ask := func(id, sec, token string) stack.Answer {
 		t.Helper()
 		return e.tokenCall("/introspect", id, sec, url.Values{"token": {token}})
 	}
-	if a := ask(lt.MCP, lt.MCPSecret, tok.String("access_token")); a.Body["active"] != true || a.String("sub") == "" {
+	if a := ask(stack.MCP, stack.MCPSecret, tok.Str("access_token")); a.Body["active"] != true || a.Str("sub") == "" {
 		t.Errorf("declared resource server: %d %s", a.Status, a.Raw)
 	}
-	if a := ask(lt.MCP, lt.MCPSecret, tok.String("refresh_token")); a.Body["active"] != false {
+	if a := ask(stack.MCP, stack.MCPSecret, tok.Str("refresh_token")); a.Body["active"] != false {
 		t.Errorf("declared resource server learns about another client's refresh token: %s", a.Raw)
 	}
-	if a := ask(pub.ID, "", tok.String("access_token")); a.Status != http.StatusUnauthorized || a.String("error") != "invalid_client" {
+	if a := ask(pub.ID, "", tok.Str("access_token")); a.Status != http.StatusUnauthorized || a.Str("error") != "invalid_client" {
 		t.Errorf("public client: %d %s", a.Status, a.Raw)
 	}
-	if a := ask(selfID, selfSecret, tok.String("access_token")); a.Status != http.StatusOK || a.Body["active"] != false || len(a.Body) != 1 {
+	if a := ask(selfID, selfSecret, tok.Str("access_token")); a.Status != http.StatusOK || a.Body["active"] != false || len(a.Body) != 1 {
 		t.Errorf("a self-registered client learns about another client's access token: %d %s", a.Status, a.Raw)
 	}
 	// Its own token is its business.
@@ -211,11 +210,11 @@ func TestIntrospectionAcrossClients(t *testing.T) {
 	if own.Status != http.StatusOK {
 		t.Fatalf("client_credentials: %d %s", own.Status, own.Raw)
 	}
-	if a := ask(selfID, selfSecret, own.String("access_token")); a.Body["active"] != true {
+	if a := ask(selfID, selfSecret, own.Str("access_token")); a.Body["active"] != true {
 		t.Errorf("a self-registered client cannot introspect its own token: %s", a.Raw)
 	}
 	// Guessing is just inactive, and the same answer as a foreign token.
-	if a := ask(lt.MCP, lt.MCPSecret, secret.New(secret.PrefixAccessToken)); a.Body["active"] != false || len(a.Body) != 1 {
+	if a := ask(stack.MCP, stack.MCPSecret, secret.New(secret.PrefixAccessToken)); a.Body["active"] != false || len(a.Body) != 1 {
 		t.Errorf("unknown token: %s", a.Raw)
 	}
 }
@@ -224,16 +223,16 @@ func TestIntrospectionAcrossClients(t *testing.T) {
 // issued for) gets the person's link or token; every other request is refused without a link.
 func TestTokenExchangeAttacks(t *testing.T) {
 	e := newEnv(t)
-	conn := e.ConnectDirectly(ct.AliceEmail, "2002", ct.AliceLogin, "gho_alice_secret")
-	e.Allow(ct.AliceEmail, lt.Agent, conn)
-	aliceTok := e.AccessToken(ct.AliceEmail, lt.Agent)
-	if a := e.AgentExchange(aliceTok); a.Status != http.StatusOK || a.String("access_token") != "gho_alice_secret" {
+	conn := e.ConnectDirectly(stack.AliceEmail, "2002", stack.AliceLogin, "gho_alice_secret")
+	e.Allow(stack.AliceEmail, stack.Agent, conn)
+	aliceTok := e.AccessToken(stack.AliceEmail, stack.Agent)
+	if a := e.AgentExchange(aliceTok); a.Status != http.StatusOK || a.Str("access_token") != "gho_alice_secret" {
 		t.Fatalf("control: Alice's agent: %d %s", a.Status, a.Raw)
 	}
 	base := func(subject string) url.Values {
 		return url.Values{
 			"grant_type": {exchange.GrantType}, "subject_token": {subject},
-			"subject_token_type": {exchange.TokenTypeAccessToken}, "audience": {lt.Audience},
+			"subject_token_type": {exchange.TokenTypeAccessToken}, "audience": {stack.Audience},
 		}
 	}
 	with := func(v url.Values, k string, vals ...string) url.Values {
@@ -252,41 +251,41 @@ func TestTokenExchangeAttacks(t *testing.T) {
 	refresh := secret.New(secret.PrefixRefreshToken)
 	{
 		// A refresh token of Alice's, as the code grant would store it.
-		if err := e.Store.CreateTokens(t.Context(), tokenRow(e, refresh, ct.AliceEmail)); err != nil {
+		if err := e.Store().CreateTokens(t.Context(), tokenRow(e, refresh, stack.AliceEmail)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	revoked := e.AccessToken(ct.AliceEmail, lt.Agent)
-	if err := e.Store.RevokeToken(t.Context(), secret.Hash(revoked), e.Clock.Now()); err != nil {
+	revoked := e.AccessToken(stack.AliceEmail, stack.Agent)
+	if err := e.Store().RevokeToken(t.Context(), secret.Hash(revoked), e.Clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	mcpTok := e.AccessToken(ct.AliceEmail, "some-agent") // issued to another client, not for the MCP server
+	mcpTok := e.AccessToken(stack.AliceEmail, "some-agent") // issued to another client, not for the MCP server
 
 	cases := []struct {
 		name, client, secret string
 		form                 url.Values
 		wantErr              string
 	}{
-		{"unrelated client presents Alice's token", lt.Copycat, lt.CopycatSecret, base(aliceTok), "invalid_grant"},
-		{"MCP server presents a token not issued for it", lt.MCP, lt.MCPSecret, base(mcpTok), "invalid_grant"},
-		{"registered client with the exchange grant", lt.Registered, lt.RegisteredSecret, base(e.AccessToken(ct.AliceEmail, lt.Registered)), "unauthorized_client"},
-		{"refresh token as subject", lt.Agent, lt.AgentSecret, base(refresh), "invalid_grant"},
-		{"revoked subject", lt.Agent, lt.AgentSecret, base(revoked), "invalid_grant"},
-		{"made-up subject", lt.Agent, lt.AgentSecret, base(secret.New(secret.PrefixAccessToken)), "invalid_grant"},
-		{"subject as refresh type", lt.Agent, lt.AgentSecret, with(base(aliceTok), "subject_token_type", "urn:ietf:params:oauth:token-type:refresh_token"), "invalid_request"},
-		{"id token requested", lt.Agent, lt.AgentSecret, with(base(aliceTok), "requested_token_type", "urn:ietf:params:oauth:token-type:id_token"), "invalid_request"},
-		{"repeated subject_token", lt.Agent, lt.AgentSecret, with(base(aliceTok), "subject_token", aliceTok, mcpTok), "invalid_request"},
-		{"repeated grant_type", lt.Agent, lt.AgentSecret, with(base(aliceTok), "grant_type", exchange.GrantType, exchange.GrantType), "invalid_request"},
-		{"two services", lt.Agent, lt.AgentSecret, with(base(aliceTok), "audience", lt.Audience, "gitlab"), "invalid_target"},
-		{"audience and a conflicting resource", lt.Agent, lt.AgentSecret, with(base(aliceTok), "resource", "https://api.github.com/"), "invalid_target"},
-		{"no audience", lt.Agent, lt.AgentSecret, with(base(aliceTok), "audience"), "invalid_target"},
-		{"another project's connector key", lt.Agent, lt.AgentSecret, with(base(aliceTok), "audience", "team/github"), "invalid_target"},
-		{"actor token", lt.Agent, lt.AgentSecret, with(base(aliceTok), "actor_token", aliceTok), "invalid_request"},
-		{"wrong client secret", lt.Agent, "nope", base(aliceTok), "invalid_client"},
+		{"unrelated client presents Alice's token", stack.Copycat, stack.CopycatSecret, base(aliceTok), "invalid_grant"},
+		{"MCP server presents a token not issued for it", stack.MCP, stack.MCPSecret, base(mcpTok), "invalid_grant"},
+		{"registered client with the exchange grant", stack.Registered, stack.RegisteredSecret, base(e.AccessToken(stack.AliceEmail, stack.Registered)), "unauthorized_client"},
+		{"refresh token as subject", stack.Agent, stack.AgentSecret, base(refresh), "invalid_grant"},
+		{"revoked subject", stack.Agent, stack.AgentSecret, base(revoked), "invalid_grant"},
+		{"made-up subject", stack.Agent, stack.AgentSecret, base(secret.New(secret.PrefixAccessToken)), "invalid_grant"},
+		{"subject as refresh type", stack.Agent, stack.AgentSecret, with(base(aliceTok), "subject_token_type", "urn:ietf:params:oauth:token-type:refresh_token"), "invalid_request"},
+		{"id token requested", stack.Agent, stack.AgentSecret, with(base(aliceTok), "requested_token_type", "urn:ietf:params:oauth:token-type:id_token"), "invalid_request"},
+		{"repeated subject_token", stack.Agent, stack.AgentSecret, with(base(aliceTok), "subject_token", aliceTok, mcpTok), "invalid_request"},
+		{"repeated grant_type", stack.Agent, stack.AgentSecret, with(base(aliceTok), "grant_type", exchange.GrantType, exchange.GrantType), "invalid_request"},
+		{"two services", stack.Agent, stack.AgentSecret, with(base(aliceTok), "audience", stack.Audience, "gitlab"), "invalid_target"},
+		{"audience and a conflicting resource", stack.Agent, stack.AgentSecret, with(base(aliceTok), "resource", "https://api.github.com/"), "invalid_target"},
+		{"no audience", stack.Agent, stack.AgentSecret, with(base(aliceTok), "audience"), "invalid_target"},
+		{"another project's connector key", stack.Agent, stack.AgentSecret, with(base(aliceTok), "audience", "team/github"), "invalid_target"},
+		{"actor token", stack.Agent, stack.AgentSecret, with(base(aliceTok), "actor_token", aliceTok), "invalid_request"},
+		{"wrong client secret", stack.Agent, "nope", base(aliceTok), "invalid_client"},
 	}
 	for _, c := range cases {
 		a := e.tokenCall("/token", c.client, c.secret, c.form)
-		if a.Status < 400 || a.Status >= 500 || a.String("error") != c.wantErr {
+		if a.Status < 400 || a.Status >= 500 || a.Str("error") != c.wantErr {
 			t.Errorf("%s: %d %s; want %s", c.name, a.Status, a.Raw, c.wantErr)
 		}
 		noLinkIn(t, c.name, a)
@@ -300,22 +299,22 @@ func TestTokenExchangeAttacks(t *testing.T) {
 	// An expired subject token.
 	e.Clock.Advance(2 * time.Hour)
 	a := e.AgentExchange(aliceTok)
-	if a.String("error") != "invalid_grant" {
+	if a.Str("error") != "invalid_grant" {
 		t.Errorf("expired subject: %d %s", a.Status, a.Raw)
 	}
 	noLinkIn(t, "expired subject", a)
 	// The same request at the other project's token endpoint: the token is not that project's.
-	req, _ := http.NewRequest(http.MethodPost, otherIssuer+"/token", strings.NewReader(base(e.AccessToken(ct.AliceEmail, lt.Agent)).Encode()))
+	req, _ := http.NewRequest(http.MethodPost, otherIssuer+"/token", strings.NewReader(base(e.AccessToken(stack.AliceEmail, stack.Agent)).Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.SetBasicAuth(lt.Agent, lt.AgentSecret)
-	if a := e.send(req); a.String("error") != "invalid_grant" {
+	req.SetBasicAuth(stack.Agent, stack.AgentSecret)
+	if a := e.send(req); a.Str("error") != "invalid_grant" {
 		t.Errorf("other project: %d %s", a.Status, a.Raw)
 	} else {
 		noLinkIn(t, "other project", a)
 	}
 	// Each person's refusal carries their own link only.
-	ma := e.AgentExchange(e.AccessToken(ct.MalloryEmail, lt.Agent))
-	if ma.String("connect_uri") == "" {
+	ma := e.AgentExchange(e.AccessToken(stack.MalloryEmail, stack.Agent))
+	if ma.Str("connect_uri") == "" {
 		t.Fatalf("Mallory's refusal: %s", ma.Raw)
 	}
 	if raw, _ := json.Marshal(ma.Body); strings.Contains(string(raw), "alice") {
@@ -327,7 +326,7 @@ func TestTokenExchangeAttacks(t *testing.T) {
 func tokenRow(e *env, raw, email string) store.Token {
 	now := e.Clock.Now()
 	return store.Token{
-		Hash: secret.Hash(raw), Kind: store.RefreshToken, Project: ct.ProjectKey, ClientID: lt.Agent,
+		Hash: secret.Hash(raw), Kind: store.RefreshToken, Project: stack.ProjectKey, ClientID: stack.Agent,
 		Subject: e.PersonID(email), FamilyID: secret.New(""), AuthTime: now, IssuedAt: now, ExpiresAt: now.Add(24 * time.Hour),
 	}
 }
@@ -338,7 +337,7 @@ func tokenRow(e *env, raw, email string) store.Token {
 func TestConcurrentRedemptions(t *testing.T) {
 	e := newEnv(t)
 	c := e.registerPublic("App", loopback)
-	alice := e.signedIn(ct.AliceEmail)
+	alice := e.signedIn(stack.AliceEmail)
 	for round := range 5 {
 		pk := newPKCE()
 		p, _ := e.authorizeAs(alice, e.authorizeURL(c.ID, loopback, pk, nil))
@@ -348,7 +347,7 @@ func TestConcurrentRedemptions(t *testing.T) {
 		}
 		const n = 12
 		var wg sync.WaitGroup
-		answers := make([]lt.Answer, n)
+		answers := make([]stack.Answer, n)
 		for i := range n {
 			wg.Add(1)
 			go func() {
@@ -361,10 +360,10 @@ func TestConcurrentRedemptions(t *testing.T) {
 		for _, a := range answers {
 			if a.Status == http.StatusOK {
 				won++
-				if e.active(a.String("access_token")) {
+				if e.active(a.Str("access_token")) {
 					t.Errorf("round %d: tokens from a replayed code are still active", round)
 				}
-				if r := e.refresh(c.ID, a.String("refresh_token")); r.Status == http.StatusOK {
+				if r := e.refresh(c.ID, a.Str("refresh_token")); r.Status == http.StatusOK {
 					t.Errorf("round %d: the refresh token from a replayed code still works", round)
 				}
 			}
@@ -381,7 +380,7 @@ func TestOtherClientsCannotManageOrRevoke(t *testing.T) {
 	e := newEnv(t)
 	a := e.registerPublic("App A", loopback)
 	b := e.registerPublic("App B", loopback)
-	alice := e.signedIn(ct.AliceEmail)
+	alice := e.signedIn(stack.AliceEmail)
 	tok := e.codeFlow(alice, a.ID, loopback)
 
 	for _, method := range []string{http.MethodGet, http.MethodPut, http.MethodDelete} {
@@ -396,18 +395,18 @@ func TestOtherClientsCannotManageOrRevoke(t *testing.T) {
 			}
 		}
 	}
-	if c, err := e.Store.GetClient(t.Context(), ct.ProjectKey, a.ID); err != nil || len(c.RedirectURIs) != 1 || c.RedirectURIs[0] != loopback {
+	if c, err := e.Store().GetClient(t.Context(), stack.ProjectKey, a.ID); err != nil || len(c.RedirectURIs) != 1 || c.RedirectURIs[0] != loopback {
 		t.Fatalf("client A changed: %+v %v", c, err)
 	}
 	for _, which := range []string{"refresh_token", "access_token"} {
-		if r := e.tokenCall("/revoke", b.ID, "", url.Values{"token": {tok.String(which)}}); r.Status != http.StatusOK {
+		if r := e.tokenCall("/revoke", b.ID, "", url.Values{"token": {tok.Str(which)}}); r.Status != http.StatusOK {
 			t.Errorf("revocation answer: %d %s", r.Status, r.Raw)
 		}
 	}
-	if !e.active(tok.String("access_token")) {
+	if !e.active(tok.Str("access_token")) {
 		t.Fatal("B revoked A's access token")
 	}
-	if r := e.refresh(a.ID, tok.String("refresh_token")); r.Status != http.StatusOK {
+	if r := e.refresh(a.ID, tok.Str("refresh_token")); r.Status != http.StatusOK {
 		t.Fatalf("B revoked A's refresh token: %s", r.Raw)
 	}
 }
@@ -416,10 +415,10 @@ func TestOtherClientsCannotManageOrRevoke(t *testing.T) {
 // URL, never from what a request claims its host is.
 func TestHostHeaderChangesNothing(t *testing.T) {
 	e := newEnv(t)
-	subject := e.AccessToken(ct.AliceEmail, lt.Agent)
+	subject := e.AccessToken(stack.AliceEmail, stack.Agent)
 	form := url.Values{
 		"grant_type": {exchange.GrantType}, "subject_token": {subject},
-		"subject_token_type": {exchange.TokenTypeAccessToken}, "audience": {lt.Audience},
+		"subject_token_type": {exchange.TokenTypeAccessToken}, "audience": {stack.Audience},
 	}
 	req, _ := http.NewRequest(http.MethodPost, e.Issuer+"/token", strings.NewReader(form.Encode()))
 	req.Host = "evil.example"
@@ -427,22 +426,22 @@ func TestHostHeaderChangesNothing(t *testing.T) {
 	req.Header.Set("X-Forwarded-Proto", "https")
 	req.Header.Set("Forwarded", "host=evil.example;proto=https")
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.SetBasicAuth(lt.Agent, lt.AgentSecret)
+	req.SetBasicAuth(stack.Agent, stack.AgentSecret)
 	a := e.send(req)
-	if !strings.HasPrefix(a.String("connect_uri"), e.Issuer+"/") {
+	if !strings.HasPrefix(a.Str("connect_uri"), e.Issuer+"/") {
 		t.Fatalf("connect_uri with a forged Host: %s", a.Raw)
 	}
 	mreq, _ := http.NewRequest(http.MethodGet, e.Issuer+"/.well-known/oauth-authorization-server", nil)
 	mreq.Host = "evil.example"
 	mreq.Header.Set("X-Forwarded-Host", "evil.example")
 	m := e.send(mreq)
-	if strings.Contains(string(m.Raw), "evil.example") || m.String("issuer") != e.Issuer {
+	if strings.Contains(string(m.Raw), "evil.example") || m.Str("issuer") != e.Issuer {
 		t.Fatalf("metadata with a forged Host: %d %s", m.Status, m.Raw)
 	}
 	b := e.Browser()
-	sreq, _ := http.NewRequest(http.MethodGet, e.Latchkey.URL+e.LinkPath(a.String("connect_uri")), nil)
+	sreq, _ := http.NewRequest(http.MethodGet, e.Front.URL+e.LinkPath(a.Str("connect_uri")), nil)
 	sreq.Host = "evil.example"
-	if p := b.Do(sreq); strings.Contains(p.Header.Get("Location"), "evil.example") {
+	if p := b.MustDo(sreq); strings.Contains(p.Header.Get("Location"), "evil.example") {
 		t.Fatalf("the link page redirects to %s", p.Header.Get("Location"))
 	}
 }

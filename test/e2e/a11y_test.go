@@ -29,8 +29,7 @@ import (
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/testbrowser"
 	"latchkey.dev/latchkey/internal/testenv"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
+	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook/register"
 )
 
@@ -271,7 +270,7 @@ func key(p *testbrowser.Profile, k string) {
 func TestAccessibilityInChromium(t *testing.T) {
 	testbrowser.Chromium(t)
 	a := &auditor{t: t, source: axeSource(t)}
-	h := lt.New(t, lt.Options{LatchkeyHost: "127.0.0.1", GitHubHost: "127.0.0.2"})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour, FrontHost: "127.0.0.1", GitHubHost: "127.0.0.2"})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
@@ -303,9 +302,9 @@ func TestAccessibilityInChromium(t *testing.T) {
 	if !testbrowser.Eval[bool](alice, `document.activeElement.id === "username"`) {
 		t.Error("the sign-in page does not put focus on the email field")
 	}
-	alice.Do(chromedp.KeyEvent(ct.AliceEmail))
+	alice.Do(chromedp.KeyEvent(stack.AliceEmail))
 	tabTo(alice, "#password")
-	alice.Do(chromedp.KeyEvent(ct.AlicePassword))
+	alice.Do(chromedp.KeyEvent(stack.AlicePassword))
 	key(alice, kb.Enter)
 	alice.WaitFor("Your account")
 	a.check(alice, "account, nothing connected")
@@ -316,17 +315,17 @@ func TestAccessibilityInChromium(t *testing.T) {
 	authURL := alice.PressAndCapture("Connect GitHub", h.GitHubURL+"/login/oauth/authorize?")
 	system := a.browser(ctx, "alice's system browser")
 	system.Open(h.GitHubURL + "/login")
-	system.Fill("login", ct.AliceLogin)
-	system.Fill("password", ct.AlicePassword)
+	system.Fill("login", stack.AliceLogin)
+	system.Fill("password", stack.AlicePassword)
 	system.Press("Sign in")
 	system.WaitFor("404 page not found")
-	h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
+	h.GitHub.Approve(stack.AliceLogin, stack.GitHubClientID)
 	system.Open(authURL)
 	system.WaitFor("Sign in to finish")
 	a.check(system, "confirmation, sign in to finish")
 	pressAndWait(system, "Sign in to finish", "Email")
-	system.Fill("username", ct.AliceEmail)
-	system.Fill("password", ct.AlicePassword)
+	system.Fill("username", stack.AliceEmail)
+	system.Fill("password", stack.AlicePassword)
 	system.Press("Sign in")
 	system.WaitFor("Finish connecting")
 	a.check(system, "confirmation, finish connecting")
@@ -347,15 +346,15 @@ func TestAccessibilityInChromium(t *testing.T) {
 	a.check(alice, "not found")
 
 	// Connect links. Mallory's agent asks for her GitHub token: connect first.
-	subject := h.AccessToken(ct.MalloryEmail, lt.Agent)
-	link := h.AgentExchange(subject).String("connect_uri")
+	subject := h.AccessToken(stack.MalloryEmail, stack.Agent)
+	link := h.AgentExchange(subject).Str("connect_uri")
 	if link == "" {
 		t.Fatal("no connect link for Mallory")
 	}
 	mallory.Open(link)
 	mallory.WaitFor("Email")
-	mallory.Fill("username", ct.MalloryEmail)
-	mallory.Fill("password", ct.MalloryPassword)
+	mallory.Fill("username", stack.MalloryEmail)
+	mallory.Fill("password", stack.MalloryPassword)
 	mallory.Press("Sign in")
 	mallory.WaitFor("Connect your GitHub account and let Repo Helper use it.")
 	a.check(mallory, "link, connect")
@@ -372,8 +371,8 @@ func TestAccessibilityInChromium(t *testing.T) {
 	a.check(mallory, "link, declined")
 
 	// Allow with one working account, with the keyboard.
-	conn := h.ConnectDirectly(ct.MalloryEmail, strconv.Itoa(ct.MalloryGitHubID), ct.MalloryLogin, "gho_mallory")
-	link = h.AgentExchange(subject).String("connect_uri")
+	conn := h.ConnectDirectly(stack.MalloryEmail, strconv.Itoa(stack.MalloryGitHubID), stack.MalloryLogin, "gho_mallory")
+	link = h.AgentExchange(subject).Str("connect_uri")
 	mallory.Open(link)
 	mallory.WaitFor("Let Repo Helper use your GitHub account?")
 	a.check(mallory, "link, allow one account")
@@ -384,13 +383,13 @@ func TestAccessibilityInChromium(t *testing.T) {
 	a.check(mallory, "link, done")
 
 	// Reconnect a broken account.
-	if _, err := h.Store.UpdateConnection(context.Background(), ct.ProjectKey, conn.ID, func(c store.Connection) (store.Connection, error) {
+	if _, err := h.Store().UpdateConnection(context.Background(), stack.ProjectKey, conn.ID, func(c store.Connection) (store.Connection, error) {
 		c.Status = store.ConnectionRevokedUpstream
 		return c, nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	link = h.AgentExchange(subject).String("connect_uri")
+	link = h.AgentExchange(subject).Str("connect_uri")
 	if link == "" {
 		t.Fatal("no reconnect link for Mallory")
 	}
@@ -410,8 +409,8 @@ func TestAccessibilityInChromium(t *testing.T) {
 	a.check(system, "callback, someone else's connection")
 
 	// Allow, choosing among two accounts, with the keyboard: the second one.
-	h.ConnectDirectly(ct.AliceEmail, "3003", "alice-work", "gho_alice_work")
-	link = h.AgentExchange(h.AccessToken(ct.AliceEmail, lt.Agent)).String("connect_uri")
+	h.ConnectDirectly(stack.AliceEmail, "3003", "alice-work", "gho_alice_work")
+	link = h.AgentExchange(h.AccessToken(stack.AliceEmail, stack.Agent)).Str("connect_uri")
 	alice.Open(link)
 	alice.WaitFor("Which GitHub account may Repo Helper use?")
 	a.check(alice, "link, choose an account")
@@ -434,7 +433,7 @@ func TestAccessibilityInChromium(t *testing.T) {
 	alice.Open(h.Issuer + "/account")
 	alice.WaitFor("alice-work")
 	a.check(alice, "account, with connections")
-	for _, name := range []string{"Disconnect GitHub account alice-work", "Disconnect GitHub account " + ct.AliceLogin, "Remove access for Repo Helper to GitHub account " + chosen} {
+	for _, name := range []string{"Disconnect GitHub account alice-work", "Disconnect GitHub account " + stack.AliceLogin, "Remove access for Repo Helper to GitHub account " + chosen} {
 		if !testbrowser.Eval[bool](alice, `document.querySelector('button[aria-label=`+strconv.Quote(name)+`]') !== null`) {
 			t.Errorf("no button is called %q", name)
 		}
@@ -443,14 +442,14 @@ func TestAccessibilityInChromium(t *testing.T) {
 
 	// Consent: a recognised callback, a website (unticked, ticked, sent unticked), a client
 	// described by a metadata document, and the refusal.
-	claude := consentRegister(t, h.Harness, "Claude", "https://claude.ai/api/mcp/auth_callback")
+	claude := consentRegister(t, h, "Claude", "https://claude.ai/api/mcp/auth_callback")
 	attacker := "https://claude-ai.evil.example/api/mcp/auth_callback"
-	phish := consentRegister(t, h.Harness, "Claude", attacker)
-	alice.Open(consentAuthorizeURL(h.Harness, claude, "https://claude.ai/api/mcp/auth_callback"))
+	phish := consentRegister(t, h, "Claude", attacker)
+	alice.Open(consentAuthorizeURL(h, claude, "https://claude.ai/api/mcp/auth_callback"))
 	alice.WaitFor("Where access goes")
 	a.check(alice, "consent, recognised")
 
-	alice.Open(consentAuthorizeURL(h.Harness, phish, attacker))
+	alice.Open(consentAuthorizeURL(h, phish, attacker))
 	alice.WaitFor("does not recognise")
 	a.check(alice, "consent, website, unticked")
 	alice.Do(chromedp.Click(chromedp.ID("confirm_destination")))
@@ -460,7 +459,7 @@ func TestAccessibilityInChromium(t *testing.T) {
 	a.check(alice, "consent, website, sent without the tick")
 
 	// The website, with the keyboard alone: tick, then Allow.
-	alice.Open(consentAuthorizeURL(h.Harness, phish, attacker))
+	alice.Open(consentAuthorizeURL(h, phish, attacker))
 	alice.WaitFor("does not recognise")
 	alice.Block("https://claude-ai.evil.example")
 	tabTo(alice, "#confirm_destination")
@@ -475,7 +474,7 @@ func TestAccessibilityInChromium(t *testing.T) {
 		t.Errorf("no code after Allow with the keyboard: %s", got)
 	}
 
-	alice.Open(consentAuthorizeURL(h.Harness, "repo-helper", "http://127.0.0.1/cb"))
+	alice.Open(consentAuthorizeURL(h, "repo-helper", "http://127.0.0.1/cb"))
 	alice.WaitFor("set up for Demo Team by its administrators")
 	a.check(alice, "consent, app set up by the administrators")
 
@@ -492,18 +491,18 @@ func TestAccessibilityInChromium(t *testing.T) {
 	})
 	pool := x509.NewCertPool()
 	pool.AddCert(site.Certificate())
-	h.Server.Env().ClientDocument = register.ClientDocument(clientdoc.New(clientdoc.Options{AllowLoopback: true, RootCAs: pool, Now: h.Clock.Now}))
+	h.Server().Env().ClientDocument = register.ClientDocument(clientdoc.New(clientdoc.Options{AllowLoopback: true, RootCAs: pool, Now: h.Clock.Now}))
 	p := *h.Project
 	p.Registration.ClientIDMetadataDocuments = true
-	h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 2})
-	alice.Open(consentAuthorizeURL(h.Harness, id, "http://127.0.0.1:53682/callback"))
+	h.Holder().Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 2})
+	alice.Open(consentAuthorizeURL(h, id, "http://127.0.0.1:53682/callback"))
 	alice.WaitFor("vouches for it")
 	a.check(alice, "consent, client ID metadata document")
 
 	// The consent page in German, chosen with the switcher, which comes back to the same
 	// request (docs/languages.md): the warning about a website nobody recognises, in German.
 	// The German consent page is docs/screenshots/consent-de.png.
-	alice.Open(consentAuthorizeURL(h.Harness, phish, attacker))
+	alice.Open(consentAuthorizeURL(h, phish, attacker))
 	alice.WaitFor("does not recognise")
 	markPage(alice)
 	alice.Do(chromedp.Click(chromedp.CSS(`a[hreflang="de"]`)))
@@ -516,7 +515,7 @@ func TestAccessibilityInChromium(t *testing.T) {
 	testbrowser.Eval[bool](alice, `(() => { const c = document.getElementById("confirm_destination"); c.checked = false; c.removeAttribute("required"); return true; })()`)
 	pressAndWait(alice, "Erlauben", "Setzen Sie das Häkchen")
 	a.check(alice, "consent, website, sent without the tick, German")
-	alice.Open(consentAuthorizeURL(h.Harness, claude, "https://claude.ai/api/mcp/auth_callback"))
+	alice.Open(consentAuthorizeURL(h, claude, "https://claude.ai/api/mcp/auth_callback"))
 	alice.WaitFor("Der Zugriff geht an Claude")
 	a.check(alice, "consent, recognised, German")
 	markPage(alice)
@@ -538,8 +537,8 @@ func TestAccessibilityInChromium(t *testing.T) {
 
 	p.Redirects = config.DefaultRedirectRules()
 	p.Redirects.OnlyRecognisedApps = true
-	h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 3})
-	alice.Open(consentAuthorizeURL(h.Harness, phish, attacker))
+	h.Holder().Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 3})
+	alice.Open(consentAuthorizeURL(h, phish, attacker))
 	alice.WaitFor(consentRefusal)
 	a.check(alice, "consent, refused")
 
@@ -549,8 +548,8 @@ func TestAccessibilityInChromium(t *testing.T) {
 	mallory.WaitFor("sign in again")
 	a.check(mallory, "sign-in, again for a link")
 	testbrowser.Eval[bool](mallory, `(document.getElementById("username").value = "", true)`)
-	mallory.Fill("username", ct.MalloryEmail)
-	mallory.Fill("password", ct.MalloryPassword)
+	mallory.Fill("username", stack.MalloryEmail)
+	mallory.Fill("password", stack.MalloryPassword)
 	mallory.Press("Sign in")
 	mallory.WaitFor("Reconnect your GitHub account")
 	testbrowser.Eval[bool](mallory, `(() => { for (const f of document.getElementsByName("csrf_token")) f.value = "stale"; return true; })()`)
@@ -560,14 +559,14 @@ func TestAccessibilityInChromium(t *testing.T) {
 	// Sign-in with the organisation's provider beside passwords; then with neither available.
 	stranger := a.browser(ctx, "a stranger's browser")
 	p.SignIn.OIDC = &config.OIDCProvider{Issuer: "https://sso.example", ClientID: "latchkey", Label: "Sign in with Acme SSO"}
-	h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 4})
+	h.Holder().Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 4})
 	stranger.Open(h.Issuer + "/sign-in")
 	stranger.WaitFor("Sign in with Acme SSO")
 	a.check(stranger, "sign-in, passwords or the organisation")
 	tabTo(stranger, "a.button")
 	shots(stranger, "a11y-sign-in-organisation")
 	p.SignIn = config.SignIn{PasswordsUnavailable: true, OIDC: &config.OIDCProvider{Issuer: "https://sso.example", Unavailable: true}}
-	h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 5})
+	h.Holder().Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 5})
 	stranger.Open(h.Issuer + "/sign-in")
 	stranger.WaitFor("Please try again later")
 	a.check(stranger, "sign-in, no way available")
@@ -622,7 +621,7 @@ func brandLogo(t *testing.T) []byte {
 func TestBrandedPagesInChromium(t *testing.T) {
 	testbrowser.Chromium(t)
 	a := &auditor{t: t, source: axeSource(t)}
-	h := ct.New(t, ct.Options{LatchkeyHost: "127.0.0.1"})
+	h := stack.New(t, stack.Options{Audit: true, FrontHost: "127.0.0.1"})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -638,7 +637,7 @@ func TestBrandedPagesInChromium(t *testing.T) {
 		Logo:       &config.Logo{Data: data, ContentType: "image/png", Hash: hex.EncodeToString(sum[:])},
 		SupportURL: "https://help.acme.example/sign-in",
 	}
-	h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 2})
+	h.Holder().Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 2})
 
 	attacker := "https://claude-ai.evil.example/api/mcp/auth_callback"
 	claude := consentRegister(t, h, "Claude", "https://claude.ai/api/mcp/auth_callback")
@@ -661,8 +660,8 @@ func TestBrandedPagesInChromium(t *testing.T) {
 		}
 	}
 	colorScheme(alice, "light")
-	alice.Fill("username", ct.AliceEmail)
-	alice.Fill("password", ct.AlicePassword)
+	alice.Fill("username", stack.AliceEmail)
+	alice.Fill("password", stack.AlicePassword)
 	alice.Press("Sign in")
 	alice.WaitFor("Your account")
 
@@ -697,7 +696,7 @@ func TestBrandedPagesInChromium(t *testing.T) {
 func TestPasskeyAccessibilityInChromium(t *testing.T) {
 	testbrowser.Chromium(t)
 	a := &auditor{t: t, source: axeSource(t)}
-	h := lt.New(t, lt.Options{LatchkeyHost: "127.0.0.1", GitHubHost: "127.0.0.2", PublicHost: "localhost"})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour, FrontHost: "127.0.0.1", GitHubHost: "127.0.0.2", PublicHost: "localhost"})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
@@ -709,7 +708,7 @@ func TestPasskeyAccessibilityInChromium(t *testing.T) {
 	a.check(alice, "sign-in, with a passkey button")
 	presence(t, alice, auth, true)
 
-	signInWithPassword(alice, h.Issuer, ct.AliceEmail, ct.AlicePassword)
+	signInWithPassword(alice, h.Issuer, stack.AliceEmail, stack.AlicePassword)
 	alice.WaitFor("Add a passkey")
 	a.check(alice, "account, no passkey")
 	alice.Press("Add a passkey")
@@ -719,11 +718,11 @@ func TestPasskeyAccessibilityInChromium(t *testing.T) {
 	h.Project.SignIn.RequirePhishingResistant = true
 	presence(t, alice, auth, false) // a password sign-in, not the autofill's passkey
 	alice.Open(h.Issuer + "/sign-in?prompt=login")
-	alice.Fill("username", ct.AliceEmail)
-	alice.Fill("password", ct.AlicePassword)
+	alice.Fill("username", stack.AliceEmail)
+	alice.Fill("password", stack.AlicePassword)
 	alice.Press("Sign in")
 	alice.WaitFor("Your account")
-	link := h.AgentExchange(h.AccessToken(ct.AliceEmail, lt.Agent)).String("connect_uri")
+	link := h.AgentExchange(h.AccessToken(stack.AliceEmail, stack.Agent)).Str("connect_uri")
 	alice.Open(link)
 	alice.WaitFor("Sign in with a passkey to continue")
 	a.check(alice, "link, passkey required")

@@ -15,8 +15,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 
 	"latchkey.dev/latchkey/internal/testbrowser"
+	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook/callback"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
 )
 
 const cbConfirmSentence = "This connects your GitHub account to the account %s. If you did not start this connection or that account is not yours, close this window."
@@ -27,7 +27,7 @@ const cbConfirmSentence = "This connects your GitHub account to the account %s. 
 // sites, with one Chromium profile per browser.
 func TestCallbackInRealBrowsers(t *testing.T) {
 	testbrowser.Chromium(t)
-	h := ct.New(t, ct.Options{LatchkeyHost: "127.0.0.1", GitHubHost: "127.0.0.2"})
+	h := stack.New(t, stack.Options{Audit: true, FrontHost: "127.0.0.1", GitHubHost: "127.0.0.2"})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -57,7 +57,7 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 
 	// 1. The attack. Mallory starts a GitHub connection and copies the authorization URL
 	// without opening it.
-	signIn(mallory, ct.MalloryEmail, ct.MalloryPassword)
+	signIn(mallory, stack.MalloryEmail, stack.MalloryPassword)
 	mallory.WaitFor("Connect GitHub")
 	mallory.Block(h.GitHubURL)
 	authURL := mallory.PressAndCapture("Connect GitHub", h.GitHubURL+"/login/oauth/authorize?")
@@ -66,7 +66,7 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 	}
 	var binding *network.Cookie
 	for _, c := range mallory.Cookies(h.CallbackURL) {
-		if c.Name == callback.CookieName(h.Server.Env()) {
+		if c.Name == callback.CookieName(h.Server().Env()) {
 			binding = c
 		}
 	}
@@ -85,8 +85,8 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 	// forwarded authorization URL need not even have an account here): the page names Mallory's
 	// account, masked, and finishing needs a sign-in as that account, which Alice cannot give.
 	// Signed in, she is refused outright (1b).
-	signInGitHub(alice, ct.AliceLogin, ct.AlicePassword)
-	h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
+	signInGitHub(alice, stack.AliceLogin, stack.AlicePassword)
+	h.GitHub.Approve(stack.AliceLogin, stack.GitHubClientID)
 	alice.Open(authURL)
 	text := alice.WaitFor("Finish this connection?")
 	if want := fmt.Sprintf(cbConfirmSentence, "m***@example.com"); !strings.Contains(cbOneLine(text), want) {
@@ -95,7 +95,7 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 	if !strings.Contains(text, "To finish, sign in as m***@example.com.") || strings.Contains(text, "Finish connecting") {
 		t.Errorf("Alice, signed in as nobody, is offered:\n%s", text)
 	}
-	if strings.Contains(text, ct.MalloryEmail) {
+	if strings.Contains(text, stack.MalloryEmail) {
 		t.Error("the confirmation page shows Mallory's full address")
 	}
 	if loc := alice.Location(); !strings.HasPrefix(loc, h.CallbackURL+"?") {
@@ -120,7 +120,7 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 
 	// 1b. The same attack on a victim signed in to the same project as herself: her browser
 	// cannot be Mallory's app path, so it is not offered Connect at all, and the attempt ends.
-	signIn(alice, ct.AliceEmail, ct.AlicePassword)
+	signIn(alice, stack.AliceEmail, stack.AlicePassword)
 	mallory.Open(h.Issuer + "/account")
 	mallory.WaitFor("Connect GitHub")
 	authURL = mallory.PressAndCapture("Connect GitHub", h.GitHubURL+"/login/oauth/authorize?")
@@ -130,7 +130,7 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 	if want := "This GitHub connection was started by the account m***@example.com, not by the account you are signed in with. It is not yours to finish. Nothing was saved, and this connection attempt has ended."; !strings.Contains(cbOneLine(text), want) {
 		t.Errorf("signed-in Alice sees:\n%s\nwant:\n%s", text, want)
 	}
-	if strings.Contains(text, "Finish connecting") || strings.Contains(text, ct.MalloryEmail) {
+	if strings.Contains(text, "Finish connecting") || strings.Contains(text, stack.MalloryEmail) {
 		t.Errorf("the refusal offers Connect or shows Mallory's address:\n%s", text)
 	}
 	if status := testbrowser.Eval[int](alice, `performance.getEntriesByType("navigation")[0].responseStatus`); status != http.StatusForbidden {
@@ -154,21 +154,21 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 	alice.WaitFor("Connect GitHub")
 	alice.Press("Connect GitHub")
 	text = alice.WaitFor("is now connected.")
-	if !strings.Contains(text, "Your GitHub account "+ct.AliceLogin+" is now connected.") || strings.Contains(text, "Finish this connection?") {
+	if !strings.Contains(text, "Your GitHub account "+stack.AliceLogin+" is now connected.") || strings.Contains(text, "Finish this connection?") {
 		t.Errorf("same-browser result:\n%s", text)
 	}
 	if got := cbCountNamed(alice.Cookies(h.CallbackURL), binding.Name); got != 0 {
 		t.Error("the binding cookie survived the result page")
 	}
-	conns := h.Connections(ct.AliceEmail)
-	if len(conns) != 1 || conns[0].AccountName != ct.AliceLogin || conns[0].Subject != h.Person(ct.AliceEmail).ID {
+	conns := h.Connections(stack.AliceEmail)
+	if len(conns) != 1 || conns[0].AccountName != stack.AliceLogin || conns[0].Subject != h.Person(stack.AliceEmail).ID {
 		t.Fatalf("Alice's connections: %+v", conns)
 	}
 	if n := h.CountRows("connections"); n != 1 {
 		t.Fatalf("%d connections in all, want Alice's only", n)
 	}
 	alice.Open(h.Issuer + "/account")
-	if text := alice.WaitFor(ct.AliceLogin); !strings.Contains(text, ct.AliceLogin+" at GitHub") {
+	if text := alice.WaitFor(stack.AliceLogin); !strings.Contains(text, stack.AliceLogin+" at GitHub") {
 		t.Errorf("account page does not name the account as GitHub does:\n%s", text)
 	}
 
@@ -180,8 +180,8 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 	mallory.Open(h.Issuer + "/account")
 	mallory.WaitFor("Connect GitHub")
 	appURL := mallory.PressAndCapture("Connect GitHub", h.GitHubURL+"/login/oauth/authorize?")
-	signInGitHub(system, ct.MalloryLogin, ct.MalloryPassword)
-	h.GitHub.Approve(ct.MalloryLogin, ct.ClientID)
+	signInGitHub(system, stack.MalloryLogin, stack.MalloryPassword)
+	h.GitHub.Approve(stack.MalloryLogin, stack.GitHubClientID)
 	system.Open(appURL)
 	text = system.WaitFor("Finish this connection?")
 	if want := fmt.Sprintf(cbConfirmSentence, "m***@example.com"); !strings.Contains(cbOneLine(text), want) {
@@ -192,8 +192,8 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 	}
 	system.Press("Sign in to finish")
 	system.WaitFor("Sign in")
-	system.Fill("username", ct.MalloryEmail)
-	system.Fill("password", ct.MalloryPassword)
+	system.Fill("username", stack.MalloryEmail)
+	system.Fill("password", stack.MalloryPassword)
 	system.Press("Sign in")
 	system.WaitFor("Finish connecting")
 	if h.CountRows("connections") != 1 || h.GitHub.ExchangeCalls() != 1 {
@@ -201,18 +201,18 @@ func TestCallbackInRealBrowsers(t *testing.T) {
 	}
 	system.Press("Finish connecting")
 	text = system.WaitFor("is now connected.")
-	if !strings.Contains(text, "Your GitHub account "+ct.MalloryLogin+" is now connected.") {
+	if !strings.Contains(text, "Your GitHub account "+stack.MalloryLogin+" is now connected.") {
 		t.Errorf("app path result:\n%s", text)
 	}
-	mc := h.Connections(ct.MalloryEmail)
-	if len(mc) != 1 || mc[0].AccountName != ct.MalloryLogin || mc[0].Subject != h.Person(ct.MalloryEmail).ID {
+	mc := h.Connections(stack.MalloryEmail)
+	if len(mc) != 1 || mc[0].AccountName != stack.MalloryLogin || mc[0].Subject != h.Person(stack.MalloryEmail).ID {
 		t.Fatalf("Mallory's connections: %+v", mc)
 	}
-	if ac := h.Connections(ct.AliceEmail); len(ac) != 1 || ac[0].AccountName != ct.AliceLogin {
+	if ac := h.Connections(stack.AliceEmail); len(ac) != 1 || ac[0].AccountName != stack.AliceLogin {
 		t.Fatalf("Alice's connections changed: %+v", ac)
 	}
 	for _, r := range h.Audit() {
-		if r.Action == "connection.confirmed" && r.Actor != h.Person(ct.MalloryEmail).ID {
+		if r.Action == "connection.confirmed" && r.Actor != h.Person(stack.MalloryEmail).ID {
 			t.Errorf("confirmed connection recorded with actor %q", r.Actor)
 		}
 	}

@@ -21,7 +21,7 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/testbrowser"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook/register"
 )
 
@@ -36,7 +36,7 @@ var consentShots = func() string {
 
 const consentRefusal = "This organisation only allows recognised apps to connect"
 
-func consentRegister(t *testing.T, h *ct.Harness, name string, redirects ...string) string {
+func consentRegister(t *testing.T, h *stack.Stack, name string, redirects ...string) string {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{
 		"client_name": name, "redirect_uris": redirects, "token_endpoint_auth_method": "none",
@@ -56,7 +56,7 @@ func consentRegister(t *testing.T, h *ct.Harness, name string, redirects ...stri
 	return out.ClientID
 }
 
-func consentAuthorizeURL(h *ct.Harness, clientID, redirect string) string {
+func consentAuthorizeURL(h *stack.Stack, clientID, redirect string) string {
 	return h.Issuer + "/authorize?" + url.Values{
 		"response_type": {"code"}, "client_id": {clientID}, "redirect_uri": {redirect}, "scope": {"openid profile email"},
 		"state": {"s1"}, "code_challenge": {"E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"}, "code_challenge_method": {"S256"},
@@ -70,7 +70,7 @@ func consentAuthorizeURL(h *ct.Harness, clientID, redirect string) string {
 // the box is ticked — in the page and, when the page is tampered with, on the server.
 func TestConsentPageInChromium(t *testing.T) {
 	testbrowser.Chromium(t)
-	h := ct.New(t, ct.Options{LatchkeyHost: "127.0.0.1"})
+	h := stack.New(t, stack.Options{Audit: true, FrontHost: "127.0.0.1"})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -81,8 +81,8 @@ func TestConsentPageInChromium(t *testing.T) {
 	alice := testbrowser.New(t, ctx, "alice's browser")
 	alice.Do(chromedp.EmulateViewport(720, 900))
 	alice.Open(h.Issuer + "/sign-in")
-	alice.Fill("username", ct.AliceEmail)
-	alice.Fill("password", ct.AlicePassword)
+	alice.Fill("username", stack.AliceEmail)
+	alice.Fill("password", stack.AlicePassword)
 	alice.Press("Sign in")
 	alice.WaitFor("Your account")
 
@@ -157,8 +157,8 @@ func TestConsentPageInChromium(t *testing.T) {
 			t.Error("the page shown again lost the address")
 		}
 		alice.Screenshot(consentShots, "consent-website-unticked.png")
-		person := h.Person(ct.AliceEmail)
-		if _, err := h.Store.GetGrant(context.Background(), ct.ProjectKey, person.ID, phish); !errors.Is(err, store.ErrNotFound) {
+		person := h.Person(stack.AliceEmail)
+		if _, err := h.Store().GetGrant(context.Background(), stack.ProjectKey, person.ID, phish); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("consent stored without the tick box: %v", err)
 		}
 
@@ -187,10 +187,10 @@ func TestConsentPageInChromium(t *testing.T) {
 		doc.Store(&b)
 		pool := x509.NewCertPool()
 		pool.AddCert(site.Certificate())
-		h.Server.Env().ClientDocument = register.ClientDocument(clientdoc.New(clientdoc.Options{AllowLoopback: true, RootCAs: pool, Now: h.Clock.Now}))
+		h.Server().Env().ClientDocument = register.ClientDocument(clientdoc.New(clientdoc.Options{AllowLoopback: true, RootCAs: pool, Now: h.Clock.Now}))
 		p := *h.Project
 		p.Registration.ClientIDMetadataDocuments = true
-		h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 2})
+		h.Holder().Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 2})
 		alice.Open(consentAuthorizeURL(h, id, "http://127.0.0.1:53682/callback"))
 		text := alice.WaitFor("vouches for it")
 		if !testbrowser.Eval[bool](alice, leadsWithWhere) || !strings.Contains(text, "Access goes to an app on this device") ||
@@ -205,7 +205,7 @@ func TestConsentPageInChromium(t *testing.T) {
 		p := *h.Project
 		p.Redirects = config.DefaultRedirectRules()
 		p.Redirects.OnlyRecognisedApps = true
-		h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 3})
+		h.Holder().Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 3})
 		alice.Open(consentAuthorizeURL(h, phish, attacker))
 		text := alice.WaitFor(consentRefusal)
 		if !strings.Contains(text, attacker) || strings.Contains(text, "Allow") {

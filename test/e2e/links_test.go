@@ -13,8 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"latchkey.dev/latchkey/internal/testbrowser"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // The forwarded connect link, in two real Chromium profiles: Mallory's agent gets a connect link;
@@ -24,32 +23,32 @@ import (
 // token.
 func TestLinkForwardedInRealBrowsers(t *testing.T) {
 	testbrowser.Chromium(t)
-	h := lt.New(t, lt.Options{LatchkeyHost: "127.0.0.1", GitHubHost: "127.0.0.2"})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour, FrontHost: "127.0.0.1", GitHubHost: "127.0.0.2"})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	subject := h.AccessToken(ct.MalloryEmail, lt.Agent)
+	subject := h.AccessToken(stack.MalloryEmail, stack.Agent)
 	refusal := h.AgentExchange(subject)
-	if refusal.Status != http.StatusBadRequest || refusal.String("reason") != "connect_required" {
+	if refusal.Status != http.StatusBadRequest || refusal.Str("reason") != "connect_required" {
 		t.Fatalf("first exchange: %d %s", refusal.Status, refusal.Raw)
 	}
-	link := refusal.String("connect_uri")
+	link := refusal.Str("connect_uri")
 
 	alice := testbrowser.New(t, ctx, "alice's browser")
 	mallory := testbrowser.New(t, ctx, "mallory's browser")
 
 	// Alice: signed in to Latchkey and to GitHub, the app approved before.
 	alice.Open(h.Issuer + "/sign-in")
-	alice.Fill("username", ct.AliceEmail)
-	alice.Fill("password", ct.AlicePassword)
+	alice.Fill("username", stack.AliceEmail)
+	alice.Fill("password", stack.AlicePassword)
 	alice.Press("Sign in")
 	alice.WaitFor("Your account")
 	alice.Open(h.GitHubURL + "/login")
-	alice.Fill("login", ct.AliceLogin)
-	alice.Fill("password", ct.AlicePassword)
+	alice.Fill("login", stack.AliceLogin)
+	alice.Fill("password", stack.AlicePassword)
 	alice.Press("Sign in")
 	alice.WaitFor("404 page not found")
-	h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
+	h.GitHub.Approve(stack.AliceLogin, stack.GitHubClientID)
 
 	// She opens the link Mallory forwarded.
 	alice.Open(link)
@@ -71,15 +70,15 @@ func TestLinkForwardedInRealBrowsers(t *testing.T) {
 	if got := h.SecurityEvents("link.wrong_person"); got != 1 {
 		t.Errorf("link.wrong_person counted %v times, want 1", got)
 	}
-	if a := h.AgentExchange(subject); a.String("connect_id") != refusal.String("connect_id") {
+	if a := h.AgentExchange(subject); a.Str("connect_id") != refusal.Str("connect_id") {
 		t.Fatalf("the link changed after Alice opened it: %s", a.Raw)
 	}
 
 	// Mallory opens her own link: sign in first, then back to the link.
 	mallory.Open(link)
 	mallory.WaitFor("Sign in to")
-	mallory.Fill("username", ct.MalloryEmail)
-	mallory.Fill("password", ct.MalloryPassword)
+	mallory.Fill("username", stack.MalloryEmail)
+	mallory.Fill("password", stack.MalloryPassword)
 	mallory.Press("Sign in")
 	mallory.WaitFor("Connect your GitHub account and let Repo Helper use it.")
 	if loc := mallory.Location(); loc != link {
@@ -89,11 +88,11 @@ func TestLinkForwardedInRealBrowsers(t *testing.T) {
 	// the fake GitHub's own pages allow form submissions only to itself ('self'), so a
 	// redirect from its forms back to Latchkey would be blocked by the browser.
 	mallory.Open(h.GitHubURL + "/login")
-	mallory.Fill("login", ct.MalloryLogin)
-	mallory.Fill("password", ct.MalloryPassword)
+	mallory.Fill("login", stack.MalloryLogin)
+	mallory.Fill("password", stack.MalloryPassword)
 	mallory.Press("Sign in")
 	mallory.WaitFor("404 page not found")
-	h.GitHub.Approve(ct.MalloryLogin, ct.ClientID)
+	h.GitHub.Approve(stack.MalloryLogin, stack.GitHubClientID)
 	mallory.Open(link)
 	mallory.WaitFor("Connect your GitHub account and let Repo Helper use it.")
 	mallory.Press("Connect GitHub")
@@ -110,10 +109,10 @@ func TestLinkForwardedInRealBrowsers(t *testing.T) {
 	if ok.Status != http.StatusOK {
 		t.Fatalf("exchange after connecting: %d %s", ok.Status, ok.Raw)
 	}
-	if login := lkGitHubLogin(t, h, ok.String("access_token")); login != ct.MalloryLogin {
-		t.Fatalf("the agent got a token for %q, want %q", login, ct.MalloryLogin)
+	if login := lkGitHubLogin(t, h, ok.Str("access_token")); login != stack.MalloryLogin {
+		t.Fatalf("the agent got a token for %q, want %q", login, stack.MalloryLogin)
 	}
-	if n := len(h.Connections(ct.AliceEmail)); n != 0 {
+	if n := len(h.Connections(stack.AliceEmail)); n != 0 {
 		t.Fatalf("Alice has %d connections", n)
 	}
 	// The finished link is gone for everyone.
@@ -135,7 +134,7 @@ func lkButtons(t *testing.T, p *testbrowser.Profile, label string) int {
 }
 
 // lkGitHubLogin asks the fake GitHub whose token tok is.
-func lkGitHubLogin(t *testing.T, h *lt.Harness, tok string) string {
+func lkGitHubLogin(t *testing.T, h *stack.Stack, tok string) string {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, h.GitHubURL+"/user", nil)
 	req.Header.Set("Authorization", "Bearer "+tok)

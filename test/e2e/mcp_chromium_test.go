@@ -4,7 +4,7 @@ import (
 	"strings"
 
 	"latchkey.dev/latchkey/internal/testbrowser"
-	"latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // signInAtGitHub signs the person in at the fake GitHub in their own browser and records that they
@@ -19,7 +19,7 @@ func (pp *mcpPerson) signInAtGitHub(b *testbrowser.Profile) {
 	b.Fill("password", pp.GitHubPassw)
 	b.Press("Sign in")
 	b.WaitFor("404 page not found")
-	pp.s.GitHub.Approve(pp.GitHubLogin, callbacktest.ClientID)
+	pp.s.GitHub.Approve(pp.GitHubLogin, stack.GitHubClientID)
 }
 
 // openLinkInChromium is the person opening the connect link in their own browser: Latchkey

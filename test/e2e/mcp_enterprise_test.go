@@ -28,7 +28,7 @@ import (
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	latchkey "latchkey.dev/latchkey/mcp"
-	"latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook/exchange"
 	"latchkey.dev/latchkey/webhook/idjag"
 )
@@ -53,7 +53,7 @@ const (
 // corp/sso's issuer.
 func (s *mcpStack) withIDP(t *testing.T, trusted bool) string {
 	t.Helper()
-	idp := s.Latchkey.URL + "/" + ssoKey
+	idp := s.Front.URL + "/" + ssoKey
 	// ID tokens and ID-JAGs are signed with the Project's key, published at its jwks.json.
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -104,14 +104,14 @@ func (s *mcpStack) withIDP(t *testing.T, trusted bool) string {
 		}
 	}
 	s.Project = &p
-	s.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p, ssoKey: sso}, Version: 10})
+	s.Holder().Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p, ssoKey: sso}, Version: 10})
 	return idp
 }
 
 // audited returns the audit record of action in project, or fails the test.
 func (s *mcpStack) audited(t *testing.T, project, action string) store.AuditRecord {
 	t.Helper()
-	recs, err := s.Store.ListAudit(t.Context(), project, 100)
+	recs, err := s.Store().ListAudit(t.Context(), project, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestMCPEnterpriseManagedAuthorization(t *testing.T) {
 
 	// Repo Helper's Project redeemed the company's ID-JAG, and the company's Project audited
 	// issuing it.
-	if r := s.audited(t, callbacktest.ProjectKey, idjag.ActionRedeemed); r.ClientID != entClient || r.Target != s.Person(callbacktest.AliceEmail).ID {
+	if r := s.audited(t, stack.ProjectKey, idjag.ActionRedeemed); r.ClientID != entClient || r.Target != s.Person(stack.AliceEmail).ID {
 		t.Errorf("redemption audited as %+v, want %s acting for alice", r, entClient)
 	}
 	s.audited(t, ssoKey, idjag.ActionIssued)
@@ -257,7 +257,7 @@ func TestAttackMCPEnterpriseUntrustedIdP(t *testing.T) {
 		!strings.Contains(err.Error(), "issuer is not trusted") {
 		t.Errorf("Connect error = %v, want the JWT bearer grant refused with invalid_grant: issuer not trusted", err)
 	}
-	s.audited(t, callbacktest.ProjectKey, idjag.ActionRefused)
+	s.audited(t, stack.ProjectKey, idjag.ActionRefused)
 
 	// What the client sends without a token is refused by Repo Helper.
 	req, _ := http.NewRequest(http.MethodPost, s.MCPURL, strings.NewReader(

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html"
 	"log/slog"
 	"maps"
 	"net"
@@ -17,7 +16,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -29,25 +27,24 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/testenv"
-	"latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook/links"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
 )
 
 // The MCP stack of the connect-link story (docs/connections-for-agents.md), all real and in process:
-// Latchkey as linktest runs it (webhook.New on a real SQLite file with the callback, connect link,
+// Latchkey as test/stack runs it with Options.Links (webhook.New on a real SQLite file with the callback, connect link,
 // token-exchange and event flows) on 127.0.0.1, the fake GitHub on 127.0.0.2 (another site, as
 // GitHub is), and Repo Helper, the demo MCP server, which verifies tokens by introspection and
 // exchanges them at Latchkey's token endpoint. The agent is an MCP client that registered itself
 // (RFC 7591) as a public client, as MCP clients do.
 const (
-	mcpServerClientID = lt.Agent // Repo Helper's declared OAuthClient
-	mcpServerSecret   = lt.AgentSecret
+	mcpServerClientID = stack.Agent // Repo Helper's declared OAuthClient
+	mcpServerSecret   = stack.AgentSecret
 	mcpAgentName      = "Chat Agent"
 )
 
 type mcpStack struct {
-	*lt.Harness
+	*stack.Stack
 	// MCPURL is Repo Helper's MCP endpoint, the resource its tokens are issued for.
 	MCPURL string
 	// AgentID is the registered MCP client; AgentRedirect its loopback callback.
@@ -69,7 +66,7 @@ func freeLoopback(t testing.TB) string {
 
 func newMCPStack(t *testing.T) *mcpStack {
 	t.Helper()
-	h := lt.New(t, lt.Options{LatchkeyHost: "127.0.0.1", GitHubHost: "127.0.0.2"})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour, FrontHost: "127.0.0.1", GitHubHost: "127.0.0.2"})
 	// The SDK's bearer-token middleware checks a token's expiry on the wall clock, whatever
 	// clock the resource server is given; so the injected clock starts at the wall time here,
 	// and tests still move it by hand.
@@ -79,7 +76,7 @@ func newMCPStack(t *testing.T) *mcpStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &mcpStack{Harness: h, MCPURL: "http://" + ln.Addr().String() + "/mcp", ServerRedirect: "http://" + freeLoopback(t) + "/callback"}
+	s := &mcpStack{Stack: h, MCPURL: "http://" + ln.Addr().String() + "/mcp", ServerRedirect: "http://" + freeLoopback(t) + "/callback"}
 
 	// Repo Helper serves MCPURL as a resource (so its callers' tokens may be exchanged by it),
 	// and signs people in itself for `repo-helper call`, the walkthrough's client.
@@ -90,7 +87,7 @@ func newMCPStack(t *testing.T) *mcpStack {
 	rh.RedirectURIs = []string{s.ServerRedirect}
 	p.Clients[mcpServerClientID] = &rh
 	h.Project = &p
-	h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 2})
+	h.Holder().Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 2})
 
 	handler, err := repohelper.New(repohelper.Options{
 		Issuer:       h.Issuer,
@@ -150,25 +147,23 @@ func (s *mcpStack) registerAgent(t *testing.T) {
 // mcpPerson is a person with their own browser (cookie jar) and accounts.
 type mcpPerson struct {
 	s                        *mcpStack
-	B                        *callbacktest.Browser
+	B                        *stack.Browser
 	Email, Password          string
 	GitHubLogin, GitHubPassw string
 }
 
 func (s *mcpStack) alice() *mcpPerson {
-	return &mcpPerson{s: s, B: s.Browser(), Email: callbacktest.AliceEmail, Password: callbacktest.AlicePassword,
-		GitHubLogin: callbacktest.AliceLogin, GitHubPassw: callbacktest.AlicePassword}
+	return &mcpPerson{s: s, B: s.Browser(), Email: stack.AliceEmail, Password: stack.AlicePassword,
+		GitHubLogin: stack.AliceLogin, GitHubPassw: stack.AlicePassword}
 }
 
 func (s *mcpStack) mallory() *mcpPerson {
-	return &mcpPerson{s: s, B: s.Browser(), Email: callbacktest.MalloryEmail, Password: callbacktest.MalloryPassword,
-		GitHubLogin: callbacktest.MalloryLogin, GitHubPassw: callbacktest.MalloryPassword}
+	return &mcpPerson{s: s, B: s.Browser(), Email: stack.MalloryEmail, Password: stack.MalloryPassword,
+		GitHubLogin: stack.MalloryLogin, GitHubPassw: stack.MalloryPassword}
 }
 
-var mcpMetaRefresh = regexp.MustCompile(`<meta http-equiv="refresh" content="0; url=([^"]+)">`)
-
 // resolve turns a form action or refresh target on page pg into an absolute URL.
-func resolve(t testing.TB, pg callbacktest.Page, ref string) string {
+func resolve(t testing.TB, pg stack.Page, ref string) string {
 	t.Helper()
 	base, err := url.Parse(pg.URL)
 	if err != nil {
@@ -181,14 +176,14 @@ func resolve(t testing.TB, pg callbacktest.Page, ref string) string {
 	return u.String()
 }
 
-func (pp *mcpPerson) onGitHub(pg callbacktest.Page) bool {
+func (pp *mcpPerson) onGitHub(pg stack.Page) bool {
 	return strings.HasPrefix(pg.URL, pp.s.GitHubURL+"/")
 }
 
 // step does what the person does on the page in front of them: follow a redirect or a page
 // that moves on, sign in (at Latchkey or at GitHub), allow the agent on the consent page,
 // connect on the link page, authorize at GitHub. done is true when nothing is left to do.
-func (pp *mcpPerson) step(t testing.TB, pg callbacktest.Page) (next callbacktest.Page, done bool) {
+func (pp *mcpPerson) step(t testing.TB, pg stack.Page) (next stack.Page, done bool) {
 	t.Helper()
 	b := pp.B
 	switch {
@@ -197,29 +192,29 @@ func (pp *mcpPerson) step(t testing.TB, pg callbacktest.Page) (next callbacktest
 		if strings.HasPrefix(loc, pp.s.AgentRedirect) {
 			return pg, true // the authorization response, for the agent to read
 		}
-		return b.Get(loc), false
+		return b.MustGet(loc), false
 	case pg.Status != http.StatusOK:
 		return pg, true
 	}
-	if m := mcpMetaRefresh.FindStringSubmatch(pg.Body); m != nil {
-		return b.Get(resolve(t, pg, html.UnescapeString(m[1]))), false
+	if next := pg.Continue(); next != "" {
+		return b.MustGet(resolve(t, pg, next)), false
 	}
 	if pp.onGitHub(pg) {
 		if action, f, ok := pg.Form("Sign in"); ok {
 			f.Set("login", pp.GitHubLogin)
 			f.Set("password", pp.GitHubPassw)
-			return b.Post(resolve(t, pg, action), f), false
+			return b.MustPost(resolve(t, pg, action), f), false
 		}
 		if action, f, ok := pg.Form("Authorize"); ok {
 			f.Set("authorize", "1")
-			return b.Post(resolve(t, pg, action), f), false
+			return b.MustPost(resolve(t, pg, action), f), false
 		}
 		return pg, true
 	}
 	if action, f, ok := pg.Form("Sign in"); ok && strings.Contains(pg.Body, `name="password"`) {
 		f.Set("username", pp.Email)
 		f.Set("password", pp.Password)
-		return b.Post(resolve(t, pg, action), f), false
+		return b.MustPost(resolve(t, pg, action), f), false
 	}
 	if strings.Contains(pg.Body, "Where access goes") {
 		action, f, ok := pg.Form("Allow")
@@ -231,20 +226,20 @@ func (pp *mcpPerson) step(t testing.TB, pg callbacktest.Page) (next callbacktest
 			// The person ticks "I set up this connection and expected access to go to …".
 			f.Set("confirm_destination", pp.s.AgentRedirect)
 		}
-		return b.Post(resolve(t, pg, action), f), false
+		return b.MustPost(resolve(t, pg, action), f), false
 	}
 	if strings.Contains(pg.URL, links.PathPrefix) && !strings.HasSuffix(pg.URL, "/connect") {
 		if action, f, ok := pg.Form("Connect"); ok {
-			return b.Post(resolve(t, pg, action), f), false
+			return b.MustPost(resolve(t, pg, action), f), false
 		}
 	}
 	return pg, true
 }
 
 // walk takes the person through pages from start until nothing is left to do.
-func (pp *mcpPerson) walk(t testing.TB, start string) callbacktest.Page {
+func (pp *mcpPerson) walk(t testing.TB, start string) stack.Page {
 	t.Helper()
-	pg := pp.B.Get(start)
+	pg := pp.B.MustGet(start)
 	for range 25 {
 		next, done := pp.step(t, pg)
 		if done {
@@ -296,14 +291,14 @@ func (pp *mcpPerson) AgentToken(t testing.TB) string {
 
 // OpenLink is the person opening a connect link in their browser and doing what it offers:
 // signing in again if asked, connecting GitHub, approving at GitHub. It returns the last page.
-func (pp *mcpPerson) OpenLink(t testing.TB, link string) callbacktest.Page {
+func (pp *mcpPerson) OpenLink(t testing.TB, link string) stack.Page {
 	t.Helper()
 	return pp.walk(t, link)
 }
 
 // wantDone checks that the person ended on a page that sends them back to their agent, and
 // that it redirected them nowhere.
-func wantDone(t testing.TB, pg callbacktest.Page) {
+func wantDone(t testing.TB, pg stack.Page) {
 	t.Helper()
 	text := pg.Text()
 	if pg.Status != http.StatusOK || pg.Header.Get("Location") != "" || !strings.Contains(strings.ToLower(text), "go back to") {
@@ -314,8 +309,8 @@ func wantDone(t testing.TB, pg callbacktest.Page) {
 // Refusal is Latchkey's token-exchange answer as Repo Helper receives it, asked directly.
 func (s *mcpStack) Refusal(t testing.TB, token string) map[string]any {
 	t.Helper()
-	a := s.Exchange(mcpServerClientID, mcpServerSecret, token, lt.Audience)
-	if a.Status != http.StatusBadRequest || a.Header.Get("Cache-Control") != "no-store" || a.String("error") != "invalid_grant" {
+	a := s.ExchangeAs(mcpServerClientID, mcpServerSecret, token, stack.Audience)
+	if a.Status != http.StatusBadRequest || a.Header.Get("Cache-Control") != "no-store" || a.Str("error") != "invalid_grant" {
 		t.Fatalf("exchange answer: %d %q %s", a.Status, a.Header.Get("Cache-Control"), a.Raw)
 	}
 	return a.Body
@@ -389,8 +384,8 @@ func wantJSON(t testing.TB, structured []byte) {
 	if err := json.Unmarshal(structured, &out); err != nil {
 		t.Fatalf("structured content %s: %v", structured, err)
 	}
-	want := repohelper.ListOutput{Account: callbacktest.AliceLogin, Repositories: []repohelper.Repository{
-		{FullName: callbacktest.AliceLogin + "/diary", Private: true, URL: "https://github.com/" + callbacktest.AliceLogin + "/diary"},
+	want := repohelper.ListOutput{Account: stack.AliceLogin, Repositories: []repohelper.Repository{
+		{FullName: stack.AliceLogin + "/diary", Private: true, URL: "https://github.com/" + stack.AliceLogin + "/diary"},
 	}}
 	if fmt.Sprint(out) != fmt.Sprint(want) {
 		t.Errorf("repositories = %+v\nwant %+v", out, want)

@@ -71,7 +71,7 @@ func TestAttackSelfRegisteredMachinePassesAsPerson(t *testing.T) {
 	p := *s.Project
 	p.Registration.ClientCredentialsResources = []string{s.MCPURL}
 	s.Project = &p
-	s.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 3})
+	s.Holder().Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 3})
 	status, body = machineToken()
 	tok, _ := body["access_token"].(string)
 	if status != http.StatusOK || tok == "" {

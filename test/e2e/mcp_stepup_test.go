@@ -30,7 +30,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
-	"latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // Step-up authorization (docs/mcp-step-up.md) end to end: a notes MCP server whose tools need
@@ -64,7 +64,7 @@ func newNotesServer(t *testing.T) *notesServer {
 	rh.Resources = append(slices.Clone(rh.Resources), s.URL)
 	p.Clients[mcpServerClientID] = &rh
 	s.Project = &p
-	s.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 3})
+	s.Holder().Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 3})
 
 	server := sdk.NewServer(&sdk.Implementation{Name: "notes", Version: "1.0.0"}, nil)
 	for _, name := range []string{"read_notes", "write_notes"} {
@@ -135,7 +135,7 @@ func (a *browserAgent) fetch(_ context.Context, args *auth.AuthorizationArgs) (*
 	a.mu.Lock()
 	a.scopes = append(a.scopes, u.Query().Get("scope"))
 	a.mu.Unlock()
-	pg := a.pp.B.Get(args.URL)
+	pg := a.pp.B.MustGet(args.URL)
 	for range 25 {
 		if strings.Contains(pg.Body, "Where access goes") {
 			a.mu.Lock()
@@ -205,7 +205,7 @@ func TestMCPStepUpWithGoSDK(t *testing.T) {
 			if want := []string{scopeRead, scopeRead + " " + scopeWrite}; !slices.EqualFunc(agent.scopes, want, sameScopes) {
 				t.Errorf("authorization requests asked for %q, want %q", agent.scopes, want)
 			}
-			g, err := s.Store.GetGrant(t.Context(), s.Project.Key, s.PersonID(callbacktest.AliceEmail), s.AgentID)
+			g, err := s.Store().GetGrant(t.Context(), s.Project.Key, s.PersonID(stack.AliceEmail), s.AgentID)
 			if err != nil || !sameScopes(strings.Join(g.Scopes, " "), scopeRead+" "+scopeWrite) {
 				t.Errorf("stored consent = %v %v, want both scopes", g.Scopes, err)
 			}
@@ -268,7 +268,7 @@ func (s *notesServer) authorizeURL(scope string, extra url.Values) (string, stri
 }
 
 // redeem trades a code from the agent's redirect for tokens.
-func (s *notesServer) redeem(t *testing.T, pg callbacktest.Page, verifier string) (access, refresh, scope string) {
+func (s *notesServer) redeem(t *testing.T, pg stack.Page, verifier string) (access, refresh, scope string) {
 	t.Helper()
 	loc, err := url.Parse(pg.Location())
 	if err != nil || loc.Query().Get("code") == "" {
@@ -314,9 +314,9 @@ func TestStepUpConsent(t *testing.T) {
 	s := newNotesServer(t)
 	alice := s.alice()
 	ctx := t.Context()
-	aliceID := func() string { return s.PersonID(callbacktest.AliceEmail) }
+	aliceID := func() string { return s.PersonID(stack.AliceEmail) }
 	grant := func() []string {
-		g, err := s.Store.GetGrant(ctx, s.Project.Key, aliceID(), s.AgentID)
+		g, err := s.Store().GetGrant(ctx, s.Project.Key, aliceID(), s.AgentID)
 		if err != nil {
 			t.Fatalf("GetGrant: %v", err)
 		}
@@ -331,7 +331,7 @@ func TestStepUpConsent(t *testing.T) {
 
 	t.Run("asking for only the new scope keeps the old one in the consent", func(t *testing.T) {
 		u, v := s.authorizeURL(scopeWrite, nil)
-		pg := alice.B.Get(u)
+		pg := alice.B.MustGet(u)
 		if got := (consentSeen{listed(reNewList, pg.Body), listed(reKeptList, pg.Body)}); !slicesEqualFunc([]consentSeen{got}, []consentSeen{{New: []string{scopeWrite}, Kept: []string{scopeRead}}}) {
 			t.Fatalf("consent page shows %+v, want notes:write new and notes:read kept: %s", got, pg.Text())
 		}
@@ -346,7 +346,7 @@ func TestStepUpConsent(t *testing.T) {
 
 	t.Run("what was allowed is not asked again", func(t *testing.T) {
 		u, v := s.authorizeURL(scopeRead+" "+scopeWrite, nil)
-		pg := alice.B.Get(u)
+		pg := alice.B.MustGet(u)
 		if !strings.HasPrefix(pg.Location(), s.AgentRedirect) {
 			t.Fatalf("a request within the consent was asked again: %d %s", pg.Status, pg.Text())
 		}
@@ -376,7 +376,7 @@ func TestStepUpConsent(t *testing.T) {
 
 	t.Run("prompt=none for a scope not yet allowed gets consent_required and no code", func(t *testing.T) {
 		u, _ := s.authorizeURL(scopeRead+" notes:admin", url.Values{"prompt": {"none"}})
-		pg := alice.B.Get(u)
+		pg := alice.B.MustGet(u)
 		loc, _ := url.Parse(pg.Location())
 		if !strings.HasPrefix(pg.Location(), s.AgentRedirect) || loc.Query().Get("error") != "consent_required" || loc.Query().Has("code") {
 			t.Fatalf("answer %d %s", pg.Status, pg.Location())
@@ -396,7 +396,7 @@ func TestAttackStepUpWithoutConsent(t *testing.T) {
 	s.redeem(t, alice.walk(t, u), v)
 
 	u, _ = s.authorizeURL(scopeRead+" "+scopeWrite, nil)
-	pg := alice.B.Get(u)
+	pg := alice.B.MustGet(u)
 	if pg.Status != http.StatusOK || !strings.Contains(pg.Body, "Where access goes") || pg.Header.Get("Location") != "" {
 		t.Fatalf("a request for more was not put to the person: %d %s", pg.Status, pg.Location())
 	}
@@ -407,11 +407,11 @@ func TestAttackStepUpWithoutConsent(t *testing.T) {
 	}
 	f.Set("decision", "allow")
 	f.Del("csrf_token")
-	forged := alice.B.Post(resolve(t, pg, action), f)
+	forged := alice.B.MustPost(resolve(t, pg, action), f)
 	if forged.Status != http.StatusForbidden || forged.Header.Get("Location") != "" {
 		t.Errorf("a decision without the form token: %d %s", forged.Status, forged.Location())
 	}
-	g, err := s.Store.GetGrant(t.Context(), s.Project.Key, s.PersonID(callbacktest.AliceEmail), s.AgentID)
+	g, err := s.Store().GetGrant(t.Context(), s.Project.Key, s.PersonID(stack.AliceEmail), s.AgentID)
 	if err != nil || !slices.Equal(g.Scopes, []string{scopeRead}) {
 		t.Errorf("stored consent = %v %v, want notes:read only", g.Scopes, err)
 	}
@@ -443,12 +443,12 @@ func TestAttackSelfRegisteredStepUpPastItsScope(t *testing.T) {
 	s.redeem(t, alice.walk(t, u), v)
 
 	u, _ = s.authorizeURL(scopeRead+" "+scopeWrite, nil)
-	pg := alice.B.Get(u)
+	pg := alice.B.MustGet(u)
 	loc, _ := url.Parse(pg.Location())
 	if !strings.HasPrefix(pg.Location(), s.AgentRedirect) || loc.Query().Get("error") != "invalid_scope" || loc.Query().Has("code") {
 		t.Fatalf("step-up past the registered scope: %d %s %s", pg.Status, pg.Location(), pg.Text())
 	}
-	g, err := s.Store.GetGrant(t.Context(), s.Project.Key, s.PersonID(callbacktest.AliceEmail), s.AgentID)
+	g, err := s.Store().GetGrant(t.Context(), s.Project.Key, s.PersonID(stack.AliceEmail), s.AgentID)
 	if err != nil || !slices.Equal(g.Scopes, []string{scopeRead}) {
 		t.Errorf("stored consent = %v %v, want notes:read only", g.Scopes, err)
 	}
@@ -535,19 +535,19 @@ func TestAttackSelfRegisteredStepUpOutsideTheProjectsScopes(t *testing.T) {
 	p := *s.Project
 	p.Registration.Scopes = []string{scopeRead, scopeWrite}
 	s.Project = &p
-	s.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 4})
+	s.Holder().Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 4})
 	alice := s.alice()
 	u, v := s.authorizeURL(scopeRead+" "+scopeWrite, nil)
 	if _, _, sc := s.redeem(t, alice.walk(t, u), v); sc != scopeRead+" "+scopeWrite {
 		t.Fatalf("scopes the Project lists: %q", sc)
 	}
 	u, _ = s.authorizeURL(scopeRead+" notes:admin", nil)
-	pg := alice.B.Get(u)
+	pg := alice.B.MustGet(u)
 	loc, _ := url.Parse(pg.Location())
 	if !strings.HasPrefix(pg.Location(), s.AgentRedirect) || loc.Query().Get("error") != "invalid_scope" || loc.Query().Has("code") {
 		t.Fatalf("a scope the Project does not list: %d %s %s", pg.Status, pg.Location(), pg.Text())
 	}
-	g, err := s.Store.GetGrant(t.Context(), s.Project.Key, s.PersonID(callbacktest.AliceEmail), s.AgentID)
+	g, err := s.Store().GetGrant(t.Context(), s.Project.Key, s.PersonID(stack.AliceEmail), s.AgentID)
 	if err != nil || slices.Contains(g.Scopes, "notes:admin") {
 		t.Errorf("stored consent = %v %v", g.Scopes, err)
 	}
@@ -557,7 +557,7 @@ func TestAttackSelfRegisteredStepUpOutsideTheProjectsScopes(t *testing.T) {
 		"response_type": {"code"}, "client_id": {mcpServerClientID}, "redirect_uri": {s.ServerRedirect}, "scope": {"notes:admin"},
 		"code_challenge": {"E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"}, "code_challenge_method": {"S256"},
 	}.Encode()
-	pg = alice.B.Get(declared)
+	pg = alice.B.MustGet(declared)
 	if pg.Status != http.StatusOK || !strings.Contains(pg.Body, "Where access goes") {
 		t.Errorf("a declared client's request was not put to the person: %d %s", pg.Status, pg.Location())
 	}

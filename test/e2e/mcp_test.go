@@ -20,7 +20,7 @@ import (
 	"latchkey.dev/latchkey/internal/testbrowser"
 	"latchkey.dev/latchkey/internal/testenv"
 	latchkey "latchkey.dev/latchkey/mcp"
-	"latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // A connect link relayed through MCP works only if the client shows the link to the person and
@@ -303,7 +303,7 @@ func TestMCPRequestStateRefused(t *testing.T) {
 		res, err := retry(malloryCS, second.RequestState)
 		refused(t, res, err, "expired")
 	})
-	if cs := s.Connections(callbacktest.MalloryEmail); len(cs) != 0 {
+	if cs := s.Connections(stack.MalloryEmail); len(cs) != 0 {
 		t.Errorf("mallory has %d connections, want none", len(cs))
 	}
 
@@ -331,9 +331,9 @@ func flipStateByte(t *testing.T, state string) string {
 // GitHub names her account.
 func wantAliceConnected(t *testing.T, s *mcpStack) {
 	t.Helper()
-	cs := s.Connections(callbacktest.AliceEmail)
-	if len(cs) != 1 || cs[0].AccountName != callbacktest.AliceLogin || cs[0].Connector != s.Connector.Key {
-		t.Errorf("alice's connections = %+v, want one to %s as %s", cs, s.Connector.Key, callbacktest.AliceLogin)
+	cs := s.Connections(stack.AliceEmail)
+	if len(cs) != 1 || cs[0].AccountName != stack.AliceLogin || cs[0].Connector != s.Connector.Key {
+		t.Errorf("alice's connections = %+v, want one to %s as %s", cs, s.Connector.Key, stack.AliceLogin)
 	}
 }
 
@@ -393,8 +393,8 @@ func TestMCPWalkthroughClient(t *testing.T) {
 			for _, want := range []string{
 				"Connected to Repo Helper with MCP " + version,
 				"Repo Helper says: Open this link to connect your GitHub account and let Repo Helper use it.",
-				"Repositories of " + callbacktest.AliceLogin + " at GitHub:",
-				callbacktest.AliceLogin + "/diary",
+				"Repositories of " + stack.AliceLogin + " at GitHub:",
+				stack.AliceLogin + "/diary",
 			} {
 				if !strings.Contains(out, want) {
 					t.Errorf("output lacks %q:\n%s", want, out)

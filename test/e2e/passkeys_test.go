@@ -12,7 +12,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/testbrowser"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // authenticator gives p a virtual platform authenticator that holds discoverable credentials
@@ -91,10 +91,10 @@ func signInWithPassword(p *testbrowser.Profile, issuer, email, password string) 
 // refused.
 func TestPasskeysInChromium(t *testing.T) {
 	testbrowser.Chromium(t)
-	h := ct.New(t, ct.Options{LatchkeyHost: "127.0.0.1", PublicHost: "localhost"})
+	h := stack.New(t, stack.Options{Audit: true, FrontHost: "127.0.0.1", PublicHost: "localhost"})
 	other := *h.Project
-	other.Key, other.Name, other.DisplayName, other.Issuer = "team/other", "other", "Other Team", h.Latchkey.URL+"/team/other"
-	h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{ct.ProjectKey: h.Project, other.Key: &other}, Version: 2})
+	other.Key, other.Name, other.DisplayName, other.Issuer = "team/other", "other", "Other Team", h.Front.URL+"/team/other"
+	h.Holder().Store(&config.Snapshot{Projects: map[string]*config.Project{stack.ProjectKey: h.Project, other.Key: &other}, Version: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
@@ -102,7 +102,7 @@ func TestPasskeysInChromium(t *testing.T) {
 	auth := authenticator(t, alice)
 
 	// Enrol.
-	signInWithPassword(alice, h.Issuer, ct.AliceEmail, ct.AlicePassword)
+	signInWithPassword(alice, h.Issuer, stack.AliceEmail, stack.AlicePassword)
 	alice.WaitFor("Add a passkey")
 	alice.Press("Add a passkey")
 	alice.WaitFor("The passkey was added")

@@ -21,7 +21,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
-	"latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 const (
@@ -37,7 +37,7 @@ const (
 // the server's answer (or, for a refused step, refused it).
 func TestEnterpriseWithOAuth4WebAPI(t *testing.T) {
 	node := nodeScript(t)
-	h := callbacktest.New(t, callbacktest.Options{})
+	h := stack.New(t, stack.Options{Audit: true})
 	h.Clock.Advance(time.Since(h.Clock.Now()))
 	withSigningKey(t, h)
 
@@ -61,8 +61,8 @@ func TestEnterpriseWithOAuth4WebAPI(t *testing.T) {
 		TokenEndpointAuthMethod: "client_secret_jwt", SecretHash: secret.Hash(hsSecret), SecretJWTKey: []byte(hsSecret),
 	}
 	h.Project = &p
-	h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 3})
-	if pg := h.Browser().Get(h.Latchkey.URL + "/-/readyz"); pg.Status != http.StatusOK {
+	h.Holder().Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 3})
+	if pg := h.Browser().MustGet(h.Front.URL + "/-/readyz"); pg.Status != http.StatusOK {
 		t.Fatalf("server not ready: %d %s", pg.Status, pg.Body)
 	}
 
@@ -80,7 +80,7 @@ func TestEnterpriseWithOAuth4WebAPI(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	alice := &person{b: h.Browser(), email: callbacktest.AliceEmail, password: callbacktest.AlicePassword}
+	alice := &person{b: h.Browser(), email: stack.AliceEmail, password: stack.AlicePassword}
 	results := map[string]result{}
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
@@ -94,7 +94,7 @@ func TestEnterpriseWithOAuth4WebAPI(t *testing.T) {
 		case "authorize":
 			io.WriteString(stdin, alice.authorize(t, r.str("url"), pkjClientName, "allow")+"\n")
 		case "authorize-reused":
-			pg := alice.b.Get(r.str("url"))
+			pg := alice.b.MustGet(r.str("url"))
 			if pg.Status != http.StatusBadRequest || pg.Location() != "" || !strings.Contains(pg.Text(), "has expired or has already been used") {
 				t.Errorf("a spent request_uri: %d %q %s", pg.Status, pg.Location(), pg.Text())
 			}

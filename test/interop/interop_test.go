@@ -1,7 +1,7 @@
 // Package interop runs strict third-party OAuth client libraries against Latchkey: npm
 // oauth4webapi 3.8.8 step by step, then openid-client 6.9.0 through its high-level API, both in
 // Node (test/interop/node/flow.mjs), against the real server in process — webhook.New on a real
-// SQLite file with open registration and two password people (callbacktest's installation).
+// SQLite file with open registration and two password people (test/stack's installation).
 //
 // The script does what an agent does (discovery, dynamic registration, authorization code with
 // PKCE S256, state, nonce and iss checking, token, refresh, userinfo, introspection,
@@ -40,7 +40,7 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/testenv"
-	"latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 const (
@@ -61,15 +61,15 @@ var clientNames = map[string]string{
 func TestStrictClientLibraries(t *testing.T) {
 	node := nodeScript(t)
 
-	h := callbacktest.New(t, callbacktest.Options{})
+	h := stack.New(t, stack.Options{Audit: true})
 	// The libraries check ID token times (exp, auth_time against max_age) on the wall clock;
 	// the injected clock starts there and stands still for the run.
 	h.Clock.Advance(time.Since(h.Clock.Now()))
 	withSigningKey(t, h)
-	// Ask the server from this process before Node does. callbacktest.New sets its handler
+	// Ask the server from this process before Node does. stack.New sets its handler
 	// after the listener starts; an in-process request orders that write before every later
 	// request (the race detector cannot see ordering through another process).
-	if pg := h.Browser().Get(h.Latchkey.URL + "/-/readyz"); pg.Status != http.StatusOK {
+	if pg := h.Browser().MustGet(h.Front.URL + "/-/readyz"); pg.Status != http.StatusOK {
 		t.Fatalf("server not ready: %d %s", pg.Status, pg.Body)
 	}
 
@@ -92,7 +92,7 @@ func TestStrictClientLibraries(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	alice := &person{b: h.Browser(), email: callbacktest.AliceEmail, password: callbacktest.AlicePassword}
+	alice := &person{b: h.Browser(), email: stack.AliceEmail, password: stack.AlicePassword}
 	results := map[string]result{}
 	var order []string
 	sc := bufio.NewScanner(stdout)
@@ -176,10 +176,10 @@ func TestStrictClientLibraries(t *testing.T) {
 
 // expectations are what every step must have seen. Values that only exist once the run is
 // over (client ids, alice's subject) come from the results and the store.
-func expectations(t *testing.T, h *callbacktest.Harness, res map[string]result) []expect {
+func expectations(t *testing.T, h *stack.Stack, res map[string]result) []expect {
 	t.Helper()
 	iss := h.Issuer
-	aliceID := h.Person(callbacktest.AliceEmail).ID
+	aliceID := h.Person(stack.AliceEmail).ID
 	pubID := res["oauth4webapi/register-public"].str("client_id")
 	confID := res["oauth4webapi/register-confidential"].str("client_id")
 	oidcID := res["openid-client/discovery-register"].str("client_id")
@@ -189,7 +189,7 @@ func expectations(t *testing.T, h *callbacktest.Harness, res map[string]result) 
 		if id == "" {
 			continue
 		}
-		c, err := h.Store.GetClient(context.Background(), callbacktest.ProjectKey, id)
+		c, err := h.Store().GetClient(context.Background(), stack.ProjectKey, id)
 		if err != nil {
 			t.Errorf("registered client %s: %v", id, err)
 			continue
@@ -236,11 +236,11 @@ func expectations(t *testing.T, h *callbacktest.Harness, res map[string]result) 
 			"token_type":    eqFold("Bearer"), "access_prefix": eq("lk_at_"), "refresh_prefix": eq("lk_rt_"),
 			"expires_in": eq(3600), "scope": eq("openid email profile"),
 			"id_token.iss": eq(iss), "id_token.aud": eq(pubID), "id_token.sub": eq(aliceID),
-			"id_token.email": eq(callbacktest.AliceEmail), "id_token.name": eq("Alice"),
+			"id_token.email": eq(stack.AliceEmail), "id_token.name": eq("Alice"),
 			"id_token.has_auth_time": eq(true), "id_token.nonce_matches": eq(true),
 		}},
 		{"oauth4webapi", "id-token-signature", map[string]matcher{"alg": eq("ES256"), "kid": eq(signingKeyID), "sub": eq(aliceID)}},
-		{"oauth4webapi", "userinfo", map[string]matcher{"sub": eq(aliceID), "email": eq(callbacktest.AliceEmail), "name": eq("Alice")}},
+		{"oauth4webapi", "userinfo", map[string]matcher{"sub": eq(aliceID), "email": eq(stack.AliceEmail), "name": eq("Alice")}},
 		{"oauth4webapi", "refresh", map[string]matcher{
 			"cache_control": eq("no-store"), "access_prefix": eq("lk_at_"), "refresh_prefix": eq("lk_rt_"),
 			"access_rotated": eq(true), "refresh_rotated": eq(true), "scope": eq("openid email profile"),
@@ -278,9 +278,9 @@ func expectations(t *testing.T, h *callbacktest.Harness, res map[string]result) 
 		{"openid-client", "code-grant", map[string]matcher{
 			"token_type": eqFold("Bearer"), "access_prefix": eq("lk_at_"), "refresh_prefix": eq("lk_rt_"),
 			"scope": eq("openid email"), "id_token.iss": eq(iss), "id_token.aud": eq(oidcID),
-			"id_token.sub": eq(aliceID), "id_token.email": eq(callbacktest.AliceEmail), "id_token.nonce_matches": eq(true),
+			"id_token.sub": eq(aliceID), "id_token.email": eq(stack.AliceEmail), "id_token.nonce_matches": eq(true),
 		}},
-		{"openid-client", "userinfo", map[string]matcher{"sub": eq(aliceID), "email": eq(callbacktest.AliceEmail)}},
+		{"openid-client", "userinfo", map[string]matcher{"sub": eq(aliceID), "email": eq(stack.AliceEmail)}},
 		{"openid-client", "refresh", map[string]matcher{"access_prefix": eq("lk_at_"), "refresh_rotated": eq(true), "access_rotated": eq(true)}},
 		{"openid-client", "introspect-active", map[string]matcher{"active": eq(true), "client_id": eq(oidcID), "sub_matches": eq(true), "iss": eq(iss)}},
 		{"openid-client", "revoke-refresh", nil},
@@ -298,7 +298,7 @@ const (
 	resourceServerSecret = "lk_cs_interop-resource-server-secret-0123456789"
 )
 
-func withSigningKey(t *testing.T, h *callbacktest.Harness) {
+func withSigningKey(t *testing.T, h *stack.Stack) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -314,13 +314,13 @@ func withSigningKey(t *testing.T, h *callbacktest.Harness) {
 		GrantTypes: []string{"client_credentials"}, TokenEndpointAuthMethod: "client_secret_basic",
 	}
 	h.Project = &p
-	h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 2})
+	h.Holder().Store(&config.Snapshot{Projects: map[string]*config.Project{p.Key: &p}, Version: 2})
 }
 
 // ---- the person ---------------------------------------------------------------------------
 
 type person struct {
-	b               *callbacktest.Browser
+	b               *stack.Browser
 	email, password string
 	// consented are the app names the consent pages showed.
 	consented []string
@@ -338,7 +338,7 @@ var (
 func (pp *person) authorize(t *testing.T, start, appName, decision string) string {
 	t.Helper()
 	b := pp.b
-	pg := b.Get(start)
+	pg := b.MustGet(start)
 	for range 15 {
 		switch {
 		case pg.Status >= 300 && pg.Status < 400:
@@ -349,19 +349,19 @@ func (pp *person) authorize(t *testing.T, start, appName, decision string) strin
 				}
 				return loc
 			}
-			pg = b.Get(loc)
+			pg = b.MustGet(loc)
 			continue
 		case pg.Status != http.StatusOK:
 			t.Fatalf("the person got %d at %s: %s", pg.Status, pg.URL, pg.Text())
 		}
 		if m := metaRefresh.FindStringSubmatch(pg.Body); m != nil {
-			pg = b.Get(resolve(t, pg.URL, html.UnescapeString(m[1])))
+			pg = b.MustGet(resolve(t, pg.URL, html.UnescapeString(m[1])))
 			continue
 		}
 		if action, f, ok := pg.Form("Sign in"); ok && strings.Contains(pg.Body, `name="password"`) {
 			f.Set("username", pp.email)
 			f.Set("password", pp.password)
-			pg = b.Post(resolve(t, pg.URL, action), f)
+			pg = b.MustPost(resolve(t, pg.URL, action), f)
 			continue
 		}
 		if action, f, ok := pg.Form("Allow"); ok {
@@ -375,7 +375,7 @@ func (pp *person) authorize(t *testing.T, start, appName, decision string) strin
 				t.Logf("the consent page asks to confirm the destination %s; ticking it", html.UnescapeString(m[1]))
 				f.Set("confirm_destination", html.UnescapeString(m[1]))
 			}
-			pg = b.Post(resolve(t, pg.URL, action), f)
+			pg = b.MustPost(resolve(t, pg.URL, action), f)
 			continue
 		}
 		t.Fatalf("the person does not know what to do at %s: %s", pg.URL, pg.Text())

@@ -457,3 +457,14 @@ func byID(doc *html.Node, id string) *html.Node {
 	})
 	return found
 }
+
+// CheckboxValue is what ticking the checkbox labelled label would send (its value), and
+// whether the page has such a box.
+func (p Page) CheckboxValue(label string) (string, bool) {
+	doc := p.Doc()
+	c := control(doc, doc, label)
+	if c == nil || !strings.EqualFold(attr(c, "type"), "checkbox") {
+		return "", false
+	}
+	return valueOr(c, "on"), true
+}

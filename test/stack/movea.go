@@ -51,10 +51,10 @@ const (
 	ToolsKey = "team/tools"
 	// ToolsSecret is the secret of team/tools' clients "agent" (Web, known there by that
 	// name), "outsider" (trusted by no issuer) and "sneaky" (another redirect URI).
-	ToolsSecret = "lk_cs_agent-secret-for-tests-only-0123456789abcd"
-	MCPResource = "https://mcp.example/mcp"
-	TestIDP     = "https://idp.test"
-	OtherIDP    = "https://other-idp.test"
+	ToolsSecret   = "lk_cs_agent-secret-for-tests-only-0123456789abcd"
+	ToolsResource = "https://mcp.example/mcp"
+	TestIDP       = "https://idp.test"
+	OtherIDP      = "https://other-idp.test"
 )
 
 // IDJAG is a stack running the ID-JAG story.
@@ -94,7 +94,7 @@ func NewIDJAG(t testing.TB, s *Stack) *IDJAG {
 		Audiences: map[string]*config.AssertionAudience{x.ToolsIssuer: {
 			Issuer:    x.ToolsIssuer,
 			Clients:   map[string]config.AssertionClient{Web: {ResourceClientID: "agent"}},
-			Resources: []string{MCPResource},
+			Resources: []string{ToolsResource},
 			Scopes:    []string{"repos:read", "repos:write"},
 		}},
 	}
@@ -166,7 +166,7 @@ func (x *IDJAG) Assertion(edit func(h map[string]any, c map[string]any)) string 
 	c := map[string]any{
 		"iss": TestIDP, "sub": "u-alice", "aud": x.ToolsIssuer, "client_id": "agent",
 		"jti": secret.NewID(), "iat": now.Unix(), "exp": now.Add(5 * time.Minute).Unix(),
-		"resource": MCPResource, "scope": "repos:read", "email": "alice@idp.test",
+		"resource": ToolsResource, "scope": "repos:read", "email": "alice@idp.test",
 	}
 	key := x.IDPKey
 	if edit != nil {

@@ -1,7 +1,6 @@
 package stack
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -62,15 +61,11 @@ func SignedIn(p Page) bool {
 	return p.Status == http.StatusOK && p.Continue() != "" && SessionCookie(p.Header) != nil
 }
 
-// Audit is the project's audit records of action, newest first.
-func (s *Stack) Audit(action string) []store.AuditRecord {
+// AuditOf is the project's audit records of action, newest first (Audit, filtered).
+func (s *Stack) AuditOf(action string) []store.AuditRecord {
 	s.T.Helper()
-	recs, err := s.Admin.ListAudit(context.Background(), ProjectKey, 1000)
-	if err != nil {
-		s.T.Fatal(err)
-	}
 	var out []store.AuditRecord
-	for _, r := range recs {
+	for _, r := range s.Audit() {
 		if r.Action == action {
 			out = append(out, r)
 		}
@@ -78,19 +73,20 @@ func (s *Stack) Audit(action string) []store.AuditRecord {
 	return out
 }
 
-// AuditSink adds an event sink to the project and returns it, for Trail.
-func (s *Stack) AuditSink() *audittest.Sink {
+// NewAuditSink adds an event sink to the running project and returns it, for TrailTo; a
+// stack started with Options.Audit has one already (AuditSink, Trail).
+func (s *Stack) NewAuditSink() *audittest.Sink {
 	s.T.Helper()
 	sink := audittest.NewSink(s.T, s.Clock.Now)
 	s.Update(func(p *config.Project) { p.EventSinks = append(p.EventSinks, sink.Config()) })
 	return sink
 }
 
-// Trail checks each action in the audit log and at the sink (audittest.Trail) and returns the
-// newest record of each.
-func (s *Stack) Trail(sink *audittest.Sink, actions ...string) map[string]store.AuditRecord {
+// TrailTo is Trail for a sink added with NewAuditSink.
+func (s *Stack) TrailTo(sink *audittest.Sink, actions ...string) map[string]store.AuditRecord {
 	s.T.Helper()
-	return audittest.Trail(s.T, s.Store(), s.Replicas[0].Holder, s.Clock.Now, sink, ProjectKey, actions...)
+	s.flushAudit()
+	return audittest.Trail(s.T, s.Store(), s.Holder(), s.Clock.Now, sink, ProjectKey, actions...)
 }
 
 // ExpectAudit checks who did what to whom in r: its actor, subject (target), client, outcome

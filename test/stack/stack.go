@@ -19,11 +19,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,9 +33,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/bcrypt"
 
 	"latchkey.dev/latchkey/internal/config"
+	"latchkey.dev/latchkey/internal/events"
+	"latchkey.dev/latchkey/internal/events/audittest"
 	"latchkey.dev/latchkey/internal/metrics"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
@@ -42,8 +47,10 @@ import (
 	"latchkey.dev/latchkey/internal/testclock"
 	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/internal/upstream/fakegithub"
+	"latchkey.dev/latchkey/internal/upstream/fakeoauth"
 	"latchkey.dev/latchkey/internal/workload"
 	"latchkey.dev/latchkey/webhook"
+	"latchkey.dev/latchkey/webhook/callback"
 	"latchkey.dev/latchkey/webhook/exchange"
 )
 
@@ -54,10 +61,12 @@ const (
 	AliceEmail    = "alice@example.com"
 	AlicePassword = "alice's long password"
 	AliceLogin    = "alice-gh"
+	AliceGitHubID = 2002
 
 	MalloryEmail    = "mallory@example.com"
 	MalloryPassword = "mallory's long password"
 	MalloryLogin    = "mallory-gh"
+	MalloryGitHubID = 1001
 
 	// Agent is Repo Helper: it signs people in (code flow, refresh) and exchanges their tokens
 	// for GitHub.
@@ -95,6 +104,8 @@ type Options struct {
 	// Metrics, when set, is every replica's (they share the series, as a scrape of the
 	// whole deployment would add them up).
 	Metrics *metrics.Metrics
+	// TokenLifetime is how long the tokens AccessToken issues live; a day when zero.
+	TokenLifetime time.Duration
 	// Extra GitHub accounts beyond Alice's and Mallory's, by login.
 	ExtraLogins []string
 	// BackchannelNotify posts CIBA ping notifications (webhook.Options.BackchannelNotify).
@@ -106,6 +117,32 @@ type Options struct {
 	Project func(*config.Project)
 	// Server, when set, changes the options every replica's server is built with.
 	Server func(*webhook.Options)
+
+	// FrontHost and GitHubHost are the loopback addresses the front and the fake GitHub listen
+	// on; default 127.0.0.1. A browser test puts them on different hosts (127.0.0.1 and
+	// 127.0.0.2), which makes them different sites: cookies are per host, not per port.
+	FrontHost, GitHubHost string
+	// PublicHost, when set, is the host name in the issuer instead of FrontHost's address
+	// (WebAuthn needs a domain name: "localhost").
+	PublicHost string
+	// Hooks run after each saved connection (webhook.Options.ConnectionHooks).
+	Hooks []callback.Hook
+	// Store, when set, wraps the store every replica's server uses (a test makes some calls
+	// fail); Replica.Store and Stack.Store stay the real one.
+	Store func(store.Store) store.Store
+	// Services start a fake service of each shape (internal/upstream/fakeoauth) with its
+	// connector, default/<shape>, next to GitHub (services.go); ServicesAgent may exchange
+	// tokens for all. Their tokens expire after ServiceTokenTTL (0: never, without refresh
+	// tokens).
+	Services        []fakeoauth.Shape
+	ServiceTokenTTL time.Duration
+	// Audit lists an event sink that verifies what it receives (Stack.AuditSink), so Trail can
+	// read the audit trail both ways an operator can.
+	Audit bool
+	// Links sets up the connect-link stories (links.go): the MCP server, Copycat and a
+	// registered client, security events counted by Stack.Emitter, and the "ops" sink
+	// (Stack.Sink) recording what it receives.
+	Links bool
 }
 
 // Replica is one server of the installation.
@@ -131,9 +168,23 @@ type Stack struct {
 	Issuer    string
 	GitHub    *fakegithub.Server
 	GitHubURL string
+	// CallbackURL is GitHub's connector's callback, absolute.
+	CallbackURL string
+	// DBPath is the SQLite database file ("" on PostgreSQL).
+	DBPath string
+	// AuditSink receives the audit trail when Options.Audit is set.
+	AuditSink *audittest.Sink
+	// Services are Options.Services by shape.
+	Services map[fakeoauth.Shape]*FakeService
+	// Emitter counts security events into Registry, and Sink is the "ops" sink, when
+	// Options.Links is set.
+	Emitter  *events.Emitter
+	Registry *prometheus.Registry
+	Sink     *Sink
 
-	dsn string
-	rr  atomic.Uint64
+	dsn           string
+	tokenLifetime time.Duration
+	rr            atomic.Uint64
 }
 
 // DSN is the database every replica uses.
@@ -161,15 +212,20 @@ func New(t testing.TB, o Options) *Stack {
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
 	}
-	if o.DSN == "" {
-		o.DSN = "sqlite:" + filepath.Join(t.TempDir(), "latchkey.db")
+	if o.TokenLifetime <= 0 {
+		o.TokenLifetime = 24 * time.Hour
 	}
 	s := &Stack{
-		T:       t,
-		Clock:   testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)),
-		Keyring: secret.NewRandomKeyring(),
-		dsn:     o.DSN,
+		T:             t,
+		Clock:         testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)),
+		Keyring:       secret.NewRandomKeyring(),
+		tokenLifetime: o.TokenLifetime,
 	}
+	if o.DSN == "" {
+		s.DBPath = filepath.Join(t.TempDir(), "latchkey.db")
+		o.DSN = "sqlite:" + s.DBPath
+	}
+	s.dsn = o.DSN
 	admin, err := sqlstore.Open(context.Background(), o.DSN)
 	if err != nil {
 		t.Fatal(err)
@@ -177,28 +233,62 @@ func New(t testing.TB, o Options) *Stack {
 	t.Cleanup(func() { admin.Close() })
 	s.Admin = admin
 
-	s.Front = httptest.NewServer(http.HandlerFunc(s.route))
-	t.Cleanup(s.Front.Close)
+	s.Front = serve(t, o.FrontHost, http.HandlerFunc(s.route))
+	if o.PublicHost != "" {
+		_, port, _ := net.SplitHostPort(s.Front.Listener.Addr().String())
+		s.Front.URL = "http://" + net.JoinHostPort(o.PublicHost, port)
+	}
 	s.Issuer = s.Front.URL + "/team/demo"
 	// The connector fakegithub.Connector describes is default/github.
-	callbackURL := s.Issuer + config.CallbackPath("default", "github")
+	s.CallbackURL = s.Issuer + config.CallbackPath("default", "github")
+	s.startGitHub(o)
+	s.newProject(o)
+	for range o.Replicas {
+		s.Replicas = append(s.Replicas, s.newReplica(o))
+	}
+	return s
+}
 
+// serve starts handler on host's loopback address (127.0.0.1 when empty).
+func serve(t testing.TB, host string, handler http.Handler) *httptest.Server {
+	t.Helper()
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatalf("listen on %s: %v", host, err)
+	}
+	srv := httptest.NewUnstartedServer(handler)
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// startGitHub starts the fake GitHub. It knows the one fixed callback exactly, as GitHub's
+// OAuth app settings do, so a code exchanged for any other redirect_uri fails.
+func (s *Stack) startGitHub(o Options) {
 	accounts := []fakegithub.Account{
-		{ID: 2002, Login: AliceLogin, Name: "Alice", Repos: []fakegithub.Repo{{Name: "diary", Private: true}}},
-		{ID: 1001, Login: MalloryLogin, Name: "Mallory"},
+		{ID: AliceGitHubID, Login: AliceLogin, Name: "Alice", Password: AlicePassword,
+			Repos: []fakegithub.Repo{{Name: "diary", Private: true}}},
+		{ID: MalloryGitHubID, Login: MalloryLogin, Name: "Mallory", Password: MalloryPassword},
 	}
 	for i, l := range o.ExtraLogins {
 		accounts = append(accounts, fakegithub.Account{ID: int64(10000 + i), Login: l, Name: l})
 	}
 	s.GitHub = fakegithub.New(fakegithub.Options{
 		ClientID: GitHubClientID, ClientSecret: GitHubClientSecret, Accounts: accounts,
-		RedirectURIs: []string{callbackURL}, Now: s.Clock.Now, AccessTokenTTL: o.AccessTokenTTL,
+		RedirectURIs: []string{s.CallbackURL}, Now: s.Clock.Now, AccessTokenTTL: o.AccessTokenTTL,
 	})
-	gh := httptest.NewServer(s.GitHub)
-	t.Cleanup(gh.Close)
+	gh := serve(s.T, o.GitHubHost, s.GitHub)
 	s.GitHubURL = gh.URL
-	s.Connector = s.GitHub.Connector(gh.URL, callbackURL)
+	s.Connector = s.GitHub.Connector(gh.URL, s.CallbackURL)
+}
 
+// newProject makes the project: NewProject's, Repo Helper with GitHub, and what o asks for.
+func (s *Stack) newProject(o Options) {
 	s.Project = NewProject(s.Issuer)
 	s.Project.Clients[Agent] = &config.Client{
 		ID: Agent, SecretHash: secret.Hash(AgentSecret), Name: AgentName, RedirectURIs: []string{AgentRedir},
@@ -208,37 +298,52 @@ func New(t testing.TB, o Options) *Stack {
 	}
 	s.Project.Connectors = map[string]*config.Connector{s.Connector.Key: s.Connector}
 	s.Project.ConnectorsByAudience = map[string]*config.Connector{s.Connector.Audience: s.Connector}
+	s.startServices(o)
+	if o.Audit {
+		s.AuditSink = audittest.NewSink(s.T, s.Clock.Now)
+		s.Project.EventSinks = append(s.Project.EventSinks, s.AuditSink.Config())
+	}
+	if o.Links {
+		s.setUpLinks()
+	}
 	if o.Project != nil {
 		o.Project(s.Project)
 	}
+}
 
-	for range o.Replicas {
-		st, err := sqlstore.Open(context.Background(), o.DSN, sqlstore.Observe(o.Metrics.StoreOperation))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		var ist store.Store = st
-		r := &Replica{Store: ist, Holder: &config.Holder{}}
-		// Each replica compiles the same resources into its own snapshot.
-		r.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{ProjectKey: s.Project}, Version: 1})
-		so := webhook.Options{
-			Config: r.Holder, Store: ist, Keyring: s.Keyring, Logger: o.Logger, Now: s.Clock.Now,
-			PublicURL: s.Front.URL, Metrics: o.Metrics, RateBuckets: st.RateBuckets(), BackchannelNotify: o.BackchannelNotify,
-			Workloads: o.Workloads,
-			Vault: &upstream.Vault{Store: ist, Keyring: s.Keyring, Now: s.Clock.Now, Timeout: o.UpstreamTimeout,
-				OnRefresh: o.Metrics.UpstreamRefresh},
-		}
-		if o.Server != nil {
-			o.Server(&so)
-		}
-		r.Server, err = webhook.New(so)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Replicas = append(s.Replicas, r)
+// newReplica starts one server with its own store connection and its own compiled snapshot.
+func (s *Stack) newReplica(o Options) *Replica {
+	t := s.T
+	st, err := sqlstore.Open(context.Background(), o.DSN, sqlstore.Observe(o.Metrics.StoreOperation))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return s
+	t.Cleanup(func() { st.Close() })
+	r := &Replica{Store: st, Holder: &config.Holder{}}
+	// Each replica compiles the same resources into its own snapshot.
+	r.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{ProjectKey: s.Project}, Version: 1})
+	var served store.Store = st
+	if o.Store != nil {
+		served = o.Store(st)
+	}
+	so := webhook.Options{
+		Config: r.Holder, Store: served, Keyring: s.Keyring, Logger: o.Logger, Now: s.Clock.Now,
+		PublicURL: s.Front.URL, Metrics: o.Metrics, RateBuckets: st.RateBuckets(), BackchannelNotify: o.BackchannelNotify,
+		Workloads: o.Workloads, ConnectionHooks: o.Hooks,
+		Vault: &upstream.Vault{Store: served, Keyring: s.Keyring, Now: s.Clock.Now, Timeout: o.UpstreamTimeout,
+			OnRefresh: o.Metrics.UpstreamRefresh},
+	}
+	if o.Links {
+		so.Events = s.emitter(st, r.Holder).Recorded
+	}
+	if o.Server != nil {
+		o.Server(&so)
+	}
+	r.Server, err = webhook.New(so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // ReplicaHeader pins a request to one replica (its index), bypassing the round robin.
@@ -290,15 +395,16 @@ func (s *Stack) admit(email string) {
 
 var passwordsMu sync.Mutex
 
-// AccessToken issues a Latchkey access token for the person to client, living a day.
-func (s *Stack) AccessToken(email, client string) string {
+// AccessToken issues a Latchkey access token for the person to client, with audience, as the
+// authorization code grant would have; it lives Options.TokenLifetime.
+func (s *Stack) AccessToken(email, client string, audience ...string) string {
 	s.T.Helper()
 	tok := secret.New(secret.PrefixAccessToken)
 	now := s.Clock.Now()
 	if err := s.Admin.CreateTokens(context.Background(), store.Token{
 		Hash: secret.Hash(tok), Kind: store.AccessToken, Project: ProjectKey, ClientID: client,
-		Subject: s.PersonID(email), Scopes: []string{"openid"}, FamilyID: secret.New(""),
-		AuthTime: now, IssuedAt: now, ExpiresAt: now.Add(24 * time.Hour),
+		Subject: s.PersonID(email), Scopes: []string{"openid"}, Audience: audience, FamilyID: secret.New(""),
+		AuthTime: now, IssuedAt: now, ExpiresAt: now.Add(s.tokenLifetime),
 	}); err != nil {
 		s.T.Fatal(err)
 	}
@@ -368,8 +474,17 @@ type Answer struct {
 	Took time.Duration
 }
 
-// Str returns a string member of the body ("" when absent).
-func (a Answer) Str(k string) string { v, _ := a.Body[k].(string); return v }
+// Str returns a member of the body as text: a string, or a number written out ("" when
+// absent or anything else).
+func (a Answer) Str(k string) string {
+	switch v := a.Body[k].(type) {
+	case string:
+		return v
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return ""
+}
 
 // Post sends a form to a path under the issuer with Basic client authentication, through the
 // front. Transport errors are returned, not fatal: the fault tests count them.

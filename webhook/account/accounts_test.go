@@ -9,7 +9,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // Alice has two GitHub accounts: the account page lists both by their names, marks the
@@ -17,31 +17,31 @@ import (
 // touching the other, and connect a further account with the service's account picker.
 // Mallory, signed in as herself, changes nothing of Alice's by posting Alice's ids.
 func TestSeveralAccounts(t *testing.T) {
-	h := ct.New(t, ct.Options{})
+	h := stack.New(t, stack.Options{Audit: true})
 	ctx := context.Background()
-	b := connect(t, h, ct.AliceEmail, ct.AlicePassword, ct.AliceLogin)
-	alice := h.Person(ct.AliceEmail)
-	first := h.Connections(ct.AliceEmail)[0]
+	b := connect(t, h, stack.AliceEmail, stack.AlicePassword, stack.AliceLogin)
+	alice := h.Person(stack.AliceEmail)
+	first := h.Connections(stack.AliceEmail)[0]
 	if !first.Default {
 		t.Fatal("the first account is not the default")
 	}
 	now := h.Clock.Now()
-	work, err := h.Store.SaveConnection(ctx, store.Connection{
-		ID: "conn-alice-work", Project: ct.ProjectKey, Subject: alice.ID, Connector: h.Connector.Key, AccountID: "999",
+	work, err := h.Store().SaveConnection(ctx, store.Connection{
+		ID: "conn-alice-work", Project: stack.ProjectKey, Subject: alice.ID, Connector: h.Connector.Key, AccountID: "999",
 		AccountName: "alice-work", TokenType: "bearer", Status: store.ConnectionActive, CreatedAt: now, UpdatedAt: now,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []store.Connection{first, work} {
-		if err := h.Store.AllowAgent(ctx, store.AgentPermission{Project: ct.ProjectKey, Subject: alice.ID,
+		if err := h.Store().AllowAgent(ctx, store.AgentPermission{Project: stack.ProjectKey, Subject: alice.ID,
 			Connector: h.Connector.Key, ClientID: "repo-helper", ConnectionID: c.ID, CreatedAt: now}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	permitted := func() []string {
 		t.Helper()
-		perms, err := h.Store.ListPermissions(ctx, ct.ProjectKey, alice.ID)
+		perms, err := h.Store().ListPermissions(ctx, stack.ProjectKey, alice.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func TestSeveralAccounts(t *testing.T) {
 	}
 	defaultOf := func() string {
 		t.Helper()
-		for _, c := range h.Connections(ct.AliceEmail) {
+		for _, c := range h.Connections(stack.AliceEmail) {
 			if c.Default {
 				return c.AccountName
 			}
@@ -63,7 +63,7 @@ func TestSeveralAccounts(t *testing.T) {
 
 	page := b.Account()
 	text := page.Text()
-	for _, want := range []string{ct.AliceLogin, "alice-work", "default", "Make default", "Connect another GitHub account"} {
+	for _, want := range []string{stack.AliceLogin, "alice-work", "default", "Make default", "Connect another GitHub account"} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("account page lacks %q: %s", want, text)
 		}
@@ -76,7 +76,7 @@ func TestSeveralAccounts(t *testing.T) {
 
 	// Mallory posts Alice's ids from her own session: nothing of Alice's changes.
 	m := h.Browser()
-	m.SignIn(ct.MalloryEmail, ct.MalloryPassword)
+	m.MustSignIn(stack.MalloryEmail, stack.MalloryPassword)
 	mcsrf := func() string {
 		_, f, ok := m.Account().Form("Connect GitHub")
 		if !ok {
@@ -84,10 +84,10 @@ func TestSeveralAccounts(t *testing.T) {
 		}
 		return f.Get("csrf_token")
 	}()
-	m.Post(h.Issuer+"/account/default", url.Values{"csrf_token": {mcsrf}, "connection_id": {work.ID}})
-	m.Post(h.Issuer+"/account/agents/remove", url.Values{"csrf_token": {mcsrf}, "connector": {h.Connector.Key},
+	m.MustPost(h.Issuer+"/account/default", url.Values{"csrf_token": {mcsrf}, "connection_id": {work.ID}})
+	m.MustPost(h.Issuer+"/account/agents/remove", url.Values{"csrf_token": {mcsrf}, "connector": {h.Connector.Key},
 		"connection_id": {work.ID}, "client_id": {"repo-helper"}})
-	if got := defaultOf(); got != ct.AliceLogin {
+	if got := defaultOf(); got != stack.AliceLogin {
 		t.Fatalf("Mallory moved Alice's default to %q", got)
 	}
 	if got := permitted(); len(got) != 2 {
@@ -95,7 +95,7 @@ func TestSeveralAccounts(t *testing.T) {
 	}
 
 	// Alice moves her default.
-	if res := b.Post(h.Issuer+"/account/default", url.Values{"csrf_token": {csrf}, "connection_id": {work.ID}}); res.Status != http.StatusSeeOther {
+	if res := b.MustPost(h.Issuer+"/account/default", url.Values{"csrf_token": {csrf}, "connection_id": {work.ID}}); res.Status != http.StatusSeeOther {
 		t.Fatalf("make default: %d %s", res.Status, res.Text())
 	}
 	if got := defaultOf(); got != "alice-work" {
@@ -107,7 +107,7 @@ func TestSeveralAccounts(t *testing.T) {
 	}
 
 	// Repo Helper off the work account only.
-	if res := b.Post(h.Issuer+"/account/agents/remove", url.Values{"csrf_token": {csrf}, "connector": {h.Connector.Key},
+	if res := b.MustPost(h.Issuer+"/account/agents/remove", url.Values{"csrf_token": {csrf}, "connector": {h.Connector.Key},
 		"connection_id": {work.ID}, "client_id": {"repo-helper"}}); res.Status != http.StatusSeeOther {
 		t.Fatalf("remove: %d %s", res.Status, res.Text())
 	}
@@ -116,10 +116,10 @@ func TestSeveralAccounts(t *testing.T) {
 	}
 
 	// Disconnecting the default leaves the other account, and no default until Alice picks one.
-	if res := b.Post(h.Issuer+"/account/disconnect", url.Values{"csrf_token": {csrf}, "connection_id": {work.ID}}); res.Status != http.StatusSeeOther {
+	if res := b.MustPost(h.Issuer+"/account/disconnect", url.Values{"csrf_token": {csrf}, "connection_id": {work.ID}}); res.Status != http.StatusSeeOther {
 		t.Fatalf("disconnect: %d %s", res.Status, res.Text())
 	}
-	conns := h.Connections(ct.AliceEmail)
+	conns := h.Connections(stack.AliceEmail)
 	if len(conns) != 1 || conns[0].ID != first.ID || conns[0].Default {
 		t.Fatalf("after disconnecting the default: %+v", conns)
 	}
@@ -133,7 +133,7 @@ func TestSeveralAccounts(t *testing.T) {
 	// Connecting a further account asks the service for its account picker.
 	h.Connector.SelectAccountParams = map[string]string{"prompt": "select_account"}
 	h.Connector.AccountHintParam = "login"
-	res := b.Press("Connect another GitHub account")
+	res := b.PressOnAccount("Connect another GitHub account")
 	loc, err := url.Parse(res.Location())
 	if res.Status != http.StatusSeeOther || err != nil || loc.Query().Get("prompt") != "select_account" || loc.Query().Has("login") {
 		t.Fatalf("connect another: %d %q", res.Status, res.Location())

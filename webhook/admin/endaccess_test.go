@@ -12,8 +12,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
-	"latchkey.dev/latchkey/webhook/callback/callbacktest"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // TestEndedAccessIsRefusedEverywhere ends Alice's access through the admin API and then plays
@@ -21,31 +20,31 @@ import (
 // account page are refused at once, because every one of them reads the store and the store
 // no longer has what they need. Mallory, in the same Project, keeps everything.
 func TestEndedAccessIsRefusedEverywhere(t *testing.T) {
-	h := lt.New(t, lt.Options{})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	ctx := context.Background()
 	type person struct {
 		email, password, login string
 		access, refresh        string
-		browser                *callbacktest.Browser
+		browser                *stack.Browser
 	}
 	people := []*person{
-		{email: callbacktest.AliceEmail, password: callbacktest.AlicePassword, login: callbacktest.AliceLogin},
-		{email: callbacktest.MalloryEmail, password: callbacktest.MalloryPassword, login: callbacktest.MalloryLogin},
+		{email: stack.AliceEmail, password: stack.AlicePassword, login: stack.AliceLogin},
+		{email: stack.MalloryEmail, password: stack.MalloryPassword, login: stack.MalloryLogin},
 	}
 	for _, p := range people {
 		p.browser = h.Browser()
-		p.browser.SignIn(p.email, p.password)
+		p.browser.MustSignIn(p.email, p.password)
 		conn := h.ConnectDirectly(p.email, p.login+"-id", p.login, "gho_"+p.login)
-		h.Allow(p.email, lt.Agent, conn)
-		p.access = h.AccessToken(p.email, lt.Agent)
+		h.Allow(p.email, stack.Agent, conn)
+		p.access = h.AccessToken(p.email, stack.Agent)
 		p.refresh = secret.New(secret.PrefixRefreshToken)
 		now := h.Clock.Now()
-		if err := h.Store.CreateTokens(ctx, store.Token{Hash: secret.Hash(p.refresh), Kind: store.RefreshToken,
-			Project: callbacktest.ProjectKey, ClientID: lt.Agent, Subject: h.PersonID(p.email), Scopes: []string{"openid"},
+		if err := h.Store().CreateTokens(ctx, store.Token{Hash: secret.Hash(p.refresh), Kind: store.RefreshToken,
+			Project: stack.ProjectKey, ClientID: stack.Agent, Subject: h.PersonID(p.email), Scopes: []string{"openid"},
 			FamilyID: "family-" + p.login, AuthTime: now, IssuedAt: now, ExpiresAt: now.Add(24 * time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
-		if a := h.AgentExchange(p.access); a.Status != http.StatusOK || a.String("access_token") != "gho_"+p.login {
+		if a := h.AgentExchange(p.access); a.Status != http.StatusOK || a.Str("access_token") != "gho_"+p.login {
 			t.Fatalf("%s's exchange before: %d %s", p.email, a.Status, a.Raw)
 		}
 		if pg := p.browser.Account(); pg.Status != http.StatusOK {
@@ -54,17 +53,17 @@ func TestEndedAccessIsRefusedEverywhere(t *testing.T) {
 	}
 	alice, mallory := people[0], people[1]
 
-	a := startAdmin(t, h.Store, h.Holder, h.Clock.Now, nil)
-	ns := strings.Split(callbacktest.ProjectKey, "/")[0]
+	a := startAdmin(t, h.Store(), h.Holder(), h.Clock.Now, nil)
+	ns := strings.Split(stack.ProjectKey, "/")[0]
 	var st metav1.Status
 	if code := a.do("DELETE", base+"/namespaces/"+ns+"/people/"+h.PersonID(alice.email), "", &st); code != http.StatusOK {
 		t.Fatalf("end access: %d %+v", code, st)
 	}
 
-	if r := h.AgentExchange(alice.access); r.Status != http.StatusBadRequest || r.String("error") != "invalid_grant" || r.String("connect_uri") != "" {
+	if r := h.AgentExchange(alice.access); r.Status != http.StatusBadRequest || r.Str("error") != "invalid_grant" || r.Str("connect_uri") != "" {
 		t.Errorf("alice's exchange after: %d %s", r.Status, r.Raw)
 	}
-	if r := refresh(h, alice.refresh); r.Status != http.StatusBadRequest || r.String("error") != "invalid_grant" {
+	if r := refresh(h, alice.refresh); r.Status != http.StatusBadRequest || r.Str("error") != "invalid_grant" {
 		t.Errorf("alice's refresh after: %d %s", r.Status, r.Raw)
 	}
 	if pg := alice.browser.Account(); pg.Status == http.StatusOK || !strings.Contains(pg.Header.Get("Location"), "/sign-in") {
@@ -88,6 +87,6 @@ func TestEndedAccessIsRefusedEverywhere(t *testing.T) {
 	}
 }
 
-func refresh(h *lt.Harness, rt string) lt.Answer {
-	return h.ExchangeForm(lt.Agent, lt.AgentSecret, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
+func refresh(h *stack.Stack, rt string) stack.Answer {
+	return h.ExchangeForm(stack.Agent, stack.AgentSecret, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
 }

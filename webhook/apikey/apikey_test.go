@@ -21,9 +21,9 @@ import (
 	"latchkey.dev/latchkey/internal/netguard"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
+	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook/apikey"
 	"latchkey.dev/latchkey/webhook/callback"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
 	"latchkey.dev/latchkey/webhook/exchange"
 )
 
@@ -78,7 +78,7 @@ func newKeyService(t *testing.T) *keyService {
 }
 
 type fixture struct {
-	h    *ct.Harness
+	h    *stack.Stack
 	ks   *keyService
 	c    *config.Connector
 	logs func() string
@@ -95,7 +95,7 @@ func setup(t *testing.T) *fixture {
 		defer mu.Unlock()
 		fmt.Fprintln(&logged, prefix, args)
 	}, funcr.Options{Verbosity: 10})
-	h := ct.New(t, ct.Options{Logger: log})
+	h := stack.New(t, stack.Options{Audit: true, Logger: log})
 	ks := newKeyService(t)
 	c := &config.Connector{
 		Key: connectorKey, Namespace: "default", Name: "keys", DisplayName: "KeyService", Audience: audience,
@@ -131,13 +131,13 @@ func (f *fixture) keyConnections(email string) []store.Connection {
 }
 
 // keyPage opens the account area's key page through Connect on the account page.
-func keyPage(t *testing.T, b *ct.Browser) ct.Page {
+func keyPage(t *testing.T, b *stack.Browser) stack.Page {
 	t.Helper()
-	res := b.Press("Connect KeyService")
+	res := b.PressOnAccount("Connect KeyService")
 	if res.Status != http.StatusSeeOther || !strings.HasSuffix(res.Location(), apikey.PathPrefix+"default/keys") {
 		t.Fatalf("Connect answered %d, Location %q", res.Status, res.Location())
 	}
-	page := b.Get(res.Location())
+	page := b.MustGet(res.Location())
 	if page.Status != http.StatusOK {
 		t.Fatalf("key page answered %d: %s", page.Status, page.Text())
 	}
@@ -145,23 +145,23 @@ func keyPage(t *testing.T, b *ct.Browser) ct.Page {
 }
 
 // paste submits key on a key page.
-func paste(t *testing.T, b *ct.Browser, page ct.Page, key string) ct.Page {
+func paste(t *testing.T, b *stack.Browser, page stack.Page, key string) stack.Page {
 	t.Helper()
 	action, fields, ok := page.Form("Check and connect")
 	if !ok {
 		t.Fatalf("no key form: %s", page.Body)
 	}
 	fields.Set(apikey.Field, key)
-	return b.Post(action, fields)
+	return b.MustPost(action, fields)
 }
 
 // personToken issues a Latchkey access token of the agent for the person.
-func personToken(t *testing.T, h *ct.Harness, subject string) string {
+func personToken(t *testing.T, h *stack.Stack, subject string) string {
 	t.Helper()
 	tok := secret.New(secret.PrefixAccessToken)
 	now := h.Clock.Now()
-	if err := h.Store.CreateTokens(context.Background(), store.Token{
-		Hash: secret.Hash(tok), Kind: store.AccessToken, Project: ct.ProjectKey, ClientID: agent,
+	if err := h.Store().CreateTokens(context.Background(), store.Token{
+		Hash: secret.Hash(tok), Kind: store.AccessToken, Project: stack.ProjectKey, ClientID: agent,
 		Subject: subject, Scopes: []string{"openid"}, FamilyID: secret.New(""),
 		AuthTime: now, IssuedAt: now, ExpiresAt: now.Add(48 * time.Hour),
 	}); err != nil {
@@ -171,7 +171,7 @@ func personToken(t *testing.T, h *ct.Harness, subject string) string {
 }
 
 // exchangeKey is the agent's token exchange for the key service; it returns the status and body.
-func exchangeKey(t *testing.T, h *ct.Harness, subject string) (int, map[string]any) {
+func exchangeKey(t *testing.T, h *stack.Stack, subject string) (int, map[string]any) {
 	t.Helper()
 	form := url.Values{
 		"grant_type": {exchange.GrantType}, "subject_token": {subject}, "subject_token_type": {exchange.TokenTypeAccessToken},
@@ -198,7 +198,7 @@ func TestAPIKeyConnectionEndToEnd(t *testing.T) {
 	f := setup(t)
 	h := f.h
 	b := h.Browser()
-	b.SignIn(ct.AliceEmail, ct.AlicePassword)
+	b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
 	page := keyPage(t, b)
 	if cc := page.Header.Get("Cache-Control"); !strings.Contains(cc, "no-store") {
 		t.Errorf("key page Cache-Control = %q, want no-store", cc)
@@ -229,7 +229,7 @@ func TestAPIKeyConnectionEndToEnd(t *testing.T) {
 			if strings.Contains(res.Body, tc.key) {
 				t.Error("the page echoes the key back")
 			}
-			if n := len(f.keyConnections(ct.AliceEmail)); n != 0 {
+			if n := len(f.keyConnections(stack.AliceEmail)); n != 0 {
 				t.Fatalf("%d connections stored after a refused key", n)
 			}
 			if tc.reason != "" {
@@ -249,7 +249,7 @@ func TestAPIKeyConnectionEndToEnd(t *testing.T) {
 	if got := f.ks.hits.Load() - before; got != 1 {
 		t.Errorf("the service was called %d times for one key, want once", got)
 	}
-	conns := f.keyConnections(ct.AliceEmail)
+	conns := f.keyConnections(stack.AliceEmail)
 	if len(conns) != 1 || conns[0].AccountID != "90210" || conns[0].AccountName != "alice-at-keys" ||
 		conns[0].Expiry != nil || conns[0].RefreshToken != nil || conns[0].Status != store.ConnectionActive {
 		t.Fatalf("connections = %+v", conns)
@@ -260,8 +260,8 @@ func TestAPIKeyConnectionEndToEnd(t *testing.T) {
 	}
 
 	subject := personToken(t, h, conns[0].Subject)
-	if err := h.Store.AllowAgent(context.Background(), store.AgentPermission{
-		Project: ct.ProjectKey, Subject: conns[0].Subject, Connector: connectorKey, ClientID: agent, ConnectionID: conns[0].ID, CreatedAt: h.Clock.Now(),
+	if err := h.Store().AllowAgent(context.Background(), store.AgentPermission{
+		Project: stack.ProjectKey, Subject: conns[0].Subject, Connector: connectorKey, ClientID: agent, ConnectionID: conns[0].ID, CreatedAt: h.Clock.Now(),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestAPIKeyConnectionEndToEnd(t *testing.T) {
 		t.Error("handing the key out called the service")
 	}
 
-	b.SignIn(ct.AliceEmail, ct.AlicePassword)
+	b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
 	acct := b.Account()
 	if !strings.Contains(acct.Text(), "alice-at-keys") {
 		t.Errorf("the account page does not name the key's account: %s", acct.Text())
@@ -299,11 +299,11 @@ func TestAPIKeyConnectionEndToEnd(t *testing.T) {
 		}
 	}
 
-	gone := b.Press("Disconnect")
+	gone := b.PressOnAccount("Disconnect")
 	if gone.Status != http.StatusSeeOther {
 		t.Fatalf("Disconnect answered %d", gone.Status)
 	}
-	if n := len(f.keyConnections(ct.AliceEmail)); n != 0 {
+	if n := len(f.keyConnections(stack.AliceEmail)); n != 0 {
 		t.Fatalf("%d key connections after Disconnect", n)
 	}
 	if status, body := exchangeKey(t, h, personToken(t, h, conns[0].Subject)); status != http.StatusBadRequest || body["reason"] != "connect_required" {
@@ -313,10 +313,10 @@ func TestAPIKeyConnectionEndToEnd(t *testing.T) {
 
 // connectLink asks for Alice's key through the agent and returns the connect link the refusal
 // holds.
-func connectLink(t *testing.T, f *fixture, b *ct.Browser) (link, subject string) {
+func connectLink(t *testing.T, f *fixture, b *stack.Browser) (link, subject string) {
 	t.Helper()
-	b.SignIn(ct.AliceEmail, ct.AlicePassword) // Alice exists once she has signed in.
-	subject = personToken(t, f.h, f.h.Person(ct.AliceEmail).ID)
+	b.MustSignIn(stack.AliceEmail, stack.AlicePassword) // Alice exists once she has signed in.
+	subject = personToken(t, f.h, f.h.Person(stack.AliceEmail).ID)
 	status, body := exchangeKey(t, f.h, subject)
 	link, _ = body["connect_uri"].(string)
 	if status != http.StatusBadRequest || body["reason"] != "connect_required" || link == "" {
@@ -332,7 +332,7 @@ func TestAPIKeyThroughConnectLink(t *testing.T) {
 	f := setup(t)
 	b := f.h.Browser()
 	link, subject := connectLink(t, f, b)
-	offer := b.Get(link)
+	offer := b.MustGet(link)
 	action, fields, ok := offer.Form("Connect KeyService")
 	if offer.Status != http.StatusOK || !ok {
 		t.Fatalf("link page %d without Connect: %s", offer.Status, offer.Text())
@@ -340,11 +340,11 @@ func TestAPIKeyThroughConnectLink(t *testing.T) {
 	if strings.Contains(offer.Text(), "check which account you are signed in to") {
 		t.Error("the link page of a key asks which account is signed in at the service")
 	}
-	res := b.Post(action, fields)
+	res := b.MustPost(action, fields)
 	if res.Status != http.StatusSeeOther || res.Location() != link+"/api-key" {
 		t.Fatalf("Connect answered %d, Location %q", res.Status, res.Location())
 	}
-	page := b.Get(res.Location())
+	page := b.MustGet(res.Location())
 	if page.Status != http.StatusOK || !strings.Contains(page.Text(), "Once it is connected, Key Agent may use it.") {
 		t.Fatalf("link key page %d: %s", page.Status, page.Text())
 	}
@@ -355,7 +355,7 @@ func TestAPIKeyThroughConnectLink(t *testing.T) {
 	if status, body := exchangeKey(t, f.h, subject); status != http.StatusOK || body["access_token"] != aliceKey {
 		t.Fatalf("token exchange after the link answered %d %v", status, body)
 	}
-	if again := b.Get(link + "/api-key"); again.Status != http.StatusNotFound {
+	if again := b.MustGet(link + "/api-key"); again.Status != http.StatusNotFound {
 		t.Errorf("the finished link's key page answered %d, want 404", again.Status)
 	}
 }
@@ -369,13 +369,13 @@ func TestAPIKeyAttacks(t *testing.T) {
 		f := setup(t)
 		link, _ := connectLink(t, f, f.h.Browser())
 		mallory := f.h.Browser()
-		mallory.SignIn(ct.MalloryEmail, ct.MalloryPassword)
-		page := mallory.Get(link + "/api-key")
+		mallory.MustSignIn(stack.MalloryEmail, stack.MalloryPassword)
+		page := mallory.MustGet(link + "/api-key")
 		if page.Status != http.StatusForbidden || !strings.Contains(page.Text(), "made for another account") {
 			t.Fatalf("Mallory's GET of Alice's key page answered %d: %s", page.Status, page.Text())
 		}
 		form := url.Values{"csrf_token": {csrf(t, mallory)}, apikey.Field: {aliceKey}}
-		res := mallory.Post(link+"/api-key", form)
+		res := mallory.MustPost(link+"/api-key", form)
 		if res.Status != http.StatusForbidden || !strings.Contains(res.Text(), "made for another account") {
 			t.Fatalf("Mallory's POST answered %d: %s", res.Status, res.Text())
 		}
@@ -387,12 +387,12 @@ func TestAPIKeyAttacks(t *testing.T) {
 			t.Run(via, func(t *testing.T) {
 				f := setup(t)
 				b := f.h.Browser()
-				var page ct.Page
+				var page stack.Page
 				if via == "link" {
 					link, _ := connectLink(t, f, b)
-					page = b.Get(link + "/api-key")
+					page = b.MustGet(link + "/api-key")
 				} else {
-					b.SignIn(ct.AliceEmail, ct.AlicePassword)
+					b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
 					page = keyPage(t, b)
 				}
 				// The session lives on; the sign-in is no longer recent.
@@ -410,20 +410,20 @@ func TestAPIKeyAttacks(t *testing.T) {
 		f := setup(t)
 		f.h.Project.SignIn.RequirePhishingResistant = true
 		b := f.h.Browser()
-		b.SignIn(ct.AliceEmail, ct.AlicePassword)
-		page := b.Get(f.h.Issuer + apikey.PathPrefix + "default/keys")
+		b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
+		page := b.MustGet(f.h.Issuer + apikey.PathPrefix + "default/keys")
 		if page.Status != http.StatusSeeOther || !strings.Contains(page.Location(), "passkey=1") {
 			t.Fatalf("a password sign-in's key page answered %d, Location %q; want a passkey sign-in", page.Status, page.Location())
 		}
 		form := url.Values{"csrf_token": {csrf(t, b)}, apikey.Field: {aliceKey}}
-		res := b.Post(f.h.Issuer+apikey.PathPrefix+"default/keys", form)
+		res := b.MustPost(f.h.Issuer+apikey.PathPrefix+"default/keys", form)
 		if res.Status != http.StatusSeeOther || !strings.Contains(res.Location(), "passkey=1") {
 			t.Fatalf("a password sign-in's paste answered %d, Location %q; want a passkey sign-in", res.Status, res.Location())
 		}
 		f.assertNothing(t)
 		// With a passkey sign-in the same paste works: the policy, not the page, refused.
-		b.SignInWithPasskey(ct.AliceEmail)
-		if res := b.Post(f.h.Issuer+apikey.PathPrefix+"default/keys", url.Values{"csrf_token": {csrf(t, b)}, apikey.Field: {aliceKey}}); res.Status != http.StatusOK {
+		b.SignInWithPasskey(stack.AliceEmail)
+		if res := b.MustPost(f.h.Issuer+apikey.PathPrefix+"default/keys", url.Values{"csrf_token": {csrf(t, b)}, apikey.Field: {aliceKey}}); res.Status != http.StatusOK {
 			t.Fatalf("a passkey sign-in's paste answered %d: %s", res.Status, res.Text())
 		}
 	})
@@ -431,7 +431,7 @@ func TestAPIKeyAttacks(t *testing.T) {
 	t.Run("cross-site POST without the form token", func(t *testing.T) {
 		f := setup(t)
 		b := f.h.Browser()
-		b.SignIn(ct.AliceEmail, ct.AlicePassword)
+		b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
 		target := f.h.Issuer + apikey.PathPrefix + "default/keys"
 		for _, tc := range []struct{ name, origin, csrf string }{
 			{"from another site", "https://evil.example", ""},
@@ -444,7 +444,7 @@ func TestAPIKeyAttacks(t *testing.T) {
 				if tc.csrf != "" {
 					form.Set("csrf_token", tc.csrf)
 				}
-				res := b.PostFrom(target, form, tc.origin)
+				res := b.MustPostFrom(target, form, tc.origin)
 				if res.Status != http.StatusForbidden {
 					t.Fatalf("answered %d: %s", res.Status, res.Text())
 				}
@@ -457,7 +457,7 @@ func TestAPIKeyAttacks(t *testing.T) {
 		f := setup(t)
 		f.c.AllowedNetworks = nil
 		b := f.h.Browser()
-		b.SignIn(ct.AliceEmail, ct.AlicePassword)
+		b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
 		res := paste(t, b, keyPage(t, b), aliceKey)
 		if res.Status != http.StatusBadGateway || !strings.Contains(res.Text(), "cannot be reached from here") {
 			t.Fatalf("answered %d: %s", res.Status, res.Text())
@@ -482,7 +482,7 @@ func (f *fixture) assertNothing(t *testing.T) {
 }
 
 // csrf is the browser's form token, read from its account page.
-func csrf(t *testing.T, b *ct.Browser) string {
+func csrf(t *testing.T, b *stack.Browser) string {
 	t.Helper()
 	_, fields, ok := b.Account().Form("Connect KeyService")
 	if !ok || fields.Get("csrf_token") == "" {
@@ -501,23 +501,23 @@ func TestAPIKeyWhenAccessEnds(t *testing.T) {
 		end  func(f *fixture, subject string)
 	}{
 		{"administrator", func(f *fixture, subject string) {
-			if _, err := f.h.Store.EndPersonAccess(context.Background(), ct.ProjectKey, subject, f.h.Clock.Now()); err != nil {
+			if _, err := f.h.Store().EndPersonAccess(context.Background(), stack.ProjectKey, subject, f.h.Clock.Now()); err != nil {
 				t.Error(err)
 			}
 		}},
 		{"password file removal", func(f *fixture, _ string) {
 			p := *f.h.Project
-			p.SignIn.Passwords = map[string]config.PasswordUser{ct.MalloryEmail: p.SignIn.Passwords[ct.MalloryEmail]}
-			f.h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{ct.ProjectKey: &p}, Version: f.h.Holder.Load().Version + 1})
+			p.SignIn.Passwords = map[string]config.PasswordUser{stack.MalloryEmail: p.SignIn.Passwords[stack.MalloryEmail]}
+			f.h.Holder().Store(&config.Snapshot{Projects: map[string]*config.Project{stack.ProjectKey: &p}, Version: f.h.Holder().Load().Version + 1})
 		}},
 	}
 	for _, tc := range ends {
 		t.Run(tc.name+" before the paste", func(t *testing.T) {
 			f := setup(t)
 			b := f.h.Browser()
-			b.SignIn(ct.AliceEmail, ct.AlicePassword)
+			b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
 			page := keyPage(t, b)
-			tc.end(f, f.h.Person(ct.AliceEmail).ID)
+			tc.end(f, f.h.Person(stack.AliceEmail).ID)
 			res := paste(t, b, page, aliceKey)
 			if res.Status != http.StatusSeeOther || !strings.Contains(res.Location(), "/sign-in") {
 				t.Fatalf("a paste after the end answered %d, Location %q", res.Status, res.Location())
@@ -527,8 +527,8 @@ func TestAPIKeyWhenAccessEnds(t *testing.T) {
 		t.Run(tc.name+" while the key is checked", func(t *testing.T) {
 			f := setup(t)
 			b := f.h.Browser()
-			b.SignIn(ct.AliceEmail, ct.AlicePassword)
-			subject := f.h.Person(ct.AliceEmail).ID
+			b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
+			subject := f.h.Person(stack.AliceEmail).ID
 			page := keyPage(t, b)
 			during := func() {
 				f.h.Clock.Advance(time.Second)
@@ -553,10 +553,10 @@ func TestAPIKeyWhenAccessEnds(t *testing.T) {
 // which would send the browser to a relative address built from an empty one.
 func TestNoOAuthAttemptForAnAPIKeyConnector(t *testing.T) {
 	f := setup(t)
-	f.h.Browser().SignIn(ct.AliceEmail, ct.AlicePassword)
+	f.h.Browser().MustSignIn(stack.AliceEmail, stack.AlicePassword)
 	req := httptest.NewRequest(http.MethodPost, f.h.Issuer+"/account/connect", nil)
 	rec := httptest.NewRecorder()
-	if u, err := callback.Begin(rec, req, f.h.Server.Env(), f.h.Store, f.h.Project, f.c, f.h.Person(ct.AliceEmail).ID, callback.PurposeConnect, ""); err == nil {
+	if u, err := callback.Begin(rec, req, f.h.Server().Env(), f.h.Store(), f.h.Project, f.c, f.h.Person(stack.AliceEmail).ID, callback.PurposeConnect, ""); err == nil {
 		t.Fatalf("Begin started an OAuth attempt for an API-key connector, to %q", u)
 	}
 	if n := f.h.CountRows("callback_states"); n != 0 || len(rec.Result().Cookies()) != 0 {

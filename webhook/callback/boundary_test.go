@@ -17,17 +17,17 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"latchkey.dev/latchkey/internal/config"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // publish replaces the harness's project with p.
-func publish(h *ct.Harness, p *config.Project) {
-	v := h.Holder.Load().Version + 1
-	h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{ct.ProjectKey: p}, Version: v})
+func publish(h *stack.Stack, p *config.Project) {
+	v := h.Holder().Load().Version + 1
+	h.Holder().Store(&config.Snapshot{Projects: map[string]*config.Project{stack.ProjectKey: p}, Version: v})
 }
 
 // withConnector returns the harness's project with one more connector.
-func withConnector(h *ct.Harness, c *config.Connector) *config.Project {
+func withConnector(h *stack.Stack, c *config.Connector) *config.Project {
 	p := *h.Project
 	p.Connectors = maps.Clone(p.Connectors)
 	p.ConnectorsByAudience = maps.Clone(p.ConnectorsByAudience)
@@ -87,22 +87,22 @@ func TestCallbackNeverDialsAnAddressTheProjectDoesNotAllow(t *testing.T) {
 // connectThrough has Alice connect GitHub through a copy of the harness's Connector whose token
 // endpoint is tokenURL and which may dial only the allowed ranges; it returns the harness and
 // the callback's page.
-func connectThrough(t *testing.T, tokenURL string, allowed []netip.Prefix) (*ct.Harness, ct.Page) {
+func connectThrough(t *testing.T, tokenURL string, allowed []netip.Prefix) (*stack.Stack, stack.Page) {
 	t.Helper()
-	h := ct.New(t, ct.Options{})
+	h := stack.New(t, stack.Options{Audit: true})
 	c := *h.Connector
 	c.TokenURL, c.AllowedNetworks = tokenURL, allowed
 	p := *h.Project
 	p.Connectors = map[string]*config.Connector{c.Key: &c}
 	p.ConnectorsByAudience = map[string]*config.Connector{c.Audience: &c}
 	publish(h, &p)
-	b, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
-	return h, b.Get(atGitHub(t, h, b, ct.AliceLogin, authURL))
+	b, authURL := start(t, h, stack.AliceEmail, stack.AlicePassword)
+	return h, b.MustGet(atGitHub(t, h, b, stack.AliceLogin, authURL))
 }
 
 // assertNotDialled checks a callback whose token endpoint the Connector may not dial: the person
 // is told so, the address received nothing (hits), and no connection was saved.
-func assertNotDialled(t *testing.T, h *ct.Harness, res ct.Page, hits int64) {
+func assertNotDialled(t *testing.T, h *stack.Stack, res stack.Page, hits int64) {
 	t.Helper()
 	if res.Status != http.StatusBadGateway || !strings.Contains(res.Text(), "cannot be reached from here") {
 		t.Errorf("callback answered %d: %s", res.Status, res.Text())
@@ -110,7 +110,7 @@ func assertNotDialled(t *testing.T, h *ct.Harness, res ct.Page, hits int64) {
 	if hits != 0 {
 		t.Errorf("the address received %d requests", hits)
 	}
-	if n := len(h.Connections(ct.AliceEmail)); n != 0 {
+	if n := len(h.Connections(stack.AliceEmail)); n != 0 {
 		t.Errorf("%d connections saved", n)
 	}
 }
@@ -121,7 +121,7 @@ func assertNotDialled(t *testing.T, h *ct.Harness, res ct.Page, hits int64) {
 // code there; and a state started for the honest connector that is carried to the team's
 // callback path is refused there, nothing exchanged, nothing consumed.
 func TestCallbackOfOneConnectorNeverFinishesAnother(t *testing.T) {
-	h := ct.New(t, ct.Options{})
+	h := stack.New(t, stack.Options{Audit: true})
 	attacker, hits := tokenServer(t)
 	evil := *h.Connector
 	evil.Key, evil.Namespace, evil.Name, evil.DisplayName, evil.Audience = "tenant/evil", "tenant", "evil", "Evil", "evil"
@@ -131,16 +131,16 @@ func TestCallbackOfOneConnectorNeverFinishesAnother(t *testing.T) {
 
 	t.Run("the honest service does not send the team's connector a code", func(t *testing.T) {
 		b := h.Browser()
-		b.SignIn(ct.AliceEmail, ct.AlicePassword)
-		res := b.Press("Connect Evil")
+		b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
+		res := b.PressOnAccount("Connect Evil")
 		if res.Status != http.StatusSeeOther {
 			t.Fatalf("Connect answered %d: %s", res.Status, res.Text())
 		}
-		b.SignInGitHub(ct.AliceLogin)
-		h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
-		res = b.Get(res.Location())
+		b.SignInGitHub(stack.AliceLogin)
+		h.GitHub.Approve(stack.AliceLogin, stack.GitHubClientID)
+		res = b.MustGet(res.Location())
 		if loc := res.Location(); res.Status == http.StatusFound && strings.Contains(loc, "code=") {
-			b.Get(loc)
+			b.MustGet(loc)
 			t.Errorf("GitHub sent a code to %s", loc)
 		}
 		if n := hits.Load(); n != 0 {
@@ -149,22 +149,22 @@ func TestCallbackOfOneConnectorNeverFinishesAnother(t *testing.T) {
 	})
 
 	t.Run("a state is refused at another connector's callback", func(t *testing.T) {
-		b, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
-		cb := atGitHub(t, h, b, ct.AliceLogin, authURL)
+		b, authURL := start(t, h, stack.AliceEmail, stack.AlicePassword)
+		cb := atGitHub(t, h, b, stack.AliceLogin, authURL)
 		u, _ := url.Parse(cb)
 		states := count(t, h, "callback_states")
-		for _, b := range []*ct.Browser{b, h.Browser()} {
-			res := b.Get(evil.CallbackURL + "?" + u.RawQuery)
+		for _, b := range []*stack.Browser{b, h.Browser()} {
+			res := b.MustGet(evil.CallbackURL + "?" + u.RawQuery)
 			assertPrivate(t, res)
 			if res.Status != http.StatusBadRequest || !strings.Contains(res.Text(), "expired or has already been used") {
 				t.Errorf("the team's callback answered %d: %s", res.Status, res.Text())
 			}
-			res = b.Post(evil.CallbackURL, url.Values{"code": {u.Query().Get("code")}, "state": {u.Query().Get("state")}, "confirm_token": {"x"}})
+			res = b.MustPost(evil.CallbackURL, url.Values{"code": {u.Query().Get("code")}, "state": {u.Query().Get("state")}, "confirm_token": {"x"}})
 			if res.Status != http.StatusBadRequest {
 				t.Errorf("POST at the team's callback answered %d: %s", res.Status, res.Text())
 			}
 			// An error report at the wrong callback does not end the attempt either.
-			b.Get(evil.CallbackURL + "?error=access_denied&state=" + url.QueryEscape(u.Query().Get("state")))
+			b.MustGet(evil.CallbackURL + "?error=access_denied&state=" + url.QueryEscape(u.Query().Get("state")))
 		}
 		if n := hits.Load(); n != 0 {
 			t.Errorf("the team's token endpoint received %d requests", n)
@@ -173,17 +173,17 @@ func TestCallbackOfOneConnectorNeverFinishesAnother(t *testing.T) {
 			t.Errorf("%d state rows left of %d: the wrong callback consumed one", n, states)
 		}
 		// The person's own attempt is intact and finishes at its own callback.
-		if res := b.Get(cb); res.Status != http.StatusOK || !strings.Contains(res.Text(), "is now connected") {
+		if res := b.MustGet(cb); res.Status != http.StatusOK || !strings.Contains(res.Text(), "is now connected") {
 			t.Errorf("own callback answered %d: %s", res.Status, res.Text())
 		}
 	})
 
 	t.Run("the old shared callback finishes nothing", func(t *testing.T) {
-		b, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
-		cb := atGitHub(t, h, b, ct.MalloryLogin, authURL)
+		b, authURL := start(t, h, stack.MalloryEmail, stack.MalloryPassword)
+		cb := atGitHub(t, h, b, stack.MalloryLogin, authURL)
 		u, _ := url.Parse(cb)
 		calls := h.GitHub.ExchangeCalls()
-		res := b.Get(h.Issuer + "/connectors/callback?" + u.RawQuery)
+		res := b.MustGet(h.Issuer + "/connectors/callback?" + u.RawQuery)
 		assertPrivate(t, res)
 		if res.Status != http.StatusBadRequest || !strings.Contains(res.Text(), "no longer uses") {
 			t.Errorf("old callback answered %d: %s", res.Status, res.Text())
@@ -218,11 +218,11 @@ func TestCallbackRefusesAnotherIssuer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			promise.Store(tc.promise)
-			h := ct.New(t, ct.Options{})
+			h := stack.New(t, stack.Options{Audit: true})
 			h.Connector.OIDCIssuer = issuer // before any request: the snapshot holds this pointer
-			b, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
-			cb := atGitHub(t, h, b, ct.AliceLogin, authURL)
-			res := b.Get(cb + tc.iss)
+			b, authURL := start(t, h, stack.AliceEmail, stack.AlicePassword)
+			cb := atGitHub(t, h, b, stack.AliceLogin, authURL)
+			res := b.MustGet(cb + tc.iss)
 			assertPrivate(t, res)
 			if res.Status != http.StatusBadRequest || !strings.Contains(res.Text(), "Nothing was connected") {
 				t.Errorf("callback answered %d: %s", res.Status, res.Text())
@@ -249,7 +249,7 @@ func TestExchangeFailureLogsNoUpstreamBody(t *testing.T) {
 		defer mu.Unlock()
 		fmt.Fprintln(&logged, prefix, args)
 	}, funcr.Options{Verbosity: 10})
-	h := ct.New(t, ct.Options{Logger: log})
+	h := stack.New(t, stack.Options{Audit: true, Logger: log})
 	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
@@ -258,8 +258,8 @@ func TestExchangeFailureLogsNoUpstreamBody(t *testing.T) {
 	defer refusing.Close()
 	h.Connector.TokenURL = refusing.URL // before any request: the snapshot holds this pointer
 
-	b, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
-	res := b.Get(atGitHub(t, h, b, ct.AliceLogin, authURL))
+	b, authURL := start(t, h, stack.AliceEmail, stack.AlicePassword)
+	res := b.MustGet(atGitHub(t, h, b, stack.AliceLogin, authURL))
 	if res.Status != http.StatusBadRequest {
 		t.Fatalf("callback answered %d: %s", res.Status, res.Text())
 	}

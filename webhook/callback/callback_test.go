@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -19,14 +17,14 @@ import (
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/upstream"
+	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook/callback"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
 )
 
 const confirmText = "Finish this connection? This connects your GitHub account to the account %s. If you did not start this connection or that account is not yours, close this window."
 
 // assertPrivate checks the headers every callback page carries (Cache-Control: no-store and the other private-page headers).
-func assertPrivate(t *testing.T, p ct.Page) {
+func assertPrivate(t *testing.T, p stack.Page) {
 	t.Helper()
 	if got := p.Header.Get("Cache-Control"); got != "no-store" {
 		t.Errorf("Cache-Control = %q, want no-store", got)
@@ -44,11 +42,11 @@ func assertPrivate(t *testing.T, p ct.Page) {
 
 // start signs email in to Latchkey in a new browser, presses Connect and returns that browser
 // with the authorization URL it was sent to (not followed).
-func start(t *testing.T, h *ct.Harness, email, password string) (*ct.Browser, string) {
+func start(t *testing.T, h *stack.Stack, email, password string) (*stack.Browser, string) {
 	t.Helper()
 	b := h.Browser()
-	b.SignIn(email, password)
-	res := b.Press("Connect GitHub")
+	b.MustSignIn(email, password)
+	res := b.PressOnAccount("Connect GitHub")
 	if res.Status != http.StatusSeeOther {
 		t.Fatalf("Connect answered %d: %s", res.Status, res.Text())
 	}
@@ -61,25 +59,25 @@ func start(t *testing.T, h *ct.Harness, email, password string) (*ct.Browser, st
 
 // atGitHub opens the authorization URL in b, which is signed in at GitHub as login and has
 // approved the app before, and returns the callback address GitHub sends it back to.
-func atGitHub(t *testing.T, h *ct.Harness, b *ct.Browser, login, authURL string) string {
+func atGitHub(t *testing.T, h *stack.Stack, b *stack.Browser, login, authURL string) string {
 	t.Helper()
 	b.SignInGitHub(login)
-	h.GitHub.Approve(login, ct.ClientID)
-	res := b.Get(authURL)
+	h.GitHub.Approve(login, stack.GitHubClientID)
+	res := b.MustGet(authURL)
 	if res.Status != http.StatusFound || !strings.HasPrefix(res.Location(), h.CallbackURL+"?") {
 		t.Fatalf("GitHub answered %d, Location %q: %s", res.Status, res.Location(), res.Text())
 	}
 	return res.Location()
 }
 
-func count(t *testing.T, h *ct.Harness, table string) int {
+func count(t *testing.T, h *stack.Stack, table string) int {
 	t.Helper()
 	return h.CountRows(table)
 }
 
 // lastAudit returns the newest record of action, after checking that it also reached the
 // project's event sink as a verified delivery (Harness.Trail).
-func lastAudit(t *testing.T, h *ct.Harness, action string) store.AuditRecord {
+func lastAudit(t *testing.T, h *stack.Stack, action string) store.AuditRecord {
 	t.Helper()
 	h.Trail(action)
 	for _, r := range h.Audit() {
@@ -92,16 +90,16 @@ func lastAudit(t *testing.T, h *ct.Harness, action string) store.AuditRecord {
 }
 
 func TestSameBrowserFinishesAtOnce(t *testing.T) {
-	h := ct.New(t, ct.Options{})
+	h := stack.New(t, stack.Options{Audit: true})
 	b := h.Browser()
-	b.SignIn(ct.AliceEmail, ct.AlicePassword)
-	res := b.Press("Connect GitHub")
+	b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
+	res := b.PressOnAccount("Connect GitHub")
 	if res.Status != http.StatusSeeOther {
 		t.Fatalf("Connect answered %d", res.Status)
 	}
 
 	// The binding cookie: one-time, HttpOnly, SameSite=Lax, only for the callback path.
-	ck := res.Cookie(callback.CookieName(h.Server.Env()))
+	ck := res.Cookie(callback.CookieName(h.Server().Env()))
 	if ck == nil {
 		t.Fatalf("no binding cookie in %v", res.Header["Set-Cookie"])
 	}
@@ -118,16 +116,16 @@ func TestSameBrowserFinishesAtOnce(t *testing.T) {
 	// The authorization URL carries the fixed callback and PKCE.
 	au, _ := url.Parse(res.Location())
 	q := au.Query()
-	if q.Get("redirect_uri") != h.CallbackURL || q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" || q.Get("state") == "" || q.Get("client_id") != ct.ClientID {
+	if q.Get("redirect_uri") != h.CallbackURL || q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" || q.Get("state") == "" || q.Get("client_id") != stack.GitHubClientID {
 		t.Errorf("authorization URL = %s", au)
 	}
 	if bytes.Contains(h.FileBytes(), []byte(q.Get("state"))) {
 		t.Error("the state is stored in the clear")
 	}
 
-	cb := atGitHub(t, h, b, ct.AliceLogin, res.Location())
-	done := b.Get(cb)
-	if done.Status != http.StatusOK || !strings.Contains(done.Text(), "Connected") || !strings.Contains(done.Text(), ct.AliceLogin) {
+	cb := atGitHub(t, h, b, stack.AliceLogin, res.Location())
+	done := b.MustGet(cb)
+	if done.Status != http.StatusOK || !strings.Contains(done.Text(), "Connected") || !strings.Contains(done.Text(), stack.AliceLogin) {
 		t.Fatalf("callback answered %d: %s", done.Status, done.Text())
 	}
 	if !strings.Contains(done.Text(), "Go back to the app — you can close this window.") {
@@ -136,20 +134,20 @@ func TestSameBrowserFinishesAtOnce(t *testing.T) {
 	assertPrivate(t, done)
 
 	// The cookie is deleted with the result page.
-	if del := done.Cookie(callback.CookieName(h.Server.Env())); del == nil || del.MaxAge >= 0 {
+	if del := done.Cookie(callback.CookieName(h.Server().Env())); del == nil || del.MaxAge >= 0 {
 		t.Errorf("result page does not delete the binding cookie: %v", done.Header["Set-Cookie"])
 	}
 	if b.BindingCookie() != nil {
 		t.Error("browser still holds the binding cookie")
 	}
 
-	alice := h.Person(ct.AliceEmail)
-	conns := h.Connections(ct.AliceEmail)
+	alice := h.Person(stack.AliceEmail)
+	conns := h.Connections(stack.AliceEmail)
 	if len(conns) != 1 {
 		t.Fatalf("alice has %d connections, want 1", len(conns))
 	}
 	c := conns[0]
-	if c.Subject != alice.ID || c.AccountName != ct.AliceLogin || c.AccountID != "2002" || c.Connector != h.Connector.Key || c.Status != store.ConnectionActive {
+	if c.Subject != alice.ID || c.AccountName != stack.AliceLogin || c.AccountID != "2002" || c.Connector != h.Connector.Key || c.Status != store.ConnectionActive {
 		t.Errorf("connection = %+v", c)
 	}
 	if n := count(t, h, "callback_states"); n != 0 {
@@ -157,8 +155,8 @@ func TestSameBrowserFinishesAtOnce(t *testing.T) {
 	}
 
 	// Tokens are sealed: the vault opens them, the database holds no trace of them.
-	vault := &upstream.Vault{Store: h.Store, Keyring: h.Server.Env().Keyring, Now: h.Clock.Now}
-	tok, err := vault.Token(context.Background(), h.Connector, ct.ProjectKey, c.ID)
+	vault := &upstream.Vault{Store: h.Store(), Keyring: h.Server().Env().Keyring, Now: h.Clock.Now}
+	tok, err := vault.Token(context.Background(), h.Connector, stack.ProjectKey, c.ID)
 	if err != nil || !strings.HasPrefix(tok.AccessToken, "gho_") {
 		t.Fatalf("vault token = %v, %v", tok, err)
 	}
@@ -167,7 +165,7 @@ func TestSameBrowserFinishesAtOnce(t *testing.T) {
 	}
 
 	rec := lastAudit(t, h, "connection.saved")
-	if rec.Actor != alice.ID || rec.Details["owner"] != alice.ID || rec.Details["account"] != ct.AliceLogin || rec.Details["browser"] != "same" {
+	if rec.Actor != alice.ID || rec.Details["owner"] != alice.ID || rec.Details["account"] != stack.AliceLogin || rec.Details["browser"] != "same" {
 		t.Errorf("audit record = %+v; the person who started is actor and owner", rec)
 	}
 }
@@ -179,12 +177,12 @@ func TestSameBrowserFinishesAtOnce(t *testing.T) {
 // in as herself gets Alice refused and ends the attempt; signed in already, she is refused
 // outright (TestSignedInAsAnotherPersonIsRefused).
 func TestAnotherBrowserStopsAtConfirmation(t *testing.T) {
-	h := ct.New(t, ct.Options{})
-	_, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
+	h := stack.New(t, stack.Options{Audit: true})
+	_, authURL := start(t, h, stack.MalloryEmail, stack.MalloryPassword)
 
 	alice := h.Browser()
-	cb := atGitHub(t, h, alice, ct.AliceLogin, authURL)
-	res := alice.Get(cb)
+	cb := atGitHub(t, h, alice, stack.AliceLogin, authURL)
+	res := alice.MustGet(cb)
 	if res.Status != http.StatusOK {
 		t.Fatalf("callback answered %d: %s", res.Status, res.Text())
 	}
@@ -198,7 +196,7 @@ func TestAnotherBrowserStopsAtConfirmation(t *testing.T) {
 	if !strings.Contains(res.Text(), "To finish, sign in as m***@example.com.") {
 		t.Errorf("the page does not ask for a sign-in as the receiving account: %s", res.Text())
 	}
-	if strings.Contains(res.Body, ct.MalloryEmail) {
+	if strings.Contains(res.Body, stack.MalloryEmail) {
 		t.Error("the confirmation page shows the full address of the person who started")
 	}
 	assertPrivate(t, res)
@@ -210,60 +208,54 @@ func TestAnotherBrowserStopsAtConfirmation(t *testing.T) {
 		t.Errorf("%d code exchanges; the code may not be exchanged without the cookie", n)
 	}
 	rec := lastAudit(t, h, "connection.confirmation_shown")
-	if rec.Actor != h.Person(ct.MalloryEmail).ID || rec.Details["reason"] != "no_cookie" || rec.Details["sign_in"] != "required" {
+	if rec.Actor != h.Person(stack.MalloryEmail).ID || rec.Details["reason"] != "no_cookie" || rec.Details["sign_in"] != "required" {
 		t.Errorf("audit record = %+v", rec)
 	}
 
 	// Alice follows the page's sign-in with her own account: she comes back to the callback and
 	// is refused, and Mallory's attempt is over.
-	assertNotYours(t, h, signInToFinish(t, alice, res, ct.AliceEmail, ct.AlicePassword))
+	assertNotYours(t, h, signInToFinish(t, alice, res, stack.AliceEmail, stack.AlicePassword))
 }
-
-var reContinue = regexp.MustCompile(`<meta http-equiv="refresh" content="0; url=([^"]+)">`)
 
 // signInToFinish presses "Sign in to finish" on page, signs in as email on the project's
 // sign-in page, and returns the page sign-in continues to.
-func signInToFinish(t *testing.T, b *ct.Browser, page ct.Page, email, password string) ct.Page {
+func signInToFinish(t *testing.T, b *stack.Browser, page stack.Page, email, password string) stack.Page {
 	t.Helper()
 	action, fields, ok := page.Form("Sign in to finish")
 	if !ok {
 		t.Fatalf("no Sign in to finish: %d %s", page.Status, page.Text())
 	}
 	back := fields.Get("return_to")
-	cb, _ := url.Parse(b.H.CallbackURL)
+	cb, _ := url.Parse(b.S.CallbackURL)
 	if u, err := url.Parse(back); err != nil || u.Path != cb.Path || u.Host != "" {
 		t.Fatalf("sign-in would come back to %q, want the callback", back)
 	}
-	form := b.Get(action + "?" + fields.Encode())
-	action, fields, ok = form.Form("Sign in")
-	if !ok {
+	form := b.MustGet(action + "?" + fields.Encode())
+	if _, fields, ok = form.Form("Sign in"); !ok {
 		t.Fatalf("no sign-in form: %d %s", form.Status, form.Text())
 	}
 	if fields.Get("return_to") != back {
 		t.Fatalf("the sign-in form returns to %q, want %q", fields.Get("return_to"), back)
 	}
-	fields.Set("username", email)
-	fields.Set("password", password)
-	done := b.Post(action, fields)
-	m := reContinue.FindStringSubmatch(done.Body)
-	if done.Status != http.StatusOK || m == nil {
+	done := b.MustFillSignIn(form, email, password)
+	if done.Status != http.StatusOK || done.Continue() == "" {
 		t.Fatalf("sign-in answered %d: %s", done.Status, done.Text())
 	}
-	if got := html.UnescapeString(m[1]); got != back {
+	if got := done.Continue(); got != back {
 		t.Fatalf("sign-in continues to %q, want %q", got, back)
 	}
-	return b.Get(back)
+	return b.MustGet(back)
 }
 
 // The app path: the person starts in the app (one browser) and finishes in the system browser,
 // which has no cookie; confirming there connects the account of the person who started.
 func TestConfirmFinishesForThePersonWhoStarted(t *testing.T) {
-	h := ct.New(t, ct.Options{})
-	_, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
+	h := stack.New(t, stack.Options{Audit: true})
+	_, authURL := start(t, h, stack.AliceEmail, stack.AlicePassword)
 
 	system := h.Browser()
-	cb := atGitHub(t, h, system, ct.AliceLogin, authURL)
-	first := system.Get(cb)
+	cb := atGitHub(t, h, system, stack.AliceLogin, authURL)
+	first := system.MustGet(cb)
 	if !strings.Contains(first.Text(), strings.ReplaceAll(confirmText, "%s", "a***@example.com")) {
 		t.Fatalf("confirmation page: %s", first.Text())
 	}
@@ -272,7 +264,7 @@ func TestConfirmFinishesForThePersonWhoStarted(t *testing.T) {
 	if h.GitHub.ExchangeCalls() != 0 {
 		t.Fatal("exchanged before sign-in")
 	}
-	page := signInToFinish(t, system, first, ct.AliceEmail, ct.AlicePassword)
+	page := signInToFinish(t, system, first, stack.AliceEmail, stack.AlicePassword)
 	if !strings.Contains(page.Text(), strings.ReplaceAll(confirmText, "%s", "a***@example.com")) || h.GitHub.ExchangeCalls() != 0 {
 		t.Fatalf("confirmation page after sign-in: %s", page.Text())
 	}
@@ -283,22 +275,22 @@ func TestConfirmFinishesForThePersonWhoStarted(t *testing.T) {
 	if got, _ := url.Parse(action); got.Path != "/team/demo/connectors/default/github/callback" {
 		t.Errorf("form posts to %q, want the callback", action)
 	}
-	done := system.Post(action, fields)
+	done := system.MustPost(action, fields)
 	if done.Status != http.StatusOK || !strings.Contains(done.Text(), "Connected") {
 		t.Fatalf("confirm answered %d: %s", done.Status, done.Text())
 	}
 	assertPrivate(t, done)
-	conns := h.Connections(ct.AliceEmail)
-	if len(conns) != 1 || conns[0].AccountName != ct.AliceLogin {
+	conns := h.Connections(stack.AliceEmail)
+	if len(conns) != 1 || conns[0].AccountName != stack.AliceLogin {
 		t.Fatalf("connections = %+v", conns)
 	}
 	rec := lastAudit(t, h, "connection.confirmed")
-	if rec.Actor != h.Person(ct.AliceEmail).ID || rec.Details["browser"] != "confirmed" {
+	if rec.Actor != h.Person(stack.AliceEmail).ID || rec.Details["browser"] != "confirmed" {
 		t.Errorf("audit record = %+v", rec)
 	}
 	// The same confirmation cannot be used twice.
-	again := system.Post(action, fields)
-	if again.Status != http.StatusBadRequest || len(h.Connections(ct.AliceEmail)) != 1 || h.GitHub.ExchangeCalls() != 1 {
+	again := system.MustPost(action, fields)
+	if again.Status != http.StatusBadRequest || len(h.Connections(stack.AliceEmail)) != 1 || h.GitHub.ExchangeCalls() != 1 {
 		t.Errorf("second confirm answered %d; exchanges %d", again.Status, h.GitHub.ExchangeCalls())
 	}
 }
@@ -307,7 +299,7 @@ const notYoursText = "This GitHub connection was started by the account m***@exa
 
 // assertNotYours checks the refusal a browser signed in as another person gets instead of the
 // confirmation page, and that the attempt is over with nothing exchanged or saved.
-func assertNotYours(t *testing.T, h *ct.Harness, res ct.Page) {
+func assertNotYours(t *testing.T, h *stack.Stack, res stack.Page) {
 	t.Helper()
 	if res.Status != http.StatusForbidden || !strings.Contains(res.Text(), notYoursText) {
 		t.Errorf("answered %d: %s\nwant 403 and:\n%s", res.Status, res.Text(), notYoursText)
@@ -315,7 +307,7 @@ func assertNotYours(t *testing.T, h *ct.Harness, res ct.Page) {
 	if _, _, ok := res.Form("Finish connecting"); ok || strings.Contains(res.Body, "confirm_token") {
 		t.Error("the refusal offers a way to confirm")
 	}
-	if strings.Contains(res.Body, ct.MalloryEmail) {
+	if strings.Contains(res.Body, stack.MalloryEmail) {
 		t.Error("the refusal shows the full address of the person who started")
 	}
 	assertPrivate(t, res)
@@ -326,7 +318,7 @@ func assertNotYours(t *testing.T, h *ct.Harness, res ct.Page) {
 		t.Errorf("%d state rows left; the refusal must end the attempt", n)
 	}
 	rec := lastAudit(t, h, callback.ActionWrongPerson)
-	if m := h.Person(ct.MalloryEmail).ID; rec.Actor != m || rec.Details["owner"] != m || rec.Details["signed_in"] != h.Person(ct.AliceEmail).ID {
+	if m := h.Person(stack.MalloryEmail).ID; rec.Actor != m || rec.Details["owner"] != m || rec.Details["signed_in"] != h.Person(stack.AliceEmail).ID {
 		t.Errorf("audit record = %+v", rec)
 	}
 	if typ, ok := events.TypeOf(rec.Action); !ok || typ != events.CallbackOtherPerson {
@@ -338,20 +330,20 @@ func assertNotYours(t *testing.T, h *ct.Harness, res ct.Page) {
 // project as herself. That browser cannot be Mallory's app path, so it is refused rather than
 // offered Connect, and the attempt ends so its code finishes nowhere else.
 func TestSignedInAsAnotherPersonIsRefused(t *testing.T) {
-	h := ct.New(t, ct.Options{})
-	_, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
+	h := stack.New(t, stack.Options{Audit: true})
+	_, authURL := start(t, h, stack.MalloryEmail, stack.MalloryPassword)
 	alice := h.Browser()
-	alice.SignIn(ct.AliceEmail, ct.AlicePassword)
-	cb := atGitHub(t, h, alice, ct.AliceLogin, authURL)
+	alice.MustSignIn(stack.AliceEmail, stack.AlicePassword)
+	cb := atGitHub(t, h, alice, stack.AliceLogin, authURL)
 
-	assertNotYours(t, h, alice.Get(cb))
+	assertNotYours(t, h, alice.MustGet(cb))
 	if slices.Contains(h.AuditActions(), "connection.confirmation_shown") {
 		t.Error("recorded a confirmation page that was not shown")
 	}
 	// The same address answers as any used state does, in her browser and in one signed in as
 	// nobody (where it would otherwise offer Connect).
-	for name, b := range map[string]*ct.Browser{"alice": alice, "no session": h.Browser()} {
-		res := b.Get(cb)
+	for name, b := range map[string]*stack.Browser{"alice": alice, "no session": h.Browser()} {
+		res := b.MustGet(cb)
 		if res.Status != http.StatusBadRequest || !strings.Contains(res.Text(), "expired or has already been used") {
 			t.Errorf("%s, again: %d %s", name, res.Status, res.Text())
 		}
@@ -367,12 +359,12 @@ func TestSignedInAsAnotherPersonIsRefused(t *testing.T) {
 func TestSignedInAsAnotherPersonCannotConfirm(t *testing.T) {
 	for _, where := range []string{"rendered in the same browser", "rendered elsewhere"} {
 		t.Run(where, func(t *testing.T) {
-			h := ct.New(t, ct.Options{})
-			_, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
+			h := stack.New(t, stack.Options{Audit: true})
+			_, authURL := start(t, h, stack.MalloryEmail, stack.MalloryPassword)
 			renderer := h.Browser()
-			renderer.SignIn(ct.MalloryEmail, ct.MalloryPassword)
-			cb := atGitHub(t, h, renderer, ct.AliceLogin, authURL)
-			action, fields, ok := renderer.Get(cb).Form("Finish connecting")
+			renderer.MustSignIn(stack.MalloryEmail, stack.MalloryPassword)
+			cb := atGitHub(t, h, renderer, stack.AliceLogin, authURL)
+			action, fields, ok := renderer.MustGet(cb).Form("Finish connecting")
 			if !ok {
 				t.Fatal("no confirmation page for the person who started")
 			}
@@ -380,10 +372,10 @@ func TestSignedInAsAnotherPersonCannotConfirm(t *testing.T) {
 			if where == "rendered elsewhere" {
 				alice = h.Browser()
 			}
-			alice.SignIn(ct.AliceEmail, ct.AlicePassword)
-			assertNotYours(t, h, alice.Post(action, fields))
+			alice.MustSignIn(stack.AliceEmail, stack.AlicePassword)
+			assertNotYours(t, h, alice.MustPost(action, fields))
 			// The token was genuine: without the refusal it would finish. The attempt is over.
-			if res := renderer.Post(action, fields); res.Status != http.StatusBadRequest || count(t, h, "connections") != 0 || h.GitHub.ExchangeCalls() != 0 {
+			if res := renderer.MustPost(action, fields); res.Status != http.StatusBadRequest || count(t, h, "connections") != 0 || h.GitHub.ExchangeCalls() != 0 {
 				t.Errorf("the same confirmation afterwards: %d %s", res.Status, res.Text())
 			}
 		})
@@ -397,23 +389,23 @@ func TestSignedInAsAnotherPersonCannotConfirm(t *testing.T) {
 func TestConfirmationNeedsTheOwnerSignedInRecently(t *testing.T) {
 	for _, session := range []string{"the person who started", "another project", "the person who started, not recently"} {
 		t.Run(session, func(t *testing.T) {
-			h := ct.New(t, ct.Options{})
+			h := stack.New(t, stack.Options{Audit: true})
 			other := *h.Project
-			other.Key, other.Name, other.Issuer = "team/other", "other", h.Latchkey.URL+"/team/other"
-			h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{h.Project.Key: h.Project, other.Key: &other}, Version: 2})
+			other.Key, other.Name, other.Issuer = "team/other", "other", h.Front.URL+"/team/other"
+			h.Holder().Store(&config.Snapshot{Projects: map[string]*config.Project{h.Project.Key: h.Project, other.Key: &other}, Version: 2})
 
 			system := h.Browser()
 			switch session {
 			case "another project":
-				signInAt(t, system, other.Issuer, ct.MalloryEmail, ct.MalloryPassword)
+				signInAt(t, system, other.Issuer, stack.MalloryEmail, stack.MalloryPassword)
 			case "the person who started, not recently":
-				system.SignIn(ct.AliceEmail, ct.AlicePassword)
+				system.MustSignIn(stack.AliceEmail, stack.AlicePassword)
 				h.Clock.Advance(h.Project.Lifetimes.RecentSignIn + time.Minute)
 			default:
-				system.SignIn(ct.AliceEmail, ct.AlicePassword)
+				system.MustSignIn(stack.AliceEmail, stack.AlicePassword)
 			}
-			_, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
-			page := system.Get(atGitHub(t, h, system, ct.AliceLogin, authURL))
+			_, authURL := start(t, h, stack.AliceEmail, stack.AlicePassword)
+			page := system.MustGet(atGitHub(t, h, system, stack.AliceLogin, authURL))
 			if page.Status != http.StatusOK || !strings.Contains(page.Text(), strings.ReplaceAll(confirmText, "%s", "a***@example.com")) {
 				t.Fatalf("answered %d: %s", page.Status, page.Text())
 			}
@@ -425,16 +417,16 @@ func TestConfirmationNeedsTheOwnerSignedInRecently(t *testing.T) {
 				if again := f.Get("prompt") == "login"; again != (session != "another project") {
 					t.Errorf("sign-in fields %v", f)
 				}
-				page = signInToFinish(t, system, page, ct.AliceEmail, ct.AlicePassword)
+				page = signInToFinish(t, system, page, stack.AliceEmail, stack.AlicePassword)
 			}
 			action, fields, ok := page.Form("Finish connecting")
 			if !ok {
 				t.Fatalf("no Finish connecting: %d %s", page.Status, page.Text())
 			}
-			if res := system.Post(action, fields); res.Status != http.StatusOK || !strings.Contains(res.Text(), "Connected") {
+			if res := system.MustPost(action, fields); res.Status != http.StatusOK || !strings.Contains(res.Text(), "Connected") {
 				t.Fatalf("confirm answered %d: %s", res.Status, res.Text())
 			}
-			if conns := h.Connections(ct.AliceEmail); len(conns) != 1 || conns[0].AccountName != ct.AliceLogin {
+			if conns := h.Connections(stack.AliceEmail); len(conns) != 1 || conns[0].AccountName != stack.AliceLogin {
 				t.Errorf("connections = %+v", conns)
 			}
 		})
@@ -442,15 +434,15 @@ func TestConfirmationNeedsTheOwnerSignedInRecently(t *testing.T) {
 }
 
 // signInAt signs b in to the project at issuer through its sign-in page.
-func signInAt(t *testing.T, b *ct.Browser, issuer, email, password string) {
+func signInAt(t *testing.T, b *stack.Browser, issuer, email, password string) {
 	t.Helper()
-	action, fields, ok := b.Get(issuer + "/sign-in").Form("Sign in")
+	action, fields, ok := b.MustGet(issuer + "/sign-in").Form("Sign in")
 	if !ok {
 		t.Fatalf("no sign-in form at %s", issuer)
 	}
 	fields.Set("username", email)
 	fields.Set("password", password)
-	if res := b.Post(action, fields); res.Status != http.StatusOK || !strings.Contains(res.Body, "You are signed in") {
+	if res := b.MustPost(action, fields); res.Status != http.StatusOK || !strings.Contains(res.Body, "You are signed in") {
 		t.Fatalf("sign-in at %s: %d %s", issuer, res.Status, res.Text())
 	}
 }
@@ -472,22 +464,22 @@ func (s sessionsDown) GetSession(ctx context.Context, idHash []byte, now time.Ti
 // confirmation: it answers the pages' 503 and changes nothing, and works again afterwards.
 func TestSessionStoreOutageIsNotAConfirmation(t *testing.T) {
 	down := &atomic.Bool{}
-	h := ct.New(t, ct.Options{Store: func(st store.Store) store.Store { return sessionsDown{Store: st, down: down} }})
+	h := stack.New(t, stack.Options{Audit: true, Store: func(st store.Store) store.Store { return sessionsDown{Store: st, down: down} }})
 
-	_, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
+	_, authURL := start(t, h, stack.MalloryEmail, stack.MalloryPassword)
 	mallory := h.Browser()
-	mallory.SignIn(ct.MalloryEmail, ct.MalloryPassword)
+	mallory.MustSignIn(stack.MalloryEmail, stack.MalloryPassword)
 	alice := h.Browser()
-	cb := atGitHub(t, h, alice, ct.AliceLogin, authURL)
-	action, fields, ok := mallory.Get(cb).Form("Finish connecting")
+	cb := atGitHub(t, h, alice, stack.AliceLogin, authURL)
+	action, fields, ok := mallory.MustGet(cb).Form("Finish connecting")
 	if !ok {
 		t.Fatal("no confirmation page before the outage")
 	}
-	alice.SignIn(ct.AliceEmail, ct.AlicePassword)
+	alice.MustSignIn(stack.AliceEmail, stack.AlicePassword)
 
 	down.Store(true)
-	for name, res := range map[string]ct.Page{
-		"GET": alice.Get(cb), "POST": alice.Post(action, fields), "POST by the person who started": mallory.Post(action, fields),
+	for name, res := range map[string]stack.Page{
+		"GET": alice.MustGet(cb), "POST": alice.MustPost(action, fields), "POST by the person who started": mallory.MustPost(action, fields),
 	} {
 		if res.Status != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" || !strings.Contains(res.Text(), "Try again in a moment") {
 			t.Errorf("%s during the outage: %d %s", name, res.Status, res.Text())
@@ -504,22 +496,22 @@ func TestSessionStoreOutageIsNotAConfirmation(t *testing.T) {
 		t.Fatalf("%d state rows during the outage; it must change nothing", n)
 	}
 	down.Store(false)
-	assertNotYours(t, h, alice.Get(cb))
+	assertNotYours(t, h, alice.MustGet(cb))
 }
 
 func TestStaleConfirmationTokenIsRefused(t *testing.T) {
-	h := ct.New(t, ct.Options{})
-	_, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
+	h := stack.New(t, stack.Options{Audit: true})
+	_, authURL := start(t, h, stack.AliceEmail, stack.AlicePassword)
 	system := h.Browser()
-	system.SignIn(ct.AliceEmail, ct.AlicePassword)
-	cb := atGitHub(t, h, system, ct.AliceLogin, authURL)
+	system.MustSignIn(stack.AliceEmail, stack.AlicePassword)
+	cb := atGitHub(t, h, system, stack.AliceLogin, authURL)
 
-	_, first, _ := system.Get(cb).Form("Finish connecting")
-	_, second, _ := system.Get(cb).Form("Finish connecting")
+	_, first, _ := system.MustGet(cb).Form("Finish connecting")
+	_, second, _ := system.MustGet(cb).Form("Finish connecting")
 	if first.Get("confirm_token") == second.Get("confirm_token") {
 		t.Fatal("rendering again did not issue a new token")
 	}
-	res := system.Post(h.CallbackURL, first)
+	res := system.MustPost(h.CallbackURL, first)
 	if res.Status != http.StatusForbidden || !strings.Contains(res.Text(), "Nothing was connected") {
 		t.Errorf("stale token answered %d: %s", res.Status, res.Text())
 	}
@@ -531,7 +523,7 @@ func TestStaleConfirmationTokenIsRefused(t *testing.T) {
 		t.Errorf("audit record = %+v", rec)
 	}
 	// The refusal does not burn the attempt: the current page still finishes it.
-	if res := system.Post(h.CallbackURL, second); res.Status != http.StatusOK || len(h.Connections(ct.AliceEmail)) != 1 {
+	if res := system.MustPost(h.CallbackURL, second); res.Status != http.StatusOK || len(h.Connections(stack.AliceEmail)) != 1 {
 		t.Errorf("current token answered %d: %s", res.Status, res.Text())
 	}
 }
@@ -539,15 +531,15 @@ func TestStaleConfirmationTokenIsRefused(t *testing.T) {
 // The attacker knows the state and the callback address and can make their own site submit the
 // confirmation POST; without the token from the page rendered in the victim's browser it fails.
 func TestCrossSitePostIsRefused(t *testing.T) {
-	h := ct.New(t, ct.Options{})
-	_, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
+	h := stack.New(t, stack.Options{Audit: true})
+	_, authURL := start(t, h, stack.MalloryEmail, stack.MalloryPassword)
 	victim := h.Browser()
-	cb := atGitHub(t, h, victim, ct.AliceLogin, authURL)
-	victim.Get(cb)
+	cb := atGitHub(t, h, victim, stack.AliceLogin, authURL)
+	victim.MustGet(cb)
 	// A genuine token for the victim's code, as only a browser signed in as Mallory gets it.
 	mallory := h.Browser()
-	mallory.SignIn(ct.MalloryEmail, ct.MalloryPassword)
-	_, fields, ok := mallory.Get(cb).Form("Finish connecting")
+	mallory.MustSignIn(stack.MalloryEmail, stack.MalloryPassword)
+	_, fields, ok := mallory.MustGet(cb).Form("Finish connecting")
 	if !ok {
 		t.Fatal("no confirmation page")
 	}
@@ -573,7 +565,7 @@ func TestCrossSitePostIsRefused(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			res := victim.PostFrom(h.CallbackURL, tc.form, tc.origin)
+			res := victim.MustPostFrom(h.CallbackURL, tc.form, tc.origin)
 			if res.Status != http.StatusForbidden || !strings.Contains(res.Text(), tc.says) {
 				t.Errorf("answered %d: %s", res.Status, res.Text())
 			}
@@ -607,11 +599,11 @@ func withCode(v url.Values, code string) url.Values {
 
 func TestExpiredStateIsRefused(t *testing.T) {
 	t.Run("same browser", func(t *testing.T) {
-		h := ct.New(t, ct.Options{})
-		b, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
-		cb := atGitHub(t, h, b, ct.AliceLogin, authURL)
+		h := stack.New(t, stack.Options{Audit: true})
+		b, authURL := start(t, h, stack.AliceEmail, stack.AlicePassword)
+		cb := atGitHub(t, h, b, stack.AliceLogin, authURL)
 		h.Clock.Advance(11 * time.Minute)
-		res := b.Get(cb)
+		res := b.MustGet(cb)
 		if res.Status != http.StatusBadRequest || !strings.Contains(res.Text(), "expired or has already been used") {
 			t.Errorf("answered %d: %s", res.Status, res.Text())
 		}
@@ -621,42 +613,42 @@ func TestExpiredStateIsRefused(t *testing.T) {
 		}
 	})
 	t.Run("confirmation", func(t *testing.T) {
-		h := ct.New(t, ct.Options{})
-		_, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
+		h := stack.New(t, stack.Options{Audit: true})
+		_, authURL := start(t, h, stack.AliceEmail, stack.AlicePassword)
 		system := h.Browser()
-		system.SignIn(ct.AliceEmail, ct.AlicePassword)
-		cb := atGitHub(t, h, system, ct.AliceLogin, authURL)
-		action, fields, _ := system.Get(cb).Form("Finish connecting")
+		system.MustSignIn(stack.AliceEmail, stack.AlicePassword)
+		cb := atGitHub(t, h, system, stack.AliceLogin, authURL)
+		action, fields, _ := system.MustGet(cb).Form("Finish connecting")
 		h.Clock.Advance(10*time.Minute + time.Second)
-		res := system.Post(action, fields)
+		res := system.MustPost(action, fields)
 		if res.Status != http.StatusBadRequest || count(t, h, "connections") != 0 || h.GitHub.ExchangeCalls() != 0 {
 			t.Errorf("answered %d: %s", res.Status, res.Text())
 		}
 	})
 	t.Run("just inside ten minutes", func(t *testing.T) {
-		h := ct.New(t, ct.Options{})
-		b, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
-		cb := atGitHub(t, h, b, ct.AliceLogin, authURL)
+		h := stack.New(t, stack.Options{Audit: true})
+		b, authURL := start(t, h, stack.AliceEmail, stack.AlicePassword)
+		cb := atGitHub(t, h, b, stack.AliceLogin, authURL)
 		h.Clock.Advance(9*time.Minute + 59*time.Second)
-		if res := b.Get(cb); res.Status != http.StatusOK || len(h.Connections(ct.AliceEmail)) != 1 {
+		if res := b.MustGet(cb); res.Status != http.StatusOK || len(h.Connections(stack.AliceEmail)) != 1 {
 			t.Errorf("answered %d: %s", res.Status, res.Text())
 		}
 	})
 }
 
 func TestReplayedCallbackIsRefused(t *testing.T) {
-	h := ct.New(t, ct.Options{})
-	b, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
+	h := stack.New(t, stack.Options{Audit: true})
+	b, authURL := start(t, h, stack.AliceEmail, stack.AlicePassword)
 	binding := *b.BindingCookie()
-	cb := atGitHub(t, h, b, ct.AliceLogin, authURL)
-	if res := b.Get(cb); res.Status != http.StatusOK {
+	cb := atGitHub(t, h, b, stack.AliceLogin, authURL)
+	if res := b.MustGet(cb); res.Status != http.StatusOK {
 		t.Fatalf("first callback answered %d", res.Status)
 	}
 	// The same browser, with the cookie put back, and a different browser.
 	cbURL, _ := url.Parse(h.CallbackURL)
 	b.Jar.SetCookies(cbURL, []*http.Cookie{&binding})
-	for name, br := range map[string]*ct.Browser{"same browser": b, "other browser": h.Browser()} {
-		res := br.Get(cb)
+	for name, br := range map[string]*stack.Browser{"same browser": b, "other browser": h.Browser()} {
+		res := br.MustGet(cb)
 		if res.Status != http.StatusBadRequest || strings.Contains(res.Text(), "Finish connecting") {
 			t.Errorf("%s: replay answered %d: %s", name, res.Status, res.Text())
 		}
@@ -669,12 +661,12 @@ func TestReplayedCallbackIsRefused(t *testing.T) {
 // A redirect_uri in the callback (or in the Connect form) changes nothing: the code is
 // exchanged for the fixed callback, which the fake GitHub checks exactly, as GitHub does.
 func TestForeignRedirectURIChangesNothing(t *testing.T) {
-	h := ct.New(t, ct.Options{})
+	h := stack.New(t, stack.Options{Audit: true})
 
 	// Control: the fake GitHub does refuse a code exchanged for another redirect_uri.
 	{
-		b, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
-		cb, _ := url.Parse(atGitHub(t, h, b, ct.MalloryLogin, authURL))
+		b, authURL := start(t, h, stack.MalloryEmail, stack.MalloryPassword)
+		cb, _ := url.Parse(atGitHub(t, h, b, stack.MalloryLogin, authURL))
 		moved := *h.Connector
 		moved.CallbackURL = "http://attacker.example/steal"
 		_, _, err := upstream.Exchange(context.Background(), nil, &moved, cb.Query().Get("code"), "")
@@ -684,17 +676,17 @@ func TestForeignRedirectURIChangesNothing(t *testing.T) {
 	}
 
 	b := h.Browser()
-	b.SignIn(ct.AliceEmail, ct.AlicePassword)
+	b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
 	acct := b.Account()
 	action, fields, _ := acct.Form("Connect GitHub")
 	fields.Set("redirect_uri", "http://attacker.example/steal")
-	res := b.Post(action, fields)
+	res := b.MustPost(action, fields)
 	au, _ := url.Parse(res.Location())
 	if got := au.Query().Get("redirect_uri"); got != h.CallbackURL {
 		t.Fatalf("authorization URL redirect_uri = %q, want the fixed callback", got)
 	}
-	cb := atGitHub(t, h, b, ct.AliceLogin, res.Location())
-	done := b.Get(cb + "&redirect_uri=" + url.QueryEscape("http://attacker.example/steal"))
+	cb := atGitHub(t, h, b, stack.AliceLogin, res.Location())
+	done := b.MustGet(cb + "&redirect_uri=" + url.QueryEscape("http://attacker.example/steal"))
 	if done.Status != http.StatusOK || !strings.Contains(done.Text(), "Connected") {
 		t.Fatalf("callback answered %d: %s", done.Status, done.Text())
 	}
@@ -702,27 +694,27 @@ func TestForeignRedirectURIChangesNothing(t *testing.T) {
 	if strings.Contains(done.Body, "attacker.example") {
 		t.Error("the result page mentions the foreign address")
 	}
-	if conns := h.Connections(ct.AliceEmail); len(conns) != 1 || conns[0].AccountName != ct.AliceLogin {
+	if conns := h.Connections(stack.AliceEmail); len(conns) != 1 || conns[0].AccountName != stack.AliceLogin {
 		t.Errorf("connections = %+v", conns)
 	}
 }
 
 func TestServiceErrorEndsTheAttempt(t *testing.T) {
-	h := ct.New(t, ct.Options{})
-	b, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
+	h := stack.New(t, stack.Options{Audit: true})
+	b, authURL := start(t, h, stack.AliceEmail, stack.AlicePassword)
 	// Alice has not approved the app: GitHub shows its page and she presses Cancel.
-	b.SignInGitHub(ct.AliceLogin)
-	approve := b.Get(authURL)
+	b.SignInGitHub(stack.AliceLogin)
+	approve := b.MustGet(authURL)
 	action, fields, ok := approve.Form("Cancel")
 	if !ok {
 		t.Fatalf("no approval page at GitHub: %s", approve.Text())
 	}
 	fields.Set("authorize", "0")
-	back := b.Post(h.GitHubURL+action, fields)
+	back := b.MustPost(h.GitHubURL+action, fields)
 	if back.Status != http.StatusFound || !strings.Contains(back.Location(), "error=access_denied") {
 		t.Fatalf("GitHub answered %d %q", back.Status, back.Location())
 	}
-	res := b.Get(back.Location())
+	res := b.MustGet(back.Location())
 	if res.Status != http.StatusOK || !strings.Contains(res.Text(), "Nothing was connected") || !strings.Contains(res.Text(), "GitHub says the connection was not allowed") {
 		t.Errorf("answered %d: %s", res.Status, res.Text())
 	}
@@ -733,20 +725,20 @@ func TestServiceErrorEndsTheAttempt(t *testing.T) {
 	if count(t, h, "callback_states") != 0 || count(t, h, "connections") != 0 {
 		t.Error("the attempt did not end cleanly")
 	}
-	if rec := lastAudit(t, h, "connection.cancelled"); rec.Details["error"] != "access_denied" || rec.Actor != h.Person(ct.AliceEmail).ID {
+	if rec := lastAudit(t, h, "connection.cancelled"); rec.Details["error"] != "access_denied" || rec.Actor != h.Person(stack.AliceEmail).ID {
 		t.Errorf("audit record = %+v", rec)
 	}
 	// An error for a state nobody knows says the same and changes nothing.
-	odd := b.Get(h.CallbackURL + "?error=access_denied&state=unknown&error_description=" + url.QueryEscape("Call +1 555 0100 to restore access"))
+	odd := b.MustGet(h.CallbackURL + "?error=access_denied&state=unknown&error_description=" + url.QueryEscape("Call +1 555 0100 to restore access"))
 	if odd.Status != http.StatusOK || strings.Contains(odd.Text(), "555") {
 		t.Errorf("unknown-state error answered %d: %s", odd.Status, odd.Text())
 	}
 }
 
 func TestBadCallbacksGetAClearPage(t *testing.T) {
-	h := ct.New(t, ct.Options{})
-	b, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
-	cb, _ := url.Parse(atGitHub(t, h, b, ct.AliceLogin, authURL))
+	h := stack.New(t, stack.Options{Audit: true})
+	b, authURL := start(t, h, stack.AliceEmail, stack.AlicePassword)
+	cb, _ := url.Parse(atGitHub(t, h, b, stack.AliceLogin, authURL))
 	state, code := cb.Query().Get("state"), cb.Query().Get("code")
 	cases := map[string]string{
 		"unknown state":  "?state=nope&code=" + code,
@@ -757,7 +749,7 @@ func TestBadCallbacksGetAClearPage(t *testing.T) {
 	}
 	for name, q := range cases {
 		t.Run(name, func(t *testing.T) {
-			res := b.Get(h.CallbackURL + q)
+			res := b.MustGet(h.CallbackURL + q)
 			if res.Status != http.StatusBadRequest || !strings.Contains(res.Text(), "This connection cannot be finished") {
 				t.Errorf("answered %d: %s", res.Status, res.Text())
 			}
@@ -768,7 +760,7 @@ func TestBadCallbacksGetAClearPage(t *testing.T) {
 		t.Error("a bad callback changed something")
 	}
 	// A code GitHub does not know ends the attempt with the service's refusal, not a 500.
-	res := b.Get(h.CallbackURL + "?state=" + url.QueryEscape(state) + "&code=made-up")
+	res := b.MustGet(h.CallbackURL + "?state=" + url.QueryEscape(state) + "&code=made-up")
 	if res.Status != http.StatusBadRequest || !strings.Contains(res.Text(), "GitHub did not complete the connection") {
 		t.Errorf("bad code answered %d: %s", res.Status, res.Text())
 	}
@@ -778,30 +770,30 @@ func TestBadCallbacksGetAClearPage(t *testing.T) {
 // back in the same browser, the earlier one finishes through the confirmation page (decision
 // 0010).
 func TestTwoConnectionsBackToBack(t *testing.T) {
-	h := ct.New(t, ct.Options{})
+	h := stack.New(t, stack.Options{Audit: true})
 	b := h.Browser()
-	b.SignIn(ct.AliceEmail, ct.AlicePassword)
-	first := b.Press("Connect GitHub").Location()
-	second := b.Press("Connect GitHub").Location()
-	cb1 := atGitHub(t, h, b, ct.AliceLogin, first)
-	cb2 := atGitHub(t, h, b, ct.AliceLogin, second)
+	b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
+	first := b.PressOnAccount("Connect GitHub").Location()
+	second := b.PressOnAccount("Connect GitHub").Location()
+	cb1 := atGitHub(t, h, b, stack.AliceLogin, first)
+	cb2 := atGitHub(t, h, b, stack.AliceLogin, second)
 
-	p1 := b.Get(cb1)
+	p1 := b.MustGet(cb1)
 	if !strings.Contains(p1.Text(), "Finish this connection?") || count(t, h, "connections") != 0 {
 		t.Fatalf("earlier connection: %d %s", p1.Status, p1.Text())
 	}
 	if rec := lastAudit(t, h, "connection.confirmation_shown"); rec.Details["reason"] != "other_cookie" {
 		t.Errorf("audit record = %+v", rec)
 	}
-	if p2 := b.Get(cb2); !strings.Contains(p2.Text(), "Connected") {
+	if p2 := b.MustGet(cb2); !strings.Contains(p2.Text(), "Connected") {
 		t.Fatalf("later connection: %d %s", p2.Status, p2.Text())
 	}
 	action, fields, _ := p1.Form("Finish connecting")
-	if res := b.Post(action, fields); res.Status != http.StatusOK {
+	if res := b.MustPost(action, fields); res.Status != http.StatusOK {
 		t.Fatalf("confirming the earlier one answered %d: %s", res.Status, res.Text())
 	}
 	// Same GitHub account twice: one connection, updated in place.
-	if conns := h.Connections(ct.AliceEmail); len(conns) != 1 {
+	if conns := h.Connections(stack.AliceEmail); len(conns) != 1 {
 		t.Errorf("connections = %+v", conns)
 	}
 }
@@ -816,21 +808,21 @@ func TestHooksRunWithTheStateRow(t *testing.T) {
 		calls = append(calls, call{st, conn})
 		return nil
 	}
-	h := ct.New(t, ct.Options{Hooks: []callback.Hook{hook}})
+	h := stack.New(t, stack.Options{Audit: true, Hooks: []callback.Hook{hook}})
 	b := h.Browser()
-	b.SignIn(ct.AliceEmail, ct.AlicePassword)
-	alice := h.Person(ct.AliceEmail)
+	b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
+	alice := h.Person(stack.AliceEmail)
 
 	// A connect link starts the connection with its link id (as webhook/links does).
 	rec := httptest.NewRecorder()
 	authURL, err := callback.Begin(rec, httptest.NewRequest(http.MethodPost, h.Issuer+"/account/services/link/x", nil),
-		h.Server.Env(), h.Store, h.Project, h.Connector, alice.ID, callback.PurposeConnect, "link-123")
+		h.Server().Env(), h.Store(), h.Project, h.Connector, alice.ID, callback.PurposeConnect, "link-123")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cbURL, _ := url.Parse(h.CallbackURL)
 	b.Jar.SetCookies(cbURL, rec.Result().Cookies())
-	res := b.Get(atGitHub(t, h, b, ct.AliceLogin, authURL))
+	res := b.MustGet(atGitHub(t, h, b, stack.AliceLogin, authURL))
 	if res.Status != http.StatusOK || !strings.Contains(res.Text(), "Go back to your agent") {
 		t.Fatalf("callback answered %d: %s", res.Status, res.Text())
 	}
@@ -838,7 +830,7 @@ func TestHooksRunWithTheStateRow(t *testing.T) {
 		t.Fatalf("hook ran %d times", len(calls))
 	}
 	c := calls[0]
-	if c.st.LinkID != "link-123" || c.st.Purpose != callback.PurposeConnect || c.st.Subject != alice.ID || c.conn.AccountName != ct.AliceLogin || c.conn.ID == "" {
+	if c.st.LinkID != "link-123" || c.st.Purpose != callback.PurposeConnect || c.st.Subject != alice.ID || c.conn.AccountName != stack.AliceLogin || c.conn.ID == "" {
 		t.Errorf("hook got %+v", c)
 	}
 	if rec := lastAudit(t, h, "connection.saved"); rec.Details["link_id"] != "link-123" {
@@ -847,15 +839,15 @@ func TestHooksRunWithTheStateRow(t *testing.T) {
 }
 
 func TestBindingCookieIsSecureOverHTTPS(t *testing.T) {
-	h := ct.New(t, ct.Options{})
-	env := *h.Server.Env()
+	h := stack.New(t, stack.Options{Audit: true})
+	env := *h.Server().Env()
 	pub := *env.PublicURL
 	pub.Scheme = "https"
 	env.PublicURL = &pub
 	b := h.Browser()
-	b.SignIn(ct.AliceEmail, ct.AlicePassword)
+	b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
 	rec := httptest.NewRecorder()
-	if _, err := callback.Begin(rec, httptest.NewRequest(http.MethodPost, "/", nil), &env, h.Store, h.Project, h.Connector, h.Person(ct.AliceEmail).ID, callback.PurposeConnect, ""); err != nil {
+	if _, err := callback.Begin(rec, httptest.NewRequest(http.MethodPost, "/", nil), &env, h.Store(), h.Project, h.Connector, h.Person(stack.AliceEmail).ID, callback.PurposeConnect, ""); err != nil {
 		t.Fatal(err)
 	}
 	cookies := rec.Result().Cookies()
@@ -870,12 +862,12 @@ func TestBindingCookieIsSecureOverHTTPS(t *testing.T) {
 }
 
 func TestRefreshableTokensAreSealed(t *testing.T) {
-	h := ct.New(t, ct.Options{AccessTokenTTL: 8 * time.Hour})
-	b, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
-	if res := b.Get(atGitHub(t, h, b, ct.AliceLogin, authURL)); res.Status != http.StatusOK {
+	h := stack.New(t, stack.Options{Audit: true, AccessTokenTTL: 8 * time.Hour})
+	b, authURL := start(t, h, stack.AliceEmail, stack.AlicePassword)
+	if res := b.MustGet(atGitHub(t, h, b, stack.AliceLogin, authURL)); res.Status != http.StatusOK {
 		t.Fatalf("callback answered %d", res.Status)
 	}
-	conns := h.Connections(ct.AliceEmail)
+	conns := h.Connections(stack.AliceEmail)
 	if len(conns) != 1 || len(conns[0].RefreshToken) == 0 || conns[0].Expiry == nil {
 		t.Fatalf("connections = %+v", conns)
 	}
@@ -904,16 +896,16 @@ func TestMask(t *testing.T) {
 }
 
 func TestAuditTrail(t *testing.T) {
-	h := ct.New(t, ct.Options{})
-	_, authURL := start(t, h, ct.MalloryEmail, ct.MalloryPassword)
+	h := stack.New(t, stack.Options{Audit: true})
+	_, authURL := start(t, h, stack.MalloryEmail, stack.MalloryPassword)
 	victim := h.Browser()
-	cb := atGitHub(t, h, victim, ct.AliceLogin, authURL)
-	victim.Get(cb)
+	cb := atGitHub(t, h, victim, stack.AliceLogin, authURL)
+	victim.MustGet(cb)
 	u, _ := url.Parse(cb)
-	victim.Post(h.CallbackURL, url.Values{"code": {u.Query().Get("code")}, "state": {u.Query().Get("state")}, "confirm_token": {"wrong"}})
+	victim.MustPost(h.CallbackURL, url.Values{"code": {u.Query().Get("code")}, "state": {u.Query().Get("state")}, "confirm_token": {"wrong"}})
 	// In the audit log and at the project's event sink.
 	h.Trail("connection.started", "connection.confirmation_shown", "connection.confirmation_refused")
-	mallory := h.Person(ct.MalloryEmail).ID
+	mallory := h.Person(stack.MalloryEmail).ID
 	for _, r := range h.Audit() {
 		if strings.HasPrefix(r.Action, "connection.") && r.Actor != mallory {
 			t.Errorf("%s has actor %q; the person who started is the actor", r.Action, r.Actor)
@@ -923,17 +915,17 @@ func TestAuditTrail(t *testing.T) {
 
 // Link checkers and previews send HEAD; it must neither finish nor use up the attempt.
 func TestHeadChangesNothing(t *testing.T) {
-	h := ct.New(t, ct.Options{})
-	b, authURL := start(t, h, ct.AliceEmail, ct.AlicePassword)
-	cb := atGitHub(t, h, b, ct.AliceLogin, authURL)
+	h := stack.New(t, stack.Options{Audit: true})
+	b, authURL := start(t, h, stack.AliceEmail, stack.AlicePassword)
+	cb := atGitHub(t, h, b, stack.AliceLogin, authURL)
 	req, _ := http.NewRequest(http.MethodHead, cb, nil)
-	if res := b.Do(req); res.Status != http.StatusOK {
+	if res := b.MustDo(req); res.Status != http.StatusOK {
 		t.Errorf("HEAD answered %d", res.Status)
 	}
 	if count(t, h, "callback_states") != 1 || count(t, h, "connections") != 0 || h.GitHub.ExchangeCalls() != 0 {
 		t.Fatal("HEAD changed something")
 	}
-	if res := b.Get(cb); res.Status != http.StatusOK || len(h.Connections(ct.AliceEmail)) != 1 {
+	if res := b.MustGet(cb); res.Status != http.StatusOK || len(h.Connections(stack.AliceEmail)) != 1 {
 		t.Errorf("GET after HEAD answered %d: %s", res.Status, res.Text())
 	}
 }
@@ -945,20 +937,20 @@ func TestHeadChangesNothing(t *testing.T) {
 // posted with a token that browser was given under a passkey sign-in is refused too. Nothing
 // is exchanged or saved until a passkey sign-in.
 func TestConfirmationNeedsAPasskeyWhereRequired(t *testing.T) {
-	h := ct.New(t, ct.Options{PublicHost: "localhost"})
+	h := stack.New(t, stack.Options{Audit: true, PublicHost: "localhost"})
 	h.Project.SignIn.RequirePhishingResistant = true
 	alice := h.Browser()
-	alice.SignIn(ct.AliceEmail, ct.AlicePassword)
-	alice.SignInWithPasskey(ct.AliceEmail)
-	res := alice.Press("Connect GitHub")
+	alice.MustSignIn(stack.AliceEmail, stack.AlicePassword)
+	alice.SignInWithPasskey(stack.AliceEmail)
+	res := alice.PressOnAccount("Connect GitHub")
 	if res.Status != http.StatusSeeOther || !strings.HasPrefix(res.Location(), h.GitHubURL+"/login/oauth/authorize?") {
 		t.Fatalf("Connect answered %d %q", res.Status, res.Location())
 	}
 	other := h.Browser()
-	cb := atGitHub(t, h, other, ct.AliceLogin, res.Location())
+	cb := atGitHub(t, h, other, stack.AliceLogin, res.Location())
 
-	other.SignIn(ct.AliceEmail, ct.AlicePassword)
-	page := other.Get(cb)
+	other.MustSignIn(stack.AliceEmail, stack.AlicePassword)
+	page := other.MustGet(cb)
 	if _, _, ok := page.Form("Finish connecting"); ok || strings.Contains(page.Body, "confirm_token") {
 		t.Fatalf("a password sign-in was offered the confirmation: %s", page.Text())
 	}
@@ -971,13 +963,13 @@ func TestConfirmationNeedsAPasskeyWhereRequired(t *testing.T) {
 	}
 
 	// A token the browser got under a passkey sign-in, posted after a password sign-in.
-	other.SignInWithPasskey(ct.AliceEmail)
-	action, fields, ok := other.Get(cb).Form("Finish connecting")
+	other.SignInWithPasskey(stack.AliceEmail)
+	action, fields, ok := other.MustGet(cb).Form("Finish connecting")
 	if !ok {
 		t.Fatal("no Finish connecting after a passkey sign-in")
 	}
-	other.SignIn(ct.AliceEmail, ct.AlicePassword)
-	refused := other.Post(action, fields)
+	other.MustSignIn(stack.AliceEmail, stack.AlicePassword)
+	refused := other.MustPost(action, fields)
 	if refused.Status != http.StatusForbidden || strings.Contains(refused.Text(), "Connected") {
 		t.Fatalf("confirmation on a password sign-in answered %d: %s", refused.Status, refused.Text())
 	}
@@ -989,11 +981,11 @@ func TestConfirmationNeedsAPasskeyWhereRequired(t *testing.T) {
 	}
 
 	// With a passkey sign-in the same token finishes it.
-	other.SignInWithPasskey(ct.AliceEmail)
-	if done := other.Post(action, fields); done.Status != http.StatusOK || !strings.Contains(done.Text(), "Connected") {
+	other.SignInWithPasskey(stack.AliceEmail)
+	if done := other.MustPost(action, fields); done.Status != http.StatusOK || !strings.Contains(done.Text(), "Connected") {
 		t.Fatalf("confirmation on a passkey sign-in answered %d: %s", done.Status, done.Text())
 	}
-	if conns := h.Connections(ct.AliceEmail); len(conns) != 1 || conns[0].AccountName != ct.AliceLogin {
+	if conns := h.Connections(stack.AliceEmail); len(conns) != 1 || conns[0].AccountName != stack.AliceLogin {
 		t.Fatalf("connections = %+v", conns)
 	}
 }

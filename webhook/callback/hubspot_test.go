@@ -9,7 +9,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/upstream/fakeoauth"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // TestHubSpotPortalIsSharedTokensAreNot: a HubSpot connection's account is the portal, so
@@ -18,7 +18,7 @@ import (
 // leaves Mallory's working while Alice is asked to reconnect.
 func TestHubSpotPortalIsSharedTokensAreNot(t *testing.T) {
 	const ttl = 30 * time.Minute
-	h := ct.New(t, ct.Options{Services: []fakeoauth.Shape{fakeoauth.HubSpot}, ServiceTokenTTL: ttl})
+	h := stack.New(t, stack.Options{Audit: true, Services: []fakeoauth.Shape{fakeoauth.HubSpot}, ServiceTokenTTL: ttl})
 	sv := h.Services[fakeoauth.HubSpot]
 	paths := fakeoauth.PathsOf(fakeoauth.HubSpot)
 	u, _ := url.Parse(sv.URL)
@@ -27,10 +27,10 @@ func TestHubSpotPortalIsSharedTokensAreNot(t *testing.T) {
 	tokens := map[string]string{}
 	subjects := map[string]string{}
 	for _, p := range []struct{ email, password, login string }{
-		{ct.AliceEmail, ct.AlicePassword, ct.AliceLogin}, {ct.MalloryEmail, ct.MalloryPassword, ct.MalloryLogin},
+		{stack.AliceEmail, stack.AlicePassword, stack.AliceLogin}, {stack.MalloryEmail, stack.MalloryPassword, stack.MalloryLogin},
 	} {
 		b := h.Browser()
-		b.SignIn(p.email, p.password)
+		b.MustSignIn(p.email, p.password)
 		b.Jar.SetCookies(u, []*http.Cookie{sv.Fake.SessionCookie(p.login)})
 		connectThroughProvider(t, b, sv, paths, "Connect "+sv.Connector.DisplayName)
 		cs := h.Connections(p.email)
@@ -41,7 +41,7 @@ func TestHubSpotPortalIsSharedTokensAreNot(t *testing.T) {
 		subjects[p.email] = agentToken(t, h, cs[0])
 		tokens[p.email] = exchangeFor(t, h, subjects[p.email], sv.Connector.Audience)
 	}
-	alice, mallory := conns[ct.AliceEmail], conns[ct.MalloryEmail]
+	alice, mallory := conns[stack.AliceEmail], conns[stack.MalloryEmail]
 	portal := strconv.Itoa(fakeoauth.HubSpotPortalID)
 	if alice.AccountID != portal || mallory.AccountID != portal {
 		t.Fatalf("account ids %q and %q; want the portal %s for both", alice.AccountID, mallory.AccountID, portal)
@@ -49,16 +49,16 @@ func TestHubSpotPortalIsSharedTokensAreNot(t *testing.T) {
 	if alice.ID == mallory.ID || alice.Subject == mallory.Subject {
 		t.Fatalf("one connection for two people: %+v", alice)
 	}
-	if tokens[ct.AliceEmail] == tokens[ct.MalloryEmail] {
+	if tokens[stack.AliceEmail] == tokens[stack.MalloryEmail] {
 		t.Fatal("Alice and Mallory were handed the same HubSpot token")
 	}
 
-	sv.Fake.RevokeAll(ct.AliceLogin)
+	sv.Fake.RevokeAll(stack.AliceLogin)
 	h.Clock.Advance(ttl + time.Minute)
-	if next := exchangeFor(t, h, subjects[ct.MalloryEmail], sv.Connector.Audience); !sv.Fake.Live(next) || next == tokens[ct.MalloryEmail] {
+	if next := exchangeFor(t, h, subjects[stack.MalloryEmail], sv.Connector.Audience); !sv.Fake.Live(next) || next == tokens[stack.MalloryEmail] {
 		t.Fatalf("after the portal ended Alice's grant, Mallory was handed %q; want her own refreshed token", next)
 	}
-	if status, body := exchangeAnswer(t, h, subjects[ct.AliceEmail], sv.Connector.Audience); status != http.StatusBadRequest {
+	if status, body := exchangeAnswer(t, h, subjects[stack.AliceEmail], sv.Connector.Audience); status != http.StatusBadRequest {
 		t.Fatalf("Alice's exchange answered %d %v after her grant ended; want a refusal", status, body)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/upstream/fakeoauth"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook/exchange"
 )
 
@@ -38,7 +38,7 @@ type providerStory struct {
 	// why explains, in the table, a step the provider does not have.
 	why map[string]string
 	// after, when set, checks what an agent does next with the token it was handed.
-	after func(t *testing.T, sv *ct.Service, token string)
+	after func(t *testing.T, sv *stack.FakeService, token string)
 }
 
 var providerStories = []providerStory{
@@ -105,7 +105,7 @@ func runProviderStories(t *testing.T) map[fakeoauth.Shape]map[string]string {
 }
 
 func runProviderStory(t *testing.T, st providerStory, done func(step, cell string)) {
-	h := ct.New(t, ct.Options{Services: []fakeoauth.Shape{st.shape}, ServiceTokenTTL: st.ttl})
+	h := stack.New(t, stack.Options{Audit: true, Services: []fakeoauth.Shape{st.shape}, ServiceTokenTTL: st.ttl})
 	sv := h.Services[st.shape]
 	paths := fakeoauth.PathsOf(st.shape)
 	requestsTo := func(path string, match func(fakeoauth.Request) bool) []fakeoauth.Request {
@@ -123,12 +123,12 @@ func runProviderStory(t *testing.T, st providerStory, done func(step, cell strin
 
 	// Connect.
 	b := h.Browser()
-	b.SignIn(ct.AliceEmail, ct.AlicePassword)
+	b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
 	u, _ := url.Parse(sv.URL)
-	b.Jar.SetCookies(u, []*http.Cookie{sv.Fake.SessionCookie(ct.AliceLogin)})
+	b.Jar.SetCookies(u, []*http.Cookie{sv.Fake.SessionCookie(stack.AliceLogin)})
 	connectThroughProvider(t, b, sv, paths, "Connect "+sv.Connector.DisplayName)
 	conn := aliceConnection(t, h, sv)
-	if want := sv.Fake.AccountID(ct.AliceLogin); conn.AccountID != want || conn.Status != store.ConnectionActive {
+	if want := sv.Fake.AccountID(stack.AliceLogin); conn.AccountID != want || conn.Status != store.ConnectionActive {
 		t.Fatalf("connection = %+v; want Alice's account %s", conn, want)
 	}
 	if st.ttl == 0 && conn.Expiry != nil {
@@ -177,7 +177,7 @@ func runProviderStory(t *testing.T, st providerStory, done func(step, cell strin
 	// Alice removes the app at the provider. Where tokens expire the next refresh is refused
 	// and token exchange asks for a reconnect; where they never do, nothing tells Latchkey, so
 	// the story marks the connection broken as a rejected token would.
-	sv.Fake.RevokeAll(ct.AliceLogin)
+	sv.Fake.RevokeAll(stack.AliceLogin)
 	if st.ttl > 0 {
 		h.Clock.Advance(st.ttl + time.Minute)
 		status, body := exchangeAnswer(t, h, subject, sv.Connector.Audience)
@@ -185,14 +185,14 @@ func runProviderStory(t *testing.T, st providerStory, done func(step, cell strin
 			t.Fatalf("after the provider refused the refresh, token exchange answered %d %v; want reconnect_required", status, body)
 		}
 	} else {
-		if _, err := h.Store.UpdateConnection(context.Background(), ct.ProjectKey, conn.ID, func(c store.Connection) (store.Connection, error) {
+		if _, err := h.Store().UpdateConnection(context.Background(), stack.ProjectKey, conn.ID, func(c store.Connection) (store.Connection, error) {
 			c.Status = store.ConnectionRevokedUpstream
 			return c, nil
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	b.SignIn(ct.AliceEmail, ct.AlicePassword)
+	b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
 	connectThroughProvider(t, b, sv, paths, "Reconnect "+sv.Connector.DisplayName)
 	again := aliceConnection(t, h, sv)
 	if again.ID != conn.ID || again.Status != store.ConnectionActive {
@@ -206,11 +206,11 @@ func runProviderStory(t *testing.T, st providerStory, done func(step, cell strin
 
 	// Disconnect.
 	before := len(sv.Fake.Requests())
-	b.SignIn(ct.AliceEmail, ct.AlicePassword)
-	if gone := b.Press("Disconnect"); gone.Status/100 != 3 && gone.Status != http.StatusOK {
+	b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
+	if gone := b.PressOnAccount("Disconnect"); gone.Status/100 != 3 && gone.Status != http.StatusOK {
 		t.Fatalf("Disconnect answered %d", gone.Status)
 	}
-	if n := len(h.Connections(ct.AliceEmail)); n != 0 {
+	if n := len(h.Connections(stack.AliceEmail)); n != 0 {
 		t.Fatalf("%d connections left after Disconnect", n)
 	}
 	if st.revokes {
@@ -255,7 +255,7 @@ func runProviderStory(t *testing.T, st providerStory, done func(step, cell strin
 
 // atlassianSites: the token handed out finds the Atlassian sites it reaches (their cloud ids
 // are in every Jira and Confluence API URL) at accessible-resources.
-func atlassianSites(t *testing.T, sv *ct.Service, token string) {
+func atlassianSites(t *testing.T, sv *stack.FakeService, token string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, sv.URL+fakeoauth.AccessibleResourcesPath, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -273,24 +273,24 @@ func atlassianSites(t *testing.T, sv *ct.Service, token string) {
 // connectThroughProvider presses label on the account page (Alice is signed in at Latchkey and
 // at the provider), follows the provider's authorization back to the callback, and checks
 // that the connection was made.
-func connectThroughProvider(t *testing.T, b *ct.Browser, sv *ct.Service, paths fakeoauth.Paths, label string) {
+func connectThroughProvider(t *testing.T, b *stack.Browser, sv *stack.FakeService, paths fakeoauth.Paths, label string) {
 	t.Helper()
-	res := b.Press(label)
+	res := b.PressOnAccount(label)
 	if res.Status != http.StatusSeeOther || !strings.HasPrefix(res.Location(), sv.URL+paths.Authorize+"?") {
 		t.Fatalf("%s answered %d, Location %q", label, res.Status, res.Location())
 	}
-	back := b.Get(res.Location())
+	back := b.MustGet(res.Location())
 	if back.Status != http.StatusFound || !strings.HasPrefix(back.Location(), sv.Connector.CallbackURL+"?") {
 		t.Fatalf("the provider answered %d, Location %q: %s", back.Status, back.Location(), back.Body)
 	}
-	if done := b.Get(back.Location()); done.Status != http.StatusOK || !strings.Contains(done.Text(), "onnected") {
+	if done := b.MustGet(back.Location()); done.Status != http.StatusOK || !strings.Contains(done.Text(), "onnected") {
 		t.Fatalf("callback answered %d: %s", done.Status, done.Text())
 	}
 }
 
-func aliceConnection(t *testing.T, h *ct.Harness, sv *ct.Service) store.Connection {
+func aliceConnection(t *testing.T, h *stack.Stack, sv *stack.FakeService) store.Connection {
 	t.Helper()
-	for _, c := range h.Connections(ct.AliceEmail) {
+	for _, c := range h.Connections(stack.AliceEmail) {
 		if c.Connector == sv.Connector.Key {
 			return c
 		}
@@ -301,20 +301,20 @@ func aliceConnection(t *testing.T, h *ct.Harness, sv *ct.Service) store.Connecti
 
 // agentToken issues Alice a Latchkey access token for the Agent client and lets the Agent use
 // her connection, as her consent would.
-func agentToken(t *testing.T, h *ct.Harness, conn store.Connection) string {
+func agentToken(t *testing.T, h *stack.Stack, conn store.Connection) string {
 	t.Helper()
 	ctx := context.Background()
 	tok := secret.New(secret.PrefixAccessToken)
 	now := h.Clock.Now()
-	if err := h.Store.CreateTokens(ctx, store.Token{
-		Hash: secret.Hash(tok), Kind: store.AccessToken, Project: ct.ProjectKey, ClientID: ct.Agent,
+	if err := h.Store().CreateTokens(ctx, store.Token{
+		Hash: secret.Hash(tok), Kind: store.AccessToken, Project: stack.ProjectKey, ClientID: stack.ServicesAgent,
 		Subject: conn.Subject, Scopes: []string{"openid"}, FamilyID: secret.New(""),
 		AuthTime: now, IssuedAt: now, ExpiresAt: now.Add(30 * 24 * time.Hour),
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Store.AllowAgent(ctx, store.AgentPermission{
-		Project: ct.ProjectKey, Subject: conn.Subject, Connector: conn.Connector, ClientID: ct.Agent, ConnectionID: conn.ID, CreatedAt: now,
+	if err := h.Store().AllowAgent(ctx, store.AgentPermission{
+		Project: stack.ProjectKey, Subject: conn.Subject, Connector: conn.Connector, ClientID: stack.ServicesAgent, ConnectionID: conn.ID, CreatedAt: now,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func agentToken(t *testing.T, h *ct.Harness, conn store.Connection) string {
 }
 
 // exchangeAnswer is the Agent's token exchange (RFC 8693) for audience.
-func exchangeAnswer(t *testing.T, h *ct.Harness, subject, audience string) (int, map[string]any) {
+func exchangeAnswer(t *testing.T, h *stack.Stack, subject, audience string) (int, map[string]any) {
 	t.Helper()
 	form := url.Values{
 		"grant_type": {exchange.GrantType}, "subject_token": {subject}, "subject_token_type": {exchange.TokenTypeAccessToken},
@@ -330,7 +330,7 @@ func exchangeAnswer(t *testing.T, h *ct.Harness, subject, audience string) (int,
 	}
 	req, _ := http.NewRequest(http.MethodPost, h.Issuer+"/token", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.SetBasicAuth(ct.Agent, url.QueryEscape(ct.AgentSecret))
+	req.SetBasicAuth(stack.ServicesAgent, url.QueryEscape(stack.ServicesAgentSecret))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -342,7 +342,7 @@ func exchangeAnswer(t *testing.T, h *ct.Harness, subject, audience string) (int,
 }
 
 // exchangeFor is a token exchange that must succeed; it returns the token.
-func exchangeFor(t *testing.T, h *ct.Harness, subject, audience string) string {
+func exchangeFor(t *testing.T, h *stack.Stack, subject, audience string) string {
 	t.Helper()
 	status, body := exchangeAnswer(t, h, subject, audience)
 	at, _ := body["access_token"].(string)

@@ -16,7 +16,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/upstream/fakeoauth"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // TestMultiTenantConnectorRefusesOtherTenants plays the tenants of a multi-tenant Microsoft
@@ -39,23 +39,23 @@ func TestMultiTenantConnectorRefusesOtherTenants(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := ct.New(t, ct.Options{Services: []fakeoauth.Shape{fakeoauth.Microsoft}, ServiceTokenTTL: time.Hour})
+			h := stack.New(t, stack.Options{Audit: true, Services: []fakeoauth.Shape{fakeoauth.Microsoft}, ServiceTokenTTL: time.Hour})
 			sv := h.Services[fakeoauth.Microsoft]
 			sv.Connector.AllowedTenants = tt.allowed
 			if tt.forge != nil {
 				sv.Fake.ForgeIDToken(tt.forge(sv.URL))
 			}
 			b := h.Browser()
-			b.SignIn(ct.AliceEmail, ct.AlicePassword)
+			b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
 			u, _ := url.Parse(sv.URL)
-			b.Jar.SetCookies(u, []*http.Cookie{sv.Fake.SessionCookie(ct.AliceLogin)})
-			res := b.Press("Connect " + sv.Connector.DisplayName)
-			back := b.Get(res.Location())
-			done := b.Get(back.Location())
+			b.Jar.SetCookies(u, []*http.Cookie{sv.Fake.SessionCookie(stack.AliceLogin)})
+			res := b.PressOnAccount("Connect " + sv.Connector.DisplayName)
+			back := b.MustGet(res.Location())
+			done := b.MustGet(back.Location())
 			if done.Status != tt.status {
 				t.Fatalf("callback answered %d, want %d: %s", done.Status, tt.status, done.Text())
 			}
-			n := len(h.Connections(ct.AliceEmail))
+			n := len(h.Connections(stack.AliceEmail))
 			if tt.status == http.StatusOK {
 				if n != 1 || !strings.Contains(done.Text(), "onnected") {
 					t.Fatalf("the admitted tenant did not connect: %d connections, %s", n, done.Text())
@@ -74,7 +74,7 @@ func TestMultiTenantConnectorRefusesOtherTenants(t *testing.T) {
 // against the certificate (x5t#S256, iss = sub = client id, aud the token endpoint, a new jti,
 // exp from the injected clock), and sends its token endpoint no client secret.
 func TestPrivateKeyJWTEndToEnd(t *testing.T) {
-	h := ct.New(t, ct.Options{Services: []fakeoauth.Shape{fakeoauth.Microsoft}, ServiceTokenTTL: time.Hour})
+	h := stack.New(t, stack.Options{Audit: true, Services: []fakeoauth.Shape{fakeoauth.Microsoft}, ServiceTokenTTL: time.Hour})
 	sv := h.Services[fakeoauth.Microsoft]
 	key, _ := rsa.GenerateKey(rand.Reader, 2048)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "latchkey"},
@@ -87,9 +87,9 @@ func TestPrivateKeyJWTEndToEnd(t *testing.T) {
 	sv.Connector.Assertion = &config.ClientAssertion{Key: key, Algorithm: "PS256", X5TS256: thumb}
 
 	b := h.Browser()
-	b.SignIn(ct.AliceEmail, ct.AlicePassword)
+	b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
 	u, _ := url.Parse(sv.URL)
-	b.Jar.SetCookies(u, []*http.Cookie{sv.Fake.SessionCookie(ct.AliceLogin)})
+	b.Jar.SetCookies(u, []*http.Cookie{sv.Fake.SessionCookie(stack.AliceLogin)})
 	connectThroughProvider(t, b, sv, fakeoauth.PathsOf(fakeoauth.Microsoft), "Connect "+sv.Connector.DisplayName)
 	conn := aliceConnection(t, h, sv)
 	subject := agentToken(t, h, conn)

@@ -108,7 +108,7 @@ func TestConsentPhishingStory(t *testing.T) {
 		if d := b.MustPost(s.Issuer+"/authorize", decide); d.Status != http.StatusForbidden || d.Header.Get("Location") != "" {
 			t.Errorf("decision after the switch: %d %q", d.Status, d.Header.Get("Location"))
 		}
-		recs := s.Audit(events.ConsentRefusedByPolicy)
+		recs := s.AuditOf(events.ConsentRefusedByPolicy)
 		if len(recs) != 2 || recs[0].Actor != alice.ID || recs[0].Target != phish || recs[0].Details["unrecognised_redirect_uris"] != attacker {
 			t.Errorf("security events: %+v", recs)
 		}

@@ -5,15 +5,15 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // exchangeAccount is Repo Helper exchanging subject for GitHub, naming account ("" names none).
-func exchangeAccount(h *lt.Harness, subject, account string) lt.Answer {
+func exchangeAccount(h *stack.Stack, subject, account string) stack.Answer {
 	h.T.Helper()
-	return h.ExchangeForm(lt.Agent, lt.AgentSecret, form(subject, func(f url.Values) {
+	return h.ExchangeForm(stack.Agent, stack.AgentSecret, form(subject, func(f url.Values) {
 		if account != "" {
 			f.Set("account", account)
 		}
@@ -24,12 +24,12 @@ func exchangeAccount(h *lt.Harness, subject, account string) lt.Answer {
 // The agent may name an account (by name or id); it gets only an account Alice allowed it, and
 // another person's account never matches.
 func TestExchangeNamesAnAccount(t *testing.T) {
-	h := lt.New(t, lt.Options{})
-	work := h.ConnectDirectly(ct.AliceEmail, "101", "alice-work", "gho_work")
-	h.ConnectDirectly(ct.AliceEmail, "102", "alice-personal", "gho_personal")
-	h.ConnectDirectly(ct.MalloryEmail, "201", "mallory-gh", "gho_mallory")
-	h.Allow(ct.AliceEmail, lt.Agent, work)
-	subject := h.AccessToken(ct.AliceEmail, lt.Agent)
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
+	work := h.ConnectDirectly(stack.AliceEmail, "101", "alice-work", "gho_work")
+	h.ConnectDirectly(stack.AliceEmail, "102", "alice-personal", "gho_personal")
+	h.ConnectDirectly(stack.MalloryEmail, "201", "mallory-gh", "gho_mallory")
+	h.Allow(stack.AliceEmail, stack.Agent, work)
+	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 
 	for _, tc := range []struct{ name, account string }{
 		{"no account named", ""},
@@ -39,7 +39,7 @@ func TestExchangeNamesAnAccount(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := exchangeAccount(h, subject, tc.account)
-			if a.Status != http.StatusOK || a.String("access_token") != "gho_work" {
+			if a.Status != http.StatusOK || a.Str("access_token") != "gho_work" {
 				t.Fatalf("got %d %s, want the work account's token", a.Status, a.Raw)
 			}
 		})
@@ -54,13 +54,13 @@ func TestExchangeNamesAnAccount(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := exchangeAccount(h, subject, tc.account)
-			if a.Status != http.StatusBadRequest || a.String("error") != "invalid_grant" || a.String("reason") != tc.reason {
+			if a.Status != http.StatusBadRequest || a.Str("error") != "invalid_grant" || a.Str("reason") != tc.reason {
 				t.Fatalf("got %d %s, want invalid_grant with reason %s", a.Status, a.Raw, tc.reason)
 			}
 			if strings.Contains(string(a.Raw), "gho_") {
 				t.Fatalf("a refusal carries a token: %s", a.Raw)
 			}
-			if a.String("account") != tc.account || a.String("connect_uri") == "" {
+			if a.Str("account") != tc.account || a.Str("connect_uri") == "" {
 				t.Fatalf("the refusal does not name the account %q with a link: %s", tc.account, a.Raw)
 			}
 		})
@@ -69,8 +69,8 @@ func TestExchangeNamesAnAccount(t *testing.T) {
 	// The allow link is for exactly that account: the page names it and offers no other.
 	a := exchangeAccount(h, subject, "alice-personal")
 	b := h.Browser()
-	b.SignIn(ct.AliceEmail, ct.AlicePassword)
-	p := b.Get(h.LinkPath(a.String("connect_uri")))
+	b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
+	p := b.MustGet(h.LinkPath(a.Str("connect_uri")))
 	if p.Status != http.StatusOK || !strings.Contains(p.Text(), "alice-personal") || strings.Contains(p.Text(), "alice-work") {
 		t.Fatalf("allow page for alice-personal: %d %s", p.Status, p.Text())
 	}
@@ -84,29 +84,29 @@ func TestExchangeNamesAnAccount(t *testing.T) {
 		swapped[k] = v
 	}
 	swapped.Set("connection_id", work.ID)
-	if bad := b.Post(action, swapped); bad.Status != http.StatusBadRequest {
+	if bad := b.MustPost(action, swapped); bad.Status != http.StatusBadRequest {
 		t.Fatalf("allow with another account than the link's: %d %s", bad.Status, bad.Text())
 	}
-	if done := b.Post(action, fields); done.Status != http.StatusOK {
+	if done := b.MustPost(action, fields); done.Status != http.StatusOK {
 		t.Fatalf("allow: %d %s", done.Status, done.Text())
 	}
 	// Now both; without naming one the agent still gets the default (the first connected).
-	if got := exchangeAccount(h, subject, "alice-personal"); got.String("access_token") != "gho_personal" {
+	if got := exchangeAccount(h, subject, "alice-personal"); got.Str("access_token") != "gho_personal" {
 		t.Fatalf("named personal account after allowing: %d %s", got.Status, got.Raw)
 	}
-	if got := exchangeAccount(h, subject, ""); got.String("access_token") != "gho_work" {
+	if got := exchangeAccount(h, subject, ""); got.Str("access_token") != "gho_work" {
 		t.Fatalf("no account named after allowing a second: %d %s", got.Status, got.Raw)
 	}
 	// Mallory's account still never matches.
-	if got := exchangeAccount(h, subject, "mallory-gh"); got.String("reason") != "connect_required" {
+	if got := exchangeAccount(h, subject, "mallory-gh"); got.Str("reason") != "connect_required" {
 		t.Fatalf("another person's account: %d %s", got.Status, got.Raw)
 	}
 }
 
 // A malformed account parameter is the client's mistake, answered in RFC 6749's shape.
 func TestExchangeAccountBadInput(t *testing.T) {
-	h := lt.New(t, lt.Options{})
-	subject := h.AccessToken(ct.AliceEmail, lt.Agent)
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
+	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 	for _, tc := range []struct {
 		name string
 		form url.Values
@@ -115,8 +115,8 @@ func TestExchangeAccountBadInput(t *testing.T) {
 		{"control character", form(subject, func(f url.Values) { f.Set("account", "alice\nwork") })},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := h.ExchangeForm(lt.Agent, lt.AgentSecret, tc.form)
-			if a.Status != http.StatusBadRequest || a.String("error") != "invalid_request" {
+			a := h.ExchangeForm(stack.Agent, stack.AgentSecret, tc.form)
+			if a.Status != http.StatusBadRequest || a.Str("error") != "invalid_request" {
 				t.Fatalf("got %d %s, want invalid_request", a.Status, a.Raw)
 			}
 		})
@@ -130,19 +130,19 @@ func TestExchangeAccountBadInput(t *testing.T) {
 // account finishes it: Alice signed in at GitHub as another account connects that one, but
 // the agent is not let use it through a link that named another.
 func TestConnectLinkForANamedAccount(t *testing.T) {
-	h := lt.New(t, lt.Options{})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	h.Connector.SelectAccountParams = map[string]string{"prompt": "select_account"}
 	h.Connector.AccountHintParam = "login"
-	subject := h.AccessToken(ct.AliceEmail, lt.Agent)
+	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 
 	a := exchangeAccount(h, subject, "alice-other")
-	if a.String("reason") != "connect_required" || a.String("account") != "alice-other" ||
-		!strings.Contains(a.String("connect_message"), "alice-other") || !strings.Contains(a.String("error_description"), "alice-other") {
+	if a.Str("reason") != "connect_required" || a.Str("account") != "alice-other" ||
+		!strings.Contains(a.Str("connect_message"), "alice-other") || !strings.Contains(a.Str("error_description"), "alice-other") {
 		t.Fatalf("refusal for a named account: %s", a.Raw)
 	}
 	b := h.Browser()
-	b.SignIn(ct.AliceEmail, ct.AlicePassword)
-	p := b.Get(h.LinkPath(a.String("connect_uri")))
+	b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
+	p := b.MustGet(h.LinkPath(a.Str("connect_uri")))
 	if p.Status != http.StatusOK || !strings.Contains(p.Text(), "Connect your GitHub account alice-other") {
 		t.Fatalf("connect page: %d %s", p.Status, p.Text())
 	}
@@ -150,52 +150,52 @@ func TestConnectLinkForANamedAccount(t *testing.T) {
 	if !ok {
 		t.Fatalf("no Connect button: %s", p.Text())
 	}
-	b.SignInGitHub(ct.AliceLogin)
-	h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
-	toGitHub := b.Post(action, fields)
+	b.SignInGitHub(stack.AliceLogin)
+	h.GitHub.Approve(stack.AliceLogin, stack.GitHubClientID)
+	toGitHub := b.MustPost(action, fields)
 	loc, err := url.Parse(toGitHub.Location())
 	if err != nil || loc.Query().Get("prompt") != "select_account" || loc.Query().Get("login") != "alice-other" {
 		t.Fatalf("authorization request does not ask for the account: %q", toGitHub.Location())
 	}
 	// The fake GitHub, like GitHub, shows its sign-in on prompt=select_account: Alice picks
 	// the account she is signed in to there, not the one the agent named.
-	picker := b.Follow(toGitHub)
+	picker := b.MustFollow(toGitHub)
 	ghAction, ghFields, ok := picker.Form("Sign in")
 	if !ok || !strings.Contains(picker.Text(), "Sign in to GitHub") {
 		t.Fatalf("GitHub did not offer to pick the account: %d %s", picker.Status, picker.Text())
 	}
-	ghFields.Set("login", ct.AliceLogin)
-	ghFields.Set("password", ct.AlicePassword)
-	if res := b.Follow(b.Post(h.GitHubURL+ghAction, ghFields)); res.Status != http.StatusOK {
+	ghFields.Set("login", stack.AliceLogin)
+	ghFields.Set("password", stack.AlicePassword)
+	if res := b.MustFollow(b.MustPost(h.GitHubURL+ghAction, ghFields)); res.Status != http.StatusOK {
 		t.Fatalf("callback: %d %s", res.Status, res.Text())
 	}
-	if n := len(h.Connections(ct.AliceEmail)); n != 1 {
+	if n := len(h.Connections(stack.AliceEmail)); n != 1 {
 		t.Fatalf("%d connections after the callback, want alice-gh's", n)
 	}
 	// alice-gh was connected, and Repo Helper may not use it: the link named another account,
 	// and stays open.
 	again := exchangeAccount(h, subject, "alice-other")
-	if again.String("reason") != "connect_required" || again.String("connect_id") != a.String("connect_id") {
+	if again.Str("reason") != "connect_required" || again.Str("connect_id") != a.Str("connect_id") {
 		t.Fatalf("the named account is still not connected, and its link still open: %s", again.Raw)
 	}
-	if got := exchangeAccount(h, subject, ""); got.String("reason") != "allow_required" {
+	if got := exchangeAccount(h, subject, ""); got.Str("reason") != "allow_required" {
 		t.Fatalf("after connecting another account than the named one: %d %s", got.Status, got.Raw)
 	}
 
 	// Named as it is: the allow link, then the token.
-	named := exchangeAccount(h, subject, ct.AliceLogin)
-	if named.String("reason") != "allow_required" || named.String("account") != ct.AliceLogin {
+	named := exchangeAccount(h, subject, stack.AliceLogin)
+	if named.Str("reason") != "allow_required" || named.Str("account") != stack.AliceLogin {
 		t.Fatalf("allow for the connected account: %s", named.Raw)
 	}
-	p = b.Get(h.LinkPath(named.String("connect_uri")))
-	if !strings.Contains(p.Text(), "Let Repo Helper use your GitHub account "+ct.AliceLogin+"?") {
+	p = b.MustGet(h.LinkPath(named.Str("connect_uri")))
+	if !strings.Contains(p.Text(), "Let Repo Helper use your GitHub account "+stack.AliceLogin+"?") {
 		t.Fatalf("allow page: %s", p.Text())
 	}
 	action, fields, _ = p.Form("Allow")
-	if res := b.Post(action, fields); res.Status != http.StatusOK {
+	if res := b.MustPost(action, fields); res.Status != http.StatusOK {
 		t.Fatalf("allow: %d %s", res.Status, res.Text())
 	}
-	if got := exchangeAccount(h, subject, ct.AliceLogin); got.Status != http.StatusOK || got.String("access_token") == "" {
+	if got := exchangeAccount(h, subject, stack.AliceLogin); got.Status != http.StatusOK || got.Str("access_token") == "" {
 		t.Fatalf("named account after allowing: %d %s", got.Status, got.Raw)
 	}
 }

@@ -11,8 +11,7 @@ import (
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 const (
@@ -22,9 +21,9 @@ const (
 
 // detailsHarness is the links harness whose Project declares github_repository, governing its
 // GitHub Connector, and payment_initiation, governing nothing.
-func detailsHarness(t *testing.T) *lt.Harness {
+func detailsHarness(t *testing.T) *stack.Stack {
 	t.Helper()
-	h := lt.New(t, lt.Options{})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	types, err := authzdetails.NewTypes([]authzdetails.Type{
 		{Name: "github_repository", Label: "GitHub repository", Connector: h.Connector.Key,
 			Actions: []string{"read", "write"}, RequireLocations: true, LocationPrefixes: []string{"https://api.github.com/repos/acme/"}},
@@ -34,20 +33,20 @@ func detailsHarness(t *testing.T) *lt.Harness {
 		t.Fatal(err)
 	}
 	h.Project.AuthorizationDetails = types
-	conn := h.ConnectDirectly(ct.AliceEmail, "2002", "alice-gh", "gho_alice")
-	h.Allow(ct.AliceEmail, lt.Agent, conn)
+	conn := h.ConnectDirectly(stack.AliceEmail, "2002", "alice-gh", "gho_alice")
+	h.Allow(stack.AliceEmail, stack.Agent, conn)
 	return h
 }
 
 // tokenWithDetails issues alice's token to the agent carrying details (canonical JSON), living
 // life, as a code redemption of an approved request would.
-func tokenWithDetails(t *testing.T, h *lt.Harness, details string, life time.Duration) string {
+func tokenWithDetails(t *testing.T, h *stack.Stack, details string, life time.Duration) string {
 	t.Helper()
 	tok := secret.New(secret.PrefixAccessToken)
 	now := h.Clock.Now()
-	if err := h.Store.CreateTokens(context.Background(), store.Token{
-		Hash: secret.Hash(tok), Kind: store.AccessToken, Project: ct.ProjectKey, ClientID: lt.Agent,
-		Subject: h.PersonID(ct.AliceEmail), FamilyID: secret.New(""), AuthTime: now, IssuedAt: now,
+	if err := h.Store().CreateTokens(context.Background(), store.Token{
+		Hash: secret.Hash(tok), Kind: store.AccessToken, Project: stack.ProjectKey, ClientID: stack.Agent,
+		Subject: h.PersonID(stack.AliceEmail), FamilyID: secret.New(""), AuthTime: now, IssuedAt: now,
 		ExpiresAt: now.Add(life), AuthorizationDetails: details,
 	}); err != nil {
 		t.Fatal(err)
@@ -70,17 +69,17 @@ func TestExchangeStaysInsideApprovedDetails(t *testing.T) {
 	subject := tokenWithDetails(t, h, approved, 20*time.Minute)
 
 	a := h.AgentExchange(subject)
-	if a.Status != 200 || a.String("access_token") != "gho_alice" {
+	if a.Status != 200 || a.Str("access_token") != "gho_alice" {
 		t.Fatalf("exchange within the approval: %d %s", a.Status, a.Raw)
 	}
-	if got := a.String("expires_in"); got != "1200" {
+	if got := a.Str("expires_in"); got != "1200" {
 		t.Errorf("expires_in = %q, want 1200: the approval ends with the subject token", got)
 	}
 	if !strings.Contains(string(a.Raw), `"authorization_details":`+approved) {
 		t.Errorf("answer does not carry the approved details: %s", a.Raw)
 	}
-	exchangeWith := func(details string) lt.Answer {
-		return h.ExchangeForm(lt.Agent, lt.AgentSecret, form(subject, func(f url.Values) { f.Set("authorization_details", details) }))
+	exchangeWith := func(details string) stack.Answer {
+		return h.ExchangeForm(stack.Agent, stack.AgentSecret, form(subject, func(f url.Values) { f.Set("authorization_details", details) }))
 	}
 	if a := exchangeWith("[" + ghDetail("read", repoAPI) + "]"); a.Status != 200 {
 		t.Fatalf("exchange naming exactly the approval: %d %s", a.Status, a.Raw)
@@ -93,7 +92,7 @@ func TestExchangeStaysInsideApprovedDetails(t *testing.T) {
 		"another connector's type":     `[{"type":"payment_initiation","actions":["initiate"]}]`,
 		"not JSON":                     `[{"type":`,
 	} {
-		if a := exchangeWith(details); a.Status != 400 || a.String("error") != "invalid_authorization_details" || a.String("access_token") != "" {
+		if a := exchangeWith(details); a.Status != 400 || a.Str("error") != "invalid_authorization_details" || a.Str("access_token") != "" {
 			t.Errorf("%s: %d %s, want invalid_authorization_details", name, a.Status, a.Raw)
 		}
 	}
@@ -113,9 +112,9 @@ func TestExchangeStaysInsideApprovedDetails(t *testing.T) {
 	if a := h.AgentExchange(plain); a.Status != 200 || a.Body["authorization_details"] != nil {
 		t.Fatalf("token without GitHub details: %d %s", a.Status, a.Raw)
 	}
-	if a := h.ExchangeForm(lt.Agent, lt.AgentSecret, form(plain, func(f url.Values) {
+	if a := h.ExchangeForm(stack.Agent, stack.AgentSecret, form(plain, func(f url.Values) {
 		f.Set("authorization_details", "["+ghDetail("read", repoAPI)+"]")
-	})); a.String("error") != "invalid_authorization_details" {
+	})); a.Str("error") != "invalid_authorization_details" {
 		t.Fatalf("details asked with a token that carries none: %s", a.Raw)
 	}
 }

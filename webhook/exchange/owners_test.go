@@ -14,12 +14,11 @@ import (
 	"latchkey.dev/latchkey/controllers"
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/secret"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // compiledResources compiles, the way the operator does (controllers.Standalone), team A's MCP
-// server client listing lt.MCPResource and a client team B created a minute later in its own
+// server client listing stack.MCPResource and a client team B created a minute later in its own
 // namespace listing the same URL, and returns the resources each is compiled with.
 func compiledResources(t *testing.T) (owner, intruder []string) {
 	t.Helper()
@@ -30,7 +29,7 @@ func compiledResources(t *testing.T) (owner, intruder []string) {
 	server := func(ns, name, uid string, created time.Time) v1alpha1.OAuthClient {
 		return v1alpha1.OAuthClient{ObjectMeta: meta(ns, name, uid, created), Spec: v1alpha1.OAuthClientSpec{
 			ProjectRef: v1alpha1.ProjectReference{Name: "p", Namespace: "team-a"},
-			GrantTypes: []v1alpha1.GrantType{v1alpha1.GrantTokenExchange}, Resources: []v1alpha1.ResourceURI{lt.MCPResource},
+			GrantTypes: []v1alpha1.GrantType{v1alpha1.GrantTokenExchange}, Resources: []v1alpha1.ResourceURI{stack.MCPResource},
 		}}
 	}
 	objs := &controllers.Objects{
@@ -75,22 +74,22 @@ func compiledResources(t *testing.T) (owner, intruder []string) {
 // is invalid_grant; team A's MCP server, compiled from the same objects, still exchanges it.
 func TestOnlyTheResourcesOwnerIsItsTokensAudience(t *testing.T) {
 	owner, intruder := compiledResources(t)
-	h := lt.New(t, lt.Options{})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	const intruderSecret = "lk_cs_intruder-secret-for-tests-0123456789abcdefg"
-	mcp := h.Project.Clients[lt.MCP]
+	mcp := h.Project.Clients[stack.MCP]
 	mcp.Resources = owner
 	h.Project.Clients["intruder"] = &config.Client{
 		ID: "intruder", SecretHash: secret.Hash(intruderSecret), Name: "Intruder", GrantTypes: mcp.GrantTypes,
 		TokenEndpointAuthMethod: "client_secret_basic", Connectors: mcp.Connectors, Resources: intruder,
 	}
-	conn := h.ConnectDirectly(ct.AliceEmail, "2002", "alice-gh", "gho_alice")
-	h.Allow(ct.AliceEmail, lt.Registered, conn)
-	subject := h.AccessToken(ct.AliceEmail, lt.Registered, lt.MCPResource)
+	conn := h.ConnectDirectly(stack.AliceEmail, "2002", "alice-gh", "gho_alice")
+	h.Allow(stack.AliceEmail, stack.Registered, conn)
+	subject := h.AccessToken(stack.AliceEmail, stack.Registered, stack.MCPResource)
 
-	if a := h.Exchange("intruder", intruderSecret, subject, lt.Audience); a.Status != 400 || a.String("error") != "invalid_grant" {
+	if a := h.ExchangeAs("intruder", intruderSecret, subject, stack.Audience); a.Status != 400 || a.Str("error") != "invalid_grant" {
 		t.Fatalf("team B's client exchanged a token for team A's server: %d %s", a.Status, a.Raw)
 	}
-	if a := h.Exchange(lt.MCP, lt.MCPSecret, subject, lt.Audience); a.Status != 200 || a.String("access_token") != "gho_alice" {
+	if a := h.ExchangeAs(stack.MCP, stack.MCPSecret, subject, stack.Audience); a.Status != 200 || a.Str("access_token") != "gho_alice" {
 		t.Fatalf("team A's server: %d %s", a.Status, a.Raw)
 	}
 }

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"latchkey.dev/latchkey/internal/policy"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // fiftyRules is a permit and 49 forbid policies of the shapes docs/policy.md shows (connector,
@@ -46,9 +46,9 @@ func BenchmarkExchangePolicy(b *testing.B) {
 		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			h := lt.New(b, lt.Options{})
-			conn := h.ConnectDirectly(ct.AliceEmail, "2002", "alice-gh", "gho_alice")
-			h.Allow(ct.AliceEmail, lt.Agent, conn)
+			h := stack.New(b, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
+			conn := h.ConnectDirectly(stack.AliceEmail, "2002", "alice-gh", "gho_alice")
+			h.Allow(stack.AliceEmail, stack.Agent, conn)
 			set := tc.set()
 			if set != nil {
 				if name, reason := set.Invalid(); name != "" {
@@ -56,7 +56,7 @@ func BenchmarkExchangePolicy(b *testing.B) {
 				}
 			}
 			h.Project.AccessPolicy = set
-			alice := h.AccessToken(ct.AliceEmail, lt.Agent)
+			alice := h.AccessToken(stack.AliceEmail, stack.Agent)
 			b.ReportAllocs()
 			b.ResetTimer()
 			start := cpuTime()

@@ -7,8 +7,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/policy"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // workingHours lets everything through but the agent's exchanges for GitHub outside
@@ -26,9 +25,9 @@ when { context.time.hour < 9 || context.time.hour >= 18 ||
 // which policy did, in the refusal and in the audit log; the same request within working
 // hours gets the person's token. The clock is the test's, moved instead of waited for.
 func TestAccessPolicyRefusesExchangeOutsideWorkingHours(t *testing.T) {
-	h := lt.New(t, lt.Options{})
-	conn := h.ConnectDirectly(ct.AliceEmail, "2002", "alice-gh", "gho_alice")
-	h.Allow(ct.AliceEmail, lt.Agent, conn)
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
+	conn := h.ConnectDirectly(stack.AliceEmail, "2002", "alice-gh", "gho_alice")
+	h.Allow(stack.AliceEmail, stack.Agent, conn)
 	h.Project.AccessPolicy = policy.Compile([]policy.Source{{Name: "latchkey-test/hours", Text: workingHours}}, policy.Options{})
 
 	// Move the clock to the next weekday 20:00 UTC.
@@ -38,11 +37,11 @@ func TestAccessPolicyRefusesExchangeOutsideWorkingHours(t *testing.T) {
 		evening = evening.Add(24 * time.Hour)
 	}
 	h.Clock.Advance(evening.Sub(now))
-	alice := h.AccessToken(ct.AliceEmail, lt.Agent)
+	alice := h.AccessToken(stack.AliceEmail, stack.Agent)
 
 	a := h.AgentExchange(alice)
-	if a.Status != 403 || a.String("error") != "access_denied" ||
-		!strings.Contains(a.String("error_description"), "latchkey-test/hours/github-in-working-hours") {
+	if a.Status != 403 || a.Str("error") != "access_denied" ||
+		!strings.Contains(a.Str("error_description"), "latchkey-test/hours/github-in-working-hours") {
 		t.Fatalf("at 20:00: %d %s, want 403 access_denied naming latchkey-test/hours/github-in-working-hours", a.Status, a.Raw)
 	}
 	if a.Header.Get("Cache-Control") != "no-store" {
@@ -56,14 +55,14 @@ func TestAccessPolicyRefusesExchangeOutsideWorkingHours(t *testing.T) {
 		t.Fatalf("no %s record; audit: %v", events.AccessDeniedByPolicy, h.AuditActions())
 	}
 	if rec.Details["policy"] != "latchkey-test/hours/github-in-working-hours" || rec.Details["action"] != "exchange" ||
-		rec.ClientID != lt.Agent || rec.Target != h.PersonID(ct.AliceEmail) {
+		rec.ClientID != stack.Agent || rec.Target != h.PersonID(stack.AliceEmail) {
 		t.Fatalf("audit record: %+v", rec)
 	}
 
 	// Next morning at 09:00 the same agent gets the token.
 	h.Clock.Advance(13 * time.Hour)
-	alice = h.AccessToken(ct.AliceEmail, lt.Agent)
-	if a := h.AgentExchange(alice); a.Status != 200 || a.String("access_token") != "gho_alice" {
+	alice = h.AccessToken(stack.AliceEmail, stack.Agent)
+	if a := h.AgentExchange(alice); a.Status != 200 || a.Str("access_token") != "gho_alice" {
 		t.Fatalf("at 09:00: %d %s", a.Status, a.Raw)
 	}
 }
@@ -71,10 +70,10 @@ func TestAccessPolicyRefusesExchangeOutsideWorkingHours(t *testing.T) {
 // An AccessPolicy decides who gets the token, not whether the requester is who it says: a
 // client the exchange rules refuse is refused as before, with no policy asked.
 func TestAccessPolicyOnlyTakesAway(t *testing.T) {
-	h := lt.New(t, lt.Options{})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	h.Project.AccessPolicy = policy.Compile([]policy.Source{{Name: "latchkey-test/open", Text: `permit(principal, action, resource);`}}, policy.Options{})
-	copycatOwn := h.AccessToken(ct.AliceEmail, lt.Copycat)
-	if a := h.Exchange(lt.Copycat, lt.CopycatSecret, copycatOwn, lt.Audience); a.String("error") != "unauthorized_client" {
+	copycatOwn := h.AccessToken(stack.AliceEmail, stack.Copycat)
+	if a := h.ExchangeAs(stack.Copycat, stack.CopycatSecret, copycatOwn, stack.Audience); a.Str("error") != "unauthorized_client" {
 		t.Fatalf("a permit-all policy let a client exchange that may not: %d %s", a.Status, a.Raw)
 	}
 }

@@ -11,34 +11,33 @@ import (
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/upstream"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // sharedHarness makes GitHub an Organisation connector whose shared account Repo Helper may
 // use (the Project names it), and connects the shared account unless connect is false.
-func sharedHarness(t *testing.T, connect bool) *lt.Harness {
-	h := lt.New(t, lt.Options{})
+func sharedHarness(t *testing.T, connect bool) *stack.Stack {
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	h.Connector.Shared = true
 	h.Connector.SharedClients = []string{"default/repo-helper"}
-	h.Project.Clients[lt.Agent].Source = "default/repo-helper"
-	h.Project.Clients[lt.MCP].Source = "default/github-tools"
+	h.Project.Clients[stack.Agent].Source = "default/repo-helper"
+	h.Project.Clients[stack.MCP].Source = "default/github-tools"
 	if connect {
 		saveShared(t, h, "svc-1", "acme-bot", "gho_shared", store.ConnectionActive)
 	}
 	return h
 }
 
-func saveShared(t *testing.T, h *lt.Harness, id, login, token string, status store.ConnectionStatus) store.Connection {
+func saveShared(t *testing.T, h *stack.Stack, id, login, token string, status store.ConnectionStatus) store.Connection {
 	t.Helper()
 	now := h.Clock.Now()
 	c := store.Connection{
-		ID: secret.NewID(), Project: ct.ProjectKey, Subject: store.SharedSubject(h.Connector.Key), Connector: h.Connector.Key,
+		ID: secret.NewID(), Project: stack.ProjectKey, Subject: store.SharedSubject(h.Connector.Key), Connector: h.Connector.Key,
 		AccountID: id, AccountName: login, Status: status, CreatedAt: now, UpdatedAt: now,
 	}
-	v := &upstream.Vault{Store: h.Store, Keyring: h.Server.Env().Keyring, Now: h.Clock.Now}
+	v := &upstream.Vault{Store: h.Store(), Keyring: h.Server().Env().Keyring, Now: h.Clock.Now}
 	v.Seal(&c, &oauth2.Token{AccessToken: token, TokenType: "bearer"})
-	saved, _, err := h.Store.SaveSharedConnection(context.Background(), c)
+	saved, _, err := h.Store().SaveSharedConnection(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,14 +49,14 @@ func saveShared(t *testing.T, h *lt.Harness, id, login, token string, status sto
 func TestSharedExchange(t *testing.T) {
 	h := sharedHarness(t, true)
 	// Alice's own account, allowed for the agent, is not what an Organisation connector hands out.
-	h.Allow(ct.AliceEmail, lt.Agent, h.ConnectDirectly(ct.AliceEmail, "2002", "alice-gh", "gho_alice"))
-	a := h.AgentExchange(h.AccessToken(ct.AliceEmail, lt.Agent))
-	if a.Status != 200 || a.String("access_token") != "gho_shared" {
+	h.Allow(stack.AliceEmail, stack.Agent, h.ConnectDirectly(stack.AliceEmail, "2002", "alice-gh", "gho_alice"))
+	a := h.AgentExchange(h.AccessToken(stack.AliceEmail, stack.Agent))
+	if a.Status != 200 || a.Str("access_token") != "gho_shared" {
 		t.Fatalf("exchange: %d %s", a.Status, a.Raw)
 	}
 	rec := h.Trail(events.SharedTokenExchanged)[events.SharedTokenExchanged]
-	if rec.Target != h.PersonID(ct.AliceEmail) || rec.Details["shared_account"] != "acme-bot" ||
-		rec.Details["shared_account_id"] != "svc-1" || rec.Details["agent"] != lt.Agent || rec.ClientID != lt.Agent {
+	if rec.Target != h.PersonID(stack.AliceEmail) || rec.Details["shared_account"] != "acme-bot" ||
+		rec.Details["shared_account_id"] != "svc-1" || rec.Details["agent"] != stack.Agent || rec.ClientID != stack.Agent {
 		t.Fatalf("handout record %+v", rec)
 	}
 	if n := h.CountRows("links"); n != 0 {
@@ -70,60 +69,60 @@ func TestSharedExchange(t *testing.T) {
 func TestSharedExchangeRefusals(t *testing.T) {
 	tests := []struct {
 		name    string
-		setup   func(t *testing.T, h *lt.Harness) (client, clientSecret, subject string)
+		setup   func(t *testing.T, h *stack.Stack) (client, clientSecret, subject string)
 		connect bool
 		code    string
 		reason  string // the audit record's reason
 	}{
-		{"declared client the Project does not name", func(t *testing.T, h *lt.Harness) (string, string, string) {
+		{"declared client the Project does not name", func(t *testing.T, h *stack.Stack) (string, string, string) {
 			// GitHub tools lists the connector in its own spec.connectors, as any client that
 			// exchanges does; only the Project's list admits a client to the shared account.
-			return lt.MCP, lt.MCPSecret, h.AccessToken(ct.AliceEmail, lt.Agent, lt.MCPResource)
+			return stack.MCP, stack.MCPSecret, h.AccessToken(stack.AliceEmail, stack.Agent, stack.MCPResource)
 		}, true, "unauthorized_client", "shared_not_permitted"},
-		{"self-registered client the Project's list names", func(t *testing.T, h *lt.Harness) (string, string, string) {
-			h.Connector.SharedClients = append(h.Connector.SharedClients, lt.Registered, "default/"+lt.Registered)
-			return lt.Registered, lt.RegisteredSecret, h.AccessToken(ct.AliceEmail, lt.Registered)
+		{"self-registered client the Project's list names", func(t *testing.T, h *stack.Stack) (string, string, string) {
+			h.Connector.SharedClients = append(h.Connector.SharedClients, stack.Registered, "default/"+stack.Registered)
+			return stack.Registered, stack.RegisteredSecret, h.AccessToken(stack.AliceEmail, stack.Registered)
 		}, true, "unauthorized_client", "client_not_permitted"},
-		{"person whose access an administrator ended", func(t *testing.T, h *lt.Harness) (string, string, string) {
-			tok := h.AccessToken(ct.AliceEmail, lt.Agent)
-			if _, err := h.Store.EndPersonAccess(context.Background(), ct.ProjectKey, h.PersonID(ct.AliceEmail), h.Clock.Now()); err != nil {
+		{"person whose access an administrator ended", func(t *testing.T, h *stack.Stack) (string, string, string) {
+			tok := h.AccessToken(stack.AliceEmail, stack.Agent)
+			if _, err := h.Store().EndPersonAccess(context.Background(), stack.ProjectKey, h.PersonID(stack.AliceEmail), h.Clock.Now()); err != nil {
 				t.Fatal(err)
 			}
-			return lt.Agent, lt.AgentSecret, tok
+			return stack.Agent, stack.AgentSecret, tok
 		}, true, "invalid_grant", "subject_token_invalid"},
-		{"person removed from the password file", func(t *testing.T, h *lt.Harness) (string, string, string) {
-			tok := h.AccessToken(ct.AliceEmail, lt.Agent)
-			delete(h.Project.SignIn.Passwords, ct.AliceEmail)
-			return lt.Agent, lt.AgentSecret, tok
+		{"person removed from the password file", func(t *testing.T, h *stack.Stack) (string, string, string) {
+			tok := h.AccessToken(stack.AliceEmail, stack.Agent)
+			delete(h.Project.SignIn.Passwords, stack.AliceEmail)
+			return stack.Agent, stack.AgentSecret, tok
 		}, true, "invalid_grant", "subject_token_invalid"},
-		{"DPoP-bound token without its key", func(t *testing.T, h *lt.Harness) (string, string, string) {
+		{"DPoP-bound token without its key", func(t *testing.T, h *stack.Stack) (string, string, string) {
 			tok := secret.New(secret.PrefixAccessToken)
 			now := h.Clock.Now()
-			if err := h.Store.CreateTokens(context.Background(), store.Token{
-				Hash: secret.Hash(tok), Kind: store.AccessToken, Project: ct.ProjectKey, ClientID: lt.Agent,
-				Subject: h.PersonID(ct.AliceEmail), FamilyID: "f-dpop", JKT: "the-agents-key-thumbprint",
+			if err := h.Store().CreateTokens(context.Background(), store.Token{
+				Hash: secret.Hash(tok), Kind: store.AccessToken, Project: stack.ProjectKey, ClientID: stack.Agent,
+				Subject: h.PersonID(stack.AliceEmail), FamilyID: "f-dpop", JKT: "the-agents-key-thumbprint",
 				AuthTime: now, IssuedAt: now, ExpiresAt: now.Add(time.Hour),
 			}); err != nil {
 				t.Fatal(err)
 			}
-			return lt.Agent, lt.AgentSecret, tok
+			return stack.Agent, stack.AgentSecret, tok
 		}, true, "invalid_grant", "dpop_key_mismatch"},
-		{"no shared account connected", func(t *testing.T, h *lt.Harness) (string, string, string) {
+		{"no shared account connected", func(t *testing.T, h *stack.Stack) (string, string, string) {
 			// Alice's own connection is no stand-in for the organisation's.
-			h.Allow(ct.AliceEmail, lt.Agent, h.ConnectDirectly(ct.AliceEmail, "2002", "alice-gh", "gho_alice"))
-			return lt.Agent, lt.AgentSecret, h.AccessToken(ct.AliceEmail, lt.Agent)
+			h.Allow(stack.AliceEmail, stack.Agent, h.ConnectDirectly(stack.AliceEmail, "2002", "alice-gh", "gho_alice"))
+			return stack.Agent, stack.AgentSecret, h.AccessToken(stack.AliceEmail, stack.Agent)
 		}, false, "invalid_grant", "shared_connection_missing"},
-		{"shared account broken", func(t *testing.T, h *lt.Harness) (string, string, string) {
+		{"shared account broken", func(t *testing.T, h *stack.Stack) (string, string, string) {
 			saveShared(t, h, "svc-1", "acme-bot", "gho_shared", store.ConnectionRevokedUpstream)
-			return lt.Agent, lt.AgentSecret, h.AccessToken(ct.AliceEmail, lt.Agent)
+			return stack.Agent, stack.AgentSecret, h.AccessToken(stack.AliceEmail, stack.Agent)
 		}, false, "invalid_grant", "shared_connection_broken"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := sharedHarness(t, tc.connect)
 			client, sec, subject := tc.setup(t, h)
-			a := h.Exchange(client, sec, subject, lt.Audience)
-			if a.Status/100 != 4 || a.String("error") != tc.code || a.String("access_token") != "" {
+			a := h.ExchangeAs(client, sec, subject, stack.Audience)
+			if a.Status/100 != 4 || a.Str("error") != tc.code || a.Str("access_token") != "" {
 				t.Fatalf("got %d %s, want %s", a.Status, a.Raw, tc.code)
 			}
 			if _, ok := a.Body["connect_uri"]; ok {

@@ -19,9 +19,8 @@ import (
 	"latchkey.dev/latchkey/internal/requestid"
 	"latchkey.dev/latchkey/internal/tracing"
 	"latchkey.dev/latchkey/internal/upstream/fakegithub"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook/exchange"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
 )
 
 // traced turns tracing on for the rest of the test, with every span recorded in memory (after
@@ -71,16 +70,16 @@ func named(t *testing.T, spans tracetest.SpanStubs, name string) tracetest.SpanS
 // is the trace id. No span carries any of the request's secrets.
 func TestTraceOfATokenExchange(t *testing.T) {
 	exp := traced(t)
-	h := lt.New(t, lt.Options{AccessTokenTTL: time.Hour})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour, AccessTokenTTL: time.Hour})
 	b := h.Browser()
-	b.SignIn(ct.AliceEmail, ct.AlicePassword)
-	b.SignInGitHub(ct.AliceLogin)
-	h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
-	b.Follow(b.Press("Connect GitHub"))
-	conns := h.Connections(ct.AliceEmail)
-	h.Allow(ct.AliceEmail, lt.Agent, conns[0])
+	b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
+	b.SignInGitHub(stack.AliceLogin)
+	h.GitHub.Approve(stack.AliceLogin, stack.GitHubClientID)
+	b.MustFollow(b.PressOnAccount("Connect GitHub"))
+	conns := h.Connections(stack.AliceEmail)
+	h.Allow(stack.AliceEmail, stack.Agent, conns[0])
 	h.Clock.Advance(2 * time.Hour) // GitHub's token has expired: the exchange refreshes it
-	subject := h.AccessToken(ct.AliceEmail, lt.Agent)
+	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 
 	callerTrace, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
 	callerSpan, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
@@ -89,13 +88,13 @@ func TestTraceOfATokenExchange(t *testing.T) {
 		"subject_token":        {subject},
 		"subject_token_type":   {exchange.TokenTypeAccessToken},
 		"requested_token_type": {exchange.TokenTypeAccessToken},
-		"audience":             {lt.Audience},
+		"audience":             {stack.Audience},
 	}
 	req, _ := http.NewRequest(http.MethodPost, h.Issuer+"/token?probe=query-secret-value", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Traceparent", fmt.Sprintf("00-%s-%s-01", callerTrace, callerSpan))
 	req.Header.Set("X-Forwarded-For", "203.0.113.66") // from no trusted proxy: not the client's address
-	req.SetBasicAuth(lt.Agent, lt.AgentSecret)
+	req.SetBasicAuth(stack.Agent, stack.AgentSecret)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -162,15 +161,15 @@ func TestTraceOfATokenExchange(t *testing.T) {
 		t.Errorf("server span client.address %q, want the peer: X-Forwarded-For came from no trusted proxy", got)
 	}
 
-	noSecrets(t, spans, subject, lt.AgentSecret, issued, ct.AliceEmail, ct.AlicePassword, "query-secret-value",
-		req.Header.Get("Authorization"), ct.ClientSecret)
+	noSecrets(t, spans, subject, stack.AgentSecret, issued, stack.AliceEmail, stack.AlicePassword, "query-secret-value",
+		req.Header.Get("Authorization"), stack.GitHubClientSecret)
 }
 
 // A security event delivered to an event sink carries the delivery's trace context: the sink
 // receives the HTTP call's span, whose parent is the delivery span naming project and sink.
 func TestEventSinkReceivesTraceContext(t *testing.T) {
 	exp := traced(t)
-	h := lt.New(t, lt.Options{})
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	ctx := context.Background()
 	if err := h.Emitter.Emit(ctx, h.Project, events.Event{
 		Type: events.LinkWrongPerson, Actor: "p-mallory", Subject: "p-alice",
@@ -182,7 +181,7 @@ func TestEventSinkReceivesTraceContext(t *testing.T) {
 	if n, err := h.Deliverer().DeliverDue(ctx); err != nil || n == 0 {
 		t.Fatalf("delivered %d: %v", n, err)
 	}
-	var ev *lt.Received
+	var ev *stack.Received
 	for _, r := range h.Sink.Received() {
 		if r.Event.Type == "dev.latchkey."+events.LinkWrongPerson {
 			ev = &r
@@ -205,23 +204,23 @@ func TestEventSinkReceivesTraceContext(t *testing.T) {
 	if call.Parent.SpanID() != delivery.SpanContext.SpanID() {
 		t.Errorf("call's parent %v, want the delivery span", call.Parent.SpanID())
 	}
-	if attr(delivery, "latchkey.project") != ct.ProjectKey || attr(delivery, "latchkey.sink") != lt.SinkName {
+	if attr(delivery, "latchkey.project") != stack.ProjectKey || attr(delivery, "latchkey.sink") != stack.SinkName {
 		t.Errorf("delivery span attributes %v", delivery.Attributes)
 	}
 	// The sink's URL can hold its secret in the path: only scheme and host are kept.
 	if u := attr(call, "url.full"); strings.Contains(u, "/hooks") {
 		t.Errorf("sink call span url.full %q keeps the path", u)
 	}
-	noSecrets(t, spans, lt.SinkKey, "/hooks/latchkey", ev.Signature)
+	noSecrets(t, spans, stack.SinkKey, "/hooks/latchkey", ev.Signature)
 }
 
 // A connect link's code is part of its path. Opening the link, traced, leaves the code in no
 // span: the server span has the route pattern where the instrumentation put the path.
 func TestLinkCodeStaysOutOfTraces(t *testing.T) {
 	exp := traced(t)
-	h := lt.New(t, lt.Options{})
-	refusal := h.AgentExchange(h.AccessToken(ct.AliceEmail, lt.Agent))
-	link := refusal.String("connect_uri")
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
+	refusal := h.AgentExchange(h.AccessToken(stack.AliceEmail, stack.Agent))
+	link := refusal.Str("connect_uri")
 	if refusal.Status != 400 || link == "" {
 		t.Fatalf("exchange: %d %s", refusal.Status, refusal.Raw)
 	}
@@ -240,7 +239,7 @@ func TestLinkCodeStaysOutOfTraces(t *testing.T) {
 		return resp
 	}
 	linkPage := get(link)
-	signIn := get(h.Latchkey.URL + linkPage.Header.Get("Location"))
+	signIn := get(h.Front.URL + linkPage.Header.Get("Location"))
 	if !strings.Contains(linkPage.Header.Get("Location"), code) || signIn.StatusCode != http.StatusOK {
 		t.Fatalf("link page: %d to %q, then %d", linkPage.StatusCode, linkPage.Header.Get("Location"), signIn.StatusCode)
 	}

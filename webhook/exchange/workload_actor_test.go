@@ -21,9 +21,8 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook/exchange"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
 	"latchkey.dev/latchkey/webhook/oauth"
 )
 
@@ -31,7 +30,7 @@ const mcpWorkload = "spiffe://example.org/ns/tools/sa/github-tools"
 
 // workloadMCP makes the MCP server a workload_identity client of a SPIFFE trust domain and
 // returns a JWT-SVID signer for that domain.
-func workloadMCP(t *testing.T, h *lt.Harness) func(sub string) string {
+func workloadMCP(t *testing.T, h *stack.Stack) func(sub string) string {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -41,11 +40,11 @@ func workloadMCP(t *testing.T, h *lt.Harness) func(sub string) string {
 		h.Clock.Advance(d)
 	}
 	td := spiffeid.RequireTrustDomainFromString("example.org")
-	mcp := *h.Project.Clients[lt.MCP]
+	mcp := *h.Project.Clients[stack.MCP]
 	mcp.SecretHash, mcp.TokenEndpointAuthMethod = nil, "workload_identity"
 	mcp.Workload = &config.Workload{SPIFFEID: mcpWorkload,
 		SPIFFEBundle: jwtbundle.FromJWTAuthorities(td, map[string]crypto.PublicKey{"k1": key.Public()})}
-	h.Project.Clients[lt.MCP] = &mcp
+	h.Project.Clients[stack.MCP] = &mcp
 	return func(sub string) string {
 		s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "k1"))
 		if err != nil {
@@ -61,10 +60,10 @@ func workloadMCP(t *testing.T, h *lt.Harness) func(sub string) string {
 }
 
 // exchangeAsWorkload posts a token exchange authenticated by a JWT-SVID, with an actor token.
-func exchangeAsWorkload(t *testing.T, h *lt.Harness, svid, subject, actor, actorType string) lt.Answer {
+func exchangeAsWorkload(t *testing.T, h *stack.Stack, svid, subject, actor, actorType string) stack.Answer {
 	t.Helper()
 	f := form(subject, func(f url.Values) {
-		f.Set("client_id", lt.MCP)
+		f.Set("client_id", stack.MCP)
 		f.Set("client_assertion_type", oauth.SPIFFEAssertionType)
 		f.Set("client_assertion", svid)
 		f.Set("actor_token", actor)
@@ -76,7 +75,7 @@ func exchangeAsWorkload(t *testing.T, h *lt.Harness, svid, subject, actor, actor
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	a := lt.Answer{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
+	a := stack.Answer{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
 	if err := json.Unmarshal(raw, &a.Body); err != nil {
 		t.Fatalf("token endpoint answered %d with %q: %v", resp.StatusCode, raw, err)
 	}
@@ -87,18 +86,18 @@ func exchangeAsWorkload(t *testing.T, h *lt.Harness, svid, subject, actor, actor
 // workload, exchanges its caller's token and presents its JWT-SVID as the actor; the handout's
 // record names the workload beside the chain of clients.
 func TestWorkloadActorToken(t *testing.T) {
-	h := lt.New(t, lt.Options{})
-	conn := h.ConnectDirectly(ct.AliceEmail, "2002", "alice-gh", "gho_alice")
-	h.Allow(ct.AliceEmail, lt.Agent, conn)
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
+	conn := h.ConnectDirectly(stack.AliceEmail, "2002", "alice-gh", "gho_alice")
+	h.Allow(stack.AliceEmail, stack.Agent, conn)
 	svid := workloadMCP(t, h)
-	subject := delegated(h, lt.Agent, &store.Actor{Sub: lt.Agent, ClientName: lt.AgentName}, nil)
+	subject := delegated(h, stack.Agent, &store.Actor{Sub: stack.Agent, ClientName: stack.AgentName}, nil)
 	own := svid(mcpWorkload)
 	a := exchangeAsWorkload(t, h, own, subject, own, exchange.TokenTypeJWT)
-	if a.Status != 200 || a.String("access_token") != "gho_alice" {
+	if a.Status != 200 || a.Str("access_token") != "gho_alice" {
 		t.Fatalf("exchange with the workload's own token as actor: %d %s", a.Status, a.Raw)
 	}
 	rec := lastExchange(t, h)
-	if rec.Action != events.TokenExchanged || rec.Details["actor_workload"] != mcpWorkload || rec.Details["act"] != lt.MCP+" "+lt.Agent {
+	if rec.Action != events.TokenExchanged || rec.Details["actor_workload"] != mcpWorkload || rec.Details["act"] != stack.MCP+" "+stack.Agent {
 		t.Fatalf("handout record %+v, want actor_workload %q", rec.Details, mcpWorkload)
 	}
 }
@@ -107,21 +106,21 @@ func TestWorkloadActorToken(t *testing.T) {
 // a jwt actor token from a client that has no workload identity. Each is invalid_request and
 // nothing is handed out.
 func TestWorkloadActorTokenMustBeTheClientsOwn(t *testing.T) {
-	h := lt.New(t, lt.Options{})
-	conn := h.ConnectDirectly(ct.AliceEmail, "2002", "alice-gh", "gho_alice")
-	h.Allow(ct.AliceEmail, lt.Agent, conn)
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
+	conn := h.ConnectDirectly(stack.AliceEmail, "2002", "alice-gh", "gho_alice")
+	h.Allow(stack.AliceEmail, stack.Agent, conn)
 	svid := workloadMCP(t, h)
-	subject := delegated(h, lt.Agent, &store.Actor{Sub: lt.Agent}, nil)
+	subject := delegated(h, stack.Agent, &store.Actor{Sub: stack.Agent}, nil)
 
 	a := exchangeAsWorkload(t, h, svid(mcpWorkload), subject, svid("spiffe://example.org/ns/tools/sa/other"), exchange.TokenTypeJWT)
-	if a.Status != 400 || a.String("error") != "invalid_request" || a.String("access_token") != "" {
+	if a.Status != 400 || a.Str("error") != "invalid_request" || a.Str("access_token") != "" {
 		t.Fatalf("another workload's actor token: %d %s", a.Status, a.Raw)
 	}
-	a = h.ExchangeForm(lt.Agent, lt.AgentSecret, form(subject, func(f url.Values) {
+	a = h.ExchangeForm(stack.Agent, stack.AgentSecret, form(subject, func(f url.Values) {
 		f.Set("actor_token", svid(mcpWorkload))
 		f.Set("actor_token_type", exchange.TokenTypeJWT)
 	}))
-	if a.Status != 400 || a.String("error") != "invalid_request" || a.String("access_token") != "" {
+	if a.Status != 400 || a.Str("error") != "invalid_request" || a.Str("access_token") != "" {
 		t.Fatalf("a jwt actor token from a client without a workload: %d %s", a.Status, a.Raw)
 	}
 	if rec := lastExchange(t, h); rec.Reason != "actor_token_invalid" {

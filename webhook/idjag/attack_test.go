@@ -111,7 +111,7 @@ func TestIDJAGAttacks(t *testing.T) {
 
 	t.Run("narrowing is kept", func(t *testing.T) {
 		r := s.Redeem(s.Assertion(func(_, c map[string]any) { c["scope"] = "repos:read repos:write" }), "agent",
-			url.Values{"scope": {"repos:read"}, "resource": {stack.MCPResource}})
+			url.Values{"scope": {"repos:read"}, "resource": {stack.ToolsResource}})
 		if r.Status != http.StatusOK || r.Str("scope") != "repos:read" {
 			t.Fatalf("narrowed redemption: %d %s", r.Status, r.Raw)
 		}
@@ -127,7 +127,7 @@ func TestIDJAGIssuePolicy(t *testing.T) {
 		f := url.Values{
 			"grant_type": {exchangeType}, "requested_token_type": {idjag.TokenTypeIDJAG},
 			"subject_token": {idt}, "subject_token_type": {idjag.TokenTypeIDToken},
-			"audience": {s.ToolsIssuer}, "resource": {stack.MCPResource}, "scope": {"repos:read"},
+			"audience": {s.ToolsIssuer}, "resource": {stack.ToolsResource}, "scope": {"repos:read"},
 		}
 		for k, v := range edit {
 			f[k] = v
@@ -161,7 +161,7 @@ func TestIDJAGWithMCPGoSDK(t *testing.T) {
 		IdPIssuerURL:     s.Issuer,
 		IdPCredentials:   &oauthex.ClientCredentials{ClientID: "web", ClientSecretAuth: &oauthex.ClientSecretAuth{ClientSecret: stack.WebSecret}},
 		MCPAuthServerURL: s.ToolsIssuer,
-		MCPResourceURI:   stack.MCPResource,
+		MCPResourceURI:   stack.ToolsResource,
 		MCPCredentials:   &oauthex.ClientCredentials{ClientID: "agent", ClientSecretAuth: &oauthex.ClientSecretAuth{ClientSecret: stack.ToolsSecret}},
 		MCPScopes:        []string{"repos:read"},
 		IDTokenFetcher: func(context.Context) (*oauth2.Token, error) {

@@ -57,7 +57,7 @@ func TestIDJAGDPoP(t *testing.T) {
 	ask := url.Values{
 		"grant_type": {exchangeType}, "requested_token_type": {idjag.TokenTypeIDJAG},
 		"subject_token": {bound}, "subject_token_type": {idjag.TokenTypeAccessToken},
-		"audience": {s.ToolsIssuer}, "resource": {stack.MCPResource}, "scope": {"repos:read"},
+		"audience": {s.ToolsIssuer}, "resource": {stack.ToolsResource}, "scope": {"repos:read"},
 	}
 
 	t.Run("a stolen bound token does not buy an ID-JAG", func(t *testing.T) {

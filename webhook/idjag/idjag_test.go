@@ -50,7 +50,7 @@ func TestIDJAGBothWays(t *testing.T) {
 	x := s.Token(url.Values{
 		"grant_type": {exchangeType}, "requested_token_type": {idjag.TokenTypeIDJAG},
 		"subject_token": {idt}, "subject_token_type": {idjag.TokenTypeIDToken},
-		"audience": {s.ToolsIssuer}, "resource": {stack.MCPResource}, "scope": {"repos:read"},
+		"audience": {s.ToolsIssuer}, "resource": {stack.ToolsResource}, "scope": {"repos:read"},
 	}, "web", stack.WebSecret)
 	if x.Status != http.StatusOK {
 		t.Fatalf("exchange: %d %s", x.Status, x.Raw)
@@ -68,7 +68,7 @@ func TestIDJAGBothWays(t *testing.T) {
 	}
 	var c map[string]any
 	tok.UnsafeClaimsWithoutVerification(&c)
-	if c["iss"] != s.Issuer || c["aud"] != s.ToolsIssuer || c["client_id"] != "agent" || c["resource"] != stack.MCPResource ||
+	if c["iss"] != s.Issuer || c["aud"] != s.ToolsIssuer || c["client_id"] != "agent" || c["resource"] != stack.ToolsResource ||
 		c["scope"] != "repos:read" || c["email"] != "alice@example.com" || c["jti"] == "" {
 		t.Errorf("ID-JAG claims: %v", c)
 	}

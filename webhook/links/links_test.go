@@ -13,14 +13,13 @@ import (
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook/links"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
 )
 
 // refusal checks the exact shape of the token-exchange refusal (docs/connections-for-agents.md, "The
 // refusal") and returns the answer.
-func refusal(t *testing.T, h *lt.Harness, a lt.Answer, reason, description, message string) lt.Answer {
+func refusal(t *testing.T, h *stack.Stack, a stack.Answer, reason, description, message string) stack.Answer {
 	t.Helper()
 	if a.Status != http.StatusBadRequest {
 		t.Fatalf("status %d, want 400: %s", a.Status, a.Raw)
@@ -35,18 +34,18 @@ func refusal(t *testing.T, h *lt.Harness, a lt.Answer, reason, description, mess
 		"error": "invalid_grant", "error_description": description, "reason": reason, "connect_message": message,
 	}
 	for k, v := range want {
-		if got := a.String(k); got != v {
+		if got := a.Str(k); got != v {
 			t.Errorf("%s = %q, want %q", k, got, v)
 		}
 	}
 	// request_id is the extension member every OAuth error carries, the X-Request-Id header.
-	if id := a.Header.Get("X-Request-Id"); id == "" || a.String("request_id") != id {
-		t.Errorf("request_id %q, want the X-Request-Id header %q", a.String("request_id"), id)
+	if id := a.Header.Get("X-Request-Id"); id == "" || a.Str("request_id") != id {
+		t.Errorf("request_id %q, want the X-Request-Id header %q", a.Str("request_id"), id)
 	}
 	if len(a.Body) != 8 {
 		t.Errorf("members: %v, want exactly error, error_description, reason, connect_uri, connect_id, connect_expires_in, connect_message, request_id", a.Body)
 	}
-	uri := a.String("connect_uri")
+	uri := a.Str("connect_uri")
 	code := strings.TrimPrefix(uri, h.Issuer+links.PathPrefix)
 	if code == uri {
 		t.Fatalf("connect_uri %q is not under %s", uri, h.Issuer+links.PathPrefix)
@@ -54,8 +53,8 @@ func refusal(t *testing.T, h *lt.Harness, a lt.Answer, reason, description, mess
 	if b, err := base64.RawURLEncoding.DecodeString(code); err != nil || len(b) != 32 {
 		t.Errorf("code %q is not 32 bytes of base64url", code)
 	}
-	if a.String("connect_id") == "" || strings.Contains(uri, a.String("connect_id")) {
-		t.Errorf("connect_id %q: want a separate, non-empty id", a.String("connect_id"))
+	if a.Str("connect_id") == "" || strings.Contains(uri, a.Str("connect_id")) {
+		t.Errorf("connect_id %q: want a separate, non-empty id", a.Str("connect_id"))
 	}
 	if _, ok := a.Body["connect_expires_in"].(float64); !ok {
 		t.Errorf("connect_expires_in %v is not a number", a.Body["connect_expires_in"])
@@ -73,14 +72,14 @@ const (
 )
 
 // signedIn is a browser in which email has just signed in.
-func signedIn(h *lt.Harness, email, password string) *ct.Browser {
+func signedIn(h *stack.Stack, email, password string) *stack.Browser {
 	b := h.Browser()
-	b.SignIn(email, password)
+	b.MustSignIn(email, password)
 	return b
 }
 
 // token checks a successful exchange and returns the upstream access token.
-func token(t *testing.T, a lt.Answer) string {
+func token(t *testing.T, a stack.Answer) string {
 	t.Helper()
 	if a.Status != http.StatusOK {
 		t.Fatalf("exchange: %d %s", a.Status, a.Raw)
@@ -88,19 +87,19 @@ func token(t *testing.T, a lt.Answer) string {
 	if a.Header.Get("Cache-Control") != "no-store" {
 		t.Errorf("Cache-Control %q", a.Header.Get("Cache-Control"))
 	}
-	if a.String("issued_token_type") != "urn:ietf:params:oauth:token-type:access_token" || a.String("token_type") != "Bearer" {
-		t.Errorf("issued_token_type %q token_type %q", a.String("issued_token_type"), a.String("token_type"))
+	if a.Str("issued_token_type") != "urn:ietf:params:oauth:token-type:access_token" || a.Str("token_type") != "Bearer" {
+		t.Errorf("issued_token_type %q token_type %q", a.Str("issued_token_type"), a.Str("token_type"))
 	}
-	return a.String("access_token")
+	return a.Str("access_token")
 }
 
 // githubLogin asks the fake GitHub whose token tok is.
-func githubLogin(t *testing.T, h *lt.Harness, tok string) string {
+func githubLogin(t *testing.T, h *stack.Stack, tok string) string {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, h.GitHubURL+"/user", nil)
 	req.Header.Set("Authorization", "Bearer "+tok)
 	b := h.Browser()
-	p := b.Do(req)
+	p := b.MustDo(req)
 	if p.Status != http.StatusOK {
 		t.Fatalf("GitHub /user: %d %s", p.Status, p.Body)
 	}
@@ -113,7 +112,7 @@ func githubLogin(t *testing.T, h *lt.Harness, tok string) string {
 }
 
 // press submits the form of page whose button says label.
-func press(t *testing.T, b *ct.Browser, page ct.Page, label string, extra url.Values) ct.Page {
+func press(t *testing.T, b *stack.Browser, page stack.Page, label string, extra url.Values) stack.Page {
 	t.Helper()
 	action, fields, ok := page.Form(label)
 	if !ok {
@@ -122,31 +121,32 @@ func press(t *testing.T, b *ct.Browser, page ct.Page, label string, extra url.Va
 	for k, v := range extra {
 		fields[k] = v
 	}
-	return b.Post(action, fields)
+	return b.MustPost(action, fields)
 }
 
 func TestConnectStory(t *testing.T) {
-	h := lt.New(t, lt.Options{})
-	subject := h.AccessToken(ct.AliceEmail, lt.Agent)
+	t.Parallel()
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
+	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 
 	first := refusal(t, h, h.AgentExchange(subject), "connect_required", connectDesc, connectMsg)
-	if first.String("connect_expires_in") != "1800" {
-		t.Errorf("connect_expires_in %s, want 1800", first.String("connect_expires_in"))
+	if first.Str("connect_expires_in") != "1800" {
+		t.Errorf("connect_expires_in %s, want 1800", first.Str("connect_expires_in"))
 	}
 	// Asking again while the link is open returns the same link.
 	h.Clock.Advance(time.Minute)
 	again := refusal(t, h, h.AgentExchange(subject), "connect_required", connectDesc, connectMsg)
-	if again.String("connect_uri") != first.String("connect_uri") || again.String("connect_id") != first.String("connect_id") {
+	if again.Str("connect_uri") != first.Str("connect_uri") || again.Str("connect_id") != first.Str("connect_id") {
 		t.Fatalf("second refusal has another link")
 	}
-	if again.String("connect_expires_in") != "1740" {
-		t.Errorf("connect_expires_in after a minute: %s, want 1740", again.String("connect_expires_in"))
+	if again.Str("connect_expires_in") != "1740" {
+		t.Errorf("connect_expires_in after a minute: %s, want 1740", again.Str("connect_expires_in"))
 	}
-	link := h.LinkPath(first.String("connect_uri"))
+	link := h.LinkPath(first.Str("connect_uri"))
 
 	// Check 2: nobody is signed in, so sign in first and come back.
 	b := h.Browser()
-	p := b.Get(link)
+	p := b.MustGet(link)
 	if p.Status != http.StatusSeeOther {
 		t.Fatalf("anonymous open: %d %s", p.Status, p.Text())
 	}
@@ -154,20 +154,20 @@ func TestConnectStory(t *testing.T) {
 	if loc.Path != "/team/demo/sign-in" || loc.Query().Get("return_to") != link || loc.Query().Get("prompt") != "" {
 		t.Fatalf("sign-in redirect %s", p.Location())
 	}
-	signIn := b.Get(p.Location())
+	signIn := b.MustGet(p.Location())
 	action, fields, ok := signIn.Form("Sign in")
 	if !ok {
 		t.Fatalf("no sign-in form")
 	}
-	fields.Set("username", ct.AliceEmail)
-	fields.Set("password", ct.AlicePassword)
-	done := b.Post(action, fields)
+	fields.Set("username", stack.AliceEmail)
+	fields.Set("password", stack.AlicePassword)
+	done := b.MustPost(action, fields)
 	if !strings.Contains(done.Body, `url=`+link) {
 		t.Fatalf("sign-in does not continue to the link: %s", done.Body)
 	}
 
 	// Check 5: the offer.
-	p = b.Get(link)
+	p = b.MustGet(link)
 	if p.Status != http.StatusOK || !strings.Contains(p.Text(), "Connect your GitHub account and let Repo Helper use it.") {
 		t.Fatalf("offer: %d %s", p.Status, p.Text())
 	}
@@ -176,8 +176,8 @@ func TestConnectStory(t *testing.T) {
 	}
 
 	// Connect at GitHub, where Alice is signed in and has approved the app before.
-	b.SignInGitHub(ct.AliceLogin)
-	h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
+	b.SignInGitHub(stack.AliceLogin)
+	h.GitHub.Approve(stack.AliceLogin, stack.GitHubClientID)
 	toGitHub := press(t, b, p, "Connect GitHub", nil)
 	if toGitHub.Status != http.StatusSeeOther || !strings.HasPrefix(toGitHub.Location(), h.GitHubURL) {
 		t.Fatalf("connect: %d to %q", toGitHub.Status, toGitHub.Location())
@@ -185,7 +185,7 @@ func TestConnectStory(t *testing.T) {
 	if csp := p.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "form-action 'self' "+h.GitHubURL+";") {
 		t.Errorf("CSP does not allow the redirect to GitHub: %s", csp)
 	}
-	result := b.Follow(toGitHub)
+	result := b.MustFollow(toGitHub)
 	if result.Status != http.StatusOK || !strings.Contains(result.Text(), "Go back to your agent") {
 		t.Fatalf("callback: %d %s", result.Status, result.Text())
 	}
@@ -195,26 +195,27 @@ func TestConnectStory(t *testing.T) {
 
 	// The agent learns the outcome by asking again.
 	tok := token(t, h.AgentExchange(subject))
-	if got := githubLogin(t, h, tok); got != ct.AliceLogin {
+	if got := githubLogin(t, h, tok); got != stack.AliceLogin {
 		t.Fatalf("token is for %q", got)
 	}
 	// The link is done: its code now leads to the 404 page.
-	if p := b.Get(link); p.Status != http.StatusNotFound {
+	if p := b.MustGet(link); p.Status != http.StatusNotFound {
 		t.Fatalf("finished link: %d", p.Status)
 	}
 }
 
 func TestAliceOpensMallorysLink(t *testing.T) {
-	h := lt.New(t, lt.Options{})
-	mallory := h.AccessToken(ct.MalloryEmail, lt.Agent)
+	t.Parallel()
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
+	mallory := h.AccessToken(stack.MalloryEmail, stack.Agent)
 	a := refusal(t, h, h.AgentExchange(mallory), "connect_required", connectDesc, connectMsg)
-	link := h.LinkPath(a.String("connect_uri"))
+	link := h.LinkPath(a.Str("connect_uri"))
 
 	// Mallory forwards it; Alice is signed in to Latchkey and to GitHub.
-	alice := signedIn(h, ct.AliceEmail, ct.AlicePassword)
-	alice.SignInGitHub(ct.AliceLogin)
-	h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
-	p := alice.Get(link)
+	alice := signedIn(h, stack.AliceEmail, stack.AlicePassword)
+	alice.SignInGitHub(stack.AliceLogin)
+	h.GitHub.Approve(stack.AliceLogin, stack.GitHubClientID)
+	p := alice.MustGet(link)
 	if p.Status != http.StatusForbidden || !strings.Contains(p.Text(), "This link was made for another account") {
 		t.Fatalf("Alice opening Mallory's link: %d %s", p.Status, p.Text())
 	}
@@ -228,9 +229,9 @@ func TestAliceOpensMallorysLink(t *testing.T) {
 	}
 
 	// Even a hand-made POST with Alice's own form token changes nothing.
-	csrf := alice.Get(h.Issuer + "/sign-out")
+	csrf := alice.MustGet(h.Issuer + "/sign-out")
 	_, fields, _ := csrf.Form("Sign out")
-	post := alice.Post(link+"/connect", url.Values{"csrf_token": {fields.Get("csrf_token")}})
+	post := alice.MustPost(link+"/connect", url.Values{"csrf_token": {fields.Get("csrf_token")}})
 	if post.Status != http.StatusForbidden || post.Header.Get("Location") != "" {
 		t.Fatalf("Alice's POST: %d to %q", post.Status, post.Header.Get("Location"))
 	}
@@ -246,7 +247,7 @@ func TestAliceOpensMallorysLink(t *testing.T) {
 			wrong = append(wrong, r)
 		}
 	}
-	if len(wrong) != 2 || wrong[0].Actor != h.PersonID(ct.AliceEmail) || wrong[0].Target != h.PersonID(ct.MalloryEmail) {
+	if len(wrong) != 2 || wrong[0].Actor != h.PersonID(stack.AliceEmail) || wrong[0].Target != h.PersonID(stack.MalloryEmail) {
 		t.Fatalf("link.wrong_person records: %+v", wrong)
 	}
 	if got := h.SecurityEvents(events.LinkWrongPerson); got != 2 {
@@ -256,37 +257,38 @@ func TestAliceOpensMallorysLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The sink receives every audit record (link.created too); these are the two refusals.
-	var got []lt.Received
+	var got []stack.Received
 	for _, r := range h.Sink.Received() {
 		if r.Event.Type == "dev.latchkey.link.wrong_person" {
 			got = append(got, r)
 		}
 	}
 	if len(got) != 2 || !got[0].Valid || got[0].Event.Type != "dev.latchkey.link.wrong_person" || got[0].Event.Source != h.Issuer ||
-		got[0].Event.Data.Actor != h.PersonID(ct.AliceEmail) {
+		got[0].Event.Data.Actor != h.PersonID(stack.AliceEmail) {
 		t.Fatalf("sink received %+v", got)
 	}
 
 	// The link is untouched: Mallory can still use it.
-	m := signedIn(h, ct.MalloryEmail, ct.MalloryPassword)
-	if p := m.Get(link); p.Status != http.StatusOK {
+	m := signedIn(h, stack.MalloryEmail, stack.MalloryPassword)
+	if p := m.MustGet(link); p.Status != http.StatusOK {
 		t.Fatalf("Mallory's own link after Alice: %d %s", p.Status, p.Text())
 	}
 }
 
 func TestMalloryOpensAlicesLink(t *testing.T) {
-	h := lt.New(t, lt.Options{})
-	a := refusal(t, h, h.AgentExchange(h.AccessToken(ct.AliceEmail, lt.Agent)), "connect_required", connectDesc, connectMsg)
-	link := h.LinkPath(a.String("connect_uri"))
+	t.Parallel()
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
+	a := refusal(t, h, h.AgentExchange(h.AccessToken(stack.AliceEmail, stack.Agent)), "connect_required", connectDesc, connectMsg)
+	link := h.LinkPath(a.Str("connect_uri"))
 
 	// Not signed in: check 2 sends her to sign in, where she cannot be Alice.
 	m := h.Browser()
-	if p := m.Get(link); p.Status != http.StatusSeeOther || !strings.Contains(p.Location(), "/sign-in?") {
+	if p := m.MustGet(link); p.Status != http.StatusSeeOther || !strings.Contains(p.Location(), "/sign-in?") {
 		t.Fatalf("anonymous Mallory: %d %s", p.Status, p.Location())
 	}
 	// Signed in as herself: check 3.
-	m.SignIn(ct.MalloryEmail, ct.MalloryPassword)
-	if p := m.Get(link); p.Status != http.StatusForbidden {
+	m.MustSignIn(stack.MalloryEmail, stack.MalloryPassword)
+	if p := m.MustGet(link); p.Status != http.StatusForbidden {
 		t.Fatalf("Mallory signed in: %d %s", p.Status, p.Text())
 	}
 	if h.CountRows("callback_states") != 0 {
@@ -295,17 +297,18 @@ func TestMalloryOpensAlicesLink(t *testing.T) {
 }
 
 func TestStaleSignInMustSignInAgain(t *testing.T) {
-	h := lt.New(t, lt.Options{})
-	a := refusal(t, h, h.AgentExchange(h.AccessToken(ct.AliceEmail, lt.Agent)), "connect_required", connectDesc, connectMsg)
-	link := h.LinkPath(a.String("connect_uri"))
-	b := signedIn(h, ct.AliceEmail, ct.AlicePassword)
-	page := b.Get(link)
+	t.Parallel()
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
+	a := refusal(t, h, h.AgentExchange(h.AccessToken(stack.AliceEmail, stack.Agent)), "connect_required", connectDesc, connectMsg)
+	link := h.LinkPath(a.Str("connect_uri"))
+	b := signedIn(h, stack.AliceEmail, stack.AlicePassword)
+	page := b.MustGet(link)
 	if page.Status != http.StatusOK {
 		t.Fatalf("fresh: %d", page.Status)
 	}
 
 	h.Clock.Advance(16 * time.Minute)
-	p := b.Get(link)
+	p := b.MustGet(link)
 	loc, _ := url.Parse(p.Location())
 	if p.Status != http.StatusSeeOther || loc.Path != "/team/demo/sign-in" || loc.Query().Get("prompt") != "login" || loc.Query().Get("return_to") != link {
 		t.Fatalf("16 minutes later: %d %s", p.Status, p.Location())
@@ -319,39 +322,40 @@ func TestStaleSignInMustSignInAgain(t *testing.T) {
 		t.Fatalf("a stale sign-in started a connection")
 	}
 	// The sign-in page really asks again, and then the link works.
-	if sp := b.Get(p.Location()); sp.Status != http.StatusOK || !strings.Contains(sp.Text(), "sign in again") {
+	if sp := b.MustGet(p.Location()); sp.Status != http.StatusOK || !strings.Contains(sp.Text(), "sign in again") {
 		t.Fatalf("sign-in page: %d %s", sp.Status, sp.Text())
 	}
-	b.SignIn(ct.AliceEmail, ct.AlicePassword)
-	if p := b.Get(link); p.Status != http.StatusOK {
+	b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
+	if p := b.MustGet(link); p.Status != http.StatusOK {
 		t.Fatalf("after signing in again: %d", p.Status)
 	}
 }
 
 func TestAllowStory(t *testing.T) {
-	h := lt.New(t, lt.Options{})
-	subject := h.AccessToken(ct.AliceEmail, lt.Agent)
+	t.Parallel()
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
+	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 	first := refusal(t, h, h.AgentExchange(subject), "connect_required", connectDesc, connectMsg)
-	oldLink := h.LinkPath(first.String("connect_uri"))
+	oldLink := h.LinkPath(first.Str("connect_uri"))
 
 	// Alice connects GitHub from her account page, without allowing Repo Helper.
-	b := signedIn(h, ct.AliceEmail, ct.AlicePassword)
-	b.SignInGitHub(ct.AliceLogin)
-	h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
-	if res := b.Follow(b.Press("Connect GitHub")); res.Status != http.StatusOK {
+	b := signedIn(h, stack.AliceEmail, stack.AlicePassword)
+	b.SignInGitHub(stack.AliceLogin)
+	h.GitHub.Approve(stack.AliceLogin, stack.GitHubClientID)
+	if res := b.MustFollow(b.PressOnAccount("Connect GitHub")); res.Status != http.StatusOK {
 		t.Fatalf("account connect: %d %s", res.Status, res.Text())
 	}
 
 	// What the link asks for changed: a new link replaces the old one.
 	second := refusal(t, h, h.AgentExchange(subject), "allow_required", allowDesc, allowMsg)
-	if second.String("connect_id") == first.String("connect_id") || second.String("connect_uri") == first.String("connect_uri") {
+	if second.Str("connect_id") == first.Str("connect_id") || second.Str("connect_uri") == first.Str("connect_uri") {
 		t.Fatalf("the kind changed but the link did not")
 	}
-	if p := b.Get(oldLink); p.Status != http.StatusNotFound {
+	if p := b.MustGet(oldLink); p.Status != http.StatusNotFound {
 		t.Fatalf("replaced link: %d", p.Status)
 	}
-	link := h.LinkPath(second.String("connect_uri"))
-	p := b.Get(link)
+	link := h.LinkPath(second.Str("connect_uri"))
+	p := b.MustGet(link)
 	if p.Status != http.StatusOK || !strings.Contains(p.Text(), "Let Repo Helper use your GitHub account alice-gh?") {
 		t.Fatalf("allow page: %d %s", p.Status, p.Text())
 	}
@@ -359,31 +363,32 @@ func TestAllowStory(t *testing.T) {
 	if done.Status != http.StatusOK || !strings.Contains(done.Text(), "Go back to Repo Helper") || done.Header.Get("Location") != "" {
 		t.Fatalf("allow: %d %s", done.Status, done.Text())
 	}
-	if got := githubLogin(t, h, token(t, h.AgentExchange(subject))); got != ct.AliceLogin {
+	if got := githubLogin(t, h, token(t, h.AgentExchange(subject))); got != stack.AliceLogin {
 		t.Fatalf("token for %q", got)
 	}
-	if p := b.Get(link); p.Status != http.StatusNotFound {
+	if p := b.MustGet(link); p.Status != http.StatusNotFound {
 		t.Fatalf("finished link: %d", p.Status)
 	}
 }
 
 func TestAllowChoosesAmongAccounts(t *testing.T) {
-	h := lt.New(t, lt.Options{})
-	h.ConnectDirectly(ct.AliceEmail, "1", "alice-work", "gho_work")
-	home := h.ConnectDirectly(ct.AliceEmail, "2", "alice-home", "gho_home")
-	subject := h.AccessToken(ct.AliceEmail, lt.Agent)
+	t.Parallel()
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
+	h.ConnectDirectly(stack.AliceEmail, "1", "alice-work", "gho_work")
+	home := h.ConnectDirectly(stack.AliceEmail, "2", "alice-home", "gho_home")
+	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 	a := refusal(t, h, h.AgentExchange(subject), "allow_required", allowDesc, allowMsg)
-	link := h.LinkPath(a.String("connect_uri"))
+	link := h.LinkPath(a.Str("connect_uri"))
 
-	b := signedIn(h, ct.AliceEmail, ct.AlicePassword)
-	p := b.Get(link)
+	b := signedIn(h, stack.AliceEmail, stack.AlicePassword)
+	p := b.MustGet(link)
 	for _, name := range []string{"alice-work", "alice-home", "Which GitHub account may Repo Helper use?"} {
 		if !strings.Contains(p.Text(), name) {
 			t.Fatalf("allow page lacks %q: %s", name, p.Text())
 		}
 	}
 	// Someone else's connection id is not a choice.
-	mallorys := h.ConnectDirectly(ct.MalloryEmail, "3", "mallory-gh", "gho_mallory")
+	mallorys := h.ConnectDirectly(stack.MalloryEmail, "3", "mallory-gh", "gho_mallory")
 	if bad := press(t, b, p, "Allow", url.Values{"connection_id": {mallorys.ID}}); bad.Status != http.StatusBadRequest {
 		t.Fatalf("foreign connection: %d", bad.Status)
 	}
@@ -394,63 +399,65 @@ func TestAllowChoosesAmongAccounts(t *testing.T) {
 }
 
 func TestReconnectStory(t *testing.T) {
-	h := lt.New(t, lt.Options{AccessTokenTTL: time.Hour})
-	subject := h.AccessToken(ct.AliceEmail, lt.Agent)
+	t.Parallel()
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour, AccessTokenTTL: time.Hour})
+	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 	a := refusal(t, h, h.AgentExchange(subject), "connect_required", connectDesc, connectMsg)
-	b := signedIn(h, ct.AliceEmail, ct.AlicePassword)
-	b.SignInGitHub(ct.AliceLogin)
-	h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
-	p := b.Get(h.LinkPath(a.String("connect_uri")))
-	b.Follow(press(t, b, p, "Connect GitHub", nil))
+	b := signedIn(h, stack.AliceEmail, stack.AlicePassword)
+	b.SignInGitHub(stack.AliceLogin)
+	h.GitHub.Approve(stack.AliceLogin, stack.GitHubClientID)
+	p := b.MustGet(h.LinkPath(a.Str("connect_uri")))
+	b.MustFollow(press(t, b, p, "Connect GitHub", nil))
 	token(t, h.AgentExchange(subject))
 
 	// Alice revokes the app at GitHub; when the token expires, the refresh is refused.
-	h.GitHub.RevokeAll(ct.AliceLogin)
+	h.GitHub.RevokeAll(stack.AliceLogin)
 	h.Clock.Advance(2 * time.Hour)
-	subject = h.AccessToken(ct.AliceEmail, lt.Agent)
+	subject = h.AccessToken(stack.AliceEmail, stack.Agent)
 	r := refusal(t, h, h.AgentExchange(subject), "reconnect_required", reconDesc, reconMsg)
 	// Asking again: the connection is now marked broken, and the link is the same.
 	again := refusal(t, h, h.AgentExchange(subject), "reconnect_required", reconDesc, reconMsg)
-	if again.String("connect_id") != r.String("connect_id") {
+	if again.Str("connect_id") != r.Str("connect_id") {
 		t.Fatalf("a second reconnect link")
 	}
 
-	b.SignIn(ct.AliceEmail, ct.AlicePassword)
-	b.SignInGitHub(ct.AliceLogin)
-	h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
-	p = b.Get(h.LinkPath(r.String("connect_uri")))
+	b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
+	b.SignInGitHub(stack.AliceLogin)
+	h.GitHub.Approve(stack.AliceLogin, stack.GitHubClientID)
+	p = b.MustGet(h.LinkPath(r.Str("connect_uri")))
 	if !strings.Contains(p.Text(), "Your GitHub account alice-gh no longer works here") {
 		t.Fatalf("reconnect page: %s", p.Text())
 	}
-	res := b.Follow(press(t, b, p, "Reconnect GitHub", nil))
+	res := b.MustFollow(press(t, b, p, "Reconnect GitHub", nil))
 	if res.Status != http.StatusOK {
 		t.Fatalf("reconnect: %d %s", res.Status, res.Text())
 	}
-	if got := githubLogin(t, h, token(t, h.AgentExchange(subject))); got != ct.AliceLogin {
+	if got := githubLogin(t, h, token(t, h.AgentExchange(subject))); got != stack.AliceLogin {
 		t.Fatalf("token for %q", got)
 	}
-	if n := len(h.Connections(ct.AliceEmail)); n != 1 {
+	if n := len(h.Connections(stack.AliceEmail)); n != 1 {
 		t.Fatalf("%d connections after reconnecting the same account, want 1", n)
 	}
 }
 
 func TestDecline(t *testing.T) {
-	h := lt.New(t, lt.Options{})
-	subject := h.AccessToken(ct.AliceEmail, lt.Agent)
+	t.Parallel()
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
+	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 	a := refusal(t, h, h.AgentExchange(subject), "connect_required", connectDesc, connectMsg)
-	link := h.LinkPath(a.String("connect_uri"))
-	b := signedIn(h, ct.AliceEmail, ct.AlicePassword)
-	p := b.Get(link)
+	link := h.LinkPath(a.Str("connect_uri"))
+	b := signedIn(h, stack.AliceEmail, stack.AlicePassword)
+	p := b.MustGet(link)
 
 	// Without the form token, or from another site, nothing happens.
-	if r := b.Post(link+"/decline", url.Values{}); r.Status != http.StatusForbidden {
+	if r := b.MustPost(link+"/decline", url.Values{}); r.Status != http.StatusForbidden {
 		t.Fatalf("decline without token: %d", r.Status)
 	}
 	_, fields, _ := p.Form("Decline")
-	if r := b.PostFrom(link+"/decline", fields, "https://evil.example"); r.Status != http.StatusForbidden {
+	if r := b.MustPostFrom(link+"/decline", fields, "https://evil.example"); r.Status != http.StatusForbidden {
 		t.Fatalf("cross-site decline: %d", r.Status)
 	}
-	if r := b.Get(link); r.Status != http.StatusOK {
+	if r := b.MustGet(link); r.Status != http.StatusOK {
 		t.Fatalf("the link closed without a valid decline: %d", r.Status)
 	}
 
@@ -458,43 +465,44 @@ func TestDecline(t *testing.T) {
 	if r.Status != http.StatusOK || !strings.Contains(r.Text(), "Declined") {
 		t.Fatalf("decline: %d %s", r.Status, r.Text())
 	}
-	if r := b.Get(link); r.Status != http.StatusNotFound {
+	if r := b.MustGet(link); r.Status != http.StatusNotFound {
 		t.Fatalf("declined link: %d", r.Status)
 	}
 	// The agent asking again gets a new link, not the declined one.
 	again := refusal(t, h, h.AgentExchange(subject), "connect_required", connectDesc, connectMsg)
-	if again.String("connect_id") == a.String("connect_id") {
+	if again.Str("connect_id") == a.Str("connect_id") {
 		t.Fatalf("declined link handed out again")
 	}
 }
 
 // Unknown, expired, replaced, declined and finished codes are indistinguishable.
 func TestClosedCodesLookAlike(t *testing.T) {
-	h := lt.New(t, lt.Options{})
-	alice := signedIn(h, ct.AliceEmail, ct.AlicePassword)
+	t.Parallel()
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
+	alice := signedIn(h, stack.AliceEmail, stack.AlicePassword)
 	codes := map[string]string{"random": links.Path(h.Project, secret.New(""))}
 
 	// Expired: Mallory's link, 31 minutes on.
-	mallory := h.AccessToken(ct.MalloryEmail, lt.Agent)
-	codes["expired"] = h.LinkPath(h.AgentExchange(mallory).String("connect_uri"))
+	mallory := h.AccessToken(stack.MalloryEmail, stack.Agent)
+	codes["expired"] = h.LinkPath(h.AgentExchange(mallory).Str("connect_uri"))
 
 	// Replaced, declined and finished: Alice's links, one after the other.
-	subject := h.AccessToken(ct.AliceEmail, lt.Agent)
-	codes["replaced"] = h.LinkPath(h.AgentExchange(subject).String("connect_uri"))
-	h.ConnectDirectly(ct.AliceEmail, "7", "alice-gh", "gho_alice")
-	codes["declined"] = h.LinkPath(h.AgentExchange(subject).String("connect_uri"))
-	press(t, alice, alice.Get(codes["declined"]), "Decline", nil)
-	codes["done"] = h.LinkPath(h.AgentExchange(subject).String("connect_uri"))
-	press(t, alice, alice.Get(codes["done"]), "Allow", nil)
+	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
+	codes["replaced"] = h.LinkPath(h.AgentExchange(subject).Str("connect_uri"))
+	h.ConnectDirectly(stack.AliceEmail, "7", "alice-gh", "gho_alice")
+	codes["declined"] = h.LinkPath(h.AgentExchange(subject).Str("connect_uri"))
+	press(t, alice, alice.MustGet(codes["declined"]), "Decline", nil)
+	codes["done"] = h.LinkPath(h.AgentExchange(subject).Str("connect_uri"))
+	press(t, alice, alice.MustGet(codes["done"]), "Allow", nil)
 	token(t, h.AgentExchange(subject))
 
 	h.Clock.Advance(31 * time.Minute)
 
-	var ref ct.Page
+	var ref stack.Page
 	anon := h.Browser()
 	for _, name := range []string{"random", "expired", "replaced", "declined", "done"} {
-		for _, b := range []*ct.Browser{anon, alice} {
-			p := b.Get(codes[name])
+		for _, b := range []*stack.Browser{anon, alice} {
+			p := b.MustGet(codes[name])
 			if p.Status != http.StatusNotFound {
 				t.Fatalf("%s: %d", name, p.Status)
 			}
@@ -520,9 +528,9 @@ func TestClosedCodesLookAlike(t *testing.T) {
 		}
 	}
 	// POSTs to closed codes get the same page.
-	_, fields, _ := alice.Get(h.Issuer + "/sign-out").Form("Sign out")
+	_, fields, _ := alice.MustGet(h.Issuer + "/sign-out").Form("Sign out")
 	for name, path := range codes {
-		p := alice.Post(path+"/decline", fields)
+		p := alice.MustPost(path+"/decline", fields)
 		if p.Status != http.StatusNotFound || strings.ReplaceAll(p.Body, p.Header.Get("X-Request-Id"), "REQUEST-ID") != ref.Body {
 			t.Errorf("POST to %s: %d", name, p.Status)
 		}
@@ -530,10 +538,11 @@ func TestClosedCodesLookAlike(t *testing.T) {
 }
 
 func TestConcurrentExchangesMakeOneLink(t *testing.T) {
-	h := lt.New(t, lt.Options{})
-	subject := h.AccessToken(ct.AliceEmail, lt.Agent)
+	t.Parallel()
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
+	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
 	const n = 64
-	answers := make([]lt.Answer, n)
+	answers := make([]stack.Answer, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
@@ -546,7 +555,7 @@ func TestConcurrentExchangesMakeOneLink(t *testing.T) {
 	wg.Wait()
 	for i, a := range answers {
 		refusal(t, h, a, "connect_required", connectDesc, connectMsg)
-		if a.String("connect_id") != answers[0].String("connect_id") || a.String("connect_uri") != answers[0].String("connect_uri") {
+		if a.Str("connect_id") != answers[0].Str("connect_id") || a.Str("connect_uri") != answers[0].Str("connect_uri") {
 			t.Fatalf("answer %d has another link", i)
 		}
 	}
@@ -558,9 +567,10 @@ func TestConcurrentExchangesMakeOneLink(t *testing.T) {
 // A database read alone cannot open a link: the stored row holds neither the code nor its
 // address.
 func TestCodeIsNotStoredInTheClear(t *testing.T) {
-	h := lt.New(t, lt.Options{})
-	a := h.AgentExchange(h.AccessToken(ct.AliceEmail, lt.Agent))
-	code := strings.TrimPrefix(a.String("connect_uri"), h.Issuer+links.PathPrefix)
+	t.Parallel()
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
+	a := h.AgentExchange(h.AccessToken(stack.AliceEmail, stack.Agent))
+	code := strings.TrimPrefix(a.Str("connect_uri"), h.Issuer+links.PathPrefix)
 	if strings.Contains(string(h.FileBytes()), code) {
 		t.Fatalf("the link code is in the database file")
 	}

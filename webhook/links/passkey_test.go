@@ -5,9 +5,9 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
-	lt "latchkey.dev/latchkey/webhook/links/linktest"
+	"latchkey.dev/latchkey/test/stack"
 )
 
 // The link's own person, signed in a minute ago with a password, in a project that requires
@@ -15,14 +15,15 @@ import (
 // to the link; nothing offered, nothing started. A password typed into a look-alike page must
 // not be enough to connect an account.
 func TestPasswordSessionRefusedWhenPasskeyRequired(t *testing.T) {
-	h := lt.New(t, lt.Options{})
+	t.Parallel()
+	h := stack.New(t, stack.Options{Audit: true, Links: true, TokenLifetime: time.Hour})
 	h.Project.SignIn.RequirePhishingResistant = true
-	subject := h.AccessToken(ct.AliceEmail, lt.Agent)
-	link := h.LinkPath(h.AgentExchange(subject).String("connect_uri"))
+	subject := h.AccessToken(stack.AliceEmail, stack.Agent)
+	link := h.LinkPath(h.AgentExchange(subject).Str("connect_uri"))
 
 	b := h.Browser()
-	b.SignIn(ct.AliceEmail, ct.AlicePassword)
-	p := b.Get(link)
+	b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
+	p := b.MustGet(link)
 	if p.Status != http.StatusForbidden || !strings.Contains(p.Text(), "Sign in with a passkey to continue") {
 		t.Fatalf("password session at the link: %d %s", p.Status, p.Text())
 	}

@@ -24,7 +24,7 @@ import (
 func TestAuditTrailOfClientAuthentication(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t, stack.Options{})
-	sink := s.AuditSink()
+	sink := s.NewAuditSink()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func TestAuditTrailOfClientAuthentication(t *testing.T) {
 		t.Fatalf("two methods: %d %s", r.Status, r.Raw)
 	}
 
-	s.Trail(sink, events.ClientAuthFailed) // reaches the sink, like every record
+	s.TrailTo(sink, events.ClientAuthFailed) // reaches the sink, like every record
 	recs, err := s.Admin.ListAudit(t.Context(), stack.ProjectKey, 1000)
 	if err != nil {
 		t.Fatal(err)

@@ -76,7 +76,7 @@ func TestPolicyAtUse(t *testing.T) {
 	if rr.Status != http.StatusBadRequest || rr.Str("error") != "invalid_grant" {
 		t.Errorf("the refused refresh token works again: %d %s", rr.Status, rr.Raw)
 	}
-	if recs := s.Audit("refresh.refused"); len(recs) != 1 || recs[0].Details["client_id"] != bad {
+	if recs := s.AuditOf("refresh.refused"); len(recs) != 1 || recs[0].Details["client_id"] != bad {
 		t.Errorf("audit: %+v", recs)
 	}
 }

@@ -25,7 +25,7 @@ func sendJSON(s *stack.Stack, method, uri, token, body string) stack.Answer {
 func TestAuditTrailOfClients(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t, stack.Options{})
-	sink := s.AuditSink()
+	sink := s.NewAuditSink()
 	r := s.Register(`{"client_name":"Helper","redirect_uris":["https://helper.example/cb"],"token_endpoint_auth_method":"none"}`)
 	if r.Status != http.StatusCreated {
 		t.Fatalf("register: %s", r.Raw)
@@ -50,11 +50,11 @@ func TestAuditTrailOfClients(t *testing.T) {
 	if d := s.Send(req); d.Status != http.StatusNoContent {
 		t.Fatalf("delete: %d %s", d.Status, d.Raw)
 	}
-	recs := s.Trail(sink, "client.registered", "client.updated", "client.deleted", events.ConsentRefusedByPolicy, "refresh.refused")
+	recs := s.TrailTo(sink, "client.registered", "client.updated", "client.deleted", events.ConsentRefusedByPolicy, "refresh.refused")
 	for _, a := range []string{"client.registered", "client.updated", "client.deleted"} {
 		stack.ExpectAudit(t, recs[a], "client:"+id, id, id, store.OutcomeSuccess, "")
 	}
-	alice := s.Audit(events.SignInSucceeded)[0].Actor
+	alice := s.AuditOf(events.SignInSucceeded)[0].Actor
 	stack.ExpectAudit(t, recs[events.ConsentRefusedByPolicy], alice, id, id, store.OutcomeRefused, "only_recognised_apps")
 	stack.ExpectAudit(t, recs["refresh.refused"], "client:web", alice, "web", store.OutcomeRefused, "only_recognised_apps")
 }

@@ -67,7 +67,7 @@ func TestSignInAllowedDomainsAndGroups(t *testing.T) {
 			acct := b.MustGet(s.Issuer + "/account")
 			_, signOut := acct.Link("Sign out")
 			signedIn := acct.Status == http.StatusOK && signOut
-			failed := s.Audit(events.SignInFailed)
+			failed := s.AuditOf(events.SignInFailed)
 			if tc.reason == "" {
 				if !signedIn || len(failed) != 0 {
 					t.Fatalf("admitted person not signed in: %d %s; failures %+v", acct.Status, acct.Text(), failed)
@@ -83,7 +83,7 @@ func TestSignInAllowedDomainsAndGroups(t *testing.T) {
 			if len(failed) != 1 || failed[0].Reason != tc.reason || failed[0].Outcome != store.OutcomeRefused || failed[0].Details["method"] != "oidc" {
 				t.Errorf("audit: %+v, want one %s", failed, tc.reason)
 			}
-			if n := len(s.Audit(events.SignInSucceeded)); n != 0 {
+			if n := len(s.AuditOf(events.SignInSucceeded)); n != 0 {
 				t.Errorf("%d sign-ins recorded", n)
 			}
 		})
@@ -140,7 +140,7 @@ func TestRecheckAppliesAllowedDomainsAndGroups(t *testing.T) {
 		s.ExpectSignedOut(who.name, who.b, who.agent)
 	}
 	reasons := map[string]bool{}
-	for _, r := range s.Audit(events.RecheckFailed) {
+	for _, r := range s.AuditOf(events.RecheckFailed) {
 		reasons[r.Details["reason"]] = true
 	}
 	if len(reasons) != 2 || !reasons["group_not_allowed"] || !reasons["domain_not_allowed"] {

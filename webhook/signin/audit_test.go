@@ -18,7 +18,7 @@ func TestAuditTrailOfUpstreamSignIn(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t, stack.Options{})
 	idp := stack.NewIDP(t, s.Clock.Now)
-	sink := s.AuditSink()
+	sink := s.NewAuditSink()
 	provider := func(secret string) {
 		s.Update(func(p *config.Project) {
 			p.SignIn.OIDC = &config.OIDCProvider{Issuer: idp.URL, ClientID: stack.IDPClientID, ClientSecret: secret, Label: "Corp SSO"}
@@ -42,7 +42,7 @@ func TestAuditTrailOfUpstreamSignIn(t *testing.T) {
 	if p := through(s.Browser()); p.Status != http.StatusSeeOther {
 		t.Fatalf("sign-in: %d %s", p.Status, p.Text())
 	}
-	recs := s.Trail(sink, events.SignInFailed, events.SignInSucceeded)
+	recs := s.TrailTo(sink, events.SignInFailed, events.SignInSucceeded)
 	stack.ExpectAudit(t, recs[events.SignInFailed], "anonymous", "", "", store.OutcomeFailed, "upstream_error")
 	carol := recs[events.SignInSucceeded].Actor
 	stack.ExpectAudit(t, recs[events.SignInSucceeded], carol, carol, "", store.OutcomeSuccess, "")

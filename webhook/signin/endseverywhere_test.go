@@ -23,7 +23,6 @@ import (
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/test/stack"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
 	"latchkey.dev/latchkey/webhook/exchange"
 	"latchkey.dev/latchkey/webhook/idjag"
 )
@@ -32,7 +31,7 @@ import (
 // access ends, every way back in that they or their agent held before the end is refused
 // afterwards, and an upstream callback that is under way when access ends saves nothing.
 //
-// The installation is the connector harness (webhook/callback/callbacktest): it has the fake
+// The installation is test/stack with the connector flows' parts (Options.Audit): it has the fake
 // GitHub for connections, and its issuer is on "localhost", which passkeys need. The agent is a
 // declared confidential client that may exchange tokens for GitHub and ask for ID-JAGs.
 //
@@ -68,7 +67,7 @@ func TestAccessEndsEverywhere(t *testing.T) {
 		{name: "password file removal", end: func(e *endsEnv) {
 			e.publish(func(p *config.Project) {
 				p.SignIn.Passwords = maps.Clone(p.SignIn.Passwords)
-				delete(p.SignIn.Passwords, ct.AliceEmail)
+				delete(p.SignIn.Passwords, stack.AliceEmail)
 			})
 		}},
 		{name: "issuer change", oidc: true, end: func(e *endsEnv) {
@@ -83,7 +82,7 @@ func TestAccessEndsEverywhere(t *testing.T) {
 		// here, so the row calls the store as it does (webhook/admin/endaccess_test.go tests
 		// the API's part).
 		{name: "administrator", end: func(e *endsEnv) {
-			if _, err := e.h.Store.EndPersonAccess(context.Background(), ct.ProjectKey, e.person.ID, e.h.Clock.Now()); err != nil {
+			if _, err := e.h.Store().EndPersonAccess(context.Background(), stack.ProjectKey, e.person.ID, e.h.Clock.Now()); err != nil {
 				e.t.Fatal(err)
 			}
 		}},
@@ -136,7 +135,7 @@ func TestAccessEndsEverywhere(t *testing.T) {
 		{"connect link", func(e *endsEnv) (bool, string) {
 			// Opened in the person's browser; whoever follows it must sign in (again) first,
 			// which the person can no longer do; a link the end closed is not found.
-			pg := e.b.Follow(e.b.Get(e.link))
+			pg := e.b.MustFollow(e.b.MustGet(e.link))
 			return pg.Status == http.StatusNotFound || strings.Contains(pg.URL, "/sign-in") || strings.Contains(pg.Body, `name="password"`),
 				pg.URL + " " + pg.Text()
 		}},
@@ -175,7 +174,7 @@ func TestAccessEndsEverywhere(t *testing.T) {
 				// to end, the other ways are tried first.
 				tryWays()
 			}
-			cb := e.b.Get(e.callback)
+			cb := e.b.MustGet(e.callback)
 			if r.end != nil && !fired {
 				t.Fatal("the end did not happen during the callback")
 			}
@@ -208,9 +207,9 @@ const (
 // endsEnv is one installation with one person (alice) and the ways in she and her agent hold.
 type endsEnv struct {
 	t      *testing.T
-	h      *ct.Harness
+	h      *stack.Stack
 	idp    *stack.IDP
-	b      *ct.Browser // alice's browser
+	b      *stack.Browser // alice's browser
 	email  string
 	person store.Person
 	key    *softPasskey
@@ -245,7 +244,7 @@ func (s hookStore) ConsumeCallbackState(ctx context.Context, stateHash []byte, n
 func newEndsEnv(t *testing.T, oidc bool) *endsEnv {
 	t.Helper()
 	e := &endsEnv{t: t}
-	e.h = ct.New(t, ct.Options{PublicHost: "localhost", GitHubHost: "127.0.0.2", Store: func(s store.Store) store.Store { return hookStore{s, e} }})
+	e.h = stack.New(t, stack.Options{Audit: true, PublicHost: "localhost", GitHubHost: "127.0.0.2", Store: func(s store.Store) store.Store { return hookStore{s, e} }})
 	e.idp = stack.NewIDP(t, e.h.Clock.Now)
 	signing, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -276,20 +275,20 @@ func newEndsEnv(t *testing.T, oidc bool) *endsEnv {
 		// Connecting a service needs a recent sign-in, which the provider's auth_time shows.
 		e.idp.AuthTime = func() (time.Time, bool) { return e.h.Clock.Now(), true }
 		e.idp.Unlock()
-		pg := e.b.Follow(e.b.Get(e.h.Issuer + "/sign-in/oidc?return_to=" + url.QueryEscape("/team/demo/account")))
+		pg := e.b.MustFollow(e.b.MustGet(e.h.Issuer + "/sign-in/oidc?return_to=" + url.QueryEscape("/team/demo/account")))
 		if pg.Status != http.StatusOK || !strings.Contains(pg.Body, e.email) {
 			t.Fatalf("OpenID sign-in: %d %s", pg.Status, pg.Text())
 		}
 	} else {
-		e.email = ct.AliceEmail
-		e.b.SignIn(ct.AliceEmail, ct.AlicePassword)
+		e.email = stack.AliceEmail
+		e.b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
 	}
 	e.person = e.h.Person(e.email)
 
 	// A passkey, enrolled as the account page would store it.
 	e.key = newSoftPasskey(t)
-	if err := e.h.Store.AddPasskey(context.Background(), store.Passkey{
-		Project: ct.ProjectKey, CredentialID: e.key.id, Subject: e.person.ID, Name: "Laptop", PublicKey: e.key.cose,
+	if err := e.h.Store().AddPasskey(context.Background(), store.Passkey{
+		Project: stack.ProjectKey, CredentialID: e.key.id, Subject: e.person.ID, Name: "Laptop", PublicKey: e.key.cose,
 		AAGUID: make([]byte, 16), AttestationFormat: "none", UserVerified: true, CreatedAt: e.h.Clock.Now(),
 	}); err != nil {
 		t.Fatal(err)
@@ -311,13 +310,13 @@ func (e *endsEnv) openYoungWaysIn() {
 	if e.link = x.Str("connect_uri"); e.link == "" {
 		e.t.Fatalf("no connect link: %d %s", x.Status, x.Raw)
 	}
-	res := e.b.Press("Connect GitHub")
+	res := e.b.PressOnAccount("Connect GitHub")
 	if res.Status != http.StatusSeeOther {
 		e.t.Fatalf("Connect answered %d: %s", res.Status, res.Text())
 	}
-	e.b.SignInGitHub(ct.AliceLogin)
-	e.h.GitHub.Approve(ct.AliceLogin, ct.ClientID)
-	at := e.b.Get(res.Location())
+	e.b.SignInGitHub(stack.AliceLogin)
+	e.h.GitHub.Approve(stack.AliceLogin, stack.GitHubClientID)
+	at := e.b.MustGet(res.Location())
 	if at.Status != http.StatusFound || !strings.HasPrefix(at.Location(), e.h.CallbackURL+"?") {
 		e.t.Fatalf("GitHub answered %d %q: %s", at.Status, at.Location(), at.Text())
 	}
@@ -328,7 +327,7 @@ func (e *endsEnv) publish(fn func(*config.Project)) {
 	p := *e.h.Project
 	fn(&p)
 	e.h.Project = &p
-	e.h.Holder.Store(&config.Snapshot{Projects: map[string]*config.Project{ct.ProjectKey: &p}, Version: e.h.Holder.Load().Version + 1})
+	e.h.Holder().Store(&config.Snapshot{Projects: map[string]*config.Project{stack.ProjectKey: &p}, Version: e.h.Holder().Load().Version + 1})
 }
 
 // authorize runs the browser side of the agent's authorization and returns the code.
@@ -337,7 +336,7 @@ func (e *endsEnv) authorize() (string, stack.PKCE) {
 	pk := stack.NewPKCE()
 	q := url.Values{"response_type": {"code"}, "client_id": {"agent"}, "redirect_uri": {agentRedirect}, "state": {"s"},
 		"scope": {"openid email"}, "code_challenge": {pk.Challenge}, "code_challenge_method": {"S256"}}
-	pg := e.b.Get(e.h.Issuer + "/authorize?" + q.Encode())
+	pg := e.b.MustGet(e.h.Issuer + "/authorize?" + q.Encode())
 	for range 10 {
 		switch {
 		case pg.Status == http.StatusFound || pg.Status == http.StatusSeeOther:
@@ -349,9 +348,9 @@ func (e *endsEnv) authorize() (string, stack.PKCE) {
 				}
 				e.t.Fatalf("authorization refused: %s", loc)
 			}
-			pg = e.b.Get(loc)
+			pg = e.b.MustGet(loc)
 		case pg.Status == http.StatusOK && pg.Continue() != "":
-			pg = e.b.Get(pg.Continue())
+			pg = e.b.MustGet(pg.Continue())
 		case pg.Status == http.StatusOK && strings.Contains(pg.Text(), "Where access goes"):
 			f, _ := pg.FindForm("Allow")
 			if pg.HasField("I set up this connection") {
@@ -359,7 +358,7 @@ func (e *endsEnv) authorize() (string, stack.PKCE) {
 					e.t.Fatal(err)
 				}
 			}
-			pg = e.b.Post(f.Action, f.Fields)
+			pg = e.b.MustPost(f.Action, f.Fields)
 		default:
 			e.t.Fatalf("unexpected page %d at %s: %s", pg.Status, pg.URL, pg.Text())
 		}
@@ -429,18 +428,18 @@ func (e *endsEnv) idjag(subject, typ string) stack.Answer {
 func (e *endsEnv) passkeySignIn() (int, map[string]any) {
 	e.t.Helper()
 	b := e.h.Browser()
-	b.Get(e.h.Issuer + "/sign-in")
+	b.MustGet(e.h.Issuer + "/sign-in")
 	st, opts := e.passkeyPost(b, "/sign-in/passkey/options", "{}")
 	if st != http.StatusOK {
 		e.t.Fatalf("passkey options: %d %v", st, opts)
 	}
 	pk := opts["publicKey"].(map[string]any)
 	rpID, _ := pk["rpId"].(string)
-	answer := e.key.assert(e.t, e.h.Latchkey.URL, rpID, pk["challenge"].(string), []byte(e.person.ID))
+	answer := e.key.assert(e.t, e.h.Front.URL, rpID, pk["challenge"].(string), []byte(e.person.ID))
 	return e.passkeyPost(b, "/sign-in/passkey", answer)
 }
 
-func (e *endsEnv) passkeyPost(b *ct.Browser, path, body string) (int, map[string]any) {
+func (e *endsEnv) passkeyPost(b *stack.Browser, path, body string) (int, map[string]any) {
 	e.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, e.h.Issuer+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -471,7 +470,7 @@ type softPasskey struct {
 }
 
 func newSoftPasskey(t *testing.T) *softPasskey {
-	k := ct.NewPasskeyKey(t)
+	k := stack.NewPasskeyKey(t)
 	return &softPasskey{key: k.Key, id: k.ID, cose: k.COSE}
 }
 
@@ -562,7 +561,7 @@ func TestPasskeySignInAsksTheProvider(t *testing.T) {
 			}
 			if c.refused == "recheck_failed" {
 				// The refusal ended the person's access, the passkey with it.
-				if _, err := e.h.Store.GetPasskey(context.Background(), ct.ProjectKey, e.key.id); err == nil {
+				if _, err := e.h.Store().GetPasskey(context.Background(), stack.ProjectKey, e.key.id); err == nil {
 					t.Error("the passkey of a person the provider let go is still there")
 				}
 			}

@@ -31,7 +31,7 @@ func TestBackchannelLogout(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t, stack.Options{})
 	idp := s.UseIDP(0)
-	sink := s.AuditSink()
+	sink := s.NewAuditSink()
 	alice := s.SignInWith(idp, "alice-1", "alice@corp.example")
 	aliceAgent := s.AgentFor(alice)
 	carol := s.SignInWith(idp, "carol-123", "carol@corp.example")
@@ -46,11 +46,11 @@ func TestBackchannelLogout(t *testing.T) {
 	s.ExpectSignedOut("alice", alice, aliceAgent)
 	s.ExpectStillIn("carol", carol, carolAgent)
 	s.ExpectStillIn("bob", bob, bobAgent)
-	if recs := s.Audit(events.BackchannelLogout); len(recs) != 1 || recs[0].Details["by"] != "sub" || recs[0].Details["tokens"] != "2" {
+	if recs := s.AuditOf(events.BackchannelLogout); len(recs) != 1 || recs[0].Details["by"] != "sub" || recs[0].Details["tokens"] != "2" {
 		t.Errorf("audit: %+v", recs)
 	}
-	rec := s.Trail(sink, events.BackchannelLogout)[events.BackchannelLogout]
-	signIns := s.Audit(events.SignInSucceeded) // newest first: alice signed in first
+	rec := s.TrailTo(sink, events.BackchannelLogout)[events.BackchannelLogout]
+	signIns := s.AuditOf(events.SignInSucceeded) // newest first: alice signed in first
 	stack.ExpectAudit(t, rec, "system", signIns[len(signIns)-1].Target, "", store.OutcomeSuccess, "")
 
 	t.Run("a token that names only the provider's session", func(t *testing.T) {
@@ -78,7 +78,7 @@ func TestBackchannelLogoutAttacks(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t, stack.Options{})
 	idp := s.UseIDP(0)
-	sink := s.AuditSink()
+	sink := s.NewAuditSink()
 	alice := s.SignInWith(idp, "alice-1", "alice@corp.example")
 	agent := s.AgentFor(alice)
 	otherKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -142,9 +142,9 @@ func TestBackchannelLogoutAttacks(t *testing.T) {
 
 	// Tokens that verified are refused on the record, each with its code; the unverified ones
 	// (another key, not a JWT) are nobody's word and only logged.
-	s.Trail(sink, events.BackchannelLogoutRefused)
+	s.TrailTo(sink, events.BackchannelLogoutRefused)
 	codes := map[string]int{}
-	for _, r := range s.Audit(events.BackchannelLogoutRefused) {
+	for _, r := range s.AuditOf(events.BackchannelLogoutRefused) {
 		stack.ExpectAudit(t, r, "system", idp.URL, "", store.OutcomeRefused, r.Reason)
 		codes[r.Reason]++
 	}
@@ -179,7 +179,7 @@ func TestRecheckOnRefresh(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t, stack.Options{})
 	idp := s.UseIDP(n)
-	sink := s.AuditSink()
+	sink := s.NewAuditSink()
 	alice := s.SignInWith(idp, "alice-1", "alice@corp.example")
 	if !strings.Contains(idp.LastScope(), "offline_access") {
 		t.Fatalf("re-checks need offline_access at sign-in; asked for %q", idp.LastScope())
@@ -221,10 +221,10 @@ func TestRecheckOnRefresh(t *testing.T) {
 		t.Errorf("the provider was asked %d times, want 2", c)
 	}
 	s.ExpectSignedOut("alice", alice, agent)
-	if recs := s.Audit(events.RecheckFailed); len(recs) != 1 || recs[0].Details["reason"] != "invalid_grant" {
+	if recs := s.AuditOf(events.RecheckFailed); len(recs) != 1 || recs[0].Details["reason"] != "invalid_grant" {
 		t.Errorf("audit: %+v", recs)
 	}
-	rec := s.Trail(sink, events.RecheckFailed)[events.RecheckFailed]
+	rec := s.TrailTo(sink, events.RecheckFailed)[events.RecheckFailed]
 	stack.ExpectAudit(t, rec, "system", rec.Target, "", store.OutcomeRefused, "invalid_grant")
 	// Carol is still with the organisation: her agent refreshes (her own check is due too).
 	s.ExpectStillIn("carol", carol, carolAgent)
@@ -238,7 +238,7 @@ func TestRecheckProviderDown(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t, stack.Options{})
 	idp := s.UseIDP(n)
-	sink := s.AuditSink()
+	sink := s.NewAuditSink()
 	alice := s.SignInWith(idp, "alice-1", "alice@corp.example")
 	agent := s.AgentFor(alice)
 	idp.Lock()
@@ -256,7 +256,7 @@ func TestRecheckProviderDown(t *testing.T) {
 	if r.Status != http.StatusServiceUnavailable || r.Str("error") != "temporarily_unavailable" {
 		t.Fatalf("refresh with the provider down for too long: %d %s", r.Status, r.Raw)
 	}
-	rec := s.Trail(sink, events.RecheckUnavailable)[events.RecheckUnavailable]
+	rec := s.TrailTo(sink, events.RecheckUnavailable)[events.RecheckUnavailable]
 	stack.ExpectAudit(t, rec, "system", rec.Target, "", store.OutcomeFailed, "")
 	if rec.Target == "" || rec.Details["refresh"] != "refused" {
 		t.Errorf("the last recheck_unavailable record: %+v", rec)
@@ -278,7 +278,7 @@ func TestRecheckWithoutProviderToken(t *testing.T) {
 	t.Parallel()
 	s := stack.New(t, stack.Options{})
 	idp := s.UseIDP(0)
-	sink := s.AuditSink()
+	sink := s.NewAuditSink()
 	alice := s.SignInWith(idp, "alice-1", "alice@corp.example")
 	agent := s.AgentFor(alice)
 	s.Update(func(p *config.Project) {
@@ -291,7 +291,7 @@ func TestRecheckWithoutProviderToken(t *testing.T) {
 	if r.Status != http.StatusBadRequest || r.Str("error") != "invalid_grant" {
 		t.Fatalf("refresh without anything to re-check with: %d %s", r.Status, r.Raw)
 	}
-	rec := s.Trail(sink, events.RecheckFailed)[events.RecheckFailed]
+	rec := s.TrailTo(sink, events.RecheckFailed)[events.RecheckFailed]
 	stack.ExpectAudit(t, rec, "system", rec.Target, "", store.OutcomeRefused, "no_provider_token")
 	// Signing in again stores the provider's token; a new authorization then refreshes.
 	alice = s.SignInWith(idp, "alice-1", "alice@corp.example")

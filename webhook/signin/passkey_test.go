@@ -18,14 +18,14 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
-	ct "latchkey.dev/latchkey/webhook/callback/callbacktest"
+	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook/signin"
 )
 
 // post sends body as a script would: same origin, JSON, with the CSRF header when given.
-func post(t *testing.T, b *ct.Browser, path, body, csrf string) (int, map[string]any) {
+func post(t *testing.T, b *stack.Browser, path, body, csrf string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, b.H.Issuer+path, strings.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPost, b.S.Issuer+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	if csrf != "" {
@@ -48,8 +48,8 @@ func post(t *testing.T, b *ct.Browser, path, body, csrf string) (int, map[string
 }
 
 // localhost gives the harness a domain name, which WebAuthn needs.
-func localhost(t *testing.T) *ct.Harness {
-	return ct.New(t, ct.Options{PublicHost: "localhost"})
+func localhost(t *testing.T) *stack.Stack {
+	return stack.New(t, stack.Options{Audit: true, PublicHost: "localhost"})
 }
 
 func TestPasskeySignInBadAnswers(t *testing.T) {
@@ -69,7 +69,7 @@ func TestPasskeySignInBadAnswers(t *testing.T) {
 	if st, out := post(t, b, "/sign-in/passkey/options", "{}", ""); st != http.StatusBadRequest {
 		t.Fatalf("options without the sign-in page's cookie: %d %v", st, out)
 	}
-	b.Get(h.Issuer + "/sign-in")
+	b.MustGet(h.Issuer + "/sign-in")
 	st, _ := post(t, b, "/sign-in/passkey/options", "{}", "")
 	if st != http.StatusOK {
 		t.Fatalf("options: %d", st)
@@ -90,7 +90,7 @@ func TestPasskeyEnrolmentNeedsRecentSignIn(t *testing.T) {
 	if st, out := post(t, b, "/account/passkeys/options", "{}", ""); st != http.StatusUnauthorized {
 		t.Fatalf("signed out: %d %v", st, out)
 	}
-	b.SignIn(ct.AliceEmail, ct.AlicePassword)
+	b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
 	if st, out := post(t, b, "/account/passkeys/options", "{}", "wrong"); st != http.StatusForbidden || out["error"] != "csrf" {
 		t.Fatalf("without the CSRF token: %d %v", st, out)
 	}
@@ -116,7 +116,7 @@ func TestPasskeyEnrolmentNeedsRecentSignIn(t *testing.T) {
 func TestPasskeyEnrolAndRemoveAreAudited(t *testing.T) {
 	h := localhost(t)
 	b := h.Browser()
-	b.SignIn(ct.AliceEmail, ct.AlicePassword)
+	b.MustSignIn(stack.AliceEmail, stack.AlicePassword)
 	page := b.Account()
 	i := strings.Index(page.Body, `data-csrf="`)
 	if i < 0 {
@@ -132,10 +132,10 @@ func TestPasskeyEnrolAndRemoveAreAudited(t *testing.T) {
 	if st, out := post(t, b, "/account/passkeys", answer, csrf); st != http.StatusOK {
 		t.Fatalf("enrolling: %d %v", st, out)
 	}
-	if res := b.Follow(b.Press("Remove")); res.Status != http.StatusOK || strings.Contains(res.Body, "Remove passkey") {
+	if res := b.MustFollow(b.PressOnAccount("Remove")); res.Status != http.StatusOK || strings.Contains(res.Body, "Remove passkey") {
 		t.Fatalf("removing: %d %s", res.Status, res.Text())
 	}
-	alice := h.Person(ct.AliceEmail).ID
+	alice := h.Person(stack.AliceEmail).ID
 	recs := h.Trail(events.PasskeyAdded, events.PasskeyRemoved)
 	for _, action := range []string{events.PasskeyAdded, events.PasskeyRemoved} {
 		r := recs[action]
@@ -150,7 +150,7 @@ func TestPasskeyEnrolAndRemoveAreAudited(t *testing.T) {
 // JSON and the credential id (base64url).
 func noneAttestation(t *testing.T, origin, rpID, challenge string) (string, string) {
 	t.Helper()
-	k := ct.NewPasskeyKey(t)
+	k := stack.NewPasskeyKey(t)
 	cose, credID := k.COSE, k.ID
 	rpHash := sha256.Sum256([]byte(rpID))
 	authData := append(rpHash[:], 0x45, 0, 0, 0, 0)  // flags UP|UV|AT, sign count 0
@@ -176,7 +176,7 @@ func noneAttestation(t *testing.T, origin, rpID, challenge string) (string, stri
 }
 
 // from makes b's connections come from addr, another loopback address than the harness's.
-func from(b *ct.Browser, addr string) {
+func from(b *stack.Browser, addr string) {
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(addr)}}
 	b.C.Transport = &http.Transport{DialContext: d.DialContext}
 }
@@ -188,14 +188,14 @@ func from(b *ct.Browser, addr string) {
 func TestPasskeySignInLimitedPerAddress(t *testing.T) {
 	h := localhost(t)
 	b := h.Browser()
-	b.Get(h.Issuer + "/sign-in")
+	b.MustGet(h.Issuer + "/sign-in")
 	for i := range signin.PasskeyBurst {
 		if st, out := post(t, b, "/sign-in/passkey/options", "{}", ""); st != http.StatusOK {
 			t.Fatalf("options %d: %d %v", i, st, out)
 		}
 	}
 	over := func(path, body string) int {
-		req, _ := http.NewRequest(http.MethodPost, b.H.Issuer+path, strings.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, b.S.Issuer+path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Sec-Fetch-Site", "same-origin")
 		resp, err := b.C.Do(req)
@@ -220,7 +220,7 @@ func TestPasskeySignInLimitedPerAddress(t *testing.T) {
 
 	other := h.Browser()
 	from(other, "127.0.0.2")
-	other.Get(h.Issuer + "/sign-in")
+	other.MustGet(h.Issuer + "/sign-in")
 	if st, out := post(t, other, "/sign-in/passkey/options", "{}", ""); st != http.StatusOK {
 		t.Fatalf("another address: %d %v", st, out)
 	}
@@ -231,7 +231,7 @@ func TestPasskeySignInLimitedPerAddress(t *testing.T) {
 }
 
 // csrfOf reads the account page's anti-forgery token for the passkey script.
-func csrfOf(t *testing.T, b *ct.Browser) string {
+func csrfOf(t *testing.T, b *stack.Browser) string {
 	t.Helper()
 	page := b.Account()
 	i := strings.Index(page.Body, `data-csrf="`)
@@ -250,7 +250,7 @@ func csrfOf(t *testing.T, b *ct.Browser) string {
 func TestFirstPasskeyNeedsMoreThanAPassword(t *testing.T) {
 	h := localhost(t)
 	attacker := h.Browser()
-	attacker.SignIn(ct.AliceEmail, ct.AlicePassword)
+	attacker.MustSignIn(stack.AliceEmail, stack.AlicePassword)
 	csrf := csrfOf(t, attacker)
 	// A ceremony begun before the policy.
 	st, early := post(t, attacker, "/account/passkeys/options", "{}", csrf)
@@ -268,8 +268,8 @@ func TestFirstPasskeyNeedsMoreThanAPassword(t *testing.T) {
 	if st, out := post(t, attacker, "/account/passkeys", answer, csrf); st != http.StatusForbidden || out["error"] != "provider_required" {
 		t.Fatalf("finishing on a password sign-in: %d %v", st, out)
 	}
-	alice := h.Person(ct.AliceEmail).ID
-	if keys, err := h.Store.ListPasskeys(t.Context(), ct.ProjectKey, alice); err != nil || len(keys) != 0 {
+	alice := h.Person(stack.AliceEmail).ID
+	if keys, err := h.Store().ListPasskeys(t.Context(), stack.ProjectKey, alice); err != nil || len(keys) != 0 {
 		t.Fatalf("Alice's passkeys after the attempts: %v %v", keys, err)
 	}
 
@@ -283,7 +283,7 @@ func TestFirstPasskeyNeedsMoreThanAPassword(t *testing.T) {
 
 	// Alice, signed in with the provider a moment ago, enrols her first passkey.
 	b := h.Browser()
-	b.SignInWith(ct.AliceEmail, signin.MethodOIDC)
+	b.SignInWith(stack.AliceEmail, signin.MethodOIDC)
 	csrf = csrfOf(t, b)
 	st, opts := post(t, b, "/account/passkeys/options", "{}", csrf)
 	if st != http.StatusOK {

@@ -1,4 +1,4 @@
-package callbacktest
+package stack
 
 import (
 	"crypto/ecdsa"
