@@ -14,12 +14,6 @@ import (
 	"latchkey.dev/latchkey/test/stack"
 )
 
-// expect stays for the files of this package that still use it, and goes with harness_test.go.
-func expect(t *testing.T, r store.AuditRecord, actor, subject, client, outcome, reason string) {
-	t.Helper()
-	stack.ExpectAudit(t, r, actor, subject, client, outcome, reason)
-}
-
 // The person's side of the audit trail: signing in and out, consent, the tokens issued for
 // each grant, refresh-token reuse, revocation at /revoke and on the account page.
 func TestAuditTrailOfAPerson(t *testing.T) {

@@ -257,7 +257,7 @@ func operator(ctx context.Context, o options) error {
 		return err
 	}
 	holder := &config.Holder{}
-	compiler, err := controllers.SetupWithCompiler(mgr, controllers.Options{PublicURL: "https://latchkey.bench", Config: holder, Store: st})
+	compiler, err := controllers.SetupWithCompiler(mgr, controllers.Options{PublicURL: "https://latchkey.bench", Config: holder, Store: st}) //nolint:contextcheck // set-up before the manager starts
 	if err != nil {
 		return err
 	}
