@@ -2,6 +2,7 @@ package extauthz_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -10,7 +11,6 @@ import (
 	"testing"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -19,8 +19,16 @@ import (
 	"latchkey.dev/latchkey/webhook/extauthz"
 )
 
-// client starts the service on a loopback listener and returns a real gRPC client of it.
+// client starts the service in plaintext on a loopback listener and returns a real gRPC
+// client of it.
 func client(t *testing.T, s *stack.Stack) authv3.AuthorizationClient {
+	t.Helper()
+	return dial(t, serve(t, s, nil), insecure.NewCredentials())
+}
+
+// serve starts the service on a loopback listener, over TLS when cfg is set, until the test
+// ends, and returns its address.
+func serve(t *testing.T, s *stack.Stack, cfg *tls.Config) string {
 	t.Helper()
 	rep := s.Replicas[0]
 	srv := extauthz.New(rep.Holder, rep.Server.Proxy(), nil)
@@ -30,19 +38,14 @@ func client(t *testing.T, s *stack.Stack) authv3.AuthorizationClient {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln, nil) }()
+	go func() { done <- srv.Serve(ctx, ln, cfg) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Error(err)
 		}
 	})
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return authv3.NewAuthorizationClient(conn)
+	return ln.Addr().String()
 }
 
 // check is what Envoy sends for a call through a route whose context extensions name the

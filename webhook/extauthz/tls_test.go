@@ -126,22 +126,7 @@ func serveTLS(t *testing.T, s *stack.Stack, files *extauthz.TLSFiles) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := s.Replicas[0]
-	srv := extauthz.New(rep.Holder, rep.Server.Proxy(), nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	return ln.Addr().String()
+	return serve(t, s, cfg)
 }
 
 // dial is a gateway calling Check with creds.
