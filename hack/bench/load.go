@@ -36,7 +36,10 @@ type result struct {
 	// cpu is the CPU time this process (server and load generator) used during the run. On a
 	// shared machine it varies far less than the rate does, so it is the figure to compare
 	// changes by.
-	cpu    time.Duration
+	cpu time.Duration
+	// dbCPU, with -binary on PostgreSQL, is the CPU time of the database server's backends
+	// serving the measured process (by application_name) during the run.
+	dbCPU  time.Duration
 	load   string // load average when the run started
 	tokens int64  // live tokens stored when the run started
 	short  bool   // a pool ran out before the duration
@@ -48,6 +51,14 @@ func (r result) cpuPerOp() float64 {
 		return 0
 	}
 	return float64(r.cpu) / float64(time.Microsecond) / float64(r.ok)
+}
+
+// dbCPUPerOp is dbCPU per successful request, in microseconds.
+func (r result) dbCPUPerOp() float64 {
+	if r.ok == 0 {
+		return 0
+	}
+	return float64(r.dbCPU) / float64(time.Microsecond) / float64(r.ok)
 }
 
 // cpuTime is the CPU time (user and system) this process has used.

@@ -73,6 +73,10 @@ type realFixture struct {
 	agentSec  string
 	subjects  []string // people's access tokens issued to the agent, each with a connected GitHub account
 	stopGH    func()
+	// On PostgreSQL: the schema's label, and its removal; the backends' CPU reader.
+	dbLabel  string
+	dropDB   func()
+	backends *backends
 }
 
 // proc is a child process whose CPU time is read from /proc.
@@ -117,8 +121,8 @@ func freeAddr() (string, error) {
 }
 
 func runReal(ctx context.Context, o options) error {
-	if o.database != "" {
-		return errors.New("-binary runs on SQLite in the data directory, as make run-local does; -database is not used")
+	if err := checkRealDatabase(o.database); err != nil {
+		return err
 	}
 	if o.profileDir != "" {
 		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
@@ -144,6 +148,7 @@ func runReal(ctx context.Context, o options) error {
 	c := newClient(o.concurrency)
 	var results []result
 	serverCPU := map[string]*proc{"floor": f.floor, "floor_insert_alone": f.floor, "client_credentials": f.latchkey, "exchange_ok": f.latchkey}
+	dbApp := map[string]string{"floor": floorAppName, "floor_insert_alone": floorAppName, "client_credentials": latchkeyAppName, "exchange_ok": latchkeyAppName}
 	for round := 1; round <= o.runs; round++ {
 		for _, name := range chosen {
 			if ctx.Err() != nil {
@@ -155,6 +160,7 @@ func runReal(ctx context.Context, o options) error {
 			}
 			p := serverCPU[name]
 			cpu0 := p.cpu()
+			db0 := f.backends.cpu(ctx, dbApp[name])
 			var stopProf func()
 			if round == 1 && o.profileDir != "" {
 				if p == f.latchkey {
@@ -168,13 +174,16 @@ func runReal(ctx context.Context, o options) error {
 				stopProf()
 			}
 			r.cpu = p.cpu() - cpu0
+			if f.backends != nil {
+				r.dbCPU = f.backends.cpu(ctx, dbApp[name]).since(db0)
+			}
 			r.scenario, r.run, r.load = name, round, loadAvg()
 			results = append(results, r)
-			logf(o, "%-19s round %d: %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  %5.0f µs server CPU/req  errors %d %s", name, round, r.rps(),
-				ms(r.p50), ms(r.p99), r.cpuPerOp(), r.errs, r.firstErr)
+			logf(o, "%-19s round %d: %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  %5.0f µs server CPU/req  %5.0f µs database CPU/req  errors %d %s", name, round, r.rps(),
+				ms(r.p50), ms(r.p99), r.cpuPerOp(), r.dbCPUPerOp(), r.errs, r.firstErr)
 		}
 	}
-	reportReal(o, results)
+	reportReal(o, f.dbLabel, results)
 	return nil
 }
 
@@ -219,6 +228,11 @@ func startReal(ctx context.Context, o options) (*realFixture, error) {
 		return nil, err
 	}
 	data := filepath.Join(dir, "data")
+	dbPath := filepath.Join(data, "latchkey.db")
+	seedDSN, floorArg, dbArgs, err := f.openDatabase(ctx, dbPath)
+	if err != nil {
+		return nil, err
+	}
 	logPath := filepath.Join(dir, "latchkey.log")
 	metrics, err := freeAddr()
 	if err != nil {
@@ -235,6 +249,7 @@ func startReal(ctx context.Context, o options) (*realFixture, error) {
 		"--log-format", "text",
 		"--keys-file", keysFile,
 	}
+	args = append(args, dbArgs...)
 	if o.profileDir != "" {
 		pp, err := freeAddr()
 		if err != nil {
@@ -267,9 +282,8 @@ func startReal(ctx context.Context, o options) (*realFixture, error) {
 	if f.agentID, f.agentSec, err = readCredentials(data, "repo-helper"); err != nil {
 		return nil, err
 	}
-	dbPath := filepath.Join(data, "latchkey.db")
 	t0 := time.Now()
-	if err := f.seed(ctx, "sqlite:"+dbPath, key); err != nil {
+	if err := f.seed(ctx, seedDSN, key); err != nil {
 		return nil, fmt.Errorf("seeding: %w", err)
 	}
 	logf(o, "seeded %d people in %s", o.people, time.Since(t0).Round(time.Millisecond))
@@ -279,7 +293,7 @@ func startReal(ctx context.Context, o options) (*realFixture, error) {
 	if err != nil {
 		return nil, err
 	}
-	floorCmd := exec.Command(self, "-floor-serve", dbPath)
+	floorCmd := exec.Command(self, "-floor-serve", floorArg)
 	floorCmd.Stderr = os.Stderr
 	out, err := floorCmd.StdoutPipe()
 	if err != nil {
@@ -303,6 +317,10 @@ func (f *realFixture) close() {
 	f.floor.stop()
 	if f.stopGH != nil {
 		f.stopGH()
+	}
+	f.backends.close()
+	if f.dropDB != nil {
+		f.dropDB() // keeps the schema with -keep
 	}
 	if f.o.keep {
 		fmt.Fprintln(os.Stderr, "bench: kept", f.dir)
@@ -594,16 +612,20 @@ func (f *realFixture) profile(ctx context.Context, base, name string, d time.Dur
 
 // serveFloor is the floor process (-floor-serve DB): /floor reads one token from latchkey's
 // database, /floor_insert_alone commits one insert alone into a SQLite file of its own next
-// to it. It prints its address and serves until stopped.
+// to it (on PostgreSQL, DB is latchkey's DSN and the insert goes into latchkey's schema). It prints its address and serves until stopped.
 func serveFloor(ctx context.Context, db string) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	read, err := sqlstore.Open(ctx, "sqlite:"+db)
+	readDSN, aloneDSN, err := floorStores(db)
+	if err != nil {
+		return err
+	}
+	read, err := sqlstore.Open(ctx, readDSN)
 	if err != nil {
 		return err
 	}
 	defer read.Close()
-	alone, err := sqlstore.Open(ctx, "sqlite:"+db+".floor-alone", sqlstore.WithoutGroupCommit())
+	alone, err := sqlstore.Open(ctx, aloneDSN, sqlstore.WithoutGroupCommit())
 	if err != nil {
 		return err
 	}
@@ -628,15 +650,27 @@ func serveFloor(ctx context.Context, db string) error {
 	return nil
 }
 
-// reportReal prints each round and the ratios against the floor of the same round.
-func reportReal(o options, results []result) {
+// reportReal prints each round and the ratios against the floor of the same round. db names
+// the PostgreSQL schema, empty on SQLite; on PostgreSQL the database backends' CPU per request
+// is a column of its own.
+func reportReal(o options, db string, results []result) {
 	host, _ := os.Hostname()
 	fmt.Printf("## Latchkey, the real binary (%s, as make run-local starts it)\n\n", o.binary)
 	fmt.Printf("- machine: %s, %d CPUs; latchkey, the floor and the load generator are three processes\n", host, runtime.NumCPU())
+	if db != "" {
+		fmt.Printf("- database: %s; latchkey and the floor each with a pool of their own\n", db)
+	}
 	fmt.Printf("- %d people, %d concurrent clients, %s per run after %s warm-up, %d rounds, scenarios alternating\n\n",
 		o.people, o.concurrency, o.duration, o.warmup, o.runs)
-	fmt.Println("| scenario | round | req/s | p50 ms | p99 ms | errors | server CPU µs/req | × its floor | load avg |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+	dbCol := func(r result) string { return "" }
+	if db != "" {
+		fmt.Println("| scenario | round | req/s | p50 ms | p99 ms | errors | server CPU µs/req | database CPU µs/req | × its floor | load avg |")
+		fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+		dbCol = func(r result) string { return fmt.Sprintf(" %.0f |", r.dbCPUPerOp()) }
+	} else {
+		fmt.Println("| scenario | round | req/s | p50 ms | p99 ms | errors | server CPU µs/req | × its floor | load avg |")
+		fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+	}
 	floorOf := func(r result) (result, bool) {
 		fl, ok := realFloorOf[r.scenario]
 		if !ok {
@@ -653,7 +687,7 @@ func reportReal(o options, results []result) {
 		if fl, ok := floorOf(r); ok && fl.rps() > 0 {
 			x = fmt.Sprintf("%.2f×", r.rps()/fl.rps())
 		}
-		fmt.Printf("| %s | %d | %.0f | %.2f | %.2f | %d | %.0f | %s | %s |\n", r.scenario, r.run, r.rps(), ms(r.p50), ms(r.p99), r.errs, r.cpuPerOp(), x, r.load)
+		fmt.Printf("| %s | %d | %.0f | %.2f | %.2f | %d | %.0f |%s %s | %s |\n", r.scenario, r.run, r.rps(), ms(r.p50), ms(r.p99), r.errs, r.cpuPerOp(), dbCol(r), x, r.load)
 	}
 	for _, r := range results {
 		if r.errs > 0 {
@@ -662,7 +696,7 @@ func reportReal(o options, results []result) {
 	}
 	fmt.Printf("\n### Targets, round by round\n\n")
 	for _, name := range []string{"client_credentials", "exchange_ok"} {
-		var xs, cpus []string
+		var xs, cpus, totals []string
 		for _, r := range results {
 			if r.scenario != name {
 				continue
@@ -670,8 +704,13 @@ func reportReal(o options, results []result) {
 			if fl, ok := floorOf(r); ok && fl.rps() > 0 {
 				xs = append(xs, fmt.Sprintf("%.2f", r.rps()/fl.rps()))
 				cpus = append(cpus, fmt.Sprintf("%.2f", r.cpuPerOp()/fl.cpuPerOp()))
+				totals = append(totals, fmt.Sprintf("%.2f", (r.cpuPerOp()+r.dbCPUPerOp())/(fl.cpuPerOp()+fl.dbCPUPerOp())))
 			}
 		}
-		fmt.Printf("- %s: %s× %s by requests a second; server CPU per request %s× the floor's\n", name, strings.Join(xs, " / "), realFloorOf[name], strings.Join(cpus, " / "))
+		fmt.Printf("- %s: %s× %s by requests a second; server CPU per request %s× the floor's", name, strings.Join(xs, " / "), realFloorOf[name], strings.Join(cpus, " / "))
+		if db != "" {
+			fmt.Printf("; server and database CPU per request %s× the floor's", strings.Join(totals, " / "))
+		}
+		fmt.Println()
 	}
 }

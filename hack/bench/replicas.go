@@ -111,21 +111,7 @@ type replica struct {
 }
 
 // cpu is the CPU time (user and system) the replica process has used, from /proc/<pid>/stat.
-func (r *replica) cpu() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", r.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name (which may hold spaces) start after the last ')'; utime
-	// and stime are fields 14 and 15 of the line, in clock ticks (100 a second on Linux).
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+s) * 10 * time.Millisecond
-}
+func (r *replica) cpu() time.Duration { return procCPU(r.cmd.Process.Pid) }
 
 type replicaResult struct {
 	replicas, scenario string
