@@ -162,6 +162,15 @@ func TestPostgresRoundTrips(t *testing.T) {
 				return err
 			}
 		}},
+		// A handout's record (token exchange, decision 0054), alone: the writer stores it with
+		// one statement and the caller returns once that has committed. Under load the
+		// exchanges in flight share that statement.
+		{"AppendAuditBatched", 1, func() func() error {
+			return func() error {
+				return s.AppendAuditBatched(ctx, store.AuditRecord{Project: project, Time: now, Actor: "client:" + client,
+					Action: "token.exchanged", Target: subject, ClientID: client, Connector: connector, Outcome: store.OutcomeSuccess})
+			}
+		}},
 		{"AppendAudit", 1, func() func() error {
 			return func() error {
 				return s.AppendAudit(ctx, store.AuditRecord{Project: project, Time: now, Actor: "client:" + client,
