@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"net/url"
-	"crypto/sha256"
 	"os"
 	"strconv"
 	"strings"
