@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"io"
 	"net/url"
 	"os"
 	"strconv"
@@ -128,4 +129,52 @@ func TestBackendsByApplicationName(t *testing.T) {
 	if other := b.cpu(ctx, app+"-other"); len(other) != 0 {
 		t.Errorf("another application name: %v, want no backends", other)
 	}
+}
+
+// TestReportRealDatabaseColumn: on PostgreSQL the report has the database's CPU per request
+// and the ratio of both CPUs to the floor's; on SQLite it is the table it always was.
+func TestReportRealDatabaseColumn(t *testing.T) {
+	results := []result{
+		{scenario: "floor", run: 1, ok: 1000, elapsed: time.Second, cpu: 100 * time.Millisecond, dbCPU: 100 * time.Millisecond},
+		{scenario: "exchange_ok", run: 1, ok: 500, elapsed: time.Second, cpu: 150 * time.Millisecond, dbCPU: 250 * time.Millisecond},
+	}
+	o := options{binary: "bin/latchkey", people: 10, concurrency: 16, runs: 1}
+	pg := captureStdout(t, func() { reportReal(o, "PostgreSQL (127.0.0.1:5432, schema bench_1)", results) })
+	for _, want := range []string{
+		"- database: PostgreSQL (127.0.0.1:5432, schema bench_1)",
+		"| server CPU µs/req | database CPU µs/req | × its floor |",
+		// 300 µs and 500 µs a request in the process and the database, against 100 and 100.
+		"| exchange_ok | 1 | 500 | 0.00 | 0.00 | 0 | 300 | 500 | 0.50× |",
+		"server CPU per request 3.00× the floor's; server and database CPU per request 4.00× the floor's",
+	} {
+		if !strings.Contains(pg, want) {
+			t.Errorf("PostgreSQL report lacks %q:\n%s", want, pg)
+		}
+	}
+	lite := captureStdout(t, func() { reportReal(o, "", results) })
+	if strings.Contains(lite, "database") {
+		t.Errorf("SQLite report mentions the database's CPU:\n%s", lite)
+	}
+	if !strings.Contains(lite, "| exchange_ok | 1 | 500 | 0.00 | 0.00 | 0 | 300 | 0.50× |") {
+		t.Errorf("SQLite report's row changed:\n%s", lite)
+	}
+}
+
+func captureStdout(t *testing.T, fn func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = w
+	done := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		done <- string(b)
+	}()
+	fn()
+	os.Stdout = old
+	w.Close()
+	return <-done
 }
