@@ -11,6 +11,7 @@
 //	go run ./hack/bench -profile /tmp/prof -scenarios client_credentials,exchange_ok
 //	go run ./hack/bench -controllers 1000,10000          # reconcile benchmark on envtest
 //	go run ./hack/bench -binary bin/latchkey -runs 3     # the real binary against a floor process
+//	go run ./hack/bench -binary bin/latchkey -database 'postgres://…'   # the same on PostgreSQL
 //
 // The load generator shares the machine (and this process) with the server, as the peers'
 // figures in docs/performance.md were also taken on one machine over loopback; the floor runs
@@ -61,7 +62,7 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.database, "database", "",
-		"store: empty for SQLite in a temporary directory, sqlite:/path/file.db, or postgres://… (a fresh schema is made and dropped)")
+		"store: empty for SQLite in a temporary directory, sqlite:/path/file.db, or postgres://… (a fresh schema is made and dropped); with -binary, empty or postgres://…")
 	tokens := flag.String("tokens", "1000", "tokens stored before the scenarios run; several counts (1000,1000000) run the suite once each and compare them")
 	flag.IntVar(&o.people, "people", 1000, "people in the project; half have a connected GitHub account the agent may use")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "how long each scenario run is measured")
