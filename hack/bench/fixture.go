@@ -119,7 +119,7 @@ func database(ctx context.Context, o options) (dsn, label string, cleanup func()
 			return "", "", nil, fmt.Errorf("-database: %w", err)
 		}
 		schema := fmt.Sprintf("bench_%d", time.Now().UnixNano())
-		db, err := sql.Open("pgx", o.database)
+		db, err := sql.Open("pgx", adminDSN(o.database))
 		if err != nil {
 			return "", "", nil, err
 		}

@@ -53,6 +53,20 @@ func withAppName(dsn, name string) (string, error) {
 	return u.String(), nil
 }
 
+// adminDSN is dsn for the harness's own connection: without pool_max_conns, which the store
+// reads (the size of latchkey's and the floor's pools) and pgx alone would send to the server
+// as a setting it does not know.
+func adminDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return dsn // sql.Open reports it
+	}
+	q := u.Query()
+	q.Del("pool_max_conns")
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 // floorStores is what the floor process opens, given -floor-serve's argument: on SQLite,
 // latchkey's file to read and a file of its own for the inserts, each committed alone; on
 // PostgreSQL, latchkey's schema for both.
@@ -147,7 +161,7 @@ func (f *realFixture) openDatabase(ctx context.Context, dbPath string) (seed, fl
 	if err != nil {
 		return "", "", nil, err
 	}
-	db, err := sql.Open("pgx", f.o.database)
+	db, err := sql.Open("pgx", adminDSN(f.o.database))
 	if err != nil {
 		return "", "", nil, err
 	}

@@ -178,3 +178,10 @@ func captureStdout(t *testing.T, fn func()) string {
 	w.Close()
 	return <-done
 }
+
+func TestAdminDSN(t *testing.T) {
+	got := adminDSN("postgres://postgres@127.0.0.1:5432/db?sslmode=disable&pool_max_conns=4")
+	if got != "postgres://postgres@127.0.0.1:5432/db?sslmode=disable" {
+		t.Errorf("adminDSN = %q: want pool_max_conns gone and the rest kept", got)
+	}
+}
