@@ -268,7 +268,8 @@ func (s *Store) start(ctx context.Context) error {
 // The write connection does not checkpoint: an automatic checkpoint runs on the connection
 // that committed, inside the commit call, and fsyncs the database file while every other
 // writer waits at the gate. A background connection copies the WAL back into the database
-// instead (PASSIVE: it never blocks the writer).
+// instead (PASSIVE: it never blocks the writer), and restarts the WAL through the gate when
+// that alone lets it grow (see checkpoint; decision 0087).
 //
 // Measured with BenchmarkSQLiteWriters (16 concurrent callers each storing an access+refresh
 // pair, 2 shared vCPUs, medians of 4 interleaved runs): this design 8.4k pairs/s, p99 8.4 ms;
