@@ -12,8 +12,10 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"strings"
+	"time"
 )
 
 // Prefixes make leaked tokens recognisable to secret scanners.
@@ -44,6 +46,20 @@ func NewID() string {
 		panic(err) // as in New
 	}
 	return hex.EncodeToString(b[:])
+}
+
+// NewOrderedID returns an identifier in NewID's form (32 lowercase hex digits) whose first 48
+// bits are the time in milliseconds and the other 80 random. IDs made later sort later, so an
+// index on one (token families) grows at its right edge: the rows a group commit stores share
+// that edge's page instead of each dirtying a page of its own in the middle of the index. The
+// time it reveals is the record's creation, which the record keeps anyway.
+func NewOrderedID(now time.Time) string {
+	var b [18]byte // the time's 8 bytes, of which the last 6 are kept, then 10 random
+	binary.BigEndian.PutUint64(b[:8], uint64(max(now.UnixMilli(), 0)))
+	if _, err := rand.Read(b[8:]); err != nil {
+		panic(err) // as in New
+	}
+	return hex.EncodeToString(b[2:])
 }
 
 // Hash is the storage form of a random secret.

@@ -71,7 +71,7 @@ type Issue struct {
 // revocation takes effect at once at every endpoint.
 func Mint(p *config.Project, now time.Time, is Issue) ([]store.Token, TokenResponse, error) {
 	if is.FamilyID == "" {
-		is.FamilyID = secret.NewID()
+		is.FamilyID = secret.NewOrderedID(now)
 	}
 	lt := p.Lifetimes
 	atExp := now.Add(lt.AccessToken)

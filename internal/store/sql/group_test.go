@@ -266,3 +266,25 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// Writers that are ready when a leader takes the gate join its group, even on one processor
+// where they have not yet run: the leader yields before it takes the queue.
+func TestGroupGathersReadyWriters(t *testing.T) {
+	s := openGrouped(t)
+	ctx := t.Context()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	groups := s.group.groups.Load()
+	const writers = 8
+	errs := make(chan error, writers)
+	for i := range writers {
+		go func() { errs <- s.CreateTokens(ctx, tokenN(5000+i)) }()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := s.group.groups.Load() - groups; got != 1 {
+		t.Errorf("%d writers ready at once committed in %d groups, want 1", writers, got)
+	}
+}

@@ -48,6 +48,9 @@ type Store struct {
 	// ck checkpoints the SQLite WAL in the background (see openSQLite); nil otherwise.
 	ck             *sql.DB
 	ckStop, ckDone chan struct{}
+	// ckEvery and walRestartFrames are checkpointEvery and walRestartFrames, smaller in tests.
+	ckEvery          time.Duration
+	walRestartFrames int64
 
 	rebound sync.Map // query with ? placeholders -> dialect text
 	stmts   sync.Map // stmtKey -> *sql.Stmt (SQLite only)
@@ -247,7 +250,7 @@ func (s *Store) start(ctx context.Context) error {
 	}
 	if s.ck != nil {
 		s.ckStop, s.ckDone = make(chan struct{}), make(chan struct{})
-		go s.checkpoints()
+		go s.checkpoints() //nolint:contextcheck // the checkpointer outlives the caller that starts it, until Close
 	}
 	return nil
 }
@@ -265,7 +268,8 @@ func (s *Store) start(ctx context.Context) error {
 // The write connection does not checkpoint: an automatic checkpoint runs on the connection
 // that committed, inside the commit call, and fsyncs the database file while every other
 // writer waits at the gate. A background connection copies the WAL back into the database
-// instead (PASSIVE: it never blocks the writer).
+// instead (PASSIVE: it never blocks the writer), and restarts the WAL through the gate when
+// that alone lets it grow (see checkpoint; decision 0087).
 //
 // Measured with BenchmarkSQLiteWriters (16 concurrent callers each storing an access+refresh
 // pair, 2 shared vCPUs, medians of 4 interleaved runs): this design 8.4k pairs/s, p99 8.4 ms;
@@ -288,6 +292,10 @@ type sqliteOptions struct {
 	autoCheckpoint bool
 	// noGroup commits every writer on its own instead of grouping them (see group.go).
 	noGroup bool
+	// checkpointEvery and walRestartFrames, when set, replace the constants of the same names
+	// (tests reach the WAL's bound sooner with them).
+	checkpointEvery  time.Duration
+	walRestartFrames int64
 }
 
 func openSQLite(path string, o sqliteOptions) (*Store, error) {
@@ -300,8 +308,12 @@ func openSQLite(path string, o sqliteOptions) (*Store, error) {
 	// (docs/performance.md, "Inserts into a large table"); writes at 1,000,000 tokens cost 30-60%
 	// more than at 1,000. With 8 KiB pages splits are half as frequent and the walk half as
 	// long, and writes cost the same at both sizes, at 8-20% more per write at 1,000.
-	common := path + "?_busy_timeout=10000&_foreign_keys=1&_journal_mode=WAL&_synchronous=NORMAL" +
+	common := path + "?_foreign_keys=1&_journal_mode=WAL&_synchronous=NORMAL" +
 		"&_pragma=page_size(8192)&_pragma=cache_size(-16000)&_pragma=temp_store(MEMORY)"
+	// Readers and writers wait up to 10 s for a lock another process holds. The checkpointer
+	// waits at most walRestartWait: while it restarts the WAL it holds the write lock, so its
+	// wait is every writer's.
+	wait := "&_busy_timeout=10000"
 	s := &Store{d: sqliteDialect}
 	open := func(dsn string, conns int) *sql.DB {
 		db, _ := sql.Open("sqlite", dsn) // sql.Open only fails for an unknown driver
@@ -313,38 +325,85 @@ func openSQLite(path string, o sqliteOptions) (*Store, error) {
 	}
 	switch {
 	case o.writers > 1:
-		s.w = open(common+"&_txlock=immediate", o.writers)
+		s.w = open(common+wait+"&_txlock=immediate", o.writers)
 	case o.autoCheckpoint:
-		s.w = open(common+"&_txlock=immediate", 1)
+		s.w = open(common+wait+"&_txlock=immediate", 1)
 		s.gate = make(chan struct{}, 1)
 	default:
-		s.w = open(common+"&_txlock=immediate&_pragma=wal_autocheckpoint(0)", 1)
-		s.ck = open(common, 1)
+		s.w = open(common+wait+"&_txlock=immediate&_pragma=wal_autocheckpoint(0)"+
+			fmt.Sprintf("&_pragma=journal_size_limit(%d)", walKeepBytes), 1)
+		s.ck = open(common+fmt.Sprintf("&_busy_timeout=%d", walRestartWait.Milliseconds()), 1)
 		s.gate = make(chan struct{}, 1)
+		s.ckEvery, s.walRestartFrames = checkpointEvery, walRestartFrames
+		if o.checkpointEvery > 0 {
+			s.ckEvery, s.walRestartFrames = o.checkpointEvery, o.walRestartFrames
+		}
 	}
 	if s.gate != nil && !o.noGroup {
 		s.group = &group{s: s}
 	}
-	s.r = open(common+"&_query_only=1", max(4, 2*runtime.GOMAXPROCS(0)))
+	s.r = open(common+wait+"&_query_only=1", max(4, 2*runtime.GOMAXPROCS(0)))
 	return s, nil
 }
 
-// checkpointEvery bounds how far the WAL grows between checkpoints.
-const checkpointEvery = 250 * time.Millisecond
+// The WAL's bounds.
+//
+// A checkpoint copies the WAL's pages into the database file; the WAL starts again from its
+// beginning only when a write transaction begins after a checkpoint has copied all of it and
+// while no reader still reads from it. Under sustained writes the background checkpoint never
+// gets there: the writer appends while it copies, so every write begins with frames left to
+// copy, and the WAL file grows for as long as the load lasts (by about 40 KB a token request:
+// hundreds of megabytes a minute, measured in docs/performance.md). So once the WAL holds
+// walRestartFrames frames, the checkpointer asks for a restart (wal_checkpoint(RESTART)): it
+// takes the write lock, copies what is left and waits for the readers of older frames to
+// finish, at most walRestartWait each; the next write then starts the WAL over. journal_size_limit
+// truncates a WAL that grew beyond walKeepBytes back to it when it starts over.
+const (
+	// checkpointEvery is how often the WAL is copied into the database file.
+	checkpointEvery = 250 * time.Millisecond
+	// walRestartFrames (64 MiB of 8 KiB pages) is the WAL length that makes the checkpointer
+	// restart the WAL: rare enough that writers seldom wait for it, short enough that the WAL
+	// stays a small, hot file.
+	walRestartFrames = 8192
+	// walRestartWait bounds how long a restart waits for the write lock and for readers.
+	walRestartWait = 100 * time.Millisecond
+	// walKeepBytes is what a restarted WAL is truncated to.
+	walKeepBytes = 64 << 20
+)
 
 func (s *Store) checkpoints() {
 	defer close(s.ckDone)
-	t := time.NewTicker(checkpointEvery)
+	t := time.NewTicker(s.ckEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-s.ckStop:
 			return
 		case <-t.C:
-			// Errors are transient (a busy file); the next tick tries again.
-			_, _ = s.ck.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
+			s.checkpoint()
 		}
 	}
+}
+
+// checkpoint copies the WAL without waiting for anyone (PASSIVE), then restarts it when it has
+// grown to walRestartFrames (see above). Errors are transient (a busy file, a reader still on
+// old frames); the next tick tries again.
+func (s *Store) checkpoint() {
+	var busy, frames, copied int64
+	err := s.ck.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
+	if err != nil || frames < s.walRestartFrames {
+		return
+	}
+	// Through the gate, as a writer: the write connection is between transactions then, so the
+	// restart gets the write lock at once. Waiting for it in SQLite's busy handler, which
+	// polls, loses to a writer that takes the lock again straight after each commit.
+	ctx, cancel := context.WithTimeout(context.Background(), walRestartWait)
+	defer cancel()
+	if s.enter(ctx) != nil {
+		return
+	}
+	defer s.leave()
+	_, _ = s.ck.Exec(`PRAGMA wal_checkpoint(RESTART)`)
 }
 
 func openPostgres(dsn string, tracer pgx.QueryTracer) (*Store, error) {
