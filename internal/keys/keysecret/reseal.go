@@ -16,7 +16,6 @@ import (
 	"latchkey.dev/latchkey/internal/upstream"
 )
 
-
 // Resealer re-seals the connections' upstream tokens with the primary sealing key, on the
 // elected replica, a page at a time with a pause between pages so it never competes with
 // requests for the database. Its progress is recorded in the keys Secret after every page (the
