@@ -24,6 +24,13 @@ import (
 	"latchkey.dev/latchkey/api/v1alpha1"
 )
 
+// This file, with setup.go, compiler.go, clusterreader.go and securityevents.go, is the cluster
+// side: each kind's reconciler runs its status phases (project.go, connector.go, oauthclient.go,
+// redirectpolicy.go) on what the manager's cache holds, patches status, and writes the
+// credentials Secrets. The build `make build-local` makes leaves these files out, and with them
+// controller-runtime's client and manager and client-go (docs/decisions/0085); Standalone runs
+// the same phases there.
+
 // ProjectReconciler reports whether a Project's Secrets exist and parse, and its issuer. A
 // Project with a broken Secret still serves, without the feature that needs the Secret
 // (docs/decisions/0014), so it is Ready=True and Degraded=True, the message listing every problem
