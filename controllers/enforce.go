@@ -9,10 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/clientdoc"
@@ -185,7 +185,7 @@ func (r *policyPhases) enforce(ctx context.Context, s *policyScope) (Result, err
 	if tokens > 0 {
 		p.Status.RevokedTokens += tokens
 		msg := fmt.Sprintf("revoked %s held by %s", plural(tokens, "token"), plural(holders, "client"))
-		logr.FromContextOrDiscard(ctx).Info(msg, "project", s.project)
+		log.FromContext(ctx).Info(msg, "project", s.project)
 		r.recorder.Eventf(p, nil, corev1.EventTypeNormal, v1alpha1.RedirectPolicyTokensRevokedReason, "Revoke", "%s", msg)
 	}
 	return Result{RequeueAfter: EnforceInterval}, nil
@@ -246,7 +246,7 @@ func (r *policyPhases) refusedClients(ctx context.Context, projectKey string, ru
 				if !errors.As(err, &problem) {
 					return nil, err
 				}
-				logr.FromContextOrDiscard(ctx).V(1).Info("cannot read a client ID metadata document", "client", id, "reason", problem.Reason)
+				log.FromContext(ctx).V(1).Info("cannot read a client ID metadata document", "client", id, "reason", problem.Reason)
 				continue
 			}
 			if len(redirect.Allowed(d.RedirectURIs, rules)) > 0 {

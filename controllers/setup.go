@@ -9,12 +9,12 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -209,7 +209,7 @@ func requests[T any, PT interface {
 // return one, and the periodic resync of the cache recovers.
 func (d *dependents) list(ctx context.Context, l ObjectList, opts ...ListOption) bool {
 	if err := d.c.List(ctx, l, append(opts, noCopy)...); err != nil {
-		logr.FromContextOrDiscard(ctx).Error(err, "listing dependents")
+		log.FromContext(ctx).Error(err, "listing dependents")
 		return false
 	}
 	return true
