@@ -7,12 +7,13 @@ import (
 	"net/url"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
 	"latchkey.dev/latchkey/internal/clientdoc"
 	"latchkey.dev/latchkey/internal/config"
 	lkkeys "latchkey.dev/latchkey/internal/keys"
 	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/workload"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // Store is the part of the runtime state the controllers use: RedirectPolicy enforcement

@@ -602,7 +602,7 @@ func (s *serving) Start(ctx context.Context) error {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.grace)
 		defer cancel()
-		_ = s.srv.Shutdown(sctx) //nolint:contextcheck // the shutdown outlives ctx by grace
+		_ = s.srv.Shutdown(sctx)
 	}()
 	if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("%s server: %w", s.name, err)
