@@ -56,7 +56,7 @@ func (h clusterHost) Add(r runnable) error {
 	return h.Manager.Add(r)
 }
 
-// manager returns the controller manager h is; every cluster-mode step runs on one.
+// managerOf returns the controller manager h is; every cluster-mode step runs on one.
 func managerOf(h host) (manager.Manager, error) {
 	ch, ok := h.(clusterHost)
 	if !ok {
