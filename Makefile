@@ -28,7 +28,7 @@ BUILD_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || ech
 
 .PHONY: build
 build: ## Build bin/latchkey and the kubectl plugin bin/kubectl-latchkey (static, pure Go), stamped with the commit (`bin/latchkey --version`).
-	@test -x bin/latchkey || echo "make: building bin/latchkey (the first build compiles the Kubernetes libraries: a few minutes; later builds take seconds)"
+	@test -x bin/latchkey || echo "make: building bin/latchkey (the first build compiles every library: a few minutes; later builds take seconds)"
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(BUILD_VERSION)" -o bin/latchkey ./cmd/latchkey
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/kubectl-latchkey ./cmd/kubectl-latchkey
 
@@ -134,12 +134,14 @@ DEV_BUILD = CGO_ENABLED=0 $(GO) build -trimpath
 # so they share one compile of their common packages, without the kubectl plugin
 # (docs/no-cluster.md, "Time to the first answer"). The latchkey_local tag leaves out what the
 # demo without a cluster never uses: the Envoy external authorization server and the OTLP trace
-# exporter, which link gRPC, and the launcher's control plane (decision 0084). `make
-# build`, `make image` and the release never set it: they build every mode.
+# exporter, which link gRPC, and the launcher's control plane (decision 0084), and latchkey's
+# cluster mode, which links client-go: this bin/latchkey serves `serve --config-dir` only
+# (decision 0085). `make build`, `make run`, `make image` and the release never set it: they
+# build every mode.
 LOCAL_TAGS := latchkey_local
 .PHONY: build-local
 build-local:
-	@test -x bin/latchkey || echo "make: building bin/latchkey and its launcher (the first build compiles the Kubernetes libraries: a few minutes; later builds take seconds)"
+	@test -x bin/latchkey || echo "make: building bin/latchkey and its launcher (the first build compiles every library: a few minutes; later builds take seconds)"
 	@mkdir -p bin/.build-local
 	$(DEV_BUILD) -tags "$(LOCAL_TAGS)" -ldflags "-X main.version=$(BUILD_VERSION)" -o bin/.build-local/ ./cmd/latchkey ./hack/dev
 	mv bin/.build-local/latchkey bin/latchkey

@@ -7,8 +7,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 )
@@ -39,7 +37,7 @@ type clientIDHolders interface {
 // namespace, no older OAuthClient has the id, and the store records this namespace as its
 // holder. Otherwise status.clientID is left (the Project is not there or does not admit the
 // namespace: the client resolves to that reason) or cleared (another holds the id).
-func (r *OAuthClientReconciler) holdClientID(ctx context.Context, s *clientScope) error {
+func (r *clientPhases) holdClientID(ctx context.Context, s *clientScope) error {
 	oc := s.oc
 	pk := projectKeyOf(oc.Spec.ProjectRef, oc.Namespace).String()
 	if _, _, err := s.res.attach(ctx, oc.Spec.ProjectRef, oc.Namespace); err != nil {
@@ -106,7 +104,7 @@ func (r *resolver) clientIDFree(ctx context.Context, oc *v1alpha1.OAuthClient, p
 func (r *resolver) clientIDFreeLive(ctx context.Context, oc *v1alpha1.OAuthClient, projectKey string) error {
 	id := clientIDFor(oc)
 	var list v1alpha1.OAuthClientList
-	if err := r.c.List(ctx, &list, client.MatchingFields{clientIDIndex: clientIDIndexKey(projectKey, id)}, noCopy); err != nil {
+	if err := r.c.List(ctx, &list, MatchingFields{clientIDIndex: clientIDIndexKey(projectKey, id)}, noCopy); err != nil {
 		return fmt.Errorf("listing OAuthClients of Project %s with client id %s: %w", projectKey, id, err)
 	}
 	var holder *v1alpha1.OAuthClient
@@ -141,26 +139,9 @@ func (r *resolver) clientIDFreeLive(ctx context.Context, oc *v1alpha1.OAuthClien
 		id, holder.Namespace, holder.Name, projectKey)
 }
 
-// clientsSharingClientID: the other OAuthClients with o's client id, which may take the id when
-// o goes, or lose it when o appears. The mapping runs for the old and the new object of an
-// update.
-func (d *dependents) clientsSharingClientID(ctx context.Context, o client.Object) []reconcile.Request {
-	oc, ok := o.(*v1alpha1.OAuthClient)
-	if !ok {
-		return nil
-	}
-	var out []reconcile.Request
-	for _, req := range listed(ctx, d, clientItems, client.MatchingFields{clientIDIndex: clientIDIndexValue(oc)}) {
-		if req.NamespacedName != client.ObjectKeyFromObject(oc) {
-			out = append(out, req)
-		}
-	}
-	return out
-}
-
 // clientIDHeldChanged reports whether an update of an OAuthClient changed what the compiler
 // reads of its status: status.clientID, or whether it was refused its id.
-func clientIDHeldChanged(o, n client.Object) bool {
+func clientIDHeldChanged(o, n Object) bool {
 	a, ok1 := o.(*v1alpha1.OAuthClient)
 	b, ok2 := n.(*v1alpha1.OAuthClient)
 	if !ok1 || !ok2 {

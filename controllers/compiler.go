@@ -1,3 +1,5 @@
+//go:build !latchkey_local
+
 package controllers
 
 import (
@@ -14,9 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/config"
@@ -73,7 +74,7 @@ func NewCompiler(c cache.Cache, opts Options) *Compiler {
 		bundles:   opts.SPIFFEBundles,
 		waitFor:   opts.WaitFor,
 		debounce:  debounce,
-		log:       ctrl.Log.WithName("compiler"),
+		log:       log.Log.WithName("compiler"),
 		trigger:   make(chan struct{}, 1),
 		first:     make(chan struct{}),
 	}
@@ -215,15 +216,15 @@ func (c *Compiler) watch(ctx context.Context) error {
 	specChanged := toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { c.kick() },
 		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := oldObj.(client.Object)
-			n, ok2 := newObj.(client.Object)
+			o, ok1 := oldObj.(Object)
+			n, ok2 := newObj.(Object)
 			if !ok1 || !ok2 || o.GetGeneration() != n.GetGeneration() || o.GetUID() != n.GetUID() || clientIDHeldChanged(o, n) {
 				c.kick()
 			}
 		},
 		DeleteFunc: func(any) { c.kick() },
 	}
-	for _, obj := range []client.Object{&v1alpha1.Project{}, &v1alpha1.OAuthClient{}, &v1alpha1.Connector{}, &v1alpha1.RedirectPolicy{}, &v1alpha1.AccessPolicy{}} {
+	for _, obj := range []Object{&v1alpha1.Project{}, &v1alpha1.OAuthClient{}, &v1alpha1.Connector{}, &v1alpha1.RedirectPolicy{}, &v1alpha1.AccessPolicy{}} {
 		if err := c.subscribe(ctx, obj, specChanged); err != nil {
 			return err
 		}
@@ -231,8 +232,8 @@ func (c *Compiler) watch(ctx context.Context) error {
 	if err := c.subscribe(ctx, &corev1.Namespace{}, toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { c.kick() },
 		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := oldObj.(client.Object)
-			n, ok2 := newObj.(client.Object)
+			o, ok1 := oldObj.(Object)
+			n, ok2 := newObj.(Object)
 			if !ok1 || !ok2 || !equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) {
 				c.kick()
 			}
@@ -242,17 +243,17 @@ func (c *Compiler) watch(ctx context.Context) error {
 		return err
 	}
 	onSecret := func(obj any) {
-		o, ok := obj.(client.Object)
-		if !ok || c.compiling.Load() || c.references(client.ObjectKeyFromObject(o)) {
-			// Tombstones (not a client.Object) are rare; compiling again is the safe answer.
+		o, ok := obj.(Object)
+		if !ok || c.compiling.Load() || c.references(objectKey(o)) {
+			// Tombstones (not a Object) are rare; compiling again is the safe answer.
 			c.kick()
 		}
 	}
 	if err := c.subscribe(ctx, &corev1.Secret{}, toolscache.ResourceEventHandlerFuncs{
 		AddFunc: onSecret,
 		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := oldObj.(client.Object)
-			n, ok2 := newObj.(client.Object)
+			o, ok1 := oldObj.(Object)
+			n, ok2 := newObj.(Object)
 			if !ok1 || !ok2 || o.GetResourceVersion() != n.GetResourceVersion() {
 				onSecret(newObj)
 			}
@@ -262,16 +263,16 @@ func (c *Compiler) watch(ctx context.Context) error {
 		return err
 	}
 	onConfigMap := func(obj any) {
-		o, ok := obj.(client.Object)
-		if !ok || c.compiling.Load() || c.referencesConfigMap(client.ObjectKeyFromObject(o)) {
+		o, ok := obj.(Object)
+		if !ok || c.compiling.Load() || c.referencesConfigMap(objectKey(o)) {
 			c.kick()
 		}
 	}
 	return c.subscribe(ctx, &corev1.ConfigMap{}, toolscache.ResourceEventHandlerFuncs{
 		AddFunc: onConfigMap,
 		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := oldObj.(client.Object)
-			n, ok2 := newObj.(client.Object)
+			o, ok1 := oldObj.(Object)
+			n, ok2 := newObj.(Object)
 			if !ok1 || !ok2 || o.GetResourceVersion() != n.GetResourceVersion() {
 				onConfigMap(newObj)
 			}
@@ -287,7 +288,7 @@ func (c *Compiler) referencesConfigMap(key types.NamespacedName) bool {
 	return ok
 }
 
-func (c *Compiler) subscribe(ctx context.Context, obj client.Object, h toolscache.ResourceEventHandler) error {
+func (c *Compiler) subscribe(ctx context.Context, obj Object, h toolscache.ResourceEventHandler) error {
 	inf, err := c.cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 	if err != nil {
 		return fmt.Errorf("compiler: informer for %T: %w", obj, err)
@@ -308,7 +309,7 @@ func (c *Compiler) references(key types.NamespacedName) bool {
 func (c *Compiler) compileOnce(ctx context.Context) (*config.Snapshot, error) {
 	c.compiling.Store(true)
 	defer c.compiling.Store(false)
-	snap, res, err := compile(ctx, c.cache, c.publicURL, c.signing, c.bundles)
+	snap, res, err := compile(ctx, clusterReader{c.cache}, c.publicURL, c.signing, c.bundles)
 	if err != nil {
 		return nil, err
 	}
@@ -316,110 +317,4 @@ func (c *Compiler) compileOnce(ctx context.Context) (*config.Snapshot, error) {
 	c.secrets, c.configMaps = res.secrets, res.configMaps
 	c.mu.Unlock()
 	return snap, nil
-}
-
-// compile builds a complete snapshot from what r holds, and returns the resolver, which
-// records every Secret and ConfigMap looked up. It is linear in the number of objects: one List
-// per kind and cache lookups per object.
-func compile(ctx context.Context, r client.Reader, publicURL string, signing *lkkeys.Signing, bundles *workload.Bundles) (*config.Snapshot, *resolver, error) {
-	res := newResolver(r, publicURL)
-	res.signing = signing
-	res.bundles = bundles
-	snap := &config.Snapshot{Projects: map[string]*config.Project{}}
-	// Projects first: everything else is added to the Project it attaches to.
-	for _, add := range []snapshotStep{addProjects, addConnectors, addRedirectRules, addAccessPolicies, addClients} {
-		if err := add(ctx, r, res, snap); err != nil {
-			return nil, nil, err
-		}
-	}
-	return snap, res, nil
-}
-
-// snapshotStep adds one kind of object to snap. An object that is not Ready is left out; an
-// error is a cache read failure, and the whole compilation is retried.
-type snapshotStep func(ctx context.Context, r client.Reader, res *resolver, snap *config.Snapshot) error
-
-func addProjects(ctx context.Context, r client.Reader, res *resolver, snap *config.Snapshot) error {
-	var projects v1alpha1.ProjectList
-	if err := r.List(ctx, &projects, noCopy); err != nil {
-		return fmt.Errorf("listing Projects: %w", err)
-	}
-	for i := range projects.Items {
-		pr, err := res.projectFromObject(ctx, &projects.Items[i])
-		if err != nil {
-			return err
-		}
-		// Also with pr.err set: a Secret problem turns off a feature, not the Project.
-		if pr.compiled != nil {
-			snap.Projects[pr.compiled.Key] = pr.compiled
-		}
-	}
-	return nil
-}
-
-func addConnectors(ctx context.Context, r client.Reader, res *resolver, snap *config.Snapshot) error {
-	var connectors v1alpha1.ConnectorList
-	if err := r.List(ctx, &connectors, noCopy); err != nil {
-		return fmt.Errorf("listing Connectors: %w", err)
-	}
-	for i := range connectors.Items {
-		cr, err := res.connector(ctx, &connectors.Items[i])
-		if err != nil {
-			return err
-		}
-		if p := snap.Projects[cr.project]; cr.err == nil && p != nil {
-			p.Connectors[cr.compiled.Key] = cr.compiled
-			p.ConnectorsByAudience[cr.compiled.Audience] = cr.compiled
-		}
-	}
-	return nil
-}
-
-// addRedirectRules merges, for each Project, the RedirectPolicies in force for it.
-func addRedirectRules(ctx context.Context, r client.Reader, res *resolver, snap *config.Snapshot) error {
-	var policies v1alpha1.RedirectPolicyList
-	if err := r.List(ctx, &policies, noCopy); err != nil {
-		return fmt.Errorf("listing RedirectPolicies: %w", err)
-	}
-	byProject := map[string][]*v1alpha1.RedirectPolicy{}
-	for i := range policies.Items {
-		key, err := res.policy(ctx, &policies.Items[i])
-		if _, ok := asNotReady(err); err != nil && !ok {
-			return err
-		}
-		if err == nil {
-			byProject[key] = append(byProject[key], &policies.Items[i])
-		}
-	}
-	for key, ps := range byProject {
-		if p := snap.Projects[key]; p != nil {
-			p.Redirects = mergeRedirectRules(p.Namespace, ps)
-		}
-	}
-	return nil
-}
-
-func addClients(ctx context.Context, r client.Reader, res *resolver, snap *config.Snapshot) error {
-	var clients v1alpha1.OAuthClientList
-	if err := r.List(ctx, &clients, noCopy); err != nil {
-		return fmt.Errorf("listing OAuthClients: %w", err)
-	}
-	for i := range clients.Items {
-		oc := &clients.Items[i]
-		sec, err := res.optionalSecret(ctx, oc.Namespace, credentialsSecretName(oc))
-		if err != nil {
-			return err
-		}
-		cr, err := res.client(ctx, oc, sec)
-		if err != nil {
-			if _, ok := asNotReady(err); ok {
-				continue
-			}
-			return err
-		}
-		if p := snap.Projects[cr.project]; p != nil {
-			p.Clients[cr.compiled.ID] = cr.compiled
-		}
-	}
-	return nil
 }

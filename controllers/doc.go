@@ -7,6 +7,13 @@
 // config.Snapshot built from the informer cache. Reconcilers and compiler share one resolver, so
 // "Ready" in status and "in the snapshot" always agree. Nothing here writes spec.
 //
+// Without a cluster, Standalone runs the same status phases and compile function on objects
+// read from files (docs/no-cluster.md). What the phases, the resolver and the compiler read
+// goes through Reader, Latchkey's own: the manager's cache in a cluster (clusterReader), a
+// memReader without one. The reconcilers, the Compiler runnable and the watch mappings are in
+// files the latchkey_local build leaves out (reconcilers.go), so that build links no
+// Kubernetes client (docs/decisions/0085).
+//
 // Regenerate deep copies, CRDs and RBAC with `go generate ./controllers/` from the repository
 // root (the command below), and commit the result.
 //

@@ -12,9 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/clientdoc"
@@ -42,9 +40,9 @@ const maxRefusedListed = 100
 var defaultDocuments = sync.OnceValue(func() *clientdoc.Fetcher { return clientdoc.New(clientdoc.Options{}) })
 
 // projectRules merges the RedirectPolicies in force for a Project, as the compiler does.
-func projectRules(ctx context.Context, c client.Reader, res *resolver, projectKey string) (config.RedirectRules, error) {
+func projectRules(ctx context.Context, c Reader, res *resolver, projectKey string) (config.RedirectRules, error) {
 	var list v1alpha1.RedirectPolicyList
-	if err := c.List(ctx, &list, client.MatchingFields{projectIndex: projectKey}, noCopy); err != nil {
+	if err := c.List(ctx, &list, MatchingFields{projectIndex: projectKey}, noCopy); err != nil {
 		return config.RedirectRules{}, fmt.Errorf("listing RedirectPolicies of Project %s: %w", projectKey, err)
 	}
 	var inForce []*v1alpha1.RedirectPolicy
@@ -96,12 +94,12 @@ func classify(uri string, rules config.RedirectRules) v1alpha1.RedirectStatus {
 // classifyRedirects fills status.redirects with each registered redirect URI's classification
 // under the Project's RedirectPolicies, and sets RefusedByPolicy, so `kubectl get oauthclients`
 // shows what is blocked and why.
-func (r *OAuthClientReconciler) classifyRedirects(ctx context.Context, s *clientScope) (ctrl.Result, error) {
+func (r *clientPhases) classifyRedirects(ctx context.Context, s *clientScope) (Result, error) {
 	oc := s.oc
 	key := projectKeyOf(oc.Spec.ProjectRef, oc.Namespace).String()
-	rules, err := projectRules(ctx, r.client, s.res, key)
+	rules, err := projectRules(ctx, r.reader, s.res, key)
 	if err != nil {
-		return ctrl.Result{}, err
+		return Result{}, err
 	}
 	oc.Status.Redirects = nil
 	var others []string
@@ -138,7 +136,7 @@ func (r *OAuthClientReconciler) classifyRedirects(ctx context.Context, s *client
 	if c.Status == metav1.ConditionTrue && !was {
 		r.recorder.Eventf(oc, nil, corev1.EventTypeWarning, c.Reason, "Refuse", "%s", c.Message)
 	}
-	return ctrl.Result{}, nil
+	return Result{}, nil
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -148,34 +146,34 @@ func (r *OAuthClientReconciler) classifyRedirects(ctx context.Context, s *client
 // clients of the Project the merged rules refuse, revokes every live token they hold, and
 // reports the count (status.revokedTokens, cumulative; an Event "revoked 12 tokens held by 3
 // clients") and the refused clients (status.refusedClients).
-func (r *RedirectPolicyReconciler) enforce(ctx context.Context, s *policyScope) (ctrl.Result, error) {
+func (r *policyPhases) enforce(ctx context.Context, s *policyScope) (Result, error) {
 	p := s.policy
 	if !s.ready || !p.Spec.OnlyRecognisedApps {
 		p.Status.RefusedClients = nil
-		return ctrl.Result{}, nil
+		return Result{}, nil
 	}
-	rules, err := projectRules(ctx, r.client, s.res, s.project)
+	rules, err := projectRules(ctx, r.reader, s.res, s.project)
 	if err != nil {
-		return ctrl.Result{}, err
+		return Result{}, err
 	}
 	if !rules.OnlyRecognisedApps {
 		// The cache has not seen this policy's own change yet; its watch brings it back.
-		return ctrl.Result{}, nil
+		return Result{}, nil
 	}
 	refused, err := r.refusedClients(ctx, s.project, rules)
 	if err != nil {
-		return ctrl.Result{}, err
+		return Result{}, err
 	}
 	p.Status.RefusedClients = nil
 	if len(refused) > 0 {
 		p.Status.RefusedClients = refused[:min(len(refused), maxRefusedListed)]
 	}
 	if r.store == nil || len(refused) == 0 {
-		return ctrl.Result{RequeueAfter: EnforceInterval}, nil
+		return Result{RequeueAfter: EnforceInterval}, nil
 	}
 	counts, err := r.store.RevokeClientTokens(ctx, s.project, refused, r.clock())
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("revoking the tokens of clients refused by RedirectPolicy %s/%s: %w", p.Namespace, p.Name, err)
+		return Result{}, fmt.Errorf("revoking the tokens of clients refused by RedirectPolicy %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	var tokens, holders int64
 	for _, n := range counts {
@@ -187,10 +185,10 @@ func (r *RedirectPolicyReconciler) enforce(ctx context.Context, s *policyScope) 
 	if tokens > 0 {
 		p.Status.RevokedTokens += tokens
 		msg := fmt.Sprintf("revoked %s held by %s", plural(tokens, "token"), plural(holders, "client"))
-		ctrl.LoggerFrom(ctx).Info(msg, "project", s.project)
+		log.FromContext(ctx).Info(msg, "project", s.project)
 		r.recorder.Eventf(p, nil, corev1.EventTypeNormal, v1alpha1.RedirectPolicyTokensRevokedReason, "Revoke", "%s", msg)
 	}
-	return ctrl.Result{RequeueAfter: EnforceInterval}, nil
+	return Result{RequeueAfter: EnforceInterval}, nil
 }
 
 func plural(n int64, noun string) string {
@@ -204,10 +202,10 @@ func plural(n int64, noun string) string {
 // OAuthClients, dynamically registered clients, and clients identified by a metadata document
 // that hold live tokens (whose documents are fetched to read their redirects; one that cannot be
 // fetched now is left to the server, which refuses it while it stays unreadable).
-func (r *RedirectPolicyReconciler) refusedClients(ctx context.Context, projectKey string, rules config.RedirectRules) ([]string, error) {
+func (r *policyPhases) refusedClients(ctx context.Context, projectKey string, rules config.RedirectRules) ([]string, error) {
 	refused := map[string]bool{}
 	var ocs v1alpha1.OAuthClientList
-	if err := r.client.List(ctx, &ocs, client.MatchingFields{projectIndex: projectKey}, noCopy); err != nil {
+	if err := r.reader.List(ctx, &ocs, MatchingFields{projectIndex: projectKey}, noCopy); err != nil {
 		return nil, fmt.Errorf("listing OAuthClients of Project %s: %w", projectKey, err)
 	}
 	for i := range ocs.Items {
@@ -248,7 +246,7 @@ func (r *RedirectPolicyReconciler) refusedClients(ctx context.Context, projectKe
 				if !errors.As(err, &problem) {
 					return nil, err
 				}
-				ctrl.LoggerFrom(ctx).V(1).Info("cannot read a client ID metadata document", "client", id, "reason", problem.Reason)
+				log.FromContext(ctx).V(1).Info("cannot read a client ID metadata document", "client", id, "reason", problem.Reason)
 				continue
 			}
 			if len(redirect.Allowed(d.RedirectURIs, rules)) > 0 {
@@ -266,27 +264,3 @@ func (r *RedirectPolicyReconciler) refusedClients(ctx context.Context, projectKe
 
 // ---------------------------------------------------------------------------------------------
 // Watch mappings
-
-// policySiblings: every RedirectPolicy of the same Project, since the rules they enforce are
-// the union of all of them.
-func (d *dependents) policySiblings(ctx context.Context, o client.Object) []reconcile.Request {
-	p := o.(*v1alpha1.RedirectPolicy)
-	key := projectKeyOf(p.Spec.ProjectRef, p.Namespace).String()
-	return attached[v1alpha1.RedirectPolicy](ctx, d, map[string]bool{key: true}, policyItems)
-}
-
-// policiesForClient: the RedirectPolicies of an OAuthClient's Project, which must look at its
-// redirects again.
-func (d *dependents) policiesForClient(ctx context.Context, o client.Object) []reconcile.Request {
-	oc := o.(*v1alpha1.OAuthClient)
-	key := projectKeyOf(oc.Spec.ProjectRef, oc.Namespace).String()
-	return attached[v1alpha1.RedirectPolicy](ctx, d, map[string]bool{key: true}, policyItems)
-}
-
-// clientsForPolicy: the OAuthClients of a RedirectPolicy's Project, whose classification
-// follows the policy.
-func (d *dependents) clientsForPolicy(ctx context.Context, o client.Object) []reconcile.Request {
-	p := o.(*v1alpha1.RedirectPolicy)
-	key := projectKeyOf(p.Spec.ProjectRef, p.Namespace).String()
-	return attached[v1alpha1.OAuthClient](ctx, d, map[string]bool{key: true}, clientItems)
-}

@@ -423,8 +423,8 @@ func TestRefusedDocumentClients(t *testing.T) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(site.Certificate())
-	r := &RedirectPolicyReconciler{
-		base:      base{client: cachedLister{Client: k8s, r: compiler.cache}, clock: func() time.Time { return testNow }},
+	r := &policyPhases{
+		base:      base{reader: clusterReader{cachedLister{Client: k8s, r: compiler.cache}}, clock: func() time.Time { return testNow }},
 		store:     testStore,
 		documents: clientdoc.New(clientdoc.Options{AllowLoopback: true, RootCAs: pool, Now: func() time.Time { return testNow }}),
 	}

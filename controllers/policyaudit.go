@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"latchkey.dev/latchkey/internal/events"
 	"latchkey.dev/latchkey/internal/store"
 )
@@ -19,7 +17,7 @@ import (
 // the generation to tell). Who made the change is in the Kubernetes API server's audit
 // log: the object does not say. A failed write fails the reconcile, which is retried, and
 // observedGeneration waits for it.
-func (b *base) recordPolicyChange(ctx context.Context, obj client.Object, kind, project string, observed int64, details map[string]string) error {
+func (b *base) recordPolicyChange(ctx context.Context, obj Object, kind, project string, observed int64, details map[string]string) error {
 	if b.audit == nil || project == "" || obj.GetGeneration() == observed {
 		return nil
 	}

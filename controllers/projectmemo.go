@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 )
@@ -37,9 +36,9 @@ type memoEntry struct {
 
 // lookup returns the memoised result for p if it is still current, and otherwise the Secret
 // versions to store a fresh result under (nil when they could not be read).
-func (m *projectMemo) lookup(ctx context.Context, c client.Reader, p *v1alpha1.Project) (*projectResult, map[string]string) {
+func (m *projectMemo) lookup(ctx context.Context, c Reader, p *v1alpha1.Project) (*projectResult, map[string]string) {
 	versions := secretVersions(ctx, c, p)
-	key := client.ObjectKeyFromObject(p)
+	key := objectKey(p)
 	m.mu.Lock()
 	e := m.entries[key]
 	m.mu.Unlock()
@@ -65,18 +64,18 @@ func (m *projectMemo) store(p *v1alpha1.Project, versions map[string]string, res
 	if m.entries == nil {
 		m.entries = map[types.NamespacedName]*memoEntry{}
 	}
-	m.entries[client.ObjectKeyFromObject(p)] = &memoEntry{uid: p.UID, generation: p.Generation, secrets: versions, result: result}
+	m.entries[objectKey(p)] = &memoEntry{uid: p.UID, generation: p.Generation, secrets: versions, result: result}
 }
 
 // secretVersions reads the resourceVersion of every Secret and ConfigMap p names from the
 // cache; nil when one cannot be read.
-func secretVersions(ctx context.Context, c client.Reader, p *v1alpha1.Project) map[string]string {
+func secretVersions(ctx context.Context, c Reader, p *v1alpha1.Project) map[string]string {
 	names := projectSecretNames(p)
 	out := make(map[string]string, len(names))
 	for _, name := range names {
 		sec := &corev1.Secret{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: name}, sec, noCopy); err != nil {
-			if client.IgnoreNotFound(err) != nil {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: name}, sec, noCopy); err != nil {
+			if ignoreNotFound(err) != nil {
 				return nil
 			}
 			out[name] = ""
@@ -87,8 +86,8 @@ func secretVersions(ctx context.Context, c client.Reader, p *v1alpha1.Project) m
 	for _, name := range projectConfigMapNames(p) {
 		cm := &corev1.ConfigMap{}
 		key := "configmap/" + name // not a Secret name: those cannot hold '/'
-		if err := c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: name}, cm, noCopy); err != nil {
-			if client.IgnoreNotFound(err) != nil {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: name}, cm, noCopy); err != nil {
+			if ignoreNotFound(err) != nil {
 				return nil
 			}
 			out[key] = ""

@@ -39,7 +39,7 @@ func TestProjectMemo(t *testing.T) {
 	memo := &projectMemo{}
 	resolve := func(p *v1alpha1.Project) *projectResult {
 		t.Helper()
-		r := newResolver(c, "https://latchkey.example")
+		r := newResolver(clusterReader{c}, "https://latchkey.example")
 		r.memo = memo
 		pr, err := r.projectFromObject(ctx, p)
 		if err != nil || pr.compiled == nil {

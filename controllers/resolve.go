@@ -18,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/config"
@@ -66,11 +65,11 @@ func joinNotReady(errs []*notReady) *notReady {
 }
 
 // resolver turns Latchkey objects into compiled configuration, reading everything they refer to
-// from a client.Reader (the manager's cache). It memoises within one pass: a reconciler makes one
+// from a Reader (the manager's cache). It memoises within one pass: a reconciler makes one
 // per reconcile, the compiler one per compilation. Objects read from the cache are shared, never
 // modified.
 type resolver struct {
-	c         client.Reader
+	c         Reader
 	publicURL string
 
 	projects   map[types.NamespacedName]*projectResult
@@ -112,7 +111,7 @@ type connectorResult struct {
 	err      error
 }
 
-func newResolver(c client.Reader, publicURL string) *resolver {
+func newResolver(c Reader, publicURL string) *resolver {
 	return &resolver{
 		c:          c,
 		publicURL:  strings.TrimRight(publicURL, "/"),
@@ -127,9 +126,6 @@ func newResolver(c client.Reader, publicURL string) *resolver {
 		bundleNext:   map[types.NamespacedName]time.Time{},
 	}
 }
-
-// noCopy reads straight from the informer cache: the resolver never modifies what it reads.
-var noCopy = client.UnsafeDisableDeepCopy
 
 // issuer is the Project's issuer URL; the HTTP server routes on exactly this shape.
 func (r *resolver) issuer(namespace, name string) string {
@@ -241,7 +237,7 @@ func (r *resolver) project(ctx context.Context, key types.NamespacedName) (*proj
 // projectFromObject compiles a Project already read (the reconciler's own object, or a cache
 // list item in the compiler).
 func (r *resolver) projectFromObject(ctx context.Context, p *v1alpha1.Project) (*projectResult, error) {
-	key := client.ObjectKeyFromObject(p)
+	key := objectKey(p)
 	if pr, ok := r.projects[key]; ok {
 		return pr, nil
 	}
@@ -668,7 +664,7 @@ func connectorAudience(c *v1alpha1.Connector) string {
 // connector resolves a Connector completely: attachment, client secret, and the audience rule
 // (the oldest otherwise valid Connector of a Project keeps a contested audience).
 func (r *resolver) connector(ctx context.Context, c *v1alpha1.Connector) (*connectorResult, error) {
-	key := client.ObjectKeyFromObject(c)
+	key := objectKey(c)
 	if res, ok := r.connFull[key]; ok {
 		return res, nil
 	}
@@ -713,7 +709,7 @@ func (r *resolver) connectorByKey(ctx context.Context, key types.NamespacedName)
 // otherwise valid, or nil.
 func (r *resolver) audienceOwner(ctx context.Context, c *v1alpha1.Connector, projectKey string) (*v1alpha1.Connector, error) {
 	var list v1alpha1.ConnectorList
-	if err := r.c.List(ctx, &list, client.MatchingFields{projectIndex: projectKey}, noCopy); err != nil {
+	if err := r.c.List(ctx, &list, MatchingFields{projectIndex: projectKey}, noCopy); err != nil {
 		return nil, fmt.Errorf("listing Connectors of Project %s: %w", projectKey, err)
 	}
 	audience := connectorAudience(c)
@@ -736,7 +732,7 @@ func (r *resolver) audienceOwner(ctx context.Context, c *v1alpha1.Connector, pro
 
 // older orders objects by creation time, then by namespace/name, so every replica and every
 // reconcile agrees on who came first.
-func older(a, b client.Object) bool {
+func older(a, b Object) bool {
 	ta, tb := a.GetCreationTimestamp(), b.GetCreationTimestamp()
 	if !ta.Equal(&tb) {
 		return ta.Before(&tb)
@@ -746,7 +742,7 @@ func older(a, b client.Object) bool {
 
 // connectorBase resolves a Connector without the audience rule.
 func (r *resolver) connectorBase(ctx context.Context, c *v1alpha1.Connector) (*connectorResult, error) {
-	key := client.ObjectKeyFromObject(c)
+	key := objectKey(c)
 	if res, ok := r.connBase[key]; ok {
 		return res, nil
 	}
@@ -783,7 +779,7 @@ func (r *resolver) compileConnector(ctx context.Context, c *v1alpha1.Connector) 
 		DisplayName: c.Spec.DisplayName,
 		Preset:      string(c.Spec.Preset),
 		Audience:    connectorAudience(c),
-		CallbackURL: r.callbackURL(pk, client.ObjectKeyFromObject(c)),
+		CallbackURL: r.callbackURL(pk, objectKey(c)),
 		ClientID:    c.Spec.ClientID,
 		// Plaintext on purpose: the server presents it to the upstream token endpoint.
 		ClientSecret: strings.TrimSpace(string(sec)),

@@ -6,8 +6,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 )
@@ -76,7 +74,7 @@ func (r *resolver) clientResources(ctx context.Context, oc *v1alpha1.OAuthClient
 // Ready one listing it, when that is older than oc; nil when oc itself is the owner.
 func (r *resolver) resourceOwner(ctx context.Context, oc *v1alpha1.OAuthClient, projectKey, uri string) (*v1alpha1.OAuthClient, error) {
 	var list v1alpha1.OAuthClientList
-	if err := r.c.List(ctx, &list, client.MatchingFields{resourceIndex: resourceIndexKey(projectKey, uri)}, noCopy); err != nil {
+	if err := r.c.List(ctx, &list, MatchingFields{resourceIndex: resourceIndexKey(projectKey, uri)}, noCopy); err != nil {
 		return nil, fmt.Errorf("listing OAuthClients of Project %s serving %s: %w", projectKey, uri, err)
 	}
 	var owner *v1alpha1.OAuthClient
@@ -99,7 +97,7 @@ func (r *resolver) resourceOwner(ctx context.Context, oc *v1alpha1.OAuthClient, 
 // clientReady reports whether an OAuthClient is Ready apart from the resource rule, reading its
 // credentials Secret from the cache as the compiler does.
 func (r *resolver) clientReady(ctx context.Context, oc *v1alpha1.OAuthClient) (bool, error) {
-	key := client.ObjectKeyFromObject(oc)
+	key := objectKey(oc)
 	if r.clientsReady == nil {
 		r.clientsReady = map[types.NamespacedName]bool{}
 	}
@@ -116,23 +114,4 @@ func (r *resolver) clientReady(ctx context.Context, oc *v1alpha1.OAuthClient) (b
 	}
 	r.clientsReady[key] = err == nil
 	return err == nil, nil
-}
-
-// clientsSharingResources: the other OAuthClients listing a URL o lists, whose ownership may
-// change when o appears, changes, becomes Ready or not, or goes. The mapping runs for the old
-// and the new object of an update, so a URL o stops listing counts too.
-func (d *dependents) clientsSharingResources(ctx context.Context, o client.Object) []reconcile.Request {
-	oc, ok := o.(*v1alpha1.OAuthClient)
-	if !ok {
-		return nil
-	}
-	var out []reconcile.Request
-	for _, key := range resourceIndexValues(oc) {
-		for _, req := range listed(ctx, d, clientItems, client.MatchingFields{resourceIndex: key}) {
-			if req.NamespacedName != client.ObjectKeyFromObject(oc) {
-				out = append(out, req)
-			}
-		}
-	}
-	return out
 }

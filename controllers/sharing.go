@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 )
@@ -35,15 +34,15 @@ func sharedClients(p *v1alpha1.Project, c *v1alpha1.Connector) (clients []string
 
 // reconcileSharing reports on the Shared condition how the Connector's spec.sharing and the
 // Project's spec.sharedConnections fit together (v1alpha1.ConnectorSharedCondition).
-func (r *ConnectorReconciler) reconcileSharing(ctx context.Context, s *connectorScope) (ctrl.Result, error) {
+func (r *connectorPhases) reconcileSharing(ctx context.Context, s *connectorScope) (Result, error) {
 	conds := &s.conn.Status.Conditions
 	project, _, err := s.res.attach(ctx, s.conn.Spec.ProjectRef, s.conn.Namespace)
 	if _, ok := asNotReady(err); err != nil && !ok {
-		return ctrl.Result{}, err
+		return Result{}, err
 	}
 	if project == nil {
 		meta.RemoveStatusCondition(conds, v1alpha1.ConnectorSharedCondition)
-		return ctrl.Result{}, nil
+		return Result{}, nil
 	}
 	clients, named := sharedClients(project, s.conn)
 	g := s.conn.Generation
@@ -60,5 +59,5 @@ func (r *ConnectorReconciler) reconcileSharing(ctx context.Context, s *connector
 	default:
 		meta.RemoveStatusCondition(conds, v1alpha1.ConnectorSharedCondition)
 	}
-	return ctrl.Result{}, nil
+	return Result{}, nil
 }

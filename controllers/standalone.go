@@ -11,21 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/types"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 )
-
-// standaloneScheme names Latchkey's kinds in owner references where no manager's scheme is at
-// hand.
-var standaloneScheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(corev1.AddToScheme(s))
-	utilruntime.Must(v1alpha1.AddToScheme(s))
-	return s
-}()
 
 // Objects is a complete set of Latchkey resources with the Namespaces and Secrets they refer to,
 // held somewhere other than an API server (the no-cluster mode reads them from files,
@@ -71,7 +60,7 @@ func NewStandalone(opts Options, log logr.Logger) (*Standalone, error) {
 //
 //nolint:funlen // the phases run in the order the reconcilers run them; split, that order hides
 func (s *Standalone) Apply(ctx context.Context, objs *Objects) error {
-	ctx = ctrl.LoggerInto(ctx, s.log)
+	ctx = logr.NewContext(ctx, s.log)
 	mem := newMemReader()
 	if err := addIndexes(ctx, mem); err != nil {
 		return err
@@ -96,7 +85,7 @@ func (s *Standalone) Apply(ctx context.Context, objs *Objects) error {
 	}
 
 	b := base{
-		client:    readOnlyClient{r: mem},
+		reader:    mem,
 		recorder:  logRecorder{log: s.log.WithName("events")},
 		publicURL: s.opts.PublicURL,
 		clock:     s.opts.Clock,
@@ -104,13 +93,13 @@ func (s *Standalone) Apply(ctx context.Context, objs *Objects) error {
 	res := func() *resolver { return newResolver(mem, s.opts.PublicURL) }
 	var errs []error
 
-	pr := &ProjectReconciler{base: b}
+	pr := &projectPhases{base: b}
 	for i := range objs.Projects {
 		p := &objs.Projects[i]
 		errs = append(errs, status(ctx, &b, p, projectKind, &projectScope{project: p, res: res()},
 			pr.reconcileIssuer, pr.reconcileReady))
 	}
-	cr := &ConnectorReconciler{base: b}
+	cr := &connectorPhases{base: b}
 	for i := range objs.Connectors {
 		c := &objs.Connectors[i]
 		errs = append(errs, status(ctx, &b, c, connectorKind, &connectorScope{conn: c, res: res()},
@@ -118,7 +107,7 @@ func (s *Standalone) Apply(ctx context.Context, objs *Objects) error {
 	}
 	quiet := b
 	quiet.quietFirstReady = true
-	ocr := &OAuthClientReconciler{base: quiet}
+	ocr := &clientPhases{base: quiet}
 	if s.opts.Store != nil {
 		ocr.holders = s.opts.Store
 	}
@@ -135,13 +124,13 @@ func (s *Standalone) Apply(ctx context.Context, objs *Objects) error {
 		oc := &objs.OAuthClients[i]
 		scope := &clientScope{oc: oc, res: res()}
 		sec := &corev1.Secret{}
-		if err := mem.Get(ctx, client.ObjectKey{Namespace: oc.Namespace, Name: credentialsSecretName(oc)}, sec); err == nil {
+		if err := mem.Get(ctx, types.NamespacedName{Namespace: oc.Namespace, Name: credentialsSecretName(oc)}, sec); err == nil {
 			scope.secret = sec
 		}
 		errs = append(errs, status(ctx, &quiet, oc, oauthClientKind, scope,
 			standaloneClientStatus, ocr.reconcileReady, ocr.reconcileRedirects))
 	}
-	rpr := &RedirectPolicyReconciler{base: b, store: s.opts.Store, documents: s.opts.ClientDocuments}
+	rpr := &policyPhases{base: b, store: s.opts.Store, documents: s.opts.ClientDocuments}
 	for i := range objs.RedirectPolicies {
 		p := &objs.RedirectPolicies[i]
 		errs = append(errs, status(ctx, &b, p, redirectPolicyKind, &policyScope{policy: p, res: res()},
@@ -166,14 +155,14 @@ func (s *Standalone) Apply(ctx context.Context, objs *Objects) error {
 
 // standaloneClientStatus is the part of reconcileSecret that is status: the Secret itself is
 // written by whoever keeps the Secrets (CredentialsSecret says what to write).
-func standaloneClientStatus(_ context.Context, s *clientScope) (ctrl.Result, error) {
+func standaloneClientStatus(_ context.Context, s *clientScope) (Result, error) {
 	s.oc.Status.SecretName = credentialsSecretName(s.oc)
-	return ctrl.Result{}, nil
+	return Result{}, nil
 }
 
 // status is reconcileWith without the API server: the same phases, observedGeneration advanced
 // only when all of them ran, and the same Events for Ready and Degraded transitions.
-func status[T client.Object, S any](ctx context.Context, b *base, obj T, kind statusKind[T], scope S, phases ...phase[S]) error {
+func status[T Object, S any](ctx context.Context, b *base, obj T, kind statusKind[T], scope S, phases ...phase[S]) error {
 	before := obj.DeepCopyObject().(T)
 	_, err := runPhases(ctx, scope, phases...)
 	if err == nil {

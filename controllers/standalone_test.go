@@ -157,7 +157,7 @@ func TestMemReaderIndexes(t *testing.T) {
 	other.Name, other.Spec.ProjectRef.Name = "elsewhere", "q"
 	m.add(&other)
 	var l v1alpha1.ConnectorList
-	if err := m.List(context.Background(), &l, client.MatchingFields{projectIndex: "demo/p"}); err != nil {
+	if err := m.List(context.Background(), &l, MatchingFields{projectIndex: "demo/p"}); err != nil {
 		t.Fatal(err)
 	}
 	if len(l.Items) != 1 || l.Items[0].Name != "github" {

@@ -6,13 +6,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 	lkkeys "latchkey.dev/latchkey/internal/keys"
@@ -21,8 +16,9 @@ import (
 
 // base is what every reconciler shares.
 type base struct {
-	client    client.Client
-	recorder  recorder.EventRecorder
+	// reader is what the phases read: the manager's cache, or a memReader.
+	reader    Reader
+	recorder  EventRecorder
 	publicURL string
 	clock     func() time.Time
 	// projects is shared by every reconciler: see projectMemo.
@@ -44,7 +40,7 @@ type base struct {
 }
 
 func (b *base) resolver() *resolver {
-	r := newResolver(b.client, b.publicURL)
+	r := newResolver(b.reader, b.publicURL)
 	r.memo = b.projects
 	r.signing = b.signing
 	r.bundles = b.bundles
@@ -105,7 +101,7 @@ func (b *base) set(conds *[]metav1.Condition, generation int64, typ string, okSt
 // One reconcile, for every kind
 
 // statusKind is what reconcileWith needs to know about one kind of object.
-type statusKind[T client.Object] struct {
+type statusKind[T Object] struct {
 	// status points at the two status fields every Latchkey kind has.
 	status func(T) statusFields
 	// skipDeleting leaves an object that is being deleted alone, status included.
@@ -121,39 +117,10 @@ type statusFields struct {
 // later phases read what earlier ones found (the OAuthClient's Secret, for one). A phase that
 // returns an error sets no condition: a condition records the generation it was computed from,
 // and a phase that failed computed nothing.
-type phase[S any] func(context.Context, S) (ctrl.Result, error)
+type phase[S any] func(context.Context, S) (Result, error)
 
-// reconcileWith is the body of every Reconcile, in Cluster API's patch-helper pattern. It reads
-// the object named by req into obj (nothing to do when it is gone), keeps a copy to patch status
-// against, runs the phases on the scope newScope makes from obj, and patches status once, only
-// when it changed. Phases write only status.
-//
-// status.observedGeneration advances only when every phase ran without an error: it says the
-// controller has acted on that generation completely. After an error the status is still
-// patched with what the phases that ran found, and the conditions they set record the
-// generation they were computed from; the error is retried. See docs/decisions/0023.
-func reconcileWith[T client.Object, S any](ctx context.Context, b *base, req ctrl.Request, obj T, kind statusKind[T],
-	newScope func(T) S, phases ...phase[S]) (ctrl.Result, error) {
-	if err := b.client.Get(ctx, req.NamespacedName, obj); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if kind.skipDeleting && !obj.GetDeletionTimestamp().IsZero() {
-		return ctrl.Result{}, nil
-	}
-	before := obj.DeepCopyObject().(T)
-	// Not deferred: a panicking phase must not have its generation recorded as observed.
-	res, err := runPhases(ctx, newScope(obj), phases...)
-	if err == nil {
-		*kind.status(obj).observedGeneration = obj.GetGeneration()
-	}
-	if perr := patchStatus(ctx, b, before, obj, kind); perr != nil {
-		return res, kerrors.NewAggregate([]error{err, perr})
-	}
-	return res, err
-}
-
-func runPhases[S any](ctx context.Context, s S, phases ...phase[S]) (ctrl.Result, error) {
-	var res ctrl.Result
+func runPhases[S any](ctx context.Context, s S, phases ...phase[S]) (Result, error) {
+	var res Result
 	for _, p := range phases {
 		r, err := p(ctx, s)
 		if err != nil {
@@ -166,28 +133,10 @@ func runPhases[S any](ctx context.Context, s S, phases ...phase[S]) (ctrl.Result
 	return res, nil
 }
 
-// patchStatus writes after's status when the phases changed anything (they write only status),
-// then records an Event when Ready changed (readyEvent). An object deleted meanwhile is no error.
-func patchStatus[T client.Object](ctx context.Context, b *base, before, after T, kind statusKind[T]) error {
-	if equality.Semantic.DeepEqual(before, after) {
-		return nil
-	}
-	if err := b.client.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	b.readyEvent(after,
-		meta.FindStatusCondition(*kind.status(before).conditions, v1alpha1.ReadyCondition),
-		meta.FindStatusCondition(*kind.status(after).conditions, v1alpha1.ReadyCondition))
-	b.degradedEvent(after,
-		meta.FindStatusCondition(*kind.status(before).conditions, v1alpha1.DegradedCondition),
-		meta.FindStatusCondition(*kind.status(after).conditions, v1alpha1.DegradedCondition))
-	return nil
-}
-
 // degradedEvent records a Warning when Degraded became True (or True for a new reason): a
 // serving object losing a feature is worth an Event as much as one that stops serving. Its
 // recovery shows in status; a Normal Event for it would repeat the Ready one on first sight.
-func (b *base) degradedEvent(obj client.Object, oldDeg, newDeg *metav1.Condition) {
+func (b *base) degradedEvent(obj Object, oldDeg, newDeg *metav1.Condition) {
 	if newDeg == nil || newDeg.Status != metav1.ConditionTrue {
 		return
 	}
@@ -199,7 +148,7 @@ func (b *base) degradedEvent(obj client.Object, oldDeg, newDeg *metav1.Condition
 // readyEvent records an Event when Ready changed from oldReady to newReady: Warning when it
 // became False (or False for a new reason), Normal when it became True (unless quietFirstReady
 // and it had never been False).
-func (b *base) readyEvent(obj client.Object, oldReady, newReady *metav1.Condition) {
+func (b *base) readyEvent(obj Object, oldReady, newReady *metav1.Condition) {
 	if newReady == nil {
 		return
 	}

@@ -85,7 +85,7 @@ type Options struct {
 	// for production (public addresses only).
 	ClientKeys *jwks.Fetcher
 	// Workloads reviews Kubernetes ServiceAccount tokens of workload_identity clients
-	// (workload.TokenReviewer in a cluster); nil refuses them, saying the server runs without a
+	// (tokenreview.Reviewer in a cluster); nil refuses them, saying the server runs without a
 	// cluster.
 	Workloads workload.Reviewer
 	// ClientDocuments fetches client ID metadata documents for projects that accept them;

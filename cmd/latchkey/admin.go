@@ -1,3 +1,5 @@
+//go:build !latchkey_local
+
 package main
 
 import (
@@ -17,7 +19,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -30,18 +31,6 @@ import (
 	"latchkey.dev/latchkey/internal/upstream"
 	"latchkey.dev/latchkey/webhook/admin"
 )
-
-// adminOptions are the admin API's flags (docs/admin.md).
-type adminOptions struct {
-	bind         string
-	certFile     string
-	keyFile      string
-	clientCAFile string
-	allowedNames string
-	// tlsSecret and service: the operator keeps the serving certificate (internal/admincert).
-	tlsSecret string
-	service   string
-}
 
 // The kube-apiserver publishes its front-proxy (requestheader) settings here for aggregated
 // API servers to read.
@@ -182,9 +171,13 @@ func servingCert(mgr manager.Manager, o adminOptions, log logr.Logger) (func(*tl
 // addAdminServer starts the admin API's listener with the manager (on every replica). A
 // cluster without aggregation gets everything but the admin API, and its APIService reports
 // itself unavailable.
-func addAdminServer(ctx context.Context, mgr manager.Manager, o options, cfg *rest.Config, holder *config.Holder,
+func addAdminServer(ctx context.Context, h host, o options, holder *config.Holder,
 	st *sqlstore.Store, kr *secret.Keyring, events func(context.Context, store.AuditRecord), log logr.Logger) error {
-	cl, err := client.New(cfg, client.Options{})
+	mgr, err := managerOf(h)
+	if err != nil {
+		return err
+	}
+	cl, err := client.New(mgr.GetConfig(), client.Options{})
 	if err != nil {
 		return err
 	}
@@ -215,5 +208,5 @@ func addAdminServer(ctx context.Context, mgr manager.Manager, o options, cfg *re
 		return err
 	}
 	log.Info("admin API", "listen", ln.Addr().String(), "frontProxyNames", fp.AllowedNames)
-	return mgr.Add(serverRunnable("admin", ln, hs, o.shutdownGrace))
+	return h.Add(serverRunnable("admin", ln, hs, o.shutdownGrace))
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -17,8 +18,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/keys"
@@ -28,14 +27,14 @@ import (
 // setupKeys returns the keyring the server seals with.
 //
 // With --keys-secret the keys live in the Secret the operator keeps (docs/operations.md, "Keys:
-// creation and rotation"): a keys.Loader on every replica reads it, and a keys.Keeper on the
+// creation and rotation"): a keysecret.Loader on every replica reads it, and a keysecret.Keeper on the
 // elected replica (with SQLite, the one replica) creates it when missing, rotates keys and
-// re-seals stored values. The keyring is empty until the Loader has read the Secret; the
+// re-seals stored values (keepKeys). The keyring is empty until the Loader has read the Secret; the
 // returned Loader's WaitLoaded holds the first configuration back until then, so nothing is
 // served, and nothing sealed, before.
 //
 // Without it the keys come from --keys-dir / --keys-file (or the development key), now.
-func setupKeys(h host, o options, st keys.ResealStore, holder *config.Holder, log logr.Logger) (*secret.Keyring, *keys.Loader, error) {
+func setupKeys(h host, o options, st keys.ResealStore, holder *config.Holder, log logr.Logger) (*secret.Keyring, *keptKeys, error) {
 	if o.keysSecret == "" {
 		kr, err := loadKeyring(o, log)
 		return kr, nil, err
@@ -53,37 +52,16 @@ func setupKeys(h host, o options, st keys.ResealStore, holder *config.Holder, lo
 	if o.signingRotate > 0 && o.signingRotate <= o.signingAnnounce {
 		return nil, nil, errors.New("--signing-key-rotate-every must be longer than --signing-key-announce")
 	}
-	mgr, ok := h.(manager.Manager)
-	if !ok {
-		return nil, nil, errors.New("--keys-secret needs a Kubernetes cluster; without one the keys come from --keys-dir, --keys-file or the data directory")
-	}
-	key := types.NamespacedName{Namespace: ns, Name: name}
-	// The Secret is read and written straight through the API server: it lives in the
-	// installation's namespace, which need not be one the cache watches.
-	c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
-	if err != nil {
-		return nil, nil, err
-	}
-	kr := &secret.Keyring{}
-	signing := &keys.Signing{Retire: o.signingRetire}
-	loader := keys.NewLoader()
-	loader.Reader, loader.Secret, loader.Keyring, loader.Signing = mgr.GetAPIReader(), key, kr, signing
-	loader.Now, loader.Log = time.Now, log.WithName("keys")
-	keeper := &keys.Keeper{
-		Client: c, Secret: key, Create: o.keysCreate,
-		Announce: o.signingAnnounce, Retire: o.signingRetire, RotateEvery: o.signingRotate,
-		LongestTokenLifetime: func() time.Duration { return longestTokenLifetime(holder.Load()) },
-		Reseal:               &keys.Resealer{Store: st, Log: log.WithName("reseal")},
-		Now:                  time.Now,
-		Log:                  log.WithName("keys"),
-	}
-	if err := mgr.Add(loader); err != nil {
-		return nil, nil, err
-	}
-	if err := mgr.Add(keeper); err != nil {
-		return nil, nil, err
-	}
-	return kr, loader, nil
+	return keepKeys(h, o, types.NamespacedName{Namespace: ns, Name: name}, st, holder, log)
+}
+
+// keptKeys are the operator's keys kept in a Secret (keepKeys, cluster mode only), as the
+// compiler needs them: the signing keys, a wait for the first reading, and a hook to compile
+// again when they change.
+type keptKeys struct {
+	signing    *keys.Signing
+	waitLoaded func(context.Context) error
+	changed    func(func())
 }
 
 // longestTokenLifetime is the longest any Project's signed tokens live (ID tokens live as

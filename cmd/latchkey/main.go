@@ -24,19 +24,10 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	dto "github.com/prometheus/client_model/go"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager/signals"
 
-	latchkeyv1alpha1 "latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/controllers"
 	"latchkey.dev/latchkey/internal/clientaddr"
 	"latchkey.dev/latchkey/internal/config"
@@ -104,8 +95,9 @@ func main() {
 	}
 	exitIfBackup(os.Args[1:])
 	var o options
-	fs := flag.CommandLine // controller-runtime registers --kubeconfig here
+	fs := flag.CommandLine // controller-runtime registers --kubeconfig here (clusterFlags without it)
 	registerFlags(fs, &o)
+	clusterFlags(fs)
 	printVersion := fs.Bool("version", false, "print the version and exit")
 	o.local.register(fs)
 	args := os.Args[1:]
@@ -135,7 +127,7 @@ func main() {
 	applyMemoryLimit(log)
 	startDebugPprof(log)
 
-	if err := run(ctrl.SetupSignalHandler(), o, log); err != nil {
+	if err := run(signals.SetupSignalHandler(), o, log); err != nil {
 		log.Error(err, "latchkey stopped")
 		os.Exit(1)
 	}
@@ -346,14 +338,12 @@ func (p *parts) setupEvents(context.Context) error {
 	if err := p.mgr.Add(&events.Deliverer{Store: p.store, Config: p.config, Logger: p.log.WithName("sinks")}); err != nil {
 		return err
 	}
-	if cm, ok := p.mgr.(ctrl.Manager); ok {
-		// Kubernetes Events on the Project; without a cluster the records stay in the store and
-		// reach the event sinks.
-		if err := controllers.SetupSecurityEvents(cm, p.store); err != nil {
-			return fmt.Errorf("controllers: %w", err)
-		}
+	if p.o.local.enabled() {
+		// Kubernetes Events on the Project need a cluster; without one the records stay in the
+		// store and reach the event sinks.
+		return nil
 	}
-	return nil
+	return clusterSecurityEvents(p.mgr, p.store)
 }
 
 // setupVault makes the vault that hands out people's upstream tokens for token exchange, and
@@ -415,17 +405,11 @@ func (p *parts) addHTTPServer(context.Context) error {
 // (TokenReview); without a cluster there is none, and such clients are refused with a message
 // saying so (docs/no-cluster.md).
 func (p *parts) workloadReviewer() workload.Reviewer {
-	cm, ok := p.mgr.(ctrl.Manager)
-	if !ok {
+	if p.o.local.enabled() {
 		p.log.Info("no cluster: workload_identity clients with a ServiceAccount cannot authenticate")
 		return nil
 	}
-	c, err := authnclient.NewForConfig(cm.GetConfig())
-	if err != nil {
-		p.log.Error(err, "no TokenReview client: workload_identity clients with a ServiceAccount cannot authenticate")
-		return nil
-	}
-	return &workload.TokenReviewer{Client: c}
+	return clusterTokenReviewer(p.mgr, p.log)
 }
 
 // addMetricsServer serves Prometheus metrics on --metrics-listen, unless it is "0".
@@ -453,11 +437,10 @@ func (p *parts) addAdminAPI(ctx context.Context) error {
 	if p.o.admin.bind == "" {
 		return nil
 	}
-	cm, ok := p.mgr.(ctrl.Manager)
-	if !ok {
+	if p.o.local.enabled() {
 		return errors.New("--admin-bind-address needs a Kubernetes cluster: the admin API is served through its kube-apiserver")
 	}
-	return addAdminServer(ctx, cm, p.o, cm.GetConfig(), p.config, p.store, p.keyring, p.emitter.Recorded, p.log)
+	return addAdminServer(ctx, p.mgr, p.o, p.config, p.store, p.keyring, p.emitter.Recorded, p.log)
 }
 
 // addCollector deletes expired rows every --gc-interval, unless it is 0.
@@ -486,75 +469,39 @@ func useCABundle(file string, log logr.Logger) error {
 // setupControllers runs the reconcilers and the compiler under the manager, or, without a
 // cluster, the configuration directory's reader (serve.go); the operator's keys, when it keeps
 // them, feed the compiler.
-func setupControllers(mgr host, o options, copts controllers.Options, kept *keys.Loader, log logr.Logger) error {
+func setupControllers(mgr host, o options, copts controllers.Options, kept *keptKeys, log logr.Logger) error {
 	if kept != nil {
-		copts.SigningKeys, copts.WaitFor = kept.Signing, kept.WaitLoaded
+		copts.SigningKeys, copts.WaitFor = kept.signing, kept.waitLoaded
 	}
-	cm, ok := mgr.(ctrl.Manager)
-	if !ok {
+	if o.local.enabled() {
 		return o.local.setup(mgr, copts, log)
 	}
-	compiler, err := controllers.SetupWithCompiler(cm, copts)
-	if err != nil {
-		return fmt.Errorf("controllers: %w", err)
-	}
-	if kept != nil {
-		kept.Changed = compiler.Kick
-	}
-	return nil
+	return clusterControllers(mgr, copts, kept)
+}
+
+// adminOptions are the admin API's flags (docs/admin.md).
+type adminOptions struct {
+	bind         string
+	certFile     string
+	keyFile      string
+	clientCAFile string
+	allowedNames string
+	// tlsSecret and service: the operator keeps the serving certificate (internal/admincert).
+	tlsSecret string
+	service   string
 }
 
 // host runs the server's parts: a controller manager with a cluster, a plain group without one
 // (serve.go).
 type host interface {
-	Add(manager.Runnable) error
+	Add(runnable) error
 	Start(context.Context) error
 }
 
-// newManager connects to the Kubernetes API and makes the controller manager.
-func newManager(o options, log logr.Logger) (ctrl.Manager, error) {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(latchkeyv1alpha1.AddToScheme(scheme))
-
-	restConfig, err := ctrl.GetConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
-	}
-	cacheOpts := controllers.CacheOptions()
-	watched, err := watchNamespaces(o.watchNS)
-	if err != nil {
-		return nil, err
-	}
-	if len(watched) > 0 {
-		// Namespaced kinds (the four resources, Secrets) are listed and watched in these
-		// namespaces only, so the service account needs no cluster-wide Secret access.
-		// Namespaces themselves stay cluster-wide: Projects select them by label.
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range watched {
-			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
-		}
-		log.Info("watching only some namespaces", "namespaces", watched)
-	}
-	grace := o.shutdownGrace + 5*time.Second
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme: scheme,
-		Logger: log,
-		Cache:  cacheOpts,
-		// Metrics are served below from one handler that also carries Latchkey's own
-		// collectors, so the manager's server stays off.
-		Metrics:                       metricsserver.Options{BindAddress: "0"},
-		LeaderElection:                o.leaderElect,
-		LeaderElectionID:              "latchkey.latchkey.dev",
-		LeaderElectionNamespace:       o.leaderNS,
-		LeaderElectionReleaseOnCancel: true,
-		GracefulShutdownTimeout:       &grace,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("controller manager: %w", err)
-	}
-
-	return mgr, nil
+// runnable is one part host runs until its context ends (controller-runtime's
+// manager.Runnable by another name, so the build without a cluster needs no manager).
+type runnable interface {
+	Start(context.Context) error
 }
 
 // newHTTPServer bounds what one client can make the server hold: headers (64 KiB, answered
@@ -627,31 +574,41 @@ func redactDSN(dsn string) string {
 
 var dsnPassword = regexp.MustCompile(`(?i)(password=)('[^']*'|[^&\s]*)`)
 
-// metricsGatherer serves controller-runtime's registry (controllers, work queues, client-go,
-// Go runtime, process) together with anything registered on Prometheus's default registry.
-// Both registries carry Go and process collectors; the default registry's copies are dropped so
-// each family appears once.
-func metricsGatherer() prometheus.Gatherer {
-	own := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
-		mfs, err := prometheus.DefaultGatherer.Gather()
-		kept := mfs[:0]
-		for _, mf := range mfs {
-			if n := mf.GetName(); strings.HasPrefix(n, "go_") || strings.HasPrefix(n, "process_") {
-				continue
-			}
-			kept = append(kept, mf)
-		}
-		return kept, err
-	})
-	return prometheus.Gatherers{ctrlmetrics.Registry, own}
-}
-
 // serverRunnable serves srv on ln on every replica, not only the leader (every replica answers
 // requests; docs/decisions/0004-every-replica-serves.md). When the manager stops, the listener
 // closes and requests already running get up to grace to finish; the manager's own
 // GracefulShutdownTimeout is longer, so it waits for them.
-func serverRunnable(name string, ln net.Listener, srv *http.Server, grace time.Duration) *manager.Server {
-	return &manager.Server{Name: name, Server: srv, Listener: ln, ShutdownTimeout: &grace}
+func serverRunnable(name string, ln net.Listener, srv *http.Server, grace time.Duration) *serving {
+	return &serving{name: name, srv: srv, ln: ln, grace: grace}
+}
+
+// serving is an HTTP server as a runnable (serverRunnable). In a cluster the manager runs it
+// as one of its own servers (clusterHost.Add); without one the group runs Start.
+type serving struct {
+	name  string
+	srv   *http.Server
+	ln    net.Listener
+	grace time.Duration
+}
+
+// NeedLeaderElection: every replica serves.
+func (s *serving) NeedLeaderElection() bool { return false }
+
+// Start serves until ctx ends, then gives requests already running up to grace to finish.
+func (s *serving) Start(ctx context.Context) error {
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.grace)
+		defer cancel()
+		_ = s.srv.Shutdown(sctx)
+	}()
+	if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("%s server: %w", s.name, err)
+	}
+	<-stopped
+	return nil
 }
 
 // collector deletes expired runtime state periodically. It runs on every replica: on PostgreSQL
@@ -716,7 +673,7 @@ func newLogger(level, format string) (logr.Logger, error) {
 // seconds after start without a logger prints a "log.SetLogger(...) was never called" stack
 // trace instead of the line.
 func setLoggers(log logr.Logger) {
-	ctrl.SetLogger(log)
+	ctrllog.SetLogger(log)
 	klog.SetLogger(log.WithName("client-go"))
 }
 

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"latchkey.dev/latchkey/controllers"
 	"latchkey.dev/latchkey/controllers/configdir"
@@ -79,16 +78,16 @@ func (l *localOptions) setup(h host, copts controllers.Options, log logr.Logger)
 	if err != nil {
 		return err
 	}
-	return h.Add(manager.RunnableFunc(src.Run))
+	return h.Add(runnableFunc(src.Run))
 }
 
 // group runs a set of runnables until the context ends or one of them fails; it stands in for
 // the controller manager when there is no cluster (no leader election: one process serves).
 type group struct {
-	runnables []manager.Runnable
+	runnables []runnable
 }
 
-func (g *group) Add(r manager.Runnable) error {
+func (g *group) Add(r runnable) error {
 	g.runnables = append(g.runnables, r)
 	return nil
 }
@@ -114,3 +113,8 @@ func (g *group) Start(ctx context.Context) error {
 	wg.Wait()
 	return first
 }
+
+// runnableFunc is a function as a runnable.
+type runnableFunc func(context.Context) error
+
+func (f runnableFunc) Start(ctx context.Context) error { return f(ctx) }

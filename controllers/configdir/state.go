@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"latchkey.dev/latchkey/controllers"
@@ -58,7 +57,7 @@ func readIdentities(dataDir string) (identities, error) {
 // assign gives every object of r its identity, keeping those it had, and returns the new set.
 func (ids identities) assign(r *read, now time.Time) (identities, error) {
 	next := identities{}
-	give := func(kind string, o client.Object, spec any) error {
+	give := func(kind string, o controllers.Object, spec any) error {
 		key := objectKey(kind, o.GetNamespace(), o.GetName())
 		b, err := json.Marshal(spec)
 		if err != nil {

@@ -2,12 +2,7 @@ package workload
 
 import (
 	"context"
-	"fmt"
 	"time"
-
-	authnv1 "k8s.io/api/authentication/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 
 	"latchkey.dev/latchkey/internal/config"
 )
@@ -29,49 +24,10 @@ type Review struct {
 // Reviewer asks the cluster whether a ServiceAccount token is valid for audience now: signed by
 // the cluster's service-account issuer, within its times, and its ServiceAccount (and the pod
 // or Secret it is bound to) still the object it was issued for (same uid). It is the one way
-// the HTTP server learns of a ServiceAccount; cmd/latchkey provides it in a cluster, and in
-// none there is no Reviewer.
+// the HTTP server learns of a ServiceAccount; cmd/latchkey provides it in a cluster (package
+// tokenreview), and in none there is no Reviewer.
 type Reviewer interface {
 	Review(ctx context.Context, token, audience string) (Review, error)
-}
-
-// TokenReviewer is a Reviewer over the authentication.k8s.io/v1 TokenReview API; the server's
-// ServiceAccount needs create on tokenreviews.
-type TokenReviewer struct {
-	Client authnclient.TokenReviewsGetter
-	// Timeout bounds one review; DefaultReviewTimeout when zero.
-	Timeout time.Duration
-}
-
-// DefaultReviewTimeout bounds a TokenReview: an authentication waits for it.
-const DefaultReviewTimeout = 5 * time.Second
-
-// Review implements Reviewer.
-func (t *TokenReviewer) Review(ctx context.Context, token, audience string) (Review, error) {
-	timeout := t.Timeout
-	if timeout <= 0 {
-		timeout = DefaultReviewTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tr, err := t.Client.TokenReviews().Create(ctx, &authnv1.TokenReview{
-		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{audience}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return Review{}, fmt.Errorf("asking the cluster to review a ServiceAccount token: %w", err)
-	}
-	out := Review{
-		Authenticated: tr.Status.Authenticated,
-		Username:      tr.Status.User.Username,
-		UID:           tr.Status.User.UID,
-		Audiences:     tr.Status.Audiences,
-		Error:         tr.Status.Error,
-		Extra:         map[string][]string{},
-	}
-	for k, v := range tr.Status.User.Extra {
-		out.Extra[k] = v
-	}
-	return out, nil
 }
 
 // Keys of TokenReview's user extra for a token bound to a pod.

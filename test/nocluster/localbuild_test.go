@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -52,10 +53,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// deps lists the packages `go build` links for pkgs, with tags.
-func deps(t *testing.T, tags string, pkgs ...string) map[string]bool {
+// deps lists the packages `go build` links for pkgs, with tags, and what each imports.
+func deps(t *testing.T, tags string, pkgs ...string) map[string][]string {
 	t.Helper()
-	args := []string{"list", "-deps"}
+	args := []string{"list", "-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}"}
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
@@ -65,14 +66,35 @@ func deps(t *testing.T, tags string, pkgs ...string) map[string]bool {
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	set := map[string]bool{}
-	for p := range strings.FieldsSeq(string(out)) {
-		set[p] = true
+	set := map[string][]string{}
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) > 0 {
+			set[f[0]] = f[1:]
+		}
 	}
 	return set
 }
 
-func linked(set map[string]bool, prefix string) string {
+// importers names the packages of set that import p, Latchkey's own first: the import to
+// remove, or to move behind the tag.
+func importers(set map[string][]string, p string) string {
+	var own, others []string
+	for q, imports := range set {
+		if slices.Contains(imports, p) {
+			if strings.HasPrefix(q, "latchkey.dev/") {
+				own = append(own, q)
+			} else {
+				others = append(others, q)
+			}
+		}
+	}
+	slices.Sort(own)
+	slices.Sort(others)
+	return strings.Join(append(own, others...), ", ")
+}
+
+func linked(set map[string][]string, prefix string) string {
 	for p := range set {
 		if p == prefix || strings.HasPrefix(p, prefix+"/") {
 			return p
@@ -82,9 +104,11 @@ func linked(set map[string]bool, prefix string) string {
 }
 
 // TestLocalBuildLinksWhatItServes keeps what the local build left out from coming back with a
-// new import (decision 0084): no gRPC, no Envoy API, no OTLP exporter, no envtest. And the
-// release's build (no tag) still links each of them, so the tag cannot take a mode away from
-// `make build`, the image or a release.
+// new import: no gRPC, no Envoy API, no OTLP exporter, no envtest (decision 0084), and no
+// Kubernetes client (decision 0085): no client-go, of controller-runtime only the packages that
+// link none of it, of k8s.io/api only the groups the no-cluster mode reads. And the release's
+// build (no tag) still links each of them, so the tag cannot take a mode away from `make
+// build`, the image or a release.
 func TestLocalBuildLinksWhatItServes(t *testing.T) {
 	local := deps(t, localTags, "../../cmd/latchkey", "../../hack/dev")
 	for _, gone := range []string{
@@ -93,9 +117,29 @@ func TestLocalBuildLinksWhatItServes(t *testing.T) {
 		"go.opentelemetry.io/otel/exporters/otlp",
 		"sigs.k8s.io/controller-runtime/pkg/envtest",
 		"latchkey.dev/latchkey/webhook/extauthz",
+		"k8s.io/client-go",
+		"latchkey.dev/latchkey/internal/keys/keysecret",
+		"latchkey.dev/latchkey/internal/keptsecret",
+		"latchkey.dev/latchkey/internal/admincert",
+		"latchkey.dev/latchkey/internal/workload/tokenreview",
 	} {
 		if p := linked(local, gone); p != "" {
-			t.Errorf("the local build links %s (go list -deps -tags %s ./cmd/latchkey ./hack/dev says which import brings it)", p, localTags)
+			t.Errorf("the local build links %s, imported by %s", p, importers(local, p))
+		}
+	}
+	// controller-runtime's client, cache and manager link client-go; these three do not.
+	light := map[string]bool{
+		"sigs.k8s.io/controller-runtime/pkg/scheme":          true, // api/v1alpha1's SchemeBuilder
+		"sigs.k8s.io/controller-runtime/pkg/log":             true,
+		"sigs.k8s.io/controller-runtime/pkg/manager/signals": true,
+		// Secrets, ConfigMaps and Namespaces; the API server's admission code reads
+		// authentication/v1's user info.
+		"k8s.io/api/core/v1":           true,
+		"k8s.io/api/authentication/v1": true,
+	}
+	for p := range local {
+		if (strings.HasPrefix(p, "sigs.k8s.io/controller-runtime") || strings.HasPrefix(p, "k8s.io/api/")) && !light[p] {
+			t.Errorf("the local build links %s, imported by %s", p, importers(local, p))
 		}
 	}
 	full := deps(t, "", "../../cmd/latchkey")
@@ -103,8 +147,13 @@ func TestLocalBuildLinksWhatItServes(t *testing.T) {
 		"latchkey.dev/latchkey/webhook/extauthz",
 		"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp",
 		"sigs.k8s.io/controller-runtime/pkg/manager",
+		"sigs.k8s.io/controller-runtime/pkg/builder",
+		"k8s.io/client-go/kubernetes/typed/authentication/v1",
+		"latchkey.dev/latchkey/internal/keys/keysecret",
+		"latchkey.dev/latchkey/internal/admincert",
+		"latchkey.dev/latchkey/internal/workload/tokenreview",
 	} {
-		if !full[kept] {
+		if _, ok := full[kept]; !ok {
 			t.Errorf("the release build of cmd/latchkey no longer links %s", kept)
 		}
 	}
@@ -148,28 +197,46 @@ func TestReleaseBuildsHaveNoLocalTag(t *testing.T) {
 	}
 }
 
-// TestLocalBuildRefusesWhatItLeftOut: asked for a listener or exporter it does not have, the
-// local binary stops at start-up and names the build that has it, rather than serving without.
+// TestLocalBuildRefusesWhatItLeftOut: asked for a listener, an exporter or a mode it does not
+// have, the local binary stops at start-up and names the build that has it, rather than
+// serving without: the Envoy external authorization server, the OTLP exporter, and the
+// cluster mode (latchkey without --config-dir), whose manager and Kubernetes client the tag
+// leaves out.
 func TestLocalBuildRefusesWhatItLeftOut(t *testing.T) {
 	testenv.SkipShort(t, "to build the latchkey binary")
 	bin := buildLocal(t)
-	for name, flags := range map[string][]string{
-		"ext-authz": {"--ext-authz-listen", "127.0.0.1:0"},
-		"otlp":      {"--otlp-traces-endpoint", "http://127.0.0.1:1/v1/traces"},
+	for name, c := range map[string]struct {
+		serve bool // with `serve --config-dir`
+		flags []string
+		want  []string
+	}{
+		"ext-authz": {serve: true, flags: []string{"--ext-authz-listen", "127.0.0.1:0"},
+			want: []string{"built for `make run-local`", "make build"}},
+		"otlp": {serve: true, flags: []string{"--otlp-traces-endpoint", "http://127.0.0.1:1/v1/traces"},
+			want: []string{"built for `make run-local`", "make build"}},
+		"cluster": {want: []string{"serves only `latchkey serve --config-dir`", "built for `make run-local`", "`make build`"}},
+		// The flag the full build's cluster mode reads still parses, and is refused as a
+		// cluster's.
+		"kubeconfig": {serve: true, flags: []string{"--kubeconfig", "/nonexistent"}, want: []string{"--kubeconfig needs a cluster"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			must(t, os.MkdirAll(filepath.Join(dir, "config"), 0o700))
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			args := append([]string{"serve", "--config-dir", filepath.Join(dir, "config"), "--data-dir", filepath.Join(dir, "data"),
-				"--listen", "127.0.0.1:0", "--metrics-listen", "0"}, flags...)
-			out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
-			if err == nil {
-				t.Fatalf("latchkey started with %v:\n%s", flags, out)
+			args := []string{"--listen", "127.0.0.1:0", "--metrics-listen", "0", "--public-url", "http://127.0.0.1:8080",
+				"--database", "sqlite:" + filepath.Join(dir, "latchkey.db")}
+			if c.serve {
+				args = append([]string{"serve", "--config-dir", filepath.Join(dir, "config"), "--data-dir", filepath.Join(dir, "data")}, args...)
 			}
-			if !strings.Contains(string(out), "built for `make run-local`") || !strings.Contains(string(out), "make build") {
-				t.Errorf("the refusal does not say which build has it:\n%s", out)
+			out, err := exec.CommandContext(ctx, bin, append(args, c.flags...)...).CombinedOutput()
+			if err == nil {
+				t.Fatalf("latchkey started with %v:\n%s", c.flags, out)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("the refusal does not say %q:\n%s", w, out)
+				}
 			}
 		})
 	}

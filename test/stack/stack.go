@@ -111,7 +111,7 @@ type Options struct {
 	// BackchannelNotify posts CIBA ping notifications (webhook.Options.BackchannelNotify).
 	BackchannelNotify *http.Client
 	// Workloads reviews workload_identity clients' ServiceAccount tokens (a
-	// workload.TokenReviewer on a test cluster); nil: none, as without a cluster.
+	// tokenreview.Reviewer on a test cluster); nil: none, as without a cluster.
 	Workloads workload.Reviewer
 	// Project, when set, changes the project before the replicas start.
 	Project func(*config.Project)

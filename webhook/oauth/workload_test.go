@@ -29,6 +29,7 @@ import (
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/testenv"
 	"latchkey.dev/latchkey/internal/workload"
+	"latchkey.dev/latchkey/internal/workload/tokenreview"
 	"latchkey.dev/latchkey/test/stack"
 	"latchkey.dev/latchkey/webhook/oauth"
 )
@@ -96,7 +97,7 @@ func newWIDStack(t *testing.T, reviewer bool) *widStack {
 	cs := cluster(t)
 	o := stack.Options{DSN: "sqlite:" + filepath.Join(t.TempDir(), "latchkey.db")}
 	if reviewer {
-		o.Workloads = &workload.TokenReviewer{Client: cs.AuthenticationV1()}
+		o.Workloads = &tokenreview.Reviewer{Client: cs.AuthenticationV1()}
 	}
 	s := stack.New(t, o)
 	// The cluster mints tokens on the wall clock; the server's clock starts there too, and
@@ -396,7 +397,7 @@ func BenchmarkServiceAccountReview(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rv := &workload.TokenReviewer{Client: cs.AuthenticationV1()}
+	rv := &tokenreview.Reviewer{Client: cs.AuthenticationV1()}
 	w := &config.Workload{ServiceAccountNamespace: ns, ServiceAccountName: "agent"}
 	b.ResetTimer()
 	for b.Loop() {

@@ -8,22 +8,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"latchkey.dev/latchkey/api/v1alpha1"
 	"latchkey.dev/latchkey/internal/clientdoc"
 	"latchkey.dev/latchkey/internal/config"
 )
 
-// RedirectPolicyReconciler reports whether a RedirectPolicy is in force. The rules themselves
-// reach the server through the Compiler.
-type RedirectPolicyReconciler struct {
+// policyPhases are the RedirectPolicy's status phases (RedirectPolicyReconciler, Standalone).
+type policyPhases struct {
 	base
-	deps  *dependents
 	store Store // nil: refused clients are reported, nothing is revoked
 	// documents reads client ID metadata documents of clients holding tokens; nil means a
 	// fetcher with production defaults.
@@ -44,44 +37,37 @@ var redirectPolicyKind = statusKind[*v1alpha1.RedirectPolicy]{
 	},
 }
 
-// Reconcile implements reconcile.Reconciler.
-func (r *RedirectPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return reconcileWith(ctx, &r.base, req, &v1alpha1.RedirectPolicy{}, redirectPolicyKind,
-		func(p *v1alpha1.RedirectPolicy) *policyScope { return &policyScope{policy: p, res: r.resolver()} },
-		r.reconcileReady, r.reconcileIgnored, r.reconcileEnforcement, r.reconcileAudit)
-}
-
 // reconcileAudit records a new generation of the policy in its Project's audit log.
-func (r *RedirectPolicyReconciler) reconcileAudit(ctx context.Context, s *policyScope) (ctrl.Result, error) {
+func (r *policyPhases) reconcileAudit(ctx context.Context, s *policyScope) (Result, error) {
 	p := s.policy
-	return ctrl.Result{}, r.recordPolicyChange(ctx, p, "RedirectPolicy", s.project, p.Status.ObservedGeneration,
+	return Result{}, r.recordPolicyChange(ctx, p, "RedirectPolicy", s.project, p.Status.ObservedGeneration,
 		map[string]string{"only_recognised_apps": strconv.FormatBool(p.Spec.OnlyRecognisedApps), "in_force": strconv.FormatBool(s.ready)})
 }
 
-func (r *RedirectPolicyReconciler) reconcileReady(ctx context.Context, s *policyScope) (ctrl.Result, error) {
+func (r *policyPhases) reconcileReady(ctx context.Context, s *policyScope) (Result, error) {
 	project, err := s.res.policy(ctx, s.policy)
 	if _, ok := asNotReady(err); err != nil && !ok {
-		return ctrl.Result{}, err
+		return Result{}, err
 	}
 	s.project, s.ready = project, err == nil
 	r.setReady(&s.policy.Status.Conditions, s.policy.Generation, err, "in force for Project "+project)
-	return ctrl.Result{}, nil
+	return Result{}, nil
 }
 
 // reconcileIgnored reports, for a policy in force outside its Project's namespace, what of it
 // the Project's rules ignore: such a policy may only narrow them (mergeRedirectRules).
-func (r *RedirectPolicyReconciler) reconcileIgnored(ctx context.Context, s *policyScope) (ctrl.Result, error) {
+func (r *policyPhases) reconcileIgnored(ctx context.Context, s *policyScope) (Result, error) {
 	p := s.policy
 	if !s.ready {
 		meta.RemoveStatusCondition(&p.Status.Conditions, v1alpha1.RedirectPolicyIgnoredFieldsCondition)
-		return ctrl.Result{}, nil
+		return Result{}, nil
 	}
 	projectNamespace, _, _ := strings.Cut(s.project, "/")
 	var ignored []string
 	if p.Namespace != projectNamespace {
-		rules, err := projectRules(ctx, r.client, s.res, s.project)
+		rules, err := projectRules(ctx, r.reader, s.res, s.project)
 		if err != nil {
-			return ctrl.Result{}, err
+			return Result{}, err
 		}
 		ignored = foreignIgnored(p, rules)
 	}
@@ -105,7 +91,7 @@ func (r *RedirectPolicyReconciler) reconcileIgnored(ctx context.Context, s *poli
 	if err != nil && !wasIgnored {
 		r.recorder.Eventf(p, nil, corev1.EventTypeWarning, v1alpha1.RedirectPolicyOutsideProjectNamespaceReason, "Reconcile", "%s", c.Message)
 	}
-	return ctrl.Result{}, nil
+	return Result{}, nil
 }
 
 // foreignIgnored lists what of a policy outside the Project's namespace has no effect on the
@@ -142,25 +128,6 @@ func foreignIgnored(p *v1alpha1.RedirectPolicy, rules config.RedirectRules) []st
 // turns onlyRecognisedApps on, the live tokens of every client the Project's merged rules
 // refuse are revoked at once, and status.revokedTokens and status.refusedClients say so
 // (enforce.go).
-func (r *RedirectPolicyReconciler) reconcileEnforcement(ctx context.Context, s *policyScope) (ctrl.Result, error) {
+func (r *policyPhases) reconcileEnforcement(ctx context.Context, s *policyScope) (Result, error) {
 	return r.enforce(ctx, s)
-}
-
-// SetupWithManager watches RedirectPolicies, their Projects, the Projects' Secrets, and
-// namespace labels.
-func (r *RedirectPolicyReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.RedirectPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&v1alpha1.RedirectPolicy{}, handler.EnqueueRequestsFromMapFunc(r.deps.policySiblings),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&v1alpha1.OAuthClient{}, handler.EnqueueRequestsFromMapFunc(r.deps.policiesForClient),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.deps.policiesForSecret)).
-		Watches(&v1alpha1.Project{}, handler.EnqueueRequestsFromMapFunc(r.deps.policiesForProject),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.deps.policiesForNamespace),
-			builder.WithPredicates(predicate.LabelChangedPredicate{})).
-		WithOptions(opts).
-		Named("redirectpolicy").
-		Complete(r)
 }

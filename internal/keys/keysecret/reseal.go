@@ -1,4 +1,4 @@
-package keys
+package keysecret
 
 import (
 	"context"
@@ -11,16 +11,10 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"latchkey.dev/latchkey/internal/keys"
 	"latchkey.dev/latchkey/internal/secret"
-	"latchkey.dev/latchkey/internal/store"
 	"latchkey.dev/latchkey/internal/upstream"
 )
-
-// ResealStore is the part of the store the re-seal uses.
-type ResealStore interface {
-	store.Sealed
-	upstream.ConnectionStore
-}
 
 // Resealer re-seals the connections' upstream tokens with the primary sealing key, on the
 // elected replica, a page at a time with a pause between pages so it never competes with
@@ -32,7 +26,7 @@ type ResealStore interface {
 // they expire. The report lists what each other key still seals, so an admin knows when an old
 // key may be removed: when it seals nothing.
 type Resealer struct {
-	Store ResealStore
+	Store keys.ResealStore
 	// Batch is the page size (default 100); Pause the wait between pages (default 200ms).
 	Batch int
 	Pause time.Duration
@@ -41,7 +35,7 @@ type Resealer struct {
 
 // Run re-seals until every connection is sealed with set's primary key, or ctx ends. When a
 // newer sealing key took over meanwhile it stops: the next round re-seals with that one.
-func (r *Resealer) Run(ctx context.Context, k *Keeper, set *Set) error {
+func (r *Resealer) Run(ctx context.Context, k *Keeper, set *keys.Set) error {
 	err := r.run(ctx, k, set)
 	if errors.Is(err, errResealSuperseded) {
 		r.Log.Info("a newer sealing key took over; re-sealing continues with it")
@@ -50,7 +44,7 @@ func (r *Resealer) Run(ctx context.Context, k *Keeper, set *Set) error {
 	return err
 }
 
-func (r *Resealer) run(ctx context.Context, k *Keeper, set *Set) error {
+func (r *Resealer) run(ctx context.Context, k *Keeper, set *keys.Set) error {
 	batch, pause := r.Batch, r.Pause
 	if batch <= 0 {
 		batch = 100

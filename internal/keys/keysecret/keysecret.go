@@ -1,4 +1,8 @@
-package keys
+// Package keysecret keeps the operator's keys in a Kubernetes Secret (--keys-secret,
+// docs/operations.md): the Loader reads it on every replica, the Keeper creates, rotates and
+// re-seals on the elected one. It is the part of key handling that talks to the API server, apart
+// from package keys so a build without a cluster links none of it (docs/decisions/0085).
+package keysecret
 
 import (
 	"context"
@@ -15,19 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latchkey.dev/latchkey/internal/keptsecret"
+	"latchkey.dev/latchkey/internal/keys"
 	"latchkey.dev/latchkey/internal/secret"
 )
 
-// Durations the chart's keys values set; docs/operations.md explains each.
-const (
-	DefaultSigningAnnounce    = 24 * time.Hour
-	DefaultSigningRetire      = 24 * time.Hour
-	DefaultSigningRotateEvery = 90 * 24 * time.Hour
-	// DefaultSealingAnnounce is how long a new sealing key is held by every replica before any
-	// seals with it: well beyond the Loader's poll, so all have it first.
-	DefaultSealingAnnounce = 2 * time.Minute
-	defaultPoll            = 10 * time.Second
-)
+// defaultPoll is how often the Loader reads the Secret again.
+const defaultPoll = 10 * time.Second
 
 // Loader reads the keys Secret on every replica (it does not need leader election): it waits
 // until the Secret exists, then gives the Keyring its sealing keys and Signing its signing keys,
@@ -38,7 +35,7 @@ type Loader struct {
 	Reader  client.Reader
 	Secret  types.NamespacedName
 	Keyring *secret.Keyring
-	Signing *Signing
+	Signing *keys.Signing
 	// Changed, when set, is called after every change of keys (the compiler compiles again).
 	Changed func()
 	Now     func() time.Time
@@ -93,15 +90,15 @@ func (l *Loader) load(ctx context.Context) error {
 		return err
 	}
 	now := l.Now()
-	var set *Set
+	var set *keys.Set
 	if sec.ResourceVersion == l.version {
 		// Nothing new, but a next sealing key may have become primary since.
-		if set = l.Signing.set.Load(); set == nil || set.PrimarySealing(now) == l.primary {
+		if set = l.Signing.Keys(); set == nil || set.PrimarySealing(now) == l.primary {
 			return nil
 		}
 	} else {
 		var err error
-		if set, err = Parse(sec.Data); err != nil {
+		if set, err = keys.Parse(sec.Data); err != nil {
 			return err
 		}
 	}
@@ -131,7 +128,7 @@ func (l *Loader) load(ctx context.Context) error {
 	return nil
 }
 
-func signingIDs(s *Set) []string {
+func signingIDs(s *keys.Set) []string {
 	ids := make([]string, len(s.Signing))
 	for i, k := range s.Signing {
 		ids[i] = k.ID
@@ -153,7 +150,7 @@ type Keeper struct {
 	// Keeper waits for an admin to create it.
 	Create bool
 	// Announce, Retire and RotateEvery are the signing schedule; RotateEvery 0 rotates only
-	// when asked with RotateSigningAnnotation. SealingAnnounce defaults to 2m.
+	// when asked with keys.RotateSigningAnnotation. SealingAnnounce defaults to 2m.
 	Announce, Retire, RotateEvery, SealingAnnounce time.Duration
 	// LongestTokenLifetime, when set, returns the longest JWT lifetime of any Project; a
 	// retired key is kept at least that long.
@@ -178,7 +175,7 @@ func (k *Keeper) Step(ctx context.Context) error {
 	if err != nil || created || sec == nil {
 		return err
 	}
-	set, err := Parse(sec.Data)
+	set, err := keys.Parse(sec.Data)
 	if err != nil {
 		// Never "repaired": rewriting a Secret that does not parse could drop a key.
 		return fmt.Errorf("the keys Secret does not parse, so it is left as it is: %w", err)
@@ -218,7 +215,7 @@ func (k *Keeper) ensure(ctx context.Context) (*corev1.Secret, bool, error) {
 		k.Log.Info("the keys Secret does not exist and keys.generate is off: waiting for it", "secret", k.Secret.String())
 		return nil, false, nil
 	}
-	data, err := New(k.Now()).Data()
+	data, err := keys.New(k.Now()).Data()
 	if err != nil {
 		return nil, false, err
 	}
@@ -248,7 +245,7 @@ func (k *Keeper) ensure(ctx context.Context) (*corev1.Secret, bool, error) {
 }
 
 // plan applies what is due to set and reports whether it changed.
-func (k *Keeper) plan(set *Set, annotations map[string]string) bool {
+func (k *Keeper) plan(set *keys.Set, annotations map[string]string) bool {
 	now := k.Now()
 	changed := false
 	if set.State.Handled == nil {
@@ -261,7 +258,7 @@ func (k *Keeper) plan(set *Set, annotations map[string]string) bool {
 		// first key signs at once.
 		set.AddSigning(now, 0)
 		changed = true
-	case k.asked(set, annotations, RotateSigningAnnotation):
+	case k.asked(set, annotations, keys.RotateSigningAnnotation):
 		set.AddSigning(now, announce)
 		k.Log.Info("rotating the signing key on request", "signsFrom", now.Add(announce))
 		changed = true
@@ -277,13 +274,13 @@ func (k *Keeper) plan(set *Set, annotations map[string]string) bool {
 	if set.Prune(now, retire) {
 		changed = true
 	}
-	if k.asked(set, annotations, RotateSealingAnnotation) {
+	if k.asked(set, annotations, keys.RotateSealingAnnotation) {
 		if set.State.SealingNext != "" {
 			k.Log.Info("a new sealing key is already on its way; the request is recorded and not repeated")
 		} else {
 			sa := k.SealingAnnounce
 			if sa <= 0 {
-				sa = DefaultSealingAnnounce
+				sa = keys.DefaultSealingAnnounce
 			}
 			id := set.AddSealing(now, sa)
 			k.Log.Info("new sealing key added; it seals once every replica has it", "id", id, "sealsFrom", now.Add(sa))
@@ -298,7 +295,7 @@ func (k *Keeper) plan(set *Set, annotations map[string]string) bool {
 }
 
 // asked reports (and records) an annotation value not acted on before.
-func (k *Keeper) asked(set *Set, annotations map[string]string, name string) bool {
+func (k *Keeper) asked(set *keys.Set, annotations map[string]string, name string) bool {
 	v := annotations[name]
 	if v == "" || set.State.Handled[name] == v {
 		return false
@@ -309,7 +306,7 @@ func (k *Keeper) asked(set *Set, annotations map[string]string, name string) boo
 
 // due: the newest signing key was published RotateEvery ago, and is already signing (a key
 // still being announced is not replaced).
-func (k *Keeper) due(set *Set, now time.Time) bool {
+func (k *Keeper) due(set *keys.Set, now time.Time) bool {
 	newest := set.Signing[len(set.Signing)-1]
 	return !now.Before(newest.ActiveAt) && !now.Before(newest.PublishedAt.Add(k.RotateEvery))
 }
@@ -317,13 +314,13 @@ func (k *Keeper) due(set *Set, now time.Time) bool {
 // writeState stores set's state (the re-seal's progress) and the re-seal annotation, retrying
 // on a conflicting write by reading again: key material is taken from the fresh read, never
 // from set, so nothing an admin or another writer added is lost.
-func (k *Keeper) writeState(ctx context.Context, reseal Reseal, note string) error {
+func (k *Keeper) writeState(ctx context.Context, reseal keys.Reseal, note string) error {
 	for range 5 {
 		var sec corev1.Secret
 		if err := k.Client.Get(ctx, k.Secret, &sec); err != nil {
 			return err
 		}
-		cur, err := Parse(sec.Data)
+		cur, err := keys.Parse(sec.Data)
 		if err != nil {
 			return err
 		}
@@ -340,7 +337,7 @@ func (k *Keeper) writeState(ctx context.Context, reseal Reseal, note string) err
 		if sec.Annotations == nil {
 			sec.Annotations = map[string]string{}
 		}
-		sec.Annotations[ResealAnnotation] = note
+		sec.Annotations[keys.ResealAnnotation] = note
 		keptsecret.Mark(&sec, "keys")
 		err = k.Client.Update(ctx, &sec)
 		if !apierrors.IsConflict(err) {

@@ -1,4 +1,4 @@
-package keys_test
+package keysecret_test
 
 import (
 	"bytes"
@@ -25,6 +25,7 @@ import (
 
 	"latchkey.dev/latchkey/internal/config"
 	"latchkey.dev/latchkey/internal/keys"
+	"latchkey.dev/latchkey/internal/keys/keysecret"
 	"latchkey.dev/latchkey/internal/secret"
 	"latchkey.dev/latchkey/internal/store"
 	sqlstore "latchkey.dev/latchkey/internal/store/sql"
@@ -86,8 +87,8 @@ func namespace(t *testing.T) string {
 	return ns.Name
 }
 
-func keeper(key types.NamespacedName, clock *testclock.Clock) *keys.Keeper {
-	return &keys.Keeper{Client: k8s, Secret: key, Create: true, Announce: 24 * time.Hour, Retire: 24 * time.Hour,
+func keeper(key types.NamespacedName, clock *testclock.Clock) *keysecret.Keeper {
+	return &keysecret.Keeper{Client: k8s, Secret: key, Create: true, Announce: 24 * time.Hour, Retire: 24 * time.Hour,
 		RotateEvery: 90 * 24 * time.Hour, SealingAnnounce: 2 * time.Minute, Now: clock.Now, Log: logr.Discard()}
 }
 
@@ -181,7 +182,7 @@ func TestLoaderFollowsRotation(t *testing.T) {
 	clock := testclock.New(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	kr := &secret.Keyring{}
 	changed := make(chan struct{}, 16)
-	l := keys.NewLoader()
+	l := keysecret.NewLoader()
 	l.Reader, l.Secret, l.Keyring, l.Signing, l.Now, l.Poll, l.Log = k8s, key, kr, &keys.Signing{}, clock.Now, 20*time.Millisecond, logr.Discard()
 	l.Changed = func() { changed <- struct{}{} }
 	ctx, cancel := context.WithCancel(t.Context())
@@ -300,7 +301,7 @@ func TestReseal(t *testing.T) {
 	// The first leader re-seals one page of ten and loses its Lease.
 	ctx, cancel := context.WithCancel(t.Context())
 	first := keeper(key, clock)
-	first.Reseal = &keys.Resealer{Store: &interrupting{ResealStore: st, cancel: cancel}, Batch: 10, Pause: time.Millisecond, Log: logr.Discard()}
+	first.Reseal = &keysecret.Resealer{Store: &interrupting{ResealStore: st, cancel: cancel}, Batch: 10, Pause: time.Millisecond, Log: logr.Discard()}
 	if err := first.Step(ctx); err == nil {
 		t.Fatal("the interrupted re-seal reported no error")
 	}
@@ -315,7 +316,7 @@ func TestReseal(t *testing.T) {
 
 	// The next leader resumes after conn-09 and finishes.
 	next := keeper(key, clock)
-	next.Reseal = &keys.Resealer{Store: st, Batch: 10, Pause: time.Millisecond, Log: logr.Discard()}
+	next.Reseal = &keysecret.Resealer{Store: st, Batch: 10, Pause: time.Millisecond, Log: logr.Discard()}
 	if err := next.Step(t.Context()); err != nil {
 		t.Fatal(err)
 	}
