@@ -51,6 +51,10 @@ type Store struct {
 	// ckEvery and walRestartFrames are checkpointEvery and walRestartFrames, smaller in tests.
 	ckEvery          time.Duration
 	walRestartFrames int64
+	// restartAfter is when the checkpointer may try a restart again (its goroutine only);
+	// restartsTried counts its tries, for tests.
+	restartAfter  time.Time
+	restartsTried atomic.Int64
 
 	rebound sync.Map // query with ? placeholders -> dialect text
 	stmts   sync.Map // stmtKey -> *sql.Stmt (SQLite only)
@@ -368,6 +372,9 @@ const (
 	walRestartFrames = 32768
 	// walRestartWait bounds how long a restart waits for the write lock and for readers.
 	walRestartWait = 100 * time.Millisecond
+	// walRestartBackoff is how long the checkpointer leaves the WAL alone after a restart that
+	// a reader held back.
+	walRestartBackoff = 5 * time.Second
 	// walKeepBytes is what a restarted WAL is truncated to.
 	walKeepBytes = 64 << 20
 )
@@ -395,6 +402,9 @@ func (s *Store) checkpoint() {
 	if err != nil || frames < s.walRestartFrames {
 		return
 	}
+	if time.Now().Before(s.restartAfter) {
+		return
+	}
 	// Through the gate, as a writer: the write connection is between transactions then, so the
 	// restart gets the write lock at once. Waiting for it in SQLite's busy handler, which
 	// polls, loses to a writer that takes the lock again straight after each commit.
@@ -404,7 +414,14 @@ func (s *Store) checkpoint() {
 		return
 	}
 	defer s.leave()
-	_, _ = s.ck.Exec(`PRAGMA wal_checkpoint(RESTART)`)
+	s.restartsTried.Add(1)
+	err = s.ck.QueryRow(`PRAGMA wal_checkpoint(RESTART)`).Scan(&busy, &frames, &copied)
+	if err != nil || busy != 0 {
+		// A reader still on old frames (a backup, a long listing) held it back, with every
+		// writer waiting meanwhile: leave the WAL to grow a while rather than stall writers
+		// at every tick for as long as that reader reads.
+		s.restartAfter = time.Now().Add(walRestartBackoff)
+	}
 }
 
 func openPostgres(dsn string, tracer pgx.QueryTracer) (*Store, error) {

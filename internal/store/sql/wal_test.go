@@ -97,3 +97,65 @@ func TestWALStaysBoundedUnderSustainedWrites(t *testing.T) {
 			largest.Load()>>10, written, limit>>10)
 	}
 }
+
+// A reader that stays on old frames (a backup, a long listing) holds a restart back, and every
+// writer waits while the restart waits for it: the checkpointer tries once, then leaves the
+// WAL alone for a while instead of stalling writers at every tick. Once the reader is gone,
+// the restart goes through and the WAL starts over.
+func TestWALRestartBacksOffWhileAReaderHoldsOldFrames(t *testing.T) {
+	const restartFrames = 64
+	s, err := openSQLite(filepath.Join(t.TempDir(), "wal.db"), sqliteOptions{checkpointEvery: time.Hour, walRestartFrames: restartFrames})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := t.Context()
+	if err := s.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	write := func(from, n int) {
+		t.Helper()
+		for i := from; i < from+n; i++ {
+			if err := s.CreateTokens(ctx, tokenN(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(0, 40)
+
+	// The reader's snapshot includes frames nobody has copied yet, so it reads from the WAL.
+	reader, err := s.r.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	if _, err := reader.ExecContext(ctx, `BEGIN`); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := reader.QueryRowContext(ctx, `SELECT count(*) FROM tokens`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	write(40, 40)
+
+	for range 5 {
+		s.checkpoint()
+	}
+	if got := s.restartsTried.Load(); got != 1 {
+		t.Fatalf("%d restarts tried while the reader held old frames, want 1 and then a pause", got)
+	}
+
+	if _, err := reader.ExecContext(ctx, `COMMIT`); err != nil {
+		t.Fatal(err)
+	}
+	s.restartAfter = time.Time{} // the pause is over
+	s.checkpoint()
+	write(80, 1)
+	var busy, frames, copied int64
+	if err := s.ck.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied); err != nil {
+		t.Fatal(err)
+	}
+	if frames >= restartFrames {
+		t.Fatalf("the WAL holds %d frames after the reader left and a restart: it did not start over", frames)
+	}
+}
