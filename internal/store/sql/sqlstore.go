@@ -51,9 +51,11 @@ type Store struct {
 	// ckEvery and walRestartFrames are checkpointEvery and walRestartFrames, smaller in tests.
 	ckEvery          time.Duration
 	walRestartFrames int64
-	// restartAfter is when the checkpointer may try a restart again (its goroutine only);
+	// restartAfter is when the checkpointer may try a restart again, and restartPause the
+	// pause it takes after the next restart a reader holds back (its goroutine only);
 	// restartsTried counts its tries, for tests.
 	restartAfter  time.Time
+	restartPause  time.Duration
 	restartsTried atomic.Int64
 
 	rebound sync.Map // query with ? placeholders -> dialect text
@@ -372,8 +374,11 @@ const (
 	walRestartFrames = 32768
 	// walRestartWait bounds how long a restart waits for the write lock and for readers.
 	walRestartWait = 100 * time.Millisecond
-	// walRestartBackoff is how long the checkpointer leaves the WAL alone after a restart that
-	// a reader held back.
+	// walRestartBackoff is the longest the checkpointer leaves the WAL alone after restarts
+	// that readers held back. The first pause is one checkpoint interval, and each restart
+	// held back again doubles it up to this: short readers that happened to be on old frames
+	// (busy under load) cost one tick, while the WAL grows by thousands of frames a second, and
+	// a reader that stays (a backup) is not waited for at every tick.
 	walRestartBackoff = 5 * time.Second
 	// walKeepBytes is what a restarted WAL is truncated to.
 	walKeepBytes = 64 << 20
@@ -416,12 +421,15 @@ func (s *Store) checkpoint() {
 	defer s.leave()
 	s.restartsTried.Add(1)
 	err = s.ck.QueryRow(`PRAGMA wal_checkpoint(RESTART)`).Scan(&busy, &frames, &copied)
-	if err != nil || busy != 0 {
-		// A reader still on old frames (a backup, a long listing) held it back, with every
-		// writer waiting meanwhile: leave the WAL to grow a while rather than stall writers
-		// at every tick for as long as that reader reads.
-		s.restartAfter = time.Now().Add(walRestartBackoff)
+	if err == nil && busy == 0 {
+		s.restartPause = 0
+		return
 	}
+	// A reader still on old frames (a backup, a long listing) held it back, with every writer
+	// waiting meanwhile: leave the WAL to grow a while rather than stall writers at every tick
+	// for as long as that reader reads (walRestartBackoff).
+	s.restartPause = min(max(2*s.restartPause, s.ckEvery), walRestartBackoff)
+	s.restartAfter = time.Now().Add(s.restartPause)
 }
 
 func openPostgres(dsn string, tracer pgx.QueryTracer) (*Store, error) {

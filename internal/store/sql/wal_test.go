@@ -100,11 +100,12 @@ func TestWALStaysBoundedUnderSustainedWrites(t *testing.T) {
 
 // A reader that stays on old frames (a backup, a long listing) holds a restart back, and every
 // writer waits while the restart waits for it: the checkpointer tries once, then leaves the
-// WAL alone for a while instead of stalling writers at every tick. Once the reader is gone,
-// the restart goes through and the WAL starts over.
+// WAL alone for a while instead of stalling writers at every tick, longer each time the same
+// reader holds it back. Once the reader is gone, the restart goes through, the WAL starts over
+// and the next pause is short again.
 func TestWALRestartBacksOffWhileAReaderHoldsOldFrames(t *testing.T) {
 	const restartFrames = 64
-	s, err := openSQLite(filepath.Join(t.TempDir(), "wal.db"), sqliteOptions{checkpointEvery: time.Hour, walRestartFrames: restartFrames})
+	s, err := openSQLite(filepath.Join(t.TempDir(), "wal.db"), sqliteOptions{checkpointEvery: 100 * time.Millisecond, walRestartFrames: restartFrames})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +114,10 @@ func TestWALRestartBacksOffWhileAReaderHoldsOldFrames(t *testing.T) {
 	if err := s.start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The test is the checkpointer: it calls checkpoint itself and moves the clock of pauses.
+	close(s.ckStop)
+	<-s.ckDone
+	s.ckStop = nil
 	write := func(from, n int) {
 		t.Helper()
 		for i := from; i < from+n; i++ {
@@ -144,12 +149,27 @@ func TestWALRestartBacksOffWhileAReaderHoldsOldFrames(t *testing.T) {
 	if got := s.restartsTried.Load(); got != 1 {
 		t.Fatalf("%d restarts tried while the reader held old frames, want 1 and then a pause", got)
 	}
+	first := s.restartPause
+	if first <= 0 || !s.restartAfter.After(time.Now()) {
+		t.Fatalf("no pause after a restart the reader held back (pause %v, until %v)", first, s.restartAfter)
+	}
+	s.restartAfter = time.Time{} // the pause is over; the reader is still there
+	s.checkpoint()
+	if got := s.restartsTried.Load(); got != 2 {
+		t.Fatalf("%d restarts tried after the pause, want 2", got)
+	}
+	if s.restartPause <= first {
+		t.Fatalf("pause %v after a second restart held back by the same reader, want longer than %v", s.restartPause, first)
+	}
 
 	if _, err := reader.ExecContext(ctx, `COMMIT`); err != nil {
 		t.Fatal(err)
 	}
 	s.restartAfter = time.Time{} // the pause is over
 	s.checkpoint()
+	if s.restartPause != 0 {
+		t.Fatalf("pause %v after a restart that went through, want none", s.restartPause)
+	}
 	write(80, 1)
 	var busy, frames, copied int64
 	if err := s.ck.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied); err != nil {
