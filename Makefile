@@ -208,9 +208,11 @@ $(GOLANGCI_LINT): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && GOWORK=off $(GO) build -o ../../$(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## golangci-lint (.golangci.yml: go vet, staticcheck, gosec, errcheck, …, gofmt/goimports) on every module; gofmt on every Go file.
+lint: $(GOLANGCI_LINT) ## golangci-lint (.golangci.yml: go vet, staticcheck, gosec, errcheck, …, gofmt/goimports) on every module; go vet on the latchkey_local build; gofmt on every Go file.
 	@for m in $(LINT_MODULES); do echo "golangci-lint run in $$m"; \
 	  (cd $$m && GOWORK=off $(CURDIR)/$(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...) || exit 1; done
+	@echo "go vet -tags latchkey_local (the build make run-local makes, with its tests)"
+	@GOWORK=off $(GO) vet -tags latchkey_local ./...
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')) && \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 

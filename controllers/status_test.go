@@ -1,3 +1,5 @@
+//go:build !latchkey_local
+
 package controllers
 
 import (

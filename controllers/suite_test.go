@@ -1,3 +1,5 @@
+//go:build !latchkey_local
+
 package controllers
 
 import (
@@ -49,12 +51,9 @@ var (
 	// testSigning stands for the operator's loaded keys Secret (signingKeySource Operator).
 	testSigning = &lkkeys.Signing{Retire: time.Hour}
 	skipReason  string
-	// testNow is the injected clock: condition transition times must come from it.
-	testNow = time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
 )
 
 const (
-	testPublicURL = "https://latchkey.test"
 	// waitFor bounds every wait; generous, since the machine is shared. Waits end as soon as the
 	// condition holds.
 	waitFor = 30 * time.Second
@@ -355,16 +354,6 @@ func waitEvent(t *testing.T, obj client.Object, eventType, reason string) events
 		return fmt.Errorf("none among %d events", len(list.Items))
 	})
 	return found
-}
-
-// forProject and forConnector label a test Secret as its owner opts it in for a Project or for
-// Connectors (v1alpha1.SecretUseLabel); Latchkey reads no other.
-func forProject() map[string]string {
-	return map[string]string{v1alpha1.SecretUseLabel: v1alpha1.SecretUseProject}
-}
-
-func forConnector() map[string]string {
-	return map[string]string{v1alpha1.SecretUseLabel: v1alpha1.SecretUseConnector}
 }
 
 // passwordSecret is a one-person password file (alice, "alice-demo-pass").
