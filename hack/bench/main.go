@@ -12,6 +12,7 @@
 //	go run ./hack/bench -controllers 1000,10000          # reconcile benchmark on envtest
 //	go run ./hack/bench -binary bin/latchkey -runs 3     # the real binary against a floor process
 //	go run ./hack/bench -binary bin/latchkey -database 'postgres://…'   # the same on PostgreSQL
+//	go run ./hack/bench -binary bin/latchkey -hydra bin/hydra   # and Ory Hydra beside it (hydra.go)
 //
 // The load generator shares the machine (and this process) with the server, as the peers'
 // figures in docs/performance.md were also taken on one machine over loopback; the floor runs
@@ -56,6 +57,8 @@ type options struct {
 	// its own instead (real.go); floorServe is set in the floor process it starts.
 	binary     string
 	binaryArgs string
+	// hydra, with binary, is an Ory Hydra binary to run beside it (hydra.go).
+	hydra      string
 	floorServe string
 }
 
@@ -82,6 +85,7 @@ func main() {
 	flag.StringVar(&o.binary, "binary", "",
 		"instead of the in-process server: run this latchkey binary as make run-local starts it, next to a floor in a process of its own, scenarios alternating by round ("+strings.Join(realScenarios, ",")+")")
 	flag.StringVar(&o.binaryArgs, "binary-args", "", "with -binary: more flags for latchkey, separated by spaces")
+	flag.StringVar(&o.hydra, "hydra", "", "with -binary: an Ory Hydra binary (built with -tags sqlite) to run beside latchkey; adds hydra_client_credentials to every round")
 	flag.StringVar(&o.floorServe, "floor-serve", "", "internal: serve the floor on latchkey's database at this path (started by -binary)")
 	flag.Parse()
 	for f := range strings.SplitSeq(*tokens, ",") {

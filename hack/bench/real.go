@@ -52,6 +52,9 @@ var realScenarios = []string{"floor_insert_alone", "client_credentials", "floor"
 // realFloorOf says which floor each scenario is read against.
 var realFloorOf = map[string]string{"client_credentials": "floor_insert_alone", "exchange_ok": "floor"}
 
+// hydraScenario is Hydra's client_credentials, run with -hydra after Latchkey's in each round.
+const hydraScenario = "hydra_client_credentials"
+
 const (
 	realNS        = projectNS
 	realProject   = projectName
@@ -73,6 +76,7 @@ type realFixture struct {
 	agentSec  string
 	subjects  []string // people's access tokens issued to the agent, each with a connected GitHub account
 	stopGH    func()
+	hydra     *hydraPeer // with -hydra
 	// On PostgreSQL: the schema's label, and its removal; the backends' CPU reader.
 	dbLabel  string
 	dropDB   func()
@@ -149,6 +153,14 @@ func runReal(ctx context.Context, o options) error {
 	var results []result
 	serverCPU := map[string]*proc{"floor": f.floor, "floor_insert_alone": f.floor, "client_credentials": f.latchkey, "exchange_ok": f.latchkey}
 	dbApp := map[string]string{"floor": floorAppName, "floor_insert_alone": floorAppName, "client_credentials": latchkeyAppName, "exchange_ok": latchkeyAppName}
+	if f.hydra != nil {
+		if i := slices.Index(chosen, "client_credentials"); i >= 0 {
+			chosen = slices.Insert(slices.Clone(chosen), i+1, hydraScenario)
+		} else {
+			chosen = append(slices.Clone(chosen), hydraScenario)
+		}
+		serverCPU[hydraScenario] = f.hydra.proc
+	}
 	for round := 1; round <= o.runs; round++ {
 		for _, name := range chosen {
 			if ctx.Err() != nil {
@@ -163,9 +175,10 @@ func runReal(ctx context.Context, o options) error {
 			db0 := f.backends.cpu(ctx, dbApp[name])
 			var stopProf func()
 			if round == 1 && o.profileDir != "" {
-				if p == f.latchkey {
+				switch p {
+				case f.latchkey:
 					stopProf = f.profile(ctx, f.pprofURL, name, o.duration, "profile", "allocs", "mutex", "block")
-				} else {
+				case f.floor:
 					stopProf = f.profile(ctx, f.floorURL, name, o.duration, "profile", "allocs")
 				}
 			}
@@ -308,6 +321,11 @@ func startReal(ctx context.Context, o options) (*realFixture, error) {
 	}
 	f.floorURL = strings.TrimSpace(strings.TrimPrefix(line, floorReadyMsg))
 	go func() { _, _ = io.Copy(io.Discard, out) }()
+	if o.hydra != "" {
+		if f.hydra, err = startHydra(ctx, o, dir); err != nil {
+			return nil, err
+		}
+	}
 	ok = true
 	return f, nil
 }
@@ -315,6 +333,7 @@ func startReal(ctx context.Context, o options) (*realFixture, error) {
 func (f *realFixture) close() {
 	f.latchkey.stop()
 	f.floor.stop()
+	f.hydra.stop()
 	if f.stopGH != nil {
 		f.stopGH()
 	}
@@ -554,6 +573,10 @@ func (f *realFixture) op(c *http.Client, name string) func(int) op {
 		bodies[i] = exchangeForm(t)
 	}
 	next := roundRobin(bodies)
+	if name == hydraScenario {
+		hydra := f.hydra.op(c)
+		return func(int) op { return hydra }
+	}
 	return func(int) op {
 		return func(ctx context.Context) error {
 			var err error
@@ -707,10 +730,27 @@ func reportReal(o options, db string, results []result) {
 				totals = append(totals, fmt.Sprintf("%.2f", (r.cpuPerOp()+r.dbCPUPerOp())/(fl.cpuPerOp()+fl.dbCPUPerOp())))
 			}
 		}
+		if len(xs) == 0 {
+			continue // the scenario or its floor did not run
+		}
 		fmt.Printf("- %s: %s× %s by requests a second; server CPU per request %s× the floor's", name, strings.Join(xs, " / "), realFloorOf[name], strings.Join(cpus, " / "))
 		if db != "" {
 			fmt.Printf("; server and database CPU per request %s× the floor's", strings.Join(totals, " / "))
 		}
 		fmt.Println()
+	}
+	var xs, cpus []string
+	for _, r := range results {
+		if r.scenario != hydraScenario {
+			continue
+		}
+		i := slices.IndexFunc(results, func(x result) bool { return x.scenario == "client_credentials" && x.run == r.run })
+		if i >= 0 && r.rps() > 0 && r.cpuPerOp() > 0 {
+			xs = append(xs, fmt.Sprintf("%.1f", results[i].rps()/r.rps()))
+			cpus = append(cpus, fmt.Sprintf("%.2f", results[i].cpuPerOp()/r.cpuPerOp()))
+		}
+	}
+	if len(xs) > 0 {
+		fmt.Printf("- client_credentials: %s× Hydra by requests a second; server CPU per request %s× Hydra's\n", strings.Join(xs, " / "), strings.Join(cpus, " / "))
 	}
 }
