@@ -21,16 +21,8 @@ func TestWALStaysBoundedUnderSustainedWrites(t *testing.T) {
 		t.Skip("writes for a few seconds")
 	}
 	const restartFrames = 256 // 2 MiB of 8 KiB pages
-	path := filepath.Join(t.TempDir(), "wal.db")
-	s, err := openSQLite(path, sqliteOptions{checkpointEvery: 20 * time.Millisecond, walRestartFrames: restartFrames})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, path := openWAL(t, sqliteOptions{checkpointEvery: 20 * time.Millisecond, walRestartFrames: restartFrames})
 	ctx := t.Context()
-	if err := s.start(ctx); err != nil {
-		t.Fatal(err)
-	}
 
 	// Writers and readers for a fixed amount of work, sampling the WAL file's size.
 	const writers, readers, tokensEach = 8, 4, 500
@@ -105,15 +97,8 @@ func TestWALStaysBoundedUnderSustainedWrites(t *testing.T) {
 // and the next pause is short again.
 func TestWALRestartBacksOffWhileAReaderHoldsOldFrames(t *testing.T) {
 	const restartFrames = 64
-	s, err := openSQLite(filepath.Join(t.TempDir(), "wal.db"), sqliteOptions{checkpointEvery: 100 * time.Millisecond, walRestartFrames: restartFrames})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, _ := openWAL(t, sqliteOptions{checkpointEvery: 100 * time.Millisecond, walRestartFrames: restartFrames})
 	ctx := t.Context()
-	if err := s.start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	// The test is the checkpointer: it calls checkpoint itself and moves the clock of pauses.
 	close(s.ckStop)
 	<-s.ckDone
@@ -178,4 +163,20 @@ func TestWALRestartBacksOffWhileAReaderHoldsOldFrames(t *testing.T) {
 	if frames >= restartFrames {
 		t.Fatalf("the WAL holds %d frames after the reader left and a restart: it did not start over", frames)
 	}
+}
+
+// openWAL opens and starts a SQLite store in a fresh directory with checkpoint settings of the
+// test's own; it returns the database file's path.
+func openWAL(t *testing.T, o sqliteOptions) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "wal.db")
+	s, err := openSQLite(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return s, path
 }
