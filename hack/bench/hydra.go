@@ -23,11 +23,8 @@ import (
 // in the run's directory, registers one client_credentials client through its admin API, and
 // runs hydra_client_credentials in every round beside Latchkey's client_credentials: same
 // load generator, same machine, same rounds, so the ratio is read round by round. Hydra's SQLite
-// support needs its `sqlite` build tag (CGO): build it with
-//
-//	go build -tags sqlite,sqlite_omit_load_extension -o bin/hydra github.com/ory/hydra/v2
-//
-// in a module that requires github.com/ory/hydra/v2 (docs/performance.md says how it was done).
+// support needs its `sqlite` build tag (CGO), and its go.mod's replace directives apply only when
+// it is built as the main module: hack/build-hydra.sh builds it that way into bin/hydra.
 
 // hydraPeer is the running Hydra and its client.
 type hydraPeer struct {
